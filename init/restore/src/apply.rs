@@ -1,0 +1,137 @@
+//! Act: carry out a plan, one idempotent step at a time, under a journal.
+//!
+//! The journal is written and synced before the first change and removed after the last;
+//! every step checks whether it already happened, so a run killed anywhere is finished by
+//! the next run. A named fault point follows each step (`restore.journal-written`,
+//! `restore.step-<n>`), so tests can stop the process exactly there.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use vtsnap_core::fault;
+
+use crate::binlog;
+use crate::durable::{self, Renamed};
+use crate::journal::{self, Journal};
+use crate::mycnf::{MyCnf, replace_uid_refs};
+use crate::plan::{Plan, Step};
+
+/// What happened to one step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepResult {
+    Planned,
+    Done,
+    /// An earlier, interrupted run had already done it.
+    AlreadyDone,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StepReport {
+    #[serde(flatten)]
+    pub step: Step,
+    pub result: StepResult,
+}
+
+/// A step failed half-way; the journal stays so the next run can finish.
+#[derive(Debug, thiserror::Error)]
+#[error("step {index} ({op}) on {path}: {source}")]
+pub struct ApplyError {
+    pub index: usize,
+    pub op: &'static str,
+    pub path: String,
+    #[source]
+    pub source: io::Error,
+}
+
+fn step_path(step: &Step) -> &Path {
+    match step {
+        Step::RenameDir { from, .. } | Step::RenameFile { from, .. } => from,
+        Step::RetargetSymlink { link, .. } => link,
+        Step::PatchBinlogCheckpoints { file, .. } => file,
+        Step::RewriteIndex { path } | Step::RemoveFile { path, .. } | Step::RewriteMyCnf { path } => {
+            path
+        }
+    }
+}
+
+fn done(changed: bool) -> StepResult {
+    if changed { StepResult::Done } else { StepResult::AlreadyDone }
+}
+
+fn run_step(root: &Path, plan: &Plan, step: &Step) -> io::Result<StepResult> {
+    let abs = |p: &PathBuf| root.join(p);
+    match step {
+        Step::RenameDir { from, to } | Step::RenameFile { from, to } => {
+            Ok(done(durable::rename_once(&abs(from), &abs(to))? == Renamed::Now))
+        }
+        Step::RetargetSymlink { link, target } => Ok(done(durable::retarget_symlink(&abs(link), target)?)),
+        Step::PatchBinlogCheckpoints { file, offsets } => {
+            let n = binlog::patch_checkpoints(
+                &abs(file),
+                offsets,
+                &plan.from.log_file_prefix(),
+                &plan.to.log_file_prefix(),
+            )
+            .map_err(io::Error::other)?;
+            Ok(done(n > 0))
+        }
+        Step::RewriteIndex { path } => {
+            let text = fs::read_to_string(abs(path))?;
+            let new: String = text
+                .split_inclusive('\n')
+                .map(|line| replace_uid_refs(line, plan.from, plan.to))
+                .collect();
+            Ok(done(durable::replace_contents(&abs(path), new.as_bytes())?))
+        }
+        Step::RemoveFile { path, .. } => Ok(done(durable::remove_if_present(&abs(path))?)),
+        Step::RewriteMyCnf { path } => {
+            let text = fs::read_to_string(abs(path))?;
+            let cnf = MyCnf::parse(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            let (new, _) = cnf
+                .rewrite(plan.from, plan.to, plan.server_id)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            Ok(done(durable::replace_contents(&abs(path), new.as_bytes())?))
+        }
+    }
+}
+
+/// Executes `plan` on the volume at `root`. With `resumed`, the journal is already there.
+pub fn apply(root: &Path, plan: &Plan, resumed: bool) -> Result<Vec<StepReport>, ApplyError> {
+    let journal_err = |source| ApplyError {
+        index: 0,
+        op: "journal",
+        path: journal::path(root).display().to_string(),
+        source,
+    };
+    if !resumed {
+        journal::write(root, &Journal::new(plan.clone())).map_err(journal_err)?;
+    }
+    fault::point("restore.journal-written");
+    let mut reports = Vec::with_capacity(plan.steps.len());
+    for (index, step) in plan.steps.iter().enumerate() {
+        let span = tracing::info_span!("step", index, op = step.op());
+        let _g = span.enter();
+        let result = run_step(root, plan, step).map_err(|source| ApplyError {
+            index,
+            op: step.op(),
+            path: step_path(step).display().to_string(),
+            source,
+        })?;
+        tracing::info!(path = %step_path(step).display(), ?result, "step finished");
+        reports.push(StepReport { step: step.clone(), result });
+        fault::point(&format!("restore.step-{index}"));
+    }
+    journal::remove(root).map_err(journal_err)?;
+    Ok(reports)
+}
+
+/// The plan as a report, for `--dry-run`.
+pub fn planned(plan: &Plan) -> Vec<StepReport> {
+    plan.steps
+        .iter()
+        .map(|s| StepReport { step: s.clone(), result: StepResult::Planned })
+        .collect()
+}

@@ -1,0 +1,79 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use vtsnap_core::logging::{self, LogFormat};
+use vtsnap_core::naming::TabletUid;
+use vtsnap_restore::{Options, RestoreError, run};
+
+/// Make a tablet volume cloned from another tablet's snapshot belong to this tablet.
+///
+/// Runs as an init container of a vitess-operator tablet pool. On a volume that holds
+/// exactly one other tablet's `vt_<uid>` directory it renames it to this tablet's UID,
+/// renames binlogs, rewrites my.cnf and the binlog index, picks a fresh server-id,
+/// removes auto.cnf and drops stale relay logs. An empty volume, or one that already
+/// belongs to this tablet, is left alone. Anything ambiguous is refused (exit 3) without
+/// changing anything. The last stdout line is a JSON summary.
+#[derive(Debug, Parser)]
+#[command(
+    name = "vtsnap-restore",
+    version,
+    after_help = "Examples:\n  \
+      vtsnap-restore --vtdataroot /vt/vtdataroot --tablet-uid 2548885007\n  \
+      vtsnap-restore --vtdataroot /mnt/clone/vtdataroot --tablet-uid 0000000102 --dry-run\n  \
+      VTSNAP_TABLET_UID=102 vtsnap-restore\n\n\
+      Exit codes: 0 done or nothing to do, 1 failed part-way (run again to finish),\n  \
+      2 usage error, 3 refused (nothing changed)."
+)]
+struct Cli {
+    /// The tablet volume's vtdataroot directory (the PVC's `vtdataroot` subPath).
+    #[arg(long, env = "VTSNAP_VTDATAROOT", default_value = "/vt/vtdataroot")]
+    vtdataroot: PathBuf,
+
+    /// This tablet's UID, padded (0000000101) or not (101).
+    #[arg(long, env = "VTSNAP_TABLET_UID")]
+    tablet_uid: TabletUid,
+
+    /// Use this new server-id instead of a random one in [100, 2^31).
+    #[arg(long, env = "VTSNAP_SERVER_ID")]
+    server_id: Option<u32>,
+
+    /// Print the plan and change nothing.
+    #[arg(long, env = "VTSNAP_DRY_RUN")]
+    dry_run: bool,
+
+    /// Log format on stderr.
+    #[arg(long, env = "VTSNAP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Auto)]
+    log_format: LogFormat,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init(cli.log_format);
+    let opts = Options {
+        vtdataroot: cli.vtdataroot,
+        tablet_uid: cli.tablet_uid,
+        server_id: cli.server_id,
+        dry_run: cli.dry_run,
+    };
+    match run(&opts) {
+        Ok(outcome) => {
+            tracing::info!(action = outcome.action, steps = outcome.steps.len(), "restore finished");
+            println!("{}", serde_json::to_string(&outcome).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Err(e) => report_error(&opts, &e),
+    }
+}
+
+fn report_error(opts: &Options, e: &RestoreError) -> ExitCode {
+    tracing::error!(error = %e, code = e.code(), "restore did not complete");
+    let line = serde_json::json!({
+        "action": if e.exit_code() == 3 { "refused" } else { "failed" },
+        "dry_run": opts.dry_run,
+        "to_uid": opts.tablet_uid,
+        "error": { "code": e.code(), "message": e.to_string() },
+    });
+    println!("{line}");
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))
+}

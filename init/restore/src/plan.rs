@@ -1,0 +1,125 @@
+//! Decide: a pure function from what was observed to the ordered steps of the move.
+//! No file system access here; the plan is a value that `--dry-run` prints.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use vtsnap_core::naming::TabletUid;
+
+use crate::mycnf::replace_uid_refs;
+use crate::observe::MoveSource;
+
+/// One idempotent change. Paths are relative to the volume directory and are where the
+/// thing is at the moment the step runs (after the steps before it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum Step {
+    RenameDir { from: PathBuf, to: PathBuf },
+    RetargetSymlink { link: PathBuf, target: String },
+    RenameFile { from: PathBuf, to: PathBuf },
+    /// Rewrites the file names in a crash image's binlog checkpoint events (see `binlog`).
+    PatchBinlogCheckpoints { file: PathBuf, offsets: Vec<u64> },
+    RewriteIndex { path: PathBuf },
+    RemoveFile { path: PathBuf, why: String },
+    RewriteMyCnf { path: PathBuf },
+}
+
+impl Step {
+    pub fn op(&self) -> &'static str {
+        match self {
+            Self::RenameDir { .. } => "rename-dir",
+            Self::RetargetSymlink { .. } => "retarget-symlink",
+            Self::RenameFile { .. } => "rename-file",
+            Self::PatchBinlogCheckpoints { .. } => "patch-binlog-checkpoints",
+            Self::RewriteIndex { .. } => "rewrite-index",
+            Self::RemoveFile { .. } => "remove-file",
+            Self::RewriteMyCnf { .. } => "rewrite-my-cnf",
+        }
+    }
+}
+
+/// The move of one volume from tablet `from` to tablet `to`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub from: TabletUid,
+    pub to: TabletUid,
+    pub server_id: u32,
+    pub old_server_id: Option<u32>,
+    pub restore_in_progress: bool,
+    pub steps: Vec<Step>,
+}
+
+/// Where a path of the old layout is once the directories named after `from` are renamed.
+fn moved(p: &Path, from: TabletUid, to: TabletUid) -> PathBuf {
+    PathBuf::from(replace_uid_refs(&p.to_string_lossy(), from, to))
+}
+
+/// Plans the move. `server_id` is the new server-id, chosen by the caller.
+pub fn plan(src: &MoveSource, to: TabletUid, server_id: u32) -> Plan {
+    let from = src.from;
+    let mv = |p: &Path| moved(p, from, to);
+    let mut steps = Vec::new();
+
+    // Directories first (Vitess's symlinked top-level dirs, then the tablet directory),
+    // so every later step names the final location.
+    for l in &src.top_links {
+        steps.push(Step::RenameDir { from: l.target.clone(), to: mv(&l.target) });
+    }
+    let tdir = PathBuf::from(from.tablet_dir_name());
+    steps.push(Step::RenameDir { from: tdir.clone(), to: mv(&tdir) });
+    for l in &src.top_links {
+        steps.push(Step::RetargetSymlink {
+            link: mv(&l.link),
+            target: replace_uid_refs(&l.target_text, from, to),
+        });
+    }
+
+    // Binlogs keep their contents and numbering; only names change.
+    if let Some(b) = &src.binlogs {
+        let dir = mv(&b.dir);
+        for f in &b.files {
+            let new = replace_uid_refs(f, from, to);
+            if new != *f {
+                steps.push(Step::RenameFile { from: dir.join(f), to: dir.join(new) });
+            }
+        }
+    }
+    if let Some((file, scan)) = &src.last_binlog {
+        if scan.in_use && !scan.checkpoints_to_patch.is_empty() {
+            steps.push(Step::PatchBinlogCheckpoints {
+                file: mv(file),
+                offsets: scan.checkpoints_to_patch.clone(),
+            });
+        }
+    }
+    if let Some(index) = &src.binlog_index {
+        steps.push(Step::RewriteIndex { path: mv(index) });
+    }
+
+    // Relay logs are a copy of the source's binlog that the new replica re-fetches
+    // through GTID auto-positioning; the old ones and their bookkeeping go.
+    if let Some(r) = &src.relay_logs {
+        let dir = mv(&r.dir);
+        for f in &r.files {
+            steps.push(Step::RemoveFile { path: dir.join(f), why: "stale-relay-log".into() });
+        }
+    }
+    for p in &src.relay_files {
+        steps.push(Step::RemoveFile { path: mv(p), why: "stale-relay-log-info".into() });
+    }
+    if let Some(a) = &src.auto_cnf {
+        steps.push(Step::RemoveFile { path: mv(a), why: "server-uuid-of-source".into() });
+    }
+
+    // my.cnf last: once it names the new tablet, everything it points at is in place.
+    steps.push(Step::RewriteMyCnf { path: mv(&src.mycnf) });
+
+    Plan {
+        from,
+        to,
+        server_id,
+        old_server_id: src.old_server_id,
+        restore_in_progress: src.restore_in_progress,
+        steps,
+    }
+}

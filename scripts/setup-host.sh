@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Installs what vtsnap's tests and demos need on a Debian host, as root:
+# Podman (with runc and cgroupfs, no registry), btrfs tools, debootstrap,
+# and a running Podman API socket that testcontainers talks to.
+# Safe to run again: every step checks before it acts.
+set -euo pipefail
+
+need_root() {
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup-host: must run as root (loop devices, btrfs, cgroups, podman)" >&2
+    exit 2
+  fi
+}
+need_root
+
+packages=(curl podman runc debootstrap btrfs-progs util-linux e2fsprogs mariadb-client make gcc pkg-config protobuf-compiler)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup-host: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Podman settings that work without systemd and without a registry (DESIGN §7).
+mkdir -p /etc/containers
+conf=/etc/containers/containers.conf
+if ! grep -q '# vtsnap' "$conf" 2>/dev/null; then
+  cat >"$conf" <<'EOF'
+# vtsnap test host settings
+[containers]
+default_ulimits = []
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+EOF
+fi
+
+modprobe btrfs 2>/dev/null || true
+modprobe loop 2>/dev/null || true
+
+# The Podman API socket, reached through DOCKER_HOST by testcontainers.
+sock=/run/podman/podman.sock
+if ! curl -fsS --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; then
+  mkdir -p /run/podman
+  rm -f "$sock"
+  nohup podman system service --time=0 "unix://$sock" >/var/log/vtsnap-podman-service.log 2>&1 &
+  for _ in $(seq 1 100); do
+    curl -fsS --unix-socket "$sock" http://d/_ping >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  curl -fsS --unix-socket "$sock" http://d/_ping >/dev/null || {
+    echo "setup-host: podman API socket did not come up; see /var/log/vtsnap-podman-service.log" >&2
+    exit 1
+  }
+fi
+echo "setup-host: ready (DOCKER_HOST=unix://$sock)"
