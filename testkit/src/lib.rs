@@ -1,1 +1,18 @@
-pub mod placeholder {}
+//! vtsnap's test kit (dev-only).
+//!
+//! - [`layout`]: Vitess tablet directories as vitess-operator pods leave them on a volume.
+//! - [`binlog`]: tiny, valid binlog files for tests that need no server.
+//! - [`tree`]: byte-exact snapshots of a directory tree, to prove "nothing changed".
+//! - [`btrfs`]: a btrfs file system on a loop device with atomic snapshots and clones
+//!   (block-level, point-in-time, like LVM thin or a CSI snapshot). Needs root.
+//! - [`mariadb`]: a real MariaDB (or, where Docker and the internet exist, MySQL 8)
+//!   server in a container, running on a tablet directory of a host volume.
+//!
+//! Test code: `unwrap`/`expect` are fine here.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod binlog;
+pub mod btrfs;
+pub mod layout;
+pub mod mariadb;
+pub mod tree;

@@ -193,46 +193,11 @@ pub fn patch_checkpoints(
 mod tests {
     use super::*;
 
-    fn event(ty: u8, flags: u16, body: &[u8], crc: bool) -> Vec<u8> {
-        let size = HEADER_LEN + body.len() + if crc { CRC_LEN } else { 0 };
-        let mut e = Vec::with_capacity(size);
-        e.extend_from_slice(&0u32.to_le_bytes());
-        e.push(ty);
-        e.extend_from_slice(&7u32.to_le_bytes());
-        e.extend_from_slice(&(size as u32).to_le_bytes());
-        e.extend_from_slice(&0u32.to_le_bytes());
-        e.extend_from_slice(&flags.to_le_bytes());
-        e.extend_from_slice(body);
-        if crc {
-            let sum = crc32fast::hash(&e);
-            e.extend_from_slice(&sum.to_le_bytes());
-        }
-        e
-    }
+    use vtsnap_testkit::binlog::{MAGIC as M, event, file as binlog, format_description};
 
-    /// A Format_description body whose last byte is the checksum algorithm.
-    fn fd_body(crc: bool) -> Vec<u8> {
-        let mut b = vec![0u8; 60];
-        b.push(u8::from(crc));
-        b
-    }
-
-    fn checkpoint_body(name: &str) -> Vec<u8> {
-        let mut b = (name.len() as u32).to_le_bytes().to_vec();
-        b.extend_from_slice(name.as_bytes());
-        b
-    }
-
-    fn binlog(in_use: bool, names: &[&str], torn_tail: bool) -> Vec<u8> {
-        let mut f = MAGIC.to_vec();
-        f.extend(event(FORMAT_DESCRIPTION_EVENT, u16::from(in_use), &fd_body(true), true));
-        for n in names {
-            f.extend(event(2, 0, b"some query", true));
-            f.extend(event(BINLOG_CHECKPOINT_EVENT, 0, &checkpoint_body(n), true));
-        }
-        if torn_tail {
-            f.extend(&event(2, 0, b"a torn event", true)[..10]);
-        }
+    fn binlog_torn(in_use: bool, names: &[&str]) -> Vec<u8> {
+        let mut f = binlog(in_use, names);
+        f.extend(&event(2, 0, b"a torn event", true)[..10]);
         f
     }
 
@@ -241,7 +206,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("vt-0000000101-bin.000003");
         let names = ["vt-0000000101-bin.000002", "vt-0000000101-bin.000003"];
-        std::fs::write(&path, binlog(true, &names, true)).unwrap();
+        std::fs::write(&path, binlog_torn(true, &names)).unwrap();
 
         let scan = scan_last(&path, "vt-0000000101-").unwrap();
         assert!(scan.in_use);
@@ -250,7 +215,7 @@ mod tests {
         let n = patch_checkpoints(&path, &scan.checkpoints_to_patch, "vt-0000000101-", "vt-0000000202-")
             .unwrap();
         assert_eq!(n, 2);
-        let want = binlog(true, &["vt-0000000202-bin.000002", "vt-0000000202-bin.000003"], true);
+        let want = binlog_torn(true, &["vt-0000000202-bin.000002", "vt-0000000202-bin.000003"]);
         assert_eq!(std::fs::read(&path).unwrap(), want, "patched bytes and CRCs must equal a fresh file");
 
         // Idempotent: patching again changes nothing.
@@ -265,7 +230,7 @@ mod tests {
     fn a_cleanly_closed_binlog_needs_no_patch() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.000001");
-        std::fs::write(&path, binlog(false, &["vt-0000000101-bin.000001"], false)).unwrap();
+        std::fs::write(&path, binlog(false, &["vt-0000000101-bin.000001"])).unwrap();
         assert_eq!(scan_last(&path, "vt-0000000101-").unwrap(), LastBinlog::default());
     }
 
@@ -273,8 +238,8 @@ mod tests {
     fn an_encrypted_in_use_binlog_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.000001");
-        let mut f = MAGIC.to_vec();
-        f.extend(event(FORMAT_DESCRIPTION_EVENT, 1, &fd_body(true), true));
+        let mut f = M.to_vec();
+        f.extend(format_description(true, true));
         f.extend(event(START_ENCRYPTION_EVENT, 0, &[0u8; 17], true));
         std::fs::write(&path, f).unwrap();
         assert!(matches!(scan_last(&path, "vt-"), Err(BinlogError::EncryptedInUse { .. })));

@@ -1,0 +1,206 @@
+//! A real MariaDB server in a container, running a Vitess tablet directory of a host volume.
+//!
+//! The host's vtdataroot directory is bind-mounted at `/vt/vtdataroot`, so every path in
+//! my.cnf is the path a vitess-operator pod sees. The container has no network
+//! (`--network none`); clients talk over the unix socket from inside it.
+//!
+//! The image is built locally by `scripts/build-images.sh` (no registry). Where Docker
+//! and the internet exist, `VTSNAP_TEST_DB_IMAGE=mysql:8.0` switches to a real MySQL 8
+//! (flavor taken from the image name, or `VTSNAP_TEST_DB_FLAVOR=mariadb|mysql80`).
+//! testcontainers finds the engine through `DOCKER_HOST` (the Podman API socket here).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use testcontainers::core::{ExecCommand, Mount};
+use testcontainers::runners::AsyncRunner;
+use testcontainers::{ContainerAsync, GenericImage, ImageExt};
+use vtsnap_core::naming::TabletUid;
+
+use crate::layout::{Flavor, MOUNT, SOCKET};
+
+pub const DEFAULT_IMAGE: &str = "localhost/vtsnap-mariadb:test";
+
+fn image_and_flavor() -> (String, String, Flavor) {
+    let image = std::env::var("VTSNAP_TEST_DB_IMAGE").unwrap_or_else(|_| DEFAULT_IMAGE.to_owned());
+    let flavor = match std::env::var("VTSNAP_TEST_DB_FLAVOR").ok().as_deref() {
+        Some("mysql80") => Flavor::MySql80,
+        Some(_) => Flavor::MariaDb,
+        None if image.starts_with("mysql") => Flavor::MySql80,
+        None => Flavor::MariaDb,
+    };
+    let (name, tag) = match image.rsplit_once(':') {
+        Some((n, t)) if !t.contains('/') => (n.to_owned(), t.to_owned()),
+        _ => (image.clone(), "latest".to_owned()),
+    };
+    (name, tag, flavor)
+}
+
+/// The flavor the fixture will run, for building a matching my.cnf.
+pub fn flavor() -> Flavor {
+    image_and_flavor().2
+}
+
+struct Commands {
+    server: &'static str,
+    init: String,
+    client: &'static str,
+    admin: &'static str,
+}
+
+fn commands(flavor: Flavor, mycnf: &str) -> Commands {
+    match flavor {
+        Flavor::MariaDb => Commands {
+            server: "mariadbd",
+            init: format!("mariadb-install-db --defaults-file={mycnf} --user=root --skip-test-db >/dev/null"),
+            client: "mariadb",
+            admin: "mariadb-admin",
+        },
+        Flavor::MySql80 => Commands {
+            server: "mysqld",
+            init: format!("mysqld --defaults-file={mycnf} --initialize-insecure --user=root"),
+            client: "mysql",
+            admin: "mysqladmin",
+        },
+    }
+}
+
+/// A running server on one tablet directory. Removed (killed) on drop.
+pub struct MariaDb {
+    container: ContainerAsync<GenericImage>,
+    flavor: Flavor,
+    host_tablet_dir: PathBuf,
+}
+
+impl std::fmt::Debug for MariaDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MariaDb").field("id", &self.container.id()).finish()
+    }
+}
+
+impl MariaDb {
+    /// Starts a server on tablet `uid` of the host directory `vtdataroot` (which must hold
+    /// `vt_<uid>/my.cnf`), initializing the data directory first if it is empty.
+    pub async fn start(vtdataroot: &Path, uid: TabletUid) -> Self {
+        let (name, tag, flavor) = image_and_flavor();
+        let mycnf = format!("{MOUNT}/{}/my.cnf", uid.tablet_dir_name());
+        let datadir = format!("{MOUNT}/{}/data", uid.tablet_dir_name());
+        let c = commands(flavor, &mycnf);
+        let script = format!(
+            "set -e; mkdir -p /vt/socket; [ -d {datadir}/mysql ] || {init}; \
+             exec {server} --defaults-file={mycnf} --user=root",
+            init = c.init,
+            server = c.server,
+        );
+        let container = GenericImage::new(name, tag)
+            .with_network("none")
+            .with_mount(Mount::bind_mount(vtdataroot.to_string_lossy(), MOUNT))
+            .with_cmd(["sh", "-c", script.as_str()])
+            .with_startup_timeout(Duration::from_secs(120))
+            .start()
+            .await
+            .unwrap_or_else(|e| panic!("cannot start the database container: {e}"));
+        let db = Self { container, flavor, host_tablet_dir: vtdataroot.join(uid.tablet_dir_name()) };
+        db.wait_ready().await;
+        db
+    }
+
+    pub fn id(&self) -> &str {
+        self.container.id()
+    }
+
+    pub fn flavor(&self) -> Flavor {
+        self.flavor
+    }
+
+    fn error_log(&self) -> String {
+        std::fs::read_to_string(self.host_tablet_dir.join("error.log")).unwrap_or_default()
+    }
+
+    async fn wait_ready(&self) {
+        let c = commands(self.flavor, "");
+        for _ in 0..600 {
+            let (code, _, _) = self.sh(&format!("{} --socket={SOCKET} -uroot ping", c.admin)).await;
+            if code == 0 {
+                return;
+            }
+            if !self.container.is_running().await.unwrap_or(false) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("database did not become ready; error.log:\n{}", self.error_log());
+    }
+
+    /// Runs a shell command in the container: (exit code, stdout, stderr).
+    pub async fn sh(&self, cmd: &str) -> (i64, String, String) {
+        let mut res = self
+            .container
+            .exec(ExecCommand::new(["sh", "-c", cmd]))
+            .await
+            .unwrap_or_else(|e| panic!("exec {cmd:?}: {e}"));
+        let out = res.stdout_to_vec().await.unwrap_or_default();
+        let err = res.stderr_to_vec().await.unwrap_or_default();
+        let mut code = None;
+        for _ in 0..100 {
+            code = res.exit_code().await.unwrap_or(None);
+            if code.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        (
+            code.unwrap_or(-1),
+            String::from_utf8_lossy(&out).into_owned(),
+            String::from_utf8_lossy(&err).into_owned(),
+        )
+    }
+
+    /// Runs SQL as root; returns rows of tab-separated columns. Panics on SQL errors.
+    pub async fn query(&self, sql: &str) -> Vec<Vec<String>> {
+        let c = commands(self.flavor, "");
+        let quoted = sql.replace('\'', "'\\''");
+        let (code, out, err) =
+            self.sh(&format!("{} --socket={SOCKET} -uroot -N -B -e '{quoted}'", c.client)).await;
+        assert_eq!(code, 0, "SQL failed: {sql}\n{err}");
+        out.lines().map(|l| l.split('\t').map(str::to_owned).collect()).collect()
+    }
+
+    /// The first column of the first row.
+    pub async fn value(&self, sql: &str) -> String {
+        self.query(sql).await.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or_default()
+    }
+
+    /// Starts a client in the background that inserts rows into `table` (one transaction
+    /// per row, values counting up from `from`) until [`Self::stop_load`] or shutdown.
+    pub async fn start_load(&self, table: &str, from: u64) {
+        let c = commands(self.flavor, "");
+        let script = format!(
+            "i={from}; while :; do echo \"INSERT INTO {table} (v, pad) VALUES ($i, md5($i));\"; i=$((i+1)); done \
+             | {} --socket={SOCKET} -uroot",
+            c.client
+        );
+        let quoted = script.replace('\'', "'\\''");
+        let (code, _, err) =
+            self.sh(&format!("nohup sh -c '{quoted}' >/dev/null 2>/tmp/load.err & echo $! >/tmp/load.pid")).await;
+        assert_eq!(code, 0, "cannot start load: {err}");
+    }
+
+    pub async fn stop_load(&self) {
+        self.sh("pkill -f 'while :; do echo' ; sleep 0.2; true").await;
+    }
+
+    /// A clean shutdown (what mysqlctld's Shutdown does); waits until the server is gone.
+    pub async fn shutdown(self) {
+        let c = commands(self.flavor, "");
+        let (code, _, err) = self.sh(&format!("{} --socket={SOCKET} -uroot shutdown", c.admin)).await;
+        assert_eq!(code, 0, "shutdown failed: {err}");
+        for _ in 0..1200 {
+            if !self.container.is_running().await.unwrap_or(false) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("server did not stop after shutdown");
+    }
+}
