@@ -93,7 +93,9 @@ impl MariaDb {
             server = c.server,
         );
         let container = GenericImage::new(name, tag)
-            .with_network("none")
+            // Podman's compat API treats `with_network("none")` as a network to create;
+            // the network mode is what we mean.
+            .with_host_config_modifier(|hc| hc.network_mode = Some("none".to_owned()))
             .with_mount(Mount::bind_mount(vtdataroot.to_string_lossy(), MOUNT))
             .with_cmd(["sh", "-c", script.as_str()])
             .with_startup_timeout(Duration::from_secs(120))
@@ -186,21 +188,47 @@ impl MariaDb {
         assert_eq!(code, 0, "cannot start load: {err}");
     }
 
+    /// Stops the load and waits until its connection is gone from the server, so that
+    /// what is read afterwards is final.
     pub async fn stop_load(&self) {
-        self.sh("pkill -f 'while :; do echo' ; sleep 0.2; true").await;
+        let c = commands(self.flavor, "");
+        self.sh(&format!("pkill -f 'while :; do echo'; pkill -x {}; true", c.client)).await;
+        let others = "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+                      WHERE ID <> CONNECTION_ID() AND USER = 'root'";
+        for _ in 0..600 {
+            if self.value(others).await == "0" {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the load's connection did not go away");
+    }
+
+    /// Removes the container (killing the server) and waits until it is gone.
+    pub async fn remove(self) {
+        let _ = self.container.rm().await;
     }
 
     /// A clean shutdown (what mysqlctld's Shutdown does); waits until the server is gone.
     pub async fn shutdown(self) {
         let c = commands(self.flavor, "");
+        // The server is the container's PID 1, so the exec may be cut off (137) when the
+        // container ends: the container stopping is what counts.
         let (code, _, err) = self.sh(&format!("{} --socket={SOCKET} -uroot shutdown", c.admin)).await;
-        assert_eq!(code, 0, "shutdown failed: {err}");
         for _ in 0..1200 {
             if !self.container.is_running().await.unwrap_or(false) {
+                // The server's own word, not the container's exit status (Podman's compat
+                // API does not always report it).
+                let log = self.error_log();
+                let last_start = log.rfind("Starting").unwrap_or(0);
+                assert!(
+                    log[last_start..].contains("Shutdown complete"),
+                    "server did not shut down cleanly; error.log:\n{log}"
+                );
                 return;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        panic!("server did not stop after shutdown");
+        panic!("server did not stop after shutdown (exec exit {code}: {err})");
     }
 }
