@@ -30,7 +30,11 @@ pub fn init(format: LogFormat) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     let _ = if json {
-        builder.json().flatten_event(true).with_current_span(true).try_init()
+        builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .try_init()
     } else {
         builder.with_target(false).try_init()
     };

@@ -97,16 +97,31 @@ mod tests {
     fn parses_padded_and_unpadded_forms_alike() {
         assert_eq!("0000000101".parse::<TabletUid>(), Ok(TabletUid::new(101)));
         assert_eq!("101".parse::<TabletUid>(), Ok(TabletUid::new(101)));
-        assert_eq!("4294967295".parse::<TabletUid>(), Ok(TabletUid::new(u32::MAX)));
-        assert_eq!("00000000004294967295".parse::<TabletUid>(), Ok(TabletUid::new(u32::MAX)));
+        assert_eq!(
+            "4294967295".parse::<TabletUid>(),
+            Ok(TabletUid::new(u32::MAX))
+        );
+        assert_eq!(
+            "00000000004294967295".parse::<TabletUid>(),
+            Ok(TabletUid::new(u32::MAX))
+        );
     }
 
     #[test]
     fn rejects_what_is_not_a_uid() {
         assert_eq!("".parse::<TabletUid>(), Err(TabletUidError::Empty));
-        assert!(matches!("-1".parse::<TabletUid>(), Err(TabletUidError::NotDecimal(_))));
-        assert!(matches!("12a".parse::<TabletUid>(), Err(TabletUidError::NotDecimal(_))));
-        assert!(matches!("4294967296".parse::<TabletUid>(), Err(TabletUidError::TooLarge(_))));
+        assert!(matches!(
+            "-1".parse::<TabletUid>(),
+            Err(TabletUidError::NotDecimal(_))
+        ));
+        assert!(matches!(
+            "12a".parse::<TabletUid>(),
+            Err(TabletUidError::NotDecimal(_))
+        ));
+        assert!(matches!(
+            "4294967296".parse::<TabletUid>(),
+            Err(TabletUidError::TooLarge(_))
+        ));
     }
 
     #[test]
@@ -119,7 +134,10 @@ mod tests {
 
     #[test]
     fn tablet_dir_names_must_be_exactly_ten_digits() {
-        assert_eq!(TabletUid::from_tablet_dir_name("vt_0000000101"), Some(TabletUid::new(101)));
+        assert_eq!(
+            TabletUid::from_tablet_dir_name("vt_0000000101"),
+            Some(TabletUid::new(101))
+        );
         assert_eq!(TabletUid::from_tablet_dir_name("vt_101"), None);
         assert_eq!(TabletUid::from_tablet_dir_name("vt_00000001011"), None);
         assert_eq!(TabletUid::from_tablet_dir_name("vt_000000010x"), None);

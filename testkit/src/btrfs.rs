@@ -12,7 +12,9 @@ use std::process::Command;
 use tempfile::TempDir;
 
 fn run(cmd: &mut Command) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     assert!(
         out.status.success(),
         "{cmd:?} failed ({}): {}{}",
@@ -32,13 +34,22 @@ pub struct BtrfsVolume {
 impl BtrfsVolume {
     /// Makes a sparse image of `size_bytes` (at least 256 MiB), formats and mounts it.
     pub fn create(size_bytes: u64) -> Self {
-        let dir = tempfile::Builder::new().prefix("vtsnap-btrfs-").tempdir_in("/var/tmp").unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("vtsnap-btrfs-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
         let image = dir.path().join("disk.img");
-        fs::File::create(&image).unwrap().set_len(size_bytes.max(256 << 20)).unwrap();
+        fs::File::create(&image)
+            .unwrap()
+            .set_len(size_bytes.max(256 << 20))
+            .unwrap();
         run(Command::new("mkfs.btrfs").args(["-q", "-f"]).arg(&image));
         let mnt = dir.path().join("mnt");
         fs::create_dir(&mnt).unwrap();
-        run(Command::new("mount").args(["-t", "btrfs", "-o", "loop"]).arg(&image).arg(&mnt));
+        run(Command::new("mount")
+            .args(["-t", "btrfs", "-o", "loop"])
+            .arg(&image)
+            .arg(&mnt));
         Self { _dir: dir, mnt }
     }
 
@@ -49,7 +60,9 @@ impl BtrfsVolume {
     /// Creates a subvolume (a "PVC") and returns its path.
     pub fn subvolume(&self, name: &str) -> PathBuf {
         let p = self.mnt.join(name);
-        run(Command::new("btrfs").args(["-q", "subvolume", "create"]).arg(&p));
+        run(Command::new("btrfs")
+            .args(["-q", "subvolume", "create"])
+            .arg(&p));
         p
     }
 
@@ -70,7 +83,10 @@ impl BtrfsVolume {
 impl Drop for BtrfsVolume {
     fn drop(&mut self) {
         // Loop devices are auto-cleared when the loop mount goes away.
-        let ok = Command::new("umount").arg(&self.mnt).status().is_ok_and(|s| s.success());
+        let ok = Command::new("umount")
+            .arg(&self.mnt)
+            .status()
+            .is_ok_and(|s| s.success());
         if !ok {
             let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
         }

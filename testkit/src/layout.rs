@@ -69,7 +69,11 @@ impl TabletLayout {
 
     /// A MySQL 8.0 tablet: like [`Self::mariadb`], plus `data/auto.cnf`.
     pub fn mysql80(uid: u32) -> Self {
-        Self { flavor: Flavor::MySql80, auto_cnf: true, ..Self::mariadb(uid) }
+        Self {
+            flavor: Flavor::MySql80,
+            auto_cnf: true,
+            ..Self::mariadb(uid)
+        }
     }
 
     pub fn symlinked_top_dirs(mut self) -> Self {
@@ -186,7 +190,10 @@ impl TabletLayout {
                 let real = vtdataroot.join(top).join(self.uid.tablet_dir_name());
                 fs::create_dir_all(&real)?;
                 fs::create_dir_all(&tdir)?;
-                symlink(format!("{MOUNT}/{top}/{}", self.uid.tablet_dir_name()), tdir.join(top))?;
+                symlink(
+                    format!("{MOUNT}/{top}/{}", self.uid.tablet_dir_name()),
+                    tdir.join(top),
+                )?;
             } else {
                 fs::create_dir_all(tdir.join(top))?;
             }
@@ -215,7 +222,10 @@ impl TabletLayout {
         fs::write(at("innodb/data/ibdata1"), b"ibdata")?;
         fs::write(at("innodb/logs/ib_logfile0"), b"redo")?;
         if self.auto_cnf {
-            fs::write(at("data/auto.cnf"), "[auto]\nserver-uuid=3e11fa47-71ca-11e1-9e33-c80aa9429562\n")?;
+            fs::write(
+                at("data/auto.cnf"),
+                "[auto]\nserver-uuid=3e11fa47-71ca-11e1-9e33-c80aa9429562\n",
+            )?;
         }
 
         let mut index = String::new();
@@ -234,9 +244,15 @@ impl TabletLayout {
             index.push_str(&format!("{t}/bin-logs/{name}\n"));
         }
         if self.binlogs > 0 {
-            fs::write(at(&format!("bin-logs/{}.index", self.binlog_base())), &index)?;
+            fs::write(
+                at(&format!("bin-logs/{}.index", self.binlog_base())),
+                &index,
+            )?;
             if self.flavor == Flavor::MariaDb && !self.crash_image {
-                fs::write(at(&format!("bin-logs/{}.state", self.binlog_base())), b"0-1-42\n")?;
+                fs::write(
+                    at(&format!("bin-logs/{}.state", self.binlog_base())),
+                    b"0-1-42\n",
+                )?;
             }
         }
 
@@ -247,12 +263,22 @@ impl TabletLayout {
             relay_index.push_str(&format!("{t}/relay-logs/{name}\n"));
         }
         if self.relay_logs > 0 {
-            fs::write(at(&format!("relay-logs/{}.index", self.relay_base())), &relay_index)?;
+            fs::write(
+                at(&format!("relay-logs/{}.index", self.relay_base())),
+                &relay_index,
+            )?;
             fs::write(
                 at("relay-logs/relay-log.info"),
-                format!("5\n{t}/relay-logs/{}.{:06}\n4\nvt-0000000001-bin.000001\n328\n0\n", self.relay_base(), self.relay_logs),
+                format!(
+                    "5\n{t}/relay-logs/{}.{:06}\n4\nvt-0000000001-bin.000001\n328\n0\n",
+                    self.relay_base(),
+                    self.relay_logs
+                ),
             )?;
-            fs::write(tdir.join("master.info"), "33\nvt-0000000001-bin.000001\n328\n10.0.0.1\nvt_repl\n\n3306\n")?;
+            fs::write(
+                tdir.join("master.info"),
+                "33\nvt-0000000001-bin.000001\n328\n10.0.0.1\nvt_repl\n\n3306\n",
+            )?;
         }
         fs::write(tdir.join("error.log"), format!("started as vt-{p}\n"))?;
         if self.crash_image {
@@ -274,17 +300,19 @@ pub fn resolve(vtdataroot: &Path, p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {
         out.push(c);
-        if let Ok(t) = fs::read_link(&out) {
-            if let Ok(rest) = t.strip_prefix(MOUNT) {
-                out = vtdataroot.join(rest);
-            }
+        if let Ok(t) = fs::read_link(&out)
+            && let Ok(rest) = t.strip_prefix(MOUNT)
+        {
+            out = vtdataroot.join(rest);
         }
     }
     out
 }
 
 fn nix_is_root() -> bool {
-    fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0).unwrap_or(false)
+    fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false)
 }
 
 /// Gives everything under `root` to `uid:uid`, as fsGroup would.

@@ -52,7 +52,9 @@ fn commands(flavor: Flavor, mycnf: &str) -> Commands {
     match flavor {
         Flavor::MariaDb => Commands {
             server: "mariadbd",
-            init: format!("mariadb-install-db --defaults-file={mycnf} --user=root --skip-test-db >/dev/null"),
+            init: format!(
+                "mariadb-install-db --defaults-file={mycnf} --user=root --skip-test-db >/dev/null"
+            ),
             client: "mariadb",
             admin: "mariadb-admin",
         },
@@ -74,7 +76,9 @@ pub struct MariaDb {
 
 impl std::fmt::Debug for MariaDb {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MariaDb").field("id", &self.container.id()).finish()
+        f.debug_struct("MariaDb")
+            .field("id", &self.container.id())
+            .finish()
     }
 }
 
@@ -102,7 +106,11 @@ impl MariaDb {
             .start()
             .await
             .unwrap_or_else(|e| panic!("cannot start the database container: {e}"));
-        let db = Self { container, flavor, host_tablet_dir: vtdataroot.join(uid.tablet_dir_name()) };
+        let db = Self {
+            container,
+            flavor,
+            host_tablet_dir: vtdataroot.join(uid.tablet_dir_name()),
+        };
         db.wait_ready().await;
         db
     }
@@ -122,7 +130,9 @@ impl MariaDb {
     async fn wait_ready(&self) {
         let c = commands(self.flavor, "");
         for _ in 0..600 {
-            let (code, _, _) = self.sh(&format!("{} --socket={SOCKET} -uroot ping", c.admin)).await;
+            let (code, _, _) = self
+                .sh(&format!("{} --socket={SOCKET} -uroot ping", c.admin))
+                .await;
             if code == 0 {
                 return;
             }
@@ -131,7 +141,10 @@ impl MariaDb {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        panic!("database did not become ready; error.log:\n{}", self.error_log());
+        panic!(
+            "database did not become ready; error.log:\n{}",
+            self.error_log()
+        );
     }
 
     /// Runs a shell command in the container: (exit code, stdout, stderr).
@@ -162,15 +175,26 @@ impl MariaDb {
     pub async fn query(&self, sql: &str) -> Vec<Vec<String>> {
         let c = commands(self.flavor, "");
         let quoted = sql.replace('\'', "'\\''");
-        let (code, out, err) =
-            self.sh(&format!("{} --socket={SOCKET} -uroot -N -B -e '{quoted}'", c.client)).await;
+        let (code, out, err) = self
+            .sh(&format!(
+                "{} --socket={SOCKET} -uroot -N -B -e '{quoted}'",
+                c.client
+            ))
+            .await;
         assert_eq!(code, 0, "SQL failed: {sql}\n{err}");
-        out.lines().map(|l| l.split('\t').map(str::to_owned).collect()).collect()
+        out.lines()
+            .map(|l| l.split('\t').map(str::to_owned).collect())
+            .collect()
     }
 
     /// The first column of the first row.
     pub async fn value(&self, sql: &str) -> String {
-        self.query(sql).await.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or_default()
+        self.query(sql)
+            .await
+            .into_iter()
+            .next()
+            .and_then(|r| r.into_iter().next())
+            .unwrap_or_default()
     }
 
     /// Starts a client in the background that inserts rows into `table` (one transaction
@@ -183,8 +207,11 @@ impl MariaDb {
             c.client
         );
         let quoted = script.replace('\'', "'\\''");
-        let (code, _, err) =
-            self.sh(&format!("nohup sh -c '{quoted}' >/dev/null 2>/tmp/load.err & echo $! >/tmp/load.pid")).await;
+        let (code, _, err) = self
+            .sh(&format!(
+                "nohup sh -c '{quoted}' >/dev/null 2>/tmp/load.err & echo $! >/tmp/load.pid"
+            ))
+            .await;
         assert_eq!(code, 0, "cannot start load: {err}");
     }
 
@@ -192,7 +219,11 @@ impl MariaDb {
     /// what is read afterwards is final.
     pub async fn stop_load(&self) {
         let c = commands(self.flavor, "");
-        self.sh(&format!("pkill -f 'while :; do echo'; pkill -x {}; true", c.client)).await;
+        self.sh(&format!(
+            "pkill -f 'while :; do echo'; pkill -x {}; true",
+            c.client
+        ))
+        .await;
         let others = "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
                       WHERE ID <> CONNECTION_ID() AND USER = 'root'";
         for _ in 0..600 {
@@ -214,7 +245,9 @@ impl MariaDb {
         let c = commands(self.flavor, "");
         // The server is the container's PID 1, so the exec may be cut off (137) when the
         // container ends: the container stopping is what counts.
-        let (code, _, err) = self.sh(&format!("{} --socket={SOCKET} -uroot shutdown", c.admin)).await;
+        let (code, _, err) = self
+            .sh(&format!("{} --socket={SOCKET} -uroot shutdown", c.admin))
+            .await;
         for _ in 0..1200 {
             if !self.container.is_running().await.unwrap_or(false) {
                 // The server's own word, not the container's exit status (Podman's compat

@@ -9,10 +9,23 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Entry {
-    Dir { mode: u32, uid: u32, gid: u32 },
-    File { mode: u32, uid: u32, gid: u32, contents: Vec<u8> },
-    Symlink { target: PathBuf },
-    Other { mode: u32 },
+    Dir {
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    },
+    File {
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        contents: Vec<u8>,
+    },
+    Symlink {
+        target: PathBuf,
+    },
+    Other {
+        mode: u32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -30,12 +43,19 @@ impl Tree {
                 let m = fs::symlink_metadata(root.join(&child)).unwrap();
                 let (mode, uid, gid) = (m.mode() & 0o7777, m.uid(), m.gid());
                 let entry = if m.file_type().is_symlink() {
-                    Entry::Symlink { target: fs::read_link(root.join(&child)).unwrap() }
+                    Entry::Symlink {
+                        target: fs::read_link(root.join(&child)).unwrap(),
+                    }
                 } else if m.is_dir() {
                     stack.push(child.clone());
                     Entry::Dir { mode, uid, gid }
                 } else if m.is_file() {
-                    Entry::File { mode, uid, gid, contents: fs::read(root.join(&child)).unwrap() }
+                    Entry::File {
+                        mode,
+                        uid,
+                        gid,
+                        contents: fs::read(root.join(&child)).unwrap(),
+                    }
                 } else {
                     Entry::Other { mode }
                 };

@@ -51,23 +51,29 @@ fn step_path(step: &Step) -> &Path {
         Step::RenameDir { from, .. } | Step::RenameFile { from, .. } => from,
         Step::RetargetSymlink { link, .. } => link,
         Step::PatchBinlogCheckpoints { file, .. } => file,
-        Step::RewriteIndex { path } | Step::RemoveFile { path, .. } | Step::RewriteMyCnf { path } => {
-            path
-        }
+        Step::RewriteIndex { path }
+        | Step::RemoveFile { path, .. }
+        | Step::RewriteMyCnf { path } => path,
     }
 }
 
 fn done(changed: bool) -> StepResult {
-    if changed { StepResult::Done } else { StepResult::AlreadyDone }
+    if changed {
+        StepResult::Done
+    } else {
+        StepResult::AlreadyDone
+    }
 }
 
 fn run_step(root: &Path, plan: &Plan, step: &Step) -> io::Result<StepResult> {
     let abs = |p: &PathBuf| root.join(p);
     match step {
-        Step::RenameDir { from, to } | Step::RenameFile { from, to } => {
-            Ok(done(durable::rename_once(&abs(from), &abs(to))? == Renamed::Now))
+        Step::RenameDir { from, to } | Step::RenameFile { from, to } => Ok(done(
+            durable::rename_once(&abs(from), &abs(to))? == Renamed::Now,
+        )),
+        Step::RetargetSymlink { link, target } => {
+            Ok(done(durable::retarget_symlink(&abs(link), target)?))
         }
-        Step::RetargetSymlink { link, target } => Ok(done(durable::retarget_symlink(&abs(link), target)?)),
         Step::PatchBinlogCheckpoints { file, offsets } => {
             let n = binlog::patch_checkpoints(
                 &abs(file),
@@ -89,7 +95,8 @@ fn run_step(root: &Path, plan: &Plan, step: &Step) -> io::Result<StepResult> {
         Step::RemoveFile { path, .. } => Ok(done(durable::remove_if_present(&abs(path))?)),
         Step::RewriteMyCnf { path } => {
             let text = fs::read_to_string(abs(path))?;
-            let cnf = MyCnf::parse(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            let cnf =
+                MyCnf::parse(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
             let (new, _) = cnf
                 .rewrite(plan.from, plan.to, plan.server_id)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
@@ -121,7 +128,10 @@ pub fn apply(root: &Path, plan: &Plan, resumed: bool) -> Result<Vec<StepReport>,
             source,
         })?;
         tracing::info!(path = %step_path(step).display(), ?result, "step finished");
-        reports.push(StepReport { step: step.clone(), result });
+        reports.push(StepReport {
+            step: step.clone(),
+            result,
+        });
         fault::point(&format!("restore.step-{index}"));
     }
     journal::remove(root).map_err(journal_err)?;
@@ -132,6 +142,9 @@ pub fn apply(root: &Path, plan: &Plan, resumed: bool) -> Result<Vec<StepReport>,
 pub fn planned(plan: &Plan) -> Vec<StepReport> {
     plan.steps
         .iter()
-        .map(|s| StepReport { step: s.clone(), result: StepResult::Planned })
+        .map(|s| StepReport {
+            step: s.clone(),
+            result: StepResult::Planned,
+        })
         .collect()
 }

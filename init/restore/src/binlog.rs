@@ -105,8 +105,10 @@ pub fn scan_last(path: &Path, old_prefix: &str) -> Result<LastBinlog, BinlogErro
             BINLOG_CHECKPOINT_EVENT => {
                 let mut body = vec![0u8; usize::try_from(body_len).unwrap_or(0)];
                 r.read_exact(&mut body).map_err(io_err)?;
-                let name = checkpoint_name(&body)
-                    .ok_or(BinlogError::BadCheckpoint { path: p(), offset: pos })?;
+                let name = checkpoint_name(&body).ok_or(BinlogError::BadCheckpoint {
+                    path: p(),
+                    offset: pos,
+                })?;
                 if name.starts_with(old_prefix.as_bytes()) {
                     out.checkpoints_to_patch.push(pos);
                 }
@@ -132,12 +134,16 @@ fn checkpoint_name(body: &[u8]) -> Option<&[u8]> {
 
 /// Whether the binlog's events carry a CRC32 (from its Format_description event).
 fn has_crc(file: &File, path: &Path) -> Result<bool, BinlogError> {
-    let io_err = |source| BinlogError::Io { path: path.display().to_string(), source };
+    let io_err = |source| BinlogError::Io {
+        path: path.display().to_string(),
+        source,
+    };
     let mut h = [0u8; HEADER_LEN];
     file.read_exact_at(&mut h, 4).map_err(io_err)?;
     let (_, size, _) = header_fields(&h);
     let mut alg = [0u8; 1];
-    file.read_exact_at(&mut alg, 4 + u64::from(size) - 5).map_err(io_err)?;
+    file.read_exact_at(&mut alg, 4 + u64::from(size) - 5)
+        .map_err(io_err)?;
     Ok(alg[0] == 1)
 }
 
@@ -153,9 +159,16 @@ pub fn patch_checkpoints(
     let p = || path.display().to_string();
     let io_err = |source| BinlogError::Io { path: p(), source };
     if old_prefix.len() != new_prefix.len() {
-        return Err(BinlogError::BadCheckpoint { path: p(), offset: 0 });
+        return Err(BinlogError::BadCheckpoint {
+            path: p(),
+            offset: 0,
+        });
     }
-    let file = File::options().read(true).write(true).open(path).map_err(io_err)?;
+    let file = File::options()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(io_err)?;
     let crc = has_crc(&file, path)?;
     let mut patched = 0;
     for &offset in offsets {
@@ -212,18 +225,40 @@ mod tests {
         assert!(scan.in_use);
         assert_eq!(scan.checkpoints_to_patch.len(), 2);
 
-        let n = patch_checkpoints(&path, &scan.checkpoints_to_patch, "vt-0000000101-", "vt-0000000202-")
-            .unwrap();
+        let n = patch_checkpoints(
+            &path,
+            &scan.checkpoints_to_patch,
+            "vt-0000000101-",
+            "vt-0000000202-",
+        )
+        .unwrap();
         assert_eq!(n, 2);
-        let want = binlog_torn(true, &["vt-0000000202-bin.000002", "vt-0000000202-bin.000003"]);
-        assert_eq!(std::fs::read(&path).unwrap(), want, "patched bytes and CRCs must equal a fresh file");
+        let want = binlog_torn(
+            true,
+            &["vt-0000000202-bin.000002", "vt-0000000202-bin.000003"],
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            want,
+            "patched bytes and CRCs must equal a fresh file"
+        );
 
         // Idempotent: patching again changes nothing.
-        let n = patch_checkpoints(&path, &scan.checkpoints_to_patch, "vt-0000000101-", "vt-0000000202-")
-            .unwrap();
+        let n = patch_checkpoints(
+            &path,
+            &scan.checkpoints_to_patch,
+            "vt-0000000101-",
+            "vt-0000000202-",
+        )
+        .unwrap();
         assert_eq!(n, 0);
         assert_eq!(std::fs::read(&path).unwrap(), want);
-        assert!(scan_last(&path, "vt-0000000101-").unwrap().checkpoints_to_patch.is_empty());
+        assert!(
+            scan_last(&path, "vt-0000000101-")
+                .unwrap()
+                .checkpoints_to_patch
+                .is_empty()
+        );
     }
 
     #[test]
@@ -231,7 +266,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.000001");
         std::fs::write(&path, binlog(false, &["vt-0000000101-bin.000001"])).unwrap();
-        assert_eq!(scan_last(&path, "vt-0000000101-").unwrap(), LastBinlog::default());
+        assert_eq!(
+            scan_last(&path, "vt-0000000101-").unwrap(),
+            LastBinlog::default()
+        );
     }
 
     #[test]
@@ -242,7 +280,10 @@ mod tests {
         f.extend(format_description(true, true));
         f.extend(event(START_ENCRYPTION_EVENT, 0, &[0u8; 17], true));
         std::fs::write(&path, f).unwrap();
-        assert!(matches!(scan_last(&path, "vt-"), Err(BinlogError::EncryptedInUse { .. })));
+        assert!(matches!(
+            scan_last(&path, "vt-"),
+            Err(BinlogError::EncryptedInUse { .. })
+        ));
     }
 
     #[test]
@@ -250,6 +291,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.000001");
         std::fs::write(&path, b"hello world, not a binlog").unwrap();
-        assert!(matches!(scan_last(&path, "vt-"), Err(BinlogError::BadMagic { .. })));
+        assert!(matches!(
+            scan_last(&path, "vt-"),
+            Err(BinlogError::BadMagic { .. })
+        ));
     }
 }

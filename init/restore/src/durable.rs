@@ -49,7 +49,10 @@ pub fn rename_once(from: &Path, to: &Path) -> io::Result<Renamed> {
 }
 
 fn tmp_name(path: &Path) -> std::path::PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     parent(path).join(format!(".{name}.vtsnap-tmp"))
 }
 
@@ -119,9 +122,15 @@ mod tests {
         assert_eq!(rename_once(&a, &b).unwrap(), Renamed::Now);
         assert_eq!(rename_once(&a, &b).unwrap(), Renamed::Already);
         fs::write(&a, "y").unwrap();
-        assert_eq!(rename_once(&a, &b).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(
+            rename_once(&a, &b).unwrap_err().kind(),
+            io::ErrorKind::AlreadyExists
+        );
         let c = d.path().join("c");
-        assert_eq!(rename_once(&c, &d.path().join("e")).unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert_eq!(
+            rename_once(&c, &d.path().join("e")).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
     }
 
     #[test]
@@ -143,7 +152,10 @@ mod tests {
         let l = d.path().join("data");
         std::os::unix::fs::symlink("/vt/vtdataroot/data/vt_0000000001", &l).unwrap();
         assert!(retarget_symlink(&l, "/vt/vtdataroot/data/vt_0000000002").unwrap());
-        assert_eq!(fs::read_link(&l).unwrap().to_str(), Some("/vt/vtdataroot/data/vt_0000000002"));
+        assert_eq!(
+            fs::read_link(&l).unwrap().to_str(),
+            Some("/vt/vtdataroot/data/vt_0000000002")
+        );
         assert!(!retarget_symlink(&l, "/vt/vtdataroot/data/vt_0000000002").unwrap());
     }
 }

@@ -23,7 +23,10 @@ pub struct Journal {
 
 impl Journal {
     pub fn new(plan: Plan) -> Self {
-        Self { version: VERSION, plan }
+        Self {
+            version: VERSION,
+            plan,
+        }
     }
 }
 
@@ -33,7 +36,10 @@ pub fn path(vtdataroot: &Path) -> PathBuf {
 
 pub fn read(vtdataroot: &Path) -> Result<Option<Journal>, Refusal> {
     let p = path(vtdataroot);
-    let bad = |reason: String| Refusal::BadJournal { path: p.display().to_string(), reason };
+    let bad = |reason: String| Refusal::BadJournal {
+        path: p.display().to_string(),
+        reason,
+    };
     let text = match fs::read_to_string(&p) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),

@@ -149,11 +149,16 @@ pub fn run(opts: &Options) -> Result<Outcome, RestoreError> {
     // decide
     let (plan, resumed): (Plan, bool) = match observed {
         Observed::Empty => return Ok(nothing("empty", opts, false)),
-        Observed::Own { restore_in_progress } => return Ok(nothing("none", opts, restore_in_progress)),
+        Observed::Own {
+            restore_in_progress,
+        } => return Ok(nothing("none", opts, restore_in_progress)),
         Observed::Resume(j) => {
             if j.plan.to != opts.tablet_uid {
-                return Err(Refusal::JournalForOtherTablet { journal_to: j.plan.to, mine: opts.tablet_uid }
-                    .into());
+                return Err(Refusal::JournalForOtherTablet {
+                    journal_to: j.plan.to,
+                    mine: opts.tablet_uid,
+                }
+                .into());
             }
             (j.plan, true)
         }

@@ -58,7 +58,11 @@ fn main() -> ExitCode {
     };
     match run(&opts) {
         Ok(outcome) => {
-            tracing::info!(action = outcome.action, steps = outcome.steps.len(), "restore finished");
+            tracing::info!(
+                action = outcome.action,
+                steps = outcome.steps.len(),
+                "restore finished"
+            );
             println!("{}", serde_json::to_string(&outcome).unwrap_or_default());
             ExitCode::SUCCESS
         }

@@ -34,7 +34,10 @@ pub enum MyCnfError {
 enum Line {
     /// Blank lines, comments and `!include` directives: kept verbatim.
     Verbatim(String),
-    Section { raw: String, server: bool },
+    Section {
+        raw: String,
+        server: bool,
+    },
     Option {
         raw: String,
         key: String,
@@ -91,19 +94,30 @@ impl MyCnf {
             let raw = raw_line.trim_end_matches('\r').to_owned();
             let t = raw.trim();
             if t.is_empty() || t.starts_with('#') || t.starts_with(';') || t.starts_with('!') {
-                if t.starts_with('!') && !(t.starts_with("!include ") || t.starts_with("!includedir ")) {
-                    return Err(MyCnfError::Unparsable { line: line_no, text: raw });
+                if t.starts_with('!')
+                    && !(t.starts_with("!include ") || t.starts_with("!includedir "))
+                {
+                    return Err(MyCnfError::Unparsable {
+                        line: line_no,
+                        text: raw,
+                    });
                 }
                 lines.push(Line::Verbatim(raw));
                 continue;
             }
             if let Some(rest) = t.strip_prefix('[') {
                 let Some((name, tail)) = rest.split_once(']') else {
-                    return Err(MyCnfError::BadSection { line: line_no, text: raw });
+                    return Err(MyCnfError::BadSection {
+                        line: line_no,
+                        text: raw,
+                    });
                 };
                 let tail = tail.trim();
                 if name.trim().is_empty() || !(tail.is_empty() || tail.starts_with('#')) {
-                    return Err(MyCnfError::BadSection { line: line_no, text: raw });
+                    return Err(MyCnfError::BadSection {
+                        line: line_no,
+                        text: raw,
+                    });
                 }
                 let server = is_server_section(name.trim());
                 in_section = Some(server);
@@ -115,15 +129,24 @@ impl MyCnf {
                 None => (t, None),
             };
             if key.is_empty() || !key.chars().all(is_key_char) {
-                return Err(MyCnfError::Unparsable { line: line_no, text: raw });
+                return Err(MyCnfError::Unparsable {
+                    line: line_no,
+                    text: raw,
+                });
             }
             let Some(server) = in_section else {
-                return Err(MyCnfError::OptionOutsideSection { line: line_no, text: raw });
+                return Err(MyCnfError::OptionOutsideSection {
+                    line: line_no,
+                    text: raw,
+                });
             };
             if normalize_key(key) == "server_id" && server {
                 let v = value.clone().unwrap_or_default();
                 if v.parse::<u32>().is_err() {
-                    return Err(MyCnfError::BadServerId { line: line_no, value: v });
+                    return Err(MyCnfError::BadServerId {
+                        line: line_no,
+                        value: v,
+                    });
                 }
             }
             lines.push(Line::Option {
@@ -143,9 +166,12 @@ impl MyCnf {
     pub fn get(&self, key: &str) -> Option<&str> {
         let want = normalize_key(key);
         self.lines.iter().rev().find_map(|l| match l {
-            Line::Option { key, value, server: true, .. } if *key == want => {
-                Some(value.as_deref().unwrap_or(""))
-            }
+            Line::Option {
+                key,
+                value,
+                server: true,
+                ..
+            } if *key == want => Some(value.as_deref().unwrap_or("")),
             _ => None,
         })
     }
@@ -153,9 +179,12 @@ impl MyCnf {
     /// Every server option as (normalized key, value), in file order.
     pub fn server_options(&self) -> impl Iterator<Item = (&str, &str)> {
         self.lines.iter().filter_map(|l| match l {
-            Line::Option { key, value, server: true, .. } => {
-                Some((key.as_str(), value.as_deref().unwrap_or("")))
-            }
+            Line::Option {
+                key,
+                value,
+                server: true,
+                ..
+            } => Some((key.as_str(), value.as_deref().unwrap_or(""))),
             _ => None,
         })
     }
@@ -188,10 +217,13 @@ impl MyCnf {
                     }
                     out.push(raw.clone());
                 }
-                Line::Option { raw, key, server, .. } => {
+                Line::Option {
+                    raw, key, server, ..
+                } => {
                     if *server && key == "server_id" {
                         saw_server_id = true;
-                        let indent: String = raw.chars().take_while(|c| c.is_whitespace()).collect();
+                        let indent: String =
+                            raw.chars().take_while(|c| c.is_whitespace()).collect();
                         let spelled = raw.trim().split('=').next().unwrap_or("server-id").trim();
                         let new = format!("{indent}{spelled} = {server_id}");
                         if new != *raw {
@@ -230,7 +262,11 @@ pub fn replace_uid_refs(s: &str, from: TabletUid, to: TabletUid) -> String {
     while let Some(pos) = rest.find(&dir_from) {
         let after = &rest[pos + dir_from.len()..];
         out.push_str(&rest[..pos]);
-        if after.chars().next().is_some_and(|c| c.is_ascii_alphanumeric()) {
+        if after
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        {
             out.push_str(&dir_from);
         } else {
             out.push_str(&dir_to);
@@ -309,7 +345,10 @@ mod tests {
             "slow_query_log_file",
             "general_log_file",
         ] {
-            assert!(changed.iter().any(|c| c == k), "{k} not reported as changed: {changed:?}");
+            assert!(
+                changed.iter().any(|c| c == k),
+                "{k} not reported as changed: {changed:?}"
+            );
         }
         assert!(!mentions_uid(&text, OLD));
     }
@@ -328,7 +367,10 @@ mod tests {
     fn a_socket_inside_the_tablet_directory_moves_with_it() {
         let text = "[mysqld]\nsocket = /vt/vtdataroot/vt_0000000101/mysql.sock\nserver-id=5\n";
         let (out, _) = MyCnf::parse(text).unwrap().rewrite(OLD, NEW, 9).unwrap();
-        assert_eq!(out, "[mysqld]\nsocket = /vt/vtdataroot/vt_2000000123/mysql.sock\nserver-id = 9\n");
+        assert_eq!(
+            out,
+            "[mysqld]\nsocket = /vt/vtdataroot/vt_2000000123/mysql.sock\nserver-id = 9\n"
+        );
     }
 
     #[test]
@@ -342,23 +384,31 @@ mod tests {
 
     #[test]
     fn keys_match_like_mysqld_matches_them() {
-        let cnf = MyCnf::parse("[mysqld]\nserver_id = 1\nloose-server-id = 2\nLOG_BIN=/x\n").unwrap();
+        let cnf =
+            MyCnf::parse("[mysqld]\nserver_id = 1\nloose-server-id = 2\nLOG_BIN=/x\n").unwrap();
         assert_eq!(cnf.server_id(), Some(2));
         assert_eq!(cnf.get("log-bin"), Some("/x"));
         let (out, _) = cnf.rewrite(OLD, NEW, 300).unwrap();
-        assert_eq!(out, "[mysqld]\nserver_id = 300\nloose-server-id = 300\nLOG_BIN=/x\n");
+        assert_eq!(
+            out,
+            "[mysqld]\nserver_id = 300\nloose-server-id = 300\nLOG_BIN=/x\n"
+        );
     }
 
     #[test]
     fn quoted_values_and_inline_comments_are_read_cleanly() {
-        let cnf = MyCnf::parse("[mysqld]\ndatadir = \"/a b/data\" # the data\ntmpdir = /t # tmp\n").unwrap();
+        let cnf = MyCnf::parse("[mysqld]\ndatadir = \"/a b/data\" # the data\ntmpdir = /t # tmp\n")
+            .unwrap();
         assert_eq!(cnf.get("datadir"), Some("/a b/data"));
         assert_eq!(cnf.get("tmpdir"), Some("/t"));
     }
 
     #[test]
     fn options_of_other_programs_are_not_server_options() {
-        let cnf = MyCnf::parse("[client]\nsocket = /c.sock\n[mysqld]\nsocket = /s.sock\n[client]\nport=1\n").unwrap();
+        let cnf = MyCnf::parse(
+            "[client]\nsocket = /c.sock\n[mysqld]\nsocket = /s.sock\n[client]\nport=1\n",
+        )
+        .unwrap();
         assert_eq!(cnf.get("socket"), Some("/s.sock"));
         assert_eq!(cnf.get("port"), None);
     }
@@ -369,7 +419,10 @@ mod tests {
             .unwrap()
             .rewrite(OLD, NEW, 4242)
             .unwrap();
-        assert_eq!(out, "[client]\nuser=x\n[mysqld]\nserver-id = 4242\nport = 1\n");
+        assert_eq!(
+            out,
+            "[client]\nuser=x\n[mysqld]\nserver-id = 4242\nport = 1\n"
+        );
         assert_eq!(changed, vec!["server_id"]);
     }
 
@@ -386,17 +439,32 @@ mod tests {
             assert!(err.contains(want), "{text:?}: {err}");
         }
         assert_eq!(
-            MyCnf::parse("[client]\nport=1\n").unwrap().rewrite(OLD, NEW, 1).unwrap_err(),
+            MyCnf::parse("[client]\nport=1\n")
+                .unwrap()
+                .rewrite(OLD, NEW, 1)
+                .unwrap_err(),
             MyCnfError::NoServerSection
         );
     }
 
     #[test]
     fn uid_references_are_replaced_only_as_whole_names() {
-        assert_eq!(replace_uid_refs("/r/vt_0000000101/x", OLD, NEW), "/r/vt_2000000123/x");
-        assert_eq!(replace_uid_refs("/r/vt_0000000101", OLD, NEW), "/r/vt_2000000123");
-        assert_eq!(replace_uid_refs("/r/vt_00000001012", OLD, NEW), "/r/vt_00000001012");
-        assert_eq!(replace_uid_refs("vt-0000000101-bin.000001", OLD, NEW), "vt-2000000123-bin.000001");
+        assert_eq!(
+            replace_uid_refs("/r/vt_0000000101/x", OLD, NEW),
+            "/r/vt_2000000123/x"
+        );
+        assert_eq!(
+            replace_uid_refs("/r/vt_0000000101", OLD, NEW),
+            "/r/vt_2000000123"
+        );
+        assert_eq!(
+            replace_uid_refs("/r/vt_00000001012", OLD, NEW),
+            "/r/vt_00000001012"
+        );
+        assert_eq!(
+            replace_uid_refs("vt-0000000101-bin.000001", OLD, NEW),
+            "vt-2000000123-bin.000001"
+        );
         assert!(mentions_uid("x/vt-0000000101-relay-bin", OLD));
         assert!(!mentions_uid("x/vt-0000000102-relay-bin", OLD));
     }

@@ -49,8 +49,11 @@ impl Volume {
     /// Components that do not exist yet are fine at the tail (a log not written yet).
     pub fn resolve(&self, mount: &str, rel: &Path) -> Result<VolPath, Refusal> {
         let mut done = PathBuf::new();
-        let mut todo: Vec<std::ffi::OsString> =
-            rel.components().rev().map(|c| c.as_os_str().to_owned()).collect();
+        let mut todo: Vec<std::ffi::OsString> = rel
+            .components()
+            .rev()
+            .map(|c| c.as_os_str().to_owned())
+            .collect();
         let mut hops = 0;
         while let Some(c) = todo.pop() {
             if c == ".." {
@@ -177,7 +180,10 @@ pub enum Observed {
 }
 
 fn unreadable(path: &Path, e: &io::Error) -> Refusal {
-    Refusal::Unreadable { path: path.display().to_string(), reason: e.to_string() }
+    Refusal::Unreadable {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    }
 }
 
 fn list_dir(vol: &Volume, rel: &Path) -> Result<Vec<String>, Refusal> {
@@ -210,12 +216,23 @@ pub fn observe(vol: &Volume, mine: TabletUid) -> Result<Observed, Refusal> {
     match (has_mine, others.as_slice()) {
         (false, []) => Ok(Observed::Empty),
         (true, []) => {
-            let rip = vol.abs(Path::new(&mine.tablet_dir_name())).join("restore_in_progress");
-            Ok(Observed::Own { restore_in_progress: rip.exists() })
+            let rip = vol
+                .abs(Path::new(&mine.tablet_dir_name()))
+                .join("restore_in_progress");
+            Ok(Observed::Own {
+                restore_in_progress: rip.exists(),
+            })
         }
-        (true, [other, ..]) => Err(Refusal::BothPresent { old: *other, new: mine }),
-        (false, [one]) => observe_move(vol, *one, mine, &names).map(|m| Observed::Move(Box::new(m))),
-        (false, several) => Err(Refusal::SeveralTablets { uids: several.to_vec() }),
+        (true, [other, ..]) => Err(Refusal::BothPresent {
+            old: *other,
+            new: mine,
+        }),
+        (false, [one]) => {
+            observe_move(vol, *one, mine, &names).map(|m| Observed::Move(Box::new(m)))
+        }
+        (false, several) => Err(Refusal::SeveralTablets {
+            uids: several.to_vec(),
+        }),
     }
 }
 
@@ -228,11 +245,17 @@ fn data_path(
     key: &str,
     datadir: &str,
 ) -> Result<Option<VolPath>, Refusal> {
-    let Some(v) = cnf.get(key) else { return Ok(None) };
+    let Some(v) = cnf.get(key) else {
+        return Ok(None);
+    };
     if v.is_empty() {
         return Ok(None);
     }
-    let abs = if v.starts_with('/') { v.to_owned() } else { format!("{datadir}/{v}") };
+    let abs = if v.starts_with('/') {
+        v.to_owned()
+    } else {
+        format!("{datadir}/{v}")
+    };
     let rel = Volume::container_to_rel(mount, &abs).ok_or_else(|| Refusal::OffVolume {
         key: key.to_owned(),
         value: v.to_owned(),
@@ -248,9 +271,12 @@ fn observe_move(
     root_names: &[String],
 ) -> Result<MoveSource, Refusal> {
     let tdir = PathBuf::from(from.tablet_dir_name());
-    let tmeta = fs::symlink_metadata(vol.abs(&tdir)).map_err(|e| unreadable(&vol.abs(&tdir), &e))?;
+    let tmeta =
+        fs::symlink_metadata(vol.abs(&tdir)).map_err(|e| unreadable(&vol.abs(&tdir), &e))?;
     if !tmeta.is_dir() {
-        return Err(Refusal::TabletDirNotADirectory { name: tdir.display().to_string() });
+        return Err(Refusal::TabletDirNotADirectory {
+            name: tdir.display().to_string(),
+        });
     }
 
     // my.cnf: must be there and parse; it tells where everything else is.
@@ -270,17 +296,25 @@ fn observe_move(
         _ => {
             return Err(Refusal::BadMyCnf {
                 path: mycnf.display().to_string(),
-                reason: format!("datadir {datadir:?} is not inside {}", from.tablet_dir_name()),
+                reason: format!(
+                    "datadir {datadir:?} is not inside {}",
+                    from.tablet_dir_name()
+                ),
             });
         }
     };
-    let mount = if mount.is_empty() { "/".to_owned() } else { mount };
+    let mount = if mount.is_empty() {
+        "/".to_owned()
+    } else {
+        mount
+    };
 
     // Symlinked children of the tablet directory must stay on the volume.
     let mut top_links = Vec::new();
     for name in list_dir(vol, &tdir)? {
         let link = tdir.join(&name);
-        let meta = fs::symlink_metadata(vol.abs(&link)).map_err(|e| unreadable(&vol.abs(&link), &e))?;
+        let meta =
+            fs::symlink_metadata(vol.abs(&link)).map_err(|e| unreadable(&vol.abs(&link), &e))?;
         if !meta.file_type().is_symlink() {
             continue;
         }
@@ -290,10 +324,20 @@ fn observe_move(
             .to_string_lossy()
             .into_owned();
         if !vol.abs(&target).exists() {
-            return Err(Refusal::DanglingSymlink { link: link.display().to_string(), target: text });
+            return Err(Refusal::DanglingSymlink {
+                link: link.display().to_string(),
+                target: text,
+            });
         }
-        if target.file_name().is_some_and(|n| n == from.tablet_dir_name().as_str()) {
-            top_links.push(TopDirLink { link, target_text: text, target });
+        if target
+            .file_name()
+            .is_some_and(|n| n == from.tablet_dir_name().as_str())
+        {
+            top_links.push(TopDirLink {
+                link,
+                target_text: text,
+                target,
+            });
         }
     }
 
@@ -311,24 +355,38 @@ fn observe_move(
                 return Err(Refusal::BothPresent { old: from, new: to });
             }
             if !top_links.iter().any(|l| l.target == p) {
-                return Err(Refusal::UnlinkedTopDir { path: p.display().to_string() });
+                return Err(Refusal::UnlinkedTopDir {
+                    path: p.display().to_string(),
+                });
             }
         }
     }
 
     // The data-bearing directories must resolve onto the volume.
-    for key in ["datadir", "innodb_data_home_dir", "innodb_log_group_home_dir"] {
+    for key in [
+        "datadir",
+        "innodb_data_home_dir",
+        "innodb_log_group_home_dir",
+    ] {
         data_path(vol, &cnf, &mount, key, datadir)?;
     }
 
     let prefix = from.log_file_prefix();
     let log_dir = |key: &str| -> Result<Option<LogDir>, Refusal> {
-        let Some(path) = data_path(vol, &cnf, &mount, key, datadir)? else { return Ok(None) };
+        let Some(path) = data_path(vol, &cnf, &mount, key, datadir)? else {
+            return Ok(None);
+        };
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let base = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let base = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let dotted = format!("{base}.");
         let files = if vol.abs(&dir).is_dir() {
-            list_dir(vol, &dir)?.into_iter().filter(|n| n.starts_with(&dotted)).collect()
+            list_dir(vol, &dir)?
+                .into_iter()
+                .filter(|n| n.starts_with(&dotted))
+                .collect()
         } else {
             Vec::new()
         };
@@ -355,7 +413,8 @@ fn observe_move(
         if let Some(p) = data_path(vol, &cnf, &mount, key, datadir)? {
             let inside_relay_dir = relay_logs.as_ref().is_some_and(|r| {
                 p.parent() == Some(r.dir.as_path())
-                    && p.file_name().is_some_and(|n| r.files.iter().any(|f| f.as_str() == n))
+                    && p.file_name()
+                        .is_some_and(|n| r.files.iter().any(|f| f.as_str() == n))
             });
             if vol.abs(&p).is_file() && !inside_relay_dir {
                 relay_files.push(p);
@@ -401,7 +460,9 @@ fn last_binlog(
     let Some(last) = text.lines().map(str::trim).rfind(|l| !l.is_empty()) else {
         return Ok(None);
     };
-    let name = Path::new(last).file_name().map(|n| n.to_string_lossy().into_owned());
+    let name = Path::new(last)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned());
     let Some(name) = name else { return Ok(None) };
     let path = dir.dir.join(&name);
     if !vol.abs(&path).is_file() {
@@ -423,7 +484,9 @@ pub fn names_left(vol: &Volume, rel: &Path, uid: TabletUid) -> Vec<String> {
     let mut left = Vec::new();
     let mut stack = vec![rel.to_path_buf()];
     while let Some(p) = stack.pop() {
-        let Ok(rd) = fs::read_dir(vol.abs(&p)) else { continue };
+        let Ok(rd) = fs::read_dir(vol.abs(&p)) else {
+            continue;
+        };
         for e in rd.flatten() {
             let child = p.join(e.file_name());
             if mentions_uid(&e.file_name().to_string_lossy(), uid) {
@@ -448,14 +511,19 @@ mod tests {
         let vol = Volume::new(d.path());
         fs::create_dir_all(d.path().join("vt_0000000001")).unwrap();
         fs::create_dir_all(d.path().join("data/vt_0000000001")).unwrap();
-        std::os::unix::fs::symlink("/vt/vtdataroot/data/vt_0000000001", d.path().join("vt_0000000001/data"))
+        std::os::unix::fs::symlink(
+            "/vt/vtdataroot/data/vt_0000000001",
+            d.path().join("vt_0000000001/data"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("../data/vt_0000000001", d.path().join("vt_0000000001/rel"))
             .unwrap();
-        std::os::unix::fs::symlink("../data/vt_0000000001", d.path().join("vt_0000000001/rel")).unwrap();
         std::os::unix::fs::symlink("/var/lib/mysql", d.path().join("vt_0000000001/out")).unwrap();
         std::os::unix::fs::symlink("../../../etc", d.path().join("vt_0000000001/up")).unwrap();
         let m = "/vt/vtdataroot";
         assert_eq!(
-            vol.resolve(m, Path::new("vt_0000000001/data/ibdata1")).unwrap(),
+            vol.resolve(m, Path::new("vt_0000000001/data/ibdata1"))
+                .unwrap(),
             PathBuf::from("data/vt_0000000001/ibdata1")
         );
         assert_eq!(
@@ -478,7 +546,13 @@ mod tests {
             Volume::container_to_rel("/vt/vtdataroot", "/vt/vtdataroot/vt_1/data"),
             Some(PathBuf::from("vt_1/data"))
         );
-        assert_eq!(Volume::container_to_rel("/vt/vtdataroot", "/vt/vtdataroot2/x"), None);
-        assert_eq!(Volume::container_to_rel("/vt/vtdataroot", "/vt/vtdataroot/../x"), None);
+        assert_eq!(
+            Volume::container_to_rel("/vt/vtdataroot", "/vt/vtdataroot2/x"),
+            None
+        );
+        assert_eq!(
+            Volume::container_to_rel("/vt/vtdataroot", "/vt/vtdataroot/../x"),
+            None
+        );
     }
 }

@@ -14,14 +14,33 @@ use crate::observe::MoveSource;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "kebab-case")]
 pub enum Step {
-    RenameDir { from: PathBuf, to: PathBuf },
-    RetargetSymlink { link: PathBuf, target: String },
-    RenameFile { from: PathBuf, to: PathBuf },
+    RenameDir {
+        from: PathBuf,
+        to: PathBuf,
+    },
+    RetargetSymlink {
+        link: PathBuf,
+        target: String,
+    },
+    RenameFile {
+        from: PathBuf,
+        to: PathBuf,
+    },
     /// Rewrites the file names in a crash image's binlog checkpoint events (see `binlog`).
-    PatchBinlogCheckpoints { file: PathBuf, offsets: Vec<u64> },
-    RewriteIndex { path: PathBuf },
-    RemoveFile { path: PathBuf, why: String },
-    RewriteMyCnf { path: PathBuf },
+    PatchBinlogCheckpoints {
+        file: PathBuf,
+        offsets: Vec<u64>,
+    },
+    RewriteIndex {
+        path: PathBuf,
+    },
+    RemoveFile {
+        path: PathBuf,
+        why: String,
+    },
+    RewriteMyCnf {
+        path: PathBuf,
+    },
 }
 
 impl Step {
@@ -63,10 +82,16 @@ pub fn plan(src: &MoveSource, to: TabletUid, server_id: u32) -> Plan {
     // Directories first (Vitess's symlinked top-level dirs, then the tablet directory),
     // so every later step names the final location.
     for l in &src.top_links {
-        steps.push(Step::RenameDir { from: l.target.clone(), to: mv(&l.target) });
+        steps.push(Step::RenameDir {
+            from: l.target.clone(),
+            to: mv(&l.target),
+        });
     }
     let tdir = PathBuf::from(from.tablet_dir_name());
-    steps.push(Step::RenameDir { from: tdir.clone(), to: mv(&tdir) });
+    steps.push(Step::RenameDir {
+        from: tdir.clone(),
+        to: mv(&tdir),
+    });
     for l in &src.top_links {
         steps.push(Step::RetargetSymlink {
             link: mv(&l.link),
@@ -80,17 +105,21 @@ pub fn plan(src: &MoveSource, to: TabletUid, server_id: u32) -> Plan {
         for f in &b.files {
             let new = replace_uid_refs(f, from, to);
             if new != *f {
-                steps.push(Step::RenameFile { from: dir.join(f), to: dir.join(new) });
+                steps.push(Step::RenameFile {
+                    from: dir.join(f),
+                    to: dir.join(new),
+                });
             }
         }
     }
-    if let Some((file, scan)) = &src.last_binlog {
-        if scan.in_use && !scan.checkpoints_to_patch.is_empty() {
-            steps.push(Step::PatchBinlogCheckpoints {
-                file: mv(file),
-                offsets: scan.checkpoints_to_patch.clone(),
-            });
-        }
+    if let Some((file, scan)) = &src.last_binlog
+        && scan.in_use
+        && !scan.checkpoints_to_patch.is_empty()
+    {
+        steps.push(Step::PatchBinlogCheckpoints {
+            file: mv(file),
+            offsets: scan.checkpoints_to_patch.clone(),
+        });
     }
     if let Some(index) = &src.binlog_index {
         steps.push(Step::RewriteIndex { path: mv(index) });
@@ -101,18 +130,29 @@ pub fn plan(src: &MoveSource, to: TabletUid, server_id: u32) -> Plan {
     if let Some(r) = &src.relay_logs {
         let dir = mv(&r.dir);
         for f in &r.files {
-            steps.push(Step::RemoveFile { path: dir.join(f), why: "stale-relay-log".into() });
+            steps.push(Step::RemoveFile {
+                path: dir.join(f),
+                why: "stale-relay-log".into(),
+            });
         }
     }
     for p in &src.relay_files {
-        steps.push(Step::RemoveFile { path: mv(p), why: "stale-relay-log-info".into() });
+        steps.push(Step::RemoveFile {
+            path: mv(p),
+            why: "stale-relay-log-info".into(),
+        });
     }
     if let Some(a) = &src.auto_cnf {
-        steps.push(Step::RemoveFile { path: mv(a), why: "server-uuid-of-source".into() });
+        steps.push(Step::RemoveFile {
+            path: mv(a),
+            why: "server-uuid-of-source".into(),
+        });
     }
 
     // my.cnf last: once it names the new tablet, everything it points at is in place.
-    steps.push(Step::RewriteMyCnf { path: mv(&src.mycnf) });
+    steps.push(Step::RewriteMyCnf {
+        path: mv(&src.mycnf),
+    });
 
     Plan {
         from,

@@ -26,18 +26,32 @@ pub enum Refusal {
     DanglingSymlink { link: String, target: String },
     #[error("{path} is on the volume but no tablet directory links to it")]
     UnlinkedTopDir { path: String },
-    #[error("my.cnf {key} = {value} is outside the volume mounted at {mount}: a multi-volume tablet")]
-    OffVolume { key: String, value: String, mount: String },
+    #[error(
+        "my.cnf {key} = {value} is outside the volume mounted at {mount}: a multi-volume tablet"
+    )]
+    OffVolume {
+        key: String,
+        value: String,
+        mount: String,
+    },
     #[error("{path}: {reason}")]
     BadBinlog { path: String, reason: String },
-    #[error("an unfinished restore journal moves the volume to vt_{journal_to:010}, not to this tablet vt_{mine:010}")]
-    JournalForOtherTablet { journal_to: TabletUid, mine: TabletUid },
+    #[error(
+        "an unfinished restore journal moves the volume to vt_{journal_to:010}, not to this tablet vt_{mine:010}"
+    )]
+    JournalForOtherTablet {
+        journal_to: TabletUid,
+        mine: TabletUid,
+    },
     #[error("restore journal {path} cannot be used: {reason}")]
     BadJournal { path: String, reason: String },
 }
 
 fn fmt_uids(uids: &[TabletUid]) -> String {
-    uids.iter().map(|u| u.tablet_dir_name()).collect::<Vec<_>>().join(", ")
+    uids.iter()
+        .map(|u| u.tablet_dir_name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Refusal {

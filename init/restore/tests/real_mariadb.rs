@@ -5,6 +5,9 @@
 //! my.cnf. Needs root, btrfs, loop devices and the Podman API socket (`make test` sets
 //! all of that up).
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -30,7 +33,11 @@ fn restore(vtdataroot: &Path, uid: u32) -> Value {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "vtsnap-restore failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "vtsnap-restore failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
 }
 
@@ -40,7 +47,10 @@ async fn gtid_seq(db: &MariaDb) -> u64 {
         Flavor::MariaDb => db.value("SELECT @@gtid_binlog_pos").await,
         Flavor::MySql80 => db.value("SELECT @@gtid_executed").await,
     };
-    pos.rsplit(['-', ':']).next().and_then(|n| n.trim().parse().ok()).unwrap_or_else(|| panic!("bad GTID {pos:?}"))
+    pos.rsplit(['-', ':'])
+        .next()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("bad GTID {pos:?}"))
 }
 
 async fn writable(db: &MariaDb) {
@@ -51,11 +61,18 @@ async fn writable(db: &MariaDb) {
 }
 
 async fn checksum(db: &MariaDb, table: &str) -> String {
-    db.query(&format!("CHECKSUM TABLE vt_commerce.{table}")).await[0][1].clone()
+    db.query(&format!("CHECKSUM TABLE vt_commerce.{table}"))
+        .await[0][1]
+        .clone()
 }
 
 async fn count(db: &MariaDb, filter: &str) -> u64 {
-    db.value(&format!("SELECT COUNT(*) FROM vt_commerce.t WHERE {filter}")).await.parse().unwrap()
+    db.value(&format!(
+        "SELECT COUNT(*) FROM vt_commerce.t WHERE {filter}"
+    ))
+    .await
+    .parse()
+    .unwrap()
 }
 
 async fn wait_for_load_rows(db: &MariaDb, at_least: u64) {
@@ -75,28 +92,48 @@ fn assert_no_old_names(vtdataroot: &Path, new: TabletUid) {
     assert!(left.is_empty(), "names of the old tablet remain: {left:?}");
     let t = vtdataroot.join(new.tablet_dir_name());
     let cnf = std::fs::read_to_string(t.join("my.cnf")).unwrap();
-    assert!(!mentions_uid(&cnf, old), "my.cnf names the old tablet:\n{cnf}");
-    let index = resolve(vtdataroot, &t.join(format!("bin-logs/vt-{}-bin.index", new.padded())));
+    assert!(
+        !mentions_uid(&cnf, old),
+        "my.cnf names the old tablet:\n{cnf}"
+    );
+    let index = resolve(
+        vtdataroot,
+        &t.join(format!("bin-logs/vt-{}-bin.index", new.padded())),
+    );
     let index = std::fs::read_to_string(index).unwrap();
-    assert!(!mentions_uid(&index, old), "binlog index names the old tablet:\n{index}");
+    assert!(
+        !mentions_uid(&index, old),
+        "binlog index names the old tablet:\n{index}"
+    );
     assert!(!t.join("data/auto.cnf").exists());
 }
 
 /// What every restored server must show: its my.cnf server-id, renamed binlogs.
 async fn assert_is_new_tablet(db: &MariaDb, vtdataroot: &Path, new: TabletUid, old_server_id: u32) {
-    let cnf = std::fs::read_to_string(vtdataroot.join(new.tablet_dir_name()).join("my.cnf")).unwrap();
+    let cnf =
+        std::fs::read_to_string(vtdataroot.join(new.tablet_dir_name()).join("my.cnf")).unwrap();
     let want = MyCnf::parse(&cnf).unwrap().server_id().unwrap();
     let running: u32 = db.value("SELECT @@server_id").await.parse().unwrap();
     assert_eq!(running, want, "server_id must be the one in my.cnf");
-    assert_ne!(running, old_server_id, "server_id must differ from the source's");
+    assert_ne!(
+        running, old_server_id,
+        "server_id must differ from the source's"
+    );
     let logs = db.query("SHOW BINARY LOGS").await;
     assert!(logs.len() >= 4, "binary logs lost: {logs:?}");
     let prefix = format!("vt-{}-bin.", new.padded());
     for row in &logs {
-        assert!(row[0].starts_with(&prefix), "binlog {} is not named after the new tablet", row[0]);
+        assert!(
+            row[0].starts_with(&prefix),
+            "binlog {} is not named after the new tablet",
+            row[0]
+        );
     }
     let datadir = db.value("SELECT @@datadir").await;
-    assert!(datadir.contains(&new.tablet_dir_name()), "datadir {datadir}");
+    assert!(
+        datadir.contains(&new.tablet_dir_name()),
+        "datadir {datadir}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,7 +142,10 @@ async fn clones_of_a_running_and_a_stopped_tablet_start_as_new_tablets() {
     let pvc = vol.subvolume("pvc-source");
     let root = pvc.join("vtdataroot");
     std::fs::create_dir(&root).unwrap();
-    let layout = TabletLayout { flavor: mariadb::flavor(), ..TabletLayout::mariadb(SOURCE) };
+    let layout = TabletLayout {
+        flavor: mariadb::flavor(),
+        ..TabletLayout::mariadb(SOURCE)
+    };
     layout.write_skeleton(&root).unwrap();
 
     // The source tablet: data, a few binlog rotations, then a steady write load.
@@ -141,30 +181,53 @@ async fn clones_of_a_running_and_a_stopped_tablet_start_as_new_tablets() {
     let final_seq = gtid_seq(&src).await;
     let final_sum = checksum(&src, "t").await;
     let final_rows = count(&src, "1").await;
-    assert!(final_seq > lower_bound, "the load must go on after the first snapshot");
+    assert!(
+        final_seq > lower_bound,
+        "the load must go on after the first snapshot"
+    );
     src.shutdown().await;
     vol.snapshot("pvc-source", "snap-stopped", true);
 
     // Clone of the clean image → tablet 202.
     let clean_uid = TabletUid::new(202);
-    let clean_root = vol.snapshot("snap-stopped", "pvc-202", false).join("vtdataroot");
+    let clean_root = vol
+        .snapshot("snap-stopped", "pvc-202", false)
+        .join("vtdataroot");
     let out = restore(&clean_root, clean_uid.get());
     assert_eq!(out["action"], "moved");
     assert_no_old_names(&clean_root, clean_uid);
     let clean = MariaDb::start(&clean_root, clean_uid).await;
     assert_is_new_tablet(&clean, &clean_root, clean_uid, layout.server_id).await;
-    assert_eq!(gtid_seq(&clean).await, final_seq, "clean image: GTID position must be exact");
-    assert_eq!(checksum(&clean, "t").await, final_sum, "clean image: data must equal the source");
+    assert_eq!(
+        gtid_seq(&clean).await,
+        final_seq,
+        "clean image: GTID position must be exact"
+    );
+    assert_eq!(
+        checksum(&clean, "t").await,
+        final_sum,
+        "clean image: data must equal the source"
+    );
     assert_eq!(count(&clean, "1").await, final_rows);
 
     // Clone of the crash image → tablet 203: crash recovery on renamed binlogs.
     let crash_uid = TabletUid::new(203);
-    let crash_root = vol.snapshot("snap-running", "pvc-203", false).join("vtdataroot");
+    let crash_root = vol
+        .snapshot("snap-running", "pvc-203", false)
+        .join("vtdataroot");
     let out = restore(&crash_root, crash_uid.get());
     assert_eq!(out["action"], "moved");
     if layout.flavor == Flavor::MariaDb {
-        let ops: Vec<&str> = out["steps"].as_array().unwrap().iter().filter_map(|s| s["op"].as_str()).collect();
-        assert!(ops.contains(&"patch-binlog-checkpoints"), "a crash image needs its checkpoints patched: {ops:?}");
+        let ops: Vec<&str> = out["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s["op"].as_str())
+            .collect();
+        assert!(
+            ops.contains(&"patch-binlog-checkpoints"),
+            "a crash image needs its checkpoints patched: {ops:?}"
+        );
     }
     assert_no_old_names(&crash_root, crash_uid);
     let crashed = MariaDb::start(&crash_root, crash_uid).await;
@@ -173,15 +236,30 @@ async fn clones_of_a_running_and_a_stopped_tablet_start_as_new_tablets() {
     // Recovered data and GTID position agree: one GTID per load row.
     let seq = gtid_seq(&crashed).await;
     let load_rows = count(&crashed, &format!("v >= {LOAD_MARK}")).await;
-    let max_id: u64 = crashed.value("SELECT MAX(id) FROM vt_commerce.t").await.parse().unwrap();
-    assert!(seq >= lower_bound, "recovered GTID {seq} is behind the snapshot's lower bound {lower_bound}");
-    assert_eq!(seq, seq_before_load + load_rows, "GTID position and data disagree after recovery");
+    let max_id: u64 = crashed
+        .value("SELECT MAX(id) FROM vt_commerce.t")
+        .await
+        .parse()
+        .unwrap();
+    assert!(
+        seq >= lower_bound,
+        "recovered GTID {seq} is behind the snapshot's lower bound {lower_bound}"
+    );
+    assert_eq!(
+        seq,
+        seq_before_load + load_rows,
+        "GTID position and data disagree after recovery"
+    );
 
     // Its table equals the source's at that position (the clean clone holds the source's rows).
     writable(&clean).await;
-    clean.query("CREATE TABLE vt_commerce.t_at LIKE vt_commerce.t").await;
     clean
-        .query(&format!("INSERT INTO vt_commerce.t_at SELECT * FROM vt_commerce.t WHERE id <= {max_id}"))
+        .query("CREATE TABLE vt_commerce.t_at LIKE vt_commerce.t")
+        .await;
+    clean
+        .query(&format!(
+            "INSERT INTO vt_commerce.t_at SELECT * FROM vt_commerce.t WHERE id <= {max_id}"
+        ))
         .await;
     assert_eq!(
         count(&crashed, "1").await,
