@@ -33,8 +33,11 @@ lint:
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
+# Ends with one plain closing line summing every test binary's result.
 unit:
-	cargo test --workspace --no-fail-fast
+	@mkdir -p target
+	set -o pipefail; cargo test --workspace --no-fail-fast 2>&1 | tee target/test.log
+	@awk '/^test result:/ {p += $$4; f += $$6} END {printf "tests: %d passed, %d failed\n", p, f}' target/test.log
 
 # The restore benchmark's shape check (time flat in bytes), quick and unoptimized.
 bench-check:
