@@ -1,9 +1,13 @@
 //! What two or more vtsnap programs share, and nothing else.
 //!
-//! - [`naming`]: vitess-operator and Vitess naming facts (tablet UIDs, tablet directories).
+//! - [`config`]: the config file: model, field-level merge, validation, resolved policy.
+//! - [`naming`]: vitess-operator and Vitess naming facts (tablet UIDs, names, key ranges).
+//! - [`labels`]: label keys of vitess-operator and vtsnap.
 //! - [`fault`]: named fault points that tests use to stop a process after a given step.
 //! - [`logging`]: tracing setup (JSON in containers, human-readable on a terminal).
 
+pub mod config;
 pub mod fault;
+pub mod labels;
 pub mod logging;
 pub mod naming;

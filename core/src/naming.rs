@@ -1,13 +1,16 @@
 //! Naming facts from Vitess and vitess-operator.
 //!
 //! Sources: vitessio/vitess `go/vt/mysqlctl/mycnf_gen.go` (tablet directory `vt_%010d`,
-//! binlog base `vt-%010d-bin`, relay-log base `vt-%010d-relay-bin`), and
-//! planetscale/vitess-operator `pkg/operator/vttablet/uid.go` (UIDs are uint32; older
-//! operators wrote the `planetscale.com/tablet-uid` label unpadded).
+//! binlog base `vt-%010d-bin`, relay-log base `vt-%010d-relay-bin`);
+//! planetscale/vitess-operator `pkg/operator/vttablet/uid.go` (the UID formula; older
+//! operators wrote the `planetscale.com/tablet-uid` label unpadded),
+//! `pkg/operator/names/join.go` and `join_constraints.go` (object names),
+//! `pkg/operator/vttablet/pod.go` (`PodName`; the data PVC has the same name).
 
 use std::fmt;
 use std::str::FromStr;
 
+use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
 /// A Vitess tablet UID (`topodata.TabletAlias.uid`, a uint32).
@@ -89,9 +92,286 @@ impl FromStr for TabletUid {
     }
 }
 
+/// A tablet alias `{cell, uid}`, printed `<cell>-<uid %010d>` (Vitess `topoproto`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TabletAlias {
+    pub cell: String,
+    pub uid: TabletUid,
+}
+
+impl TabletAlias {
+    pub fn new(cell: impl Into<String>, uid: u32) -> Self {
+        Self {
+            cell: cell.into(),
+            uid: TabletUid::new(uid),
+        }
+    }
+}
+
+impl fmt::Display for TabletAlias {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.cell, self.uid.padded())
+    }
+}
+
+impl FromStr for TabletAlias {
+    type Err = String;
+
+    /// Parses `<cell>-<uid>`; the cell may itself contain `-`, the UID is after the last one.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (cell, uid) = s
+            .rsplit_once('-')
+            .ok_or_else(|| format!("tablet alias {s:?} has no '-'"))?;
+        if cell.is_empty() {
+            return Err(format!("tablet alias {s:?} has no cell"));
+        }
+        let uid = uid
+            .parse::<TabletUid>()
+            .map_err(|e| format!("tablet alias {s:?}: {e}"))?;
+        Ok(Self {
+            cell: cell.to_owned(),
+            uid,
+        })
+    }
+}
+
+/// A shard key range as Vitess names shards: `-`, `-80`, `80-`, `40-80` (lowercase hex).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct KeyRange {
+    pub start: String,
+    pub end: String,
+}
+
+impl KeyRange {
+    /// The operator's label-safe form: an empty bound becomes `x` (`-` → `x-x`, `-80` → `x-80`).
+    pub fn safe_name(&self) -> String {
+        let start = if self.start.is_empty() {
+            "x"
+        } else {
+            &self.start
+        };
+        let end = if self.end.is_empty() { "x" } else { &self.end };
+        format!("{start}-{end}")
+    }
+}
+
+impl fmt::Display for KeyRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.start, self.end)
+    }
+}
+
+impl FromStr for KeyRange {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (start, end) = s
+            .split_once('-')
+            .ok_or_else(|| format!("shard {s:?} is not a key range like -80, 80- or 40-80"))?;
+        for b in [start, end] {
+            if !b
+                .bytes()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+            {
+                return Err(format!("shard {s:?}: {b:?} is not lowercase hex"));
+            }
+        }
+        if !start.is_empty() && !end.is_empty() && hex_cmp(start, end) != std::cmp::Ordering::Less {
+            return Err(format!("shard {s:?}: start must be below end"));
+        }
+        Ok(Self {
+            start: start.to_owned(),
+            end: end.to_owned(),
+        })
+    }
+}
+
+/// Compares key-range bounds as byte strings (shorter is padded with zeros).
+fn hex_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let n = a.len().max(b.len());
+    format!("{a:0<n$}").cmp(&format!("{b:0<n$}"))
+}
+
+impl TryFrom<String> for KeyRange {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<KeyRange> for String {
+    fn from(k: KeyRange) -> Self {
+        k.to_string()
+    }
+}
+
+/// The tablet UID vitess-operator assigns: the first 4 bytes (big-endian) of the md5 of
+/// `"<cell> <keyspace> <keyRange> <poolType> <index>\n"` (Go's `fmt.Fprintln`), index from 1.
+pub fn tablet_uid(
+    cell: &str,
+    keyspace: &str,
+    shard: &KeyRange,
+    pool_type: &str,
+    index: u32,
+) -> TabletUid {
+    let line = format!("{cell} {keyspace} {shard} {pool_type} {index}\n");
+    let sum = Md5::digest(line.as_bytes());
+    TabletUid::new(u32::from_be_bytes([sum[0], sum[1], sum[2], sum[3]]))
+}
+
+/// The operator's name hash: md5 over each part followed by a NUL byte, first 4 bytes in hex.
+pub fn name_hash(parts: &[&str]) -> String {
+    let mut h = Md5::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0u8]);
+    }
+    let sum = h.finalize();
+    sum[..4].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `names.JoinWithConstraints` with the default constraints (253 characters, lowercase
+/// alphanumeric first character): parts joined by `-` plus the hash of the original parts;
+/// other characters become `-`, upper case is lowered, and an over-long name is cut and
+/// marked with `---` before the hash.
+pub fn join_name(parts: &[&str]) -> String {
+    join_with_limit(parts, 253)
+}
+
+/// [`join_name`] with another length limit (63 for labels and Services).
+pub fn join_with_limit(parts: &[&str], max_len: usize) -> String {
+    if parts.is_empty() {
+        return String::new();
+    }
+    let hash = name_hash(parts);
+    let mut new: Vec<String> = parts
+        .iter()
+        .map(|p| {
+            p.chars()
+                .map(|c| match c {
+                    'a'..='z' | '0'..='9' | '-' => c,
+                    'A'..='Z' => c.to_ascii_lowercase(),
+                    _ => '-',
+                })
+                .collect()
+        })
+        .collect();
+    if !new[0].starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit()) {
+        new[0] = format!("x{}", new[0]);
+    }
+    let joined = new.join("-");
+    let predicted = joined.len() + 1 + hash.len();
+    if predicted <= max_len {
+        return format!("{joined}-{hash}");
+    }
+    let cut = predicted - max_len + 2;
+    format!("{}---{hash}", &joined[..joined.len() - cut])
+}
+
+/// The name of a tablet's Pod, which is also the name of its data PVC.
+pub fn tablet_pod_name(cluster: &str, alias: &TabletAlias) -> String {
+    join_name(&[cluster, "vttablet", &alias.to_string()])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn join_matches_the_operator_change_detection_vectors() {
+        // pkg/operator/names/join_test.go: TestJoinHash and TestJoinSalt (salt = leading parts
+        // of the hash only).
+        assert_eq!(join_name(&["hello", "world"]), "hello-world-1dd41005");
+        assert_eq!(name_hash(&["salt1", "salt2", "hello", "world"]), "462f1b88");
+        assert_eq!(name_hash(&["salt1-salt2", "hello", "world"]), "c65378ee");
+    }
+
+    #[test]
+    fn join_is_unique_where_the_operator_says_so() {
+        assert_ne!(
+            join_name(&["one-two", "three-four"]),
+            join_name(&["one", "two-three-four"])
+        );
+        assert_ne!(
+            join_name(&["one", "two", "three"]),
+            join_name(&["one", "three", "two"])
+        );
+        assert!(join_name(&["one", "two", "three"]).starts_with("one-two-three-"));
+    }
+
+    #[test]
+    fn join_cuts_long_names_and_fixes_characters() {
+        let long = "a".repeat(300);
+        let n = join_name(&[&long, "b"]);
+        assert_eq!(n.len(), 253);
+        assert!(n.contains("---"));
+        assert_eq!(
+            join_name(&["Hello_World"]),
+            format!("hello-world-{}", name_hash(&["Hello_World"]))
+        );
+        assert!(join_name(&["-x"]).starts_with("x-x-"));
+    }
+
+    #[test]
+    fn tablet_uid_follows_the_operator_formula() {
+        // md5("zone1 commerce - replica 1\n"), computed independently with coreutils md5sum.
+        let shard: KeyRange = "-".parse().unwrap();
+        let uid = tablet_uid("zone1", "commerce", &shard, "replica", 1);
+        let want = u32::from_str_radix(&EXPECTED_ZONE1_COMMERCE_REPLICA_1[..8], 16).unwrap();
+        assert_eq!(uid.get(), want);
+        // Every tuple element matters.
+        assert_ne!(uid, tablet_uid("zone1", "commerce", &shard, "replica", 2));
+        assert_ne!(uid, tablet_uid("zone1", "commerce", &shard, "rdonly", 1));
+        assert_ne!(uid, tablet_uid("zone2", "commerce", &shard, "replica", 1));
+    }
+
+    /// `printf 'zone1 commerce - replica 1\n' | md5sum`
+    const EXPECTED_ZONE1_COMMERCE_REPLICA_1: &str =
+        include_str!("testdata/md5_zone1_commerce_replica_1.txt");
+
+    #[test]
+    fn pod_names_hash_the_alias_as_one_part() {
+        let alias = TabletAlias::new("zone1", 2_548_885_007);
+        let name = tablet_pod_name("example", &alias);
+        assert_eq!(
+            name,
+            format!(
+                "example-vttablet-zone1-2548885007-{}",
+                name_hash(&["example", "vttablet", "zone1-2548885007"])
+            )
+        );
+    }
+
+    #[test]
+    fn key_ranges_parse_and_render_safe_names() {
+        for (s, safe) in [
+            ("-", "x-x"),
+            ("-80", "x-80"),
+            ("80-", "80-x"),
+            ("40-80", "40-80"),
+        ] {
+            let k: KeyRange = s.parse().unwrap();
+            assert_eq!(k.to_string(), s);
+            assert_eq!(k.safe_name(), safe);
+        }
+        assert!("80".parse::<KeyRange>().is_err());
+        assert!("80-40".parse::<KeyRange>().is_err());
+        assert!("-8G".parse::<KeyRange>().is_err());
+        assert!("-80".parse::<KeyRange>().unwrap() < "80-".parse::<KeyRange>().unwrap());
+    }
+
+    #[test]
+    fn aliases_round_trip() {
+        let a: TabletAlias = "us-east-1a-0000000101".parse().unwrap();
+        assert_eq!(a, TabletAlias::new("us-east-1a", 101));
+        assert_eq!(a.to_string(), "us-east-1a-0000000101");
+        assert_eq!(
+            "zone1-101".parse::<TabletAlias>().unwrap().to_string(),
+            "zone1-0000000101"
+        );
+        assert!("0000000101".parse::<TabletAlias>().is_err());
+    }
 
     #[test]
     fn parses_padded_and_unpadded_forms_alike() {

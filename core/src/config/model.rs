@@ -1,0 +1,166 @@
+//! The config file as written (DESIGN §4.1): strict, every field optional at every level.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::duration::GoDuration;
+
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub clusters: Vec<ClusterConfig>,
+}
+
+/// The five policy blocks; the same at cluster, keyspace and shard level.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyBlocks {
+    pub snapshot: Option<SnapshotPolicy>,
+    pub retention: Option<RetentionPolicy>,
+    pub deletion_policy: Option<DeletionPolicy>,
+    pub restore: Option<RestorePolicy>,
+    pub vtbackup: Option<VtbackupPolicy>,
+}
+
+// serde cannot combine `flatten` with `deny_unknown_fields`, so each level names the
+// policy blocks itself and hands them out through `policy()`.
+macro_rules! with_policy {
+    ($(#[$m:meta])* pub struct $name:ident { $($(#[$fm:meta])* pub $f:ident : $t:ty,)* }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        pub struct $name {
+            $($(#[$fm])* pub $f: $t,)*
+            pub snapshot: Option<SnapshotPolicy>,
+            pub retention: Option<RetentionPolicy>,
+            pub deletion_policy: Option<DeletionPolicy>,
+            pub restore: Option<RestorePolicy>,
+            pub vtbackup: Option<VtbackupPolicy>,
+        }
+
+        impl $name {
+            pub fn policy(&self) -> PolicyBlocks {
+                PolicyBlocks {
+                    snapshot: self.snapshot.clone(),
+                    retention: self.retention.clone(),
+                    deletion_policy: self.deletion_policy.clone(),
+                    restore: self.restore.clone(),
+                    vtbackup: self.vtbackup.clone(),
+                }
+            }
+        }
+    };
+}
+
+with_policy! {
+    /// One VitessCluster.
+    pub struct ClusterConfig {
+        pub name: String,
+        pub namespace: String,
+        /// `auto` (find the vtctld Service by labels) or `host:port`.
+        #[serde(default = "auto")]
+        pub vtctld: String,
+        #[serde(default)]
+        pub keyspaces: BTreeMap<String, KeyspaceConfig>,
+    }
+}
+
+fn auto() -> String {
+    "auto".to_owned()
+}
+
+with_policy! {
+    pub struct KeyspaceConfig {
+        #[serde(default)]
+        pub shards: BTreeMap<String, ShardConfig>,
+    }
+}
+
+with_policy! {
+    pub struct ShardConfig {}
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Cold,
+    Online,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetType {
+    Replica,
+    Rdonly,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitFor {
+    Cut,
+    Ready,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+pub enum Lifecycle {
+    Retain,
+    Delete,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SnapshotPolicy {
+    pub volume_snapshot_class_name: Option<String>,
+    pub mode: Option<Mode>,
+    pub target: Option<TargetPolicy>,
+    pub wait_for: Option<WaitFor>,
+    pub cut_timeout: Option<GoDuration>,
+    pub ready_timeout: Option<GoDuration>,
+    pub max_hold: Option<GoDuration>,
+    pub fsfreeze: Option<bool>,
+    pub labels: Option<BTreeMap<String, String>>,
+    pub annotations: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TargetPolicy {
+    pub tablet_type: Option<TargetType>,
+    pub allow_single_replica: Option<bool>,
+    /// Replicas lagging more than this are not snapshot targets.
+    pub max_lag: Option<GoDuration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RetentionPolicy {
+    pub max_count: Option<i64>,
+    pub max_age: Option<GoDuration>,
+    pub failed_max_age: Option<GoDuration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeletionPolicy {
+    pub when_deleted: Option<Lifecycle>,
+    pub when_scaled: Option<Lifecycle>,
+    pub grace_period: Option<GoDuration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RestorePolicy {
+    pub enabled: Option<bool>,
+    pub pools: Option<Vec<String>>,
+    pub max_snapshot_age: Option<GoDuration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VtbackupPolicy {
+    pub use_empty_dir_for_initial_backup: Option<bool>,
+    /// A full PersistentVolumeClaim spec.
+    pub data_volume_claim_template: Option<serde_json::Value>,
+}

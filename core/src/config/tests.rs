@@ -1,0 +1,262 @@
+use super::*;
+
+fn cfg(yaml: &str) -> Config {
+    Config::from_yaml(yaml).unwrap_or_else(|e| panic!("config should be valid:\n{e}"))
+}
+
+fn errors(yaml: &str) -> Vec<String> {
+    Config::from_yaml(yaml)
+        .expect_err("config should be invalid")
+        .0
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+const BASE: &str = "clusters:\n- name: example\n  namespace: vitess\n";
+
+#[test]
+fn an_empty_config_resolves_to_the_documented_defaults() {
+    let c = cfg(BASE);
+    let r = c.resolve("example", "commerce", "-80").unwrap();
+    assert_eq!(r.snapshot.mode, Mode::Cold);
+    assert_eq!(r.snapshot.target.tablet_type, TargetType::Replica);
+    assert!(!r.snapshot.target.allow_single_replica);
+    assert_eq!(r.snapshot.wait_for, WaitFor::Cut);
+    assert_eq!(r.deletion_policy.when_deleted, Lifecycle::Retain);
+    assert_eq!(r.deletion_policy.when_scaled, Lifecycle::Delete);
+    assert_eq!(r.retention.max_count, defaults::MAX_COUNT);
+    assert_eq!(r.retention.max_age, None);
+    assert_eq!(r.restore.max_snapshot_age, GoDuration::secs(48 * 3600));
+    assert_eq!(r.vtbackup, VtbackupStorage::InheritFirstPool);
+    assert_eq!(c.clusters[0].vtctld, "auto");
+}
+
+#[test]
+fn a_child_that_sets_one_field_inherits_the_others() {
+    let c = cfg(&format!(
+        "{BASE}  deletionPolicy: {{whenDeleted: Delete, whenScaled: Retain, gracePeriod: 1h}}\n  \
+         keyspaces:\n    commerce:\n      shards:\n        \"-80\":\n          deletionPolicy: {{whenDeleted: Retain}}\n"
+    ));
+    let r = c.resolve("example", "commerce", "-80").unwrap();
+    assert_eq!(r.deletion_policy.when_deleted, Lifecycle::Retain);
+    assert_eq!(
+        r.deletion_policy.when_scaled,
+        Lifecycle::Retain,
+        "inherited from the cluster"
+    );
+    assert_eq!(r.deletion_policy.grace_period, GoDuration::secs(3600));
+    // A sibling shard and the keyspace level keep the cluster's choice.
+    let r = c.resolve("example", "commerce", "80-").unwrap();
+    assert_eq!(r.deletion_policy.when_deleted, Lifecycle::Delete);
+}
+
+#[test]
+fn shard_over_keyspace_over_cluster() {
+    let c = cfg(&format!(
+        "{BASE}  retention: {{maxCount: 3, maxAge: 30d}}\n  \
+         keyspaces:\n    commerce:\n      retention: {{maxCount: 5}}\n      \
+         shards:\n        \"-80\": {{retention: {{maxCount: 9}}}}\n"
+    ));
+    assert_eq!(
+        c.resolve("example", "commerce", "-80")
+            .unwrap()
+            .retention
+            .max_count,
+        9
+    );
+    assert_eq!(
+        c.resolve("example", "commerce", "80-")
+            .unwrap()
+            .retention
+            .max_count,
+        5
+    );
+    assert_eq!(
+        c.resolve("example", "customer", "-")
+            .unwrap()
+            .retention
+            .max_count,
+        3
+    );
+    let age = c
+        .resolve("example", "commerce", "-80")
+        .unwrap()
+        .retention
+        .max_age;
+    assert_eq!(
+        age,
+        Some(GoDuration::secs(30 * 86400)),
+        "maxAge inherited through two levels"
+    );
+}
+
+#[test]
+fn nested_target_fields_merge_one_by_one() {
+    let c = cfg(&format!(
+        "{BASE}  snapshot: {{target: {{tabletType: rdonly, maxLag: 10s}}}}\n  \
+         keyspaces:\n    commerce:\n      snapshot: {{target: {{allowSingleReplica: true}}}}\n"
+    ));
+    let t = c
+        .resolve("example", "commerce", "-")
+        .unwrap()
+        .snapshot
+        .target;
+    assert_eq!(t.tablet_type, TargetType::Rdonly);
+    assert!(t.allow_single_replica);
+    assert_eq!(t.max_lag, GoDuration::secs(10));
+}
+
+#[test]
+fn labels_and_annotations_merge_key_by_key() {
+    let c = cfg(&format!(
+        "{BASE}  snapshot: {{labels: {{team: db, tier: gold}}}}\n  \
+         keyspaces:\n    commerce:\n      snapshot: {{labels: {{tier: silver}}}}\n"
+    ));
+    let l = c
+        .resolve("example", "commerce", "-")
+        .unwrap()
+        .snapshot
+        .labels;
+    assert_eq!(l.get("team").map(String::as_str), Some("db"));
+    assert_eq!(l.get("tier").map(String::as_str), Some("silver"));
+}
+
+#[test]
+fn absent_empty_and_null_blocks_are_the_same() {
+    let parent =
+        format!("{BASE}  deletionPolicy: {{whenDeleted: Delete}}\n  keyspaces:\n    commerce:\n");
+    let variants = [
+        format!("{parent}      shards: {{}}\n"),
+        format!("{parent}      deletionPolicy: {{}}\n"),
+        format!("{parent}      deletionPolicy: null\n"),
+        format!("{parent}      deletionPolicy: {{whenDeleted: null}}\n"),
+        format!("{parent}      shards:\n        \"-\": {{}}\n"),
+        format!("{parent}      shards:\n        \"-\": {{deletionPolicy: {{}}}}\n"),
+    ];
+    let want = cfg(&variants[0])
+        .resolve("example", "commerce", "-")
+        .unwrap();
+    assert_eq!(want.deletion_policy.when_deleted, Lifecycle::Delete);
+    for v in &variants {
+        assert_eq!(
+            cfg(v).resolve("example", "commerce", "-").unwrap(),
+            want,
+            "{v}"
+        );
+    }
+    // With nothing at any level: the defaults, not an empty value.
+    let none = cfg(&format!("{BASE}  deletionPolicy: {{}}\n"))
+        .resolve("example", "k", "-")
+        .unwrap();
+    assert_eq!(none.deletion_policy.when_deleted, Lifecycle::Retain);
+    assert_eq!(none.deletion_policy.when_scaled, Lifecycle::Delete);
+}
+
+#[test]
+fn vtbackup_choices_exclude_each_other_within_a_block() {
+    let e = errors(&format!(
+        "{BASE}  keyspaces:\n    commerce:\n      vtbackup:\n        useEmptyDirForInitialBackup: true\n        \
+         dataVolumeClaimTemplate: {{accessModes: [ReadWriteOnce]}}\n"
+    ));
+    assert_eq!(
+        e,
+        vec![
+            "clusters[0].keyspaces.commerce.vtbackup: useEmptyDirForInitialBackup: true and dataVolumeClaimTemplate are mutually exclusive"
+        ]
+    );
+}
+
+#[test]
+fn the_more_specific_vtbackup_choice_replaces_the_other() {
+    let tmpl = "{storageClassName: cheap, accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}}";
+    let c = cfg(&format!(
+        "{BASE}  vtbackup: {{dataVolumeClaimTemplate: {tmpl}}}\n  keyspaces:\n    commerce:\n      \
+         vtbackup: {{useEmptyDirForInitialBackup: true}}\n      shards:\n        \"-80\": {{vtbackup: {{dataVolumeClaimTemplate: {{storageClassName: fast}}}}}}\n        \
+         \"80-\": {{vtbackup: {{useEmptyDirForInitialBackup: false}}}}\n        \"c0-\": {{vtbackup: {{}}}}\n    customer: {{}}\n"
+    ));
+    assert!(
+        matches!(c.resolve("example", "customer", "-").unwrap().vtbackup, VtbackupStorage::Template(ref t) if t["storageClassName"] == "cheap")
+    );
+    assert_eq!(
+        c.resolve("example", "commerce", "-").unwrap().vtbackup,
+        VtbackupStorage::EmptyDirForInitialBackup
+    );
+    assert!(
+        matches!(c.resolve("example", "commerce", "-80").unwrap().vtbackup, VtbackupStorage::Template(ref t) if t["storageClassName"] == "fast")
+    );
+    // An explicit false is a choice: back to the historical behaviour, not the cluster template.
+    assert_eq!(
+        c.resolve("example", "commerce", "80-").unwrap().vtbackup,
+        VtbackupStorage::InheritFirstPool
+    );
+    // An empty block makes no choice.
+    assert_eq!(
+        c.resolve("example", "commerce", "c0-").unwrap().vtbackup,
+        VtbackupStorage::EmptyDirForInitialBackup
+    );
+}
+
+#[test]
+fn errors_name_the_path_of_the_bad_field() {
+    let e = errors(&format!(
+        "{BASE}  keyspaces:\n    commerce:\n      shards:\n        \"-80\":\n          retention: {{maxCount: 0}}\n"
+    ));
+    assert_eq!(
+        e,
+        vec!["clusters[0].keyspaces.commerce.shards.-80.retention.maxCount: must be ≥ 1"]
+    );
+    let e = errors(&format!(
+        "{BASE}  keyspaces:\n    commerce:\n      shards:\n        \"-80\":\n          retention: {{maxCont: 3}}\n"
+    ));
+    assert_eq!(e.len(), 1);
+    assert!(
+        e[0].starts_with(
+            "clusters[0].keyspaces.commerce.shards.-80.retention.maxCont: unknown field `maxCont`"
+        ),
+        "{e:?}"
+    );
+    assert!(e[0].contains("line 8"), "{e:?}");
+    let e = errors(&format!("{BASE}  snapshot: {{mode: hot}}\n"));
+    assert!(
+        e[0].starts_with("clusters[0].snapshot.mode: unknown variant `hot`"),
+        "{e:?}"
+    );
+    let e = errors(&format!("{BASE}  snapshot: {{cutTimeout: soon}}\n"));
+    assert!(
+        e[0].starts_with("clusters[0].snapshot.cutTimeout: \"soon\" is not a duration"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn validation_reports_every_error() {
+    let e = errors(
+        "clusters:\n- name: Example\n  namespace: vitess\n  vtctld: nowhere\n  \
+         snapshot: {maxHold: 1m, labels: {vtsnap.io/phase: x}}\n  keyspaces:\n    commerce:\n      \
+         shards:\n        \"80-40\": {}\n- name: Example\n  namespace: vitess\n",
+    );
+    let want = [
+        "clusters[0].name: must be a lowercase DNS label (the VitessCluster name)",
+        "clusters[0].vtctld: must be `auto` or host:port",
+        "clusters[0].snapshot.labels.vtsnap.io/phase: is set by vtsnap itself and cannot be configured",
+        "clusters[0].snapshot.cutTimeout: resolves to 5m which exceeds snapshot.maxHold 1m: a cold cut must end inside the hold",
+        "clusters[0].keyspaces.commerce.shards.80-40: shard \"80-40\": start must be below end",
+        "clusters[1].name: cluster vitess/Example is listed twice",
+    ];
+    for w in want {
+        assert!(
+            e.iter().any(|x| x == w),
+            "missing {w:?} in:\n{}",
+            e.join("\n")
+        );
+    }
+}
+
+#[test]
+fn unknown_clusters_are_a_lookup_error() {
+    assert_eq!(
+        cfg(BASE).resolve("other", "k", "-").unwrap_err(),
+        LookupError::UnknownCluster("other".into())
+    );
+}
