@@ -11,3 +11,6 @@ pub mod fault;
 pub mod labels;
 pub mod logging;
 pub mod naming;
+pub mod select;
+pub mod shard;
+pub mod vtctld;

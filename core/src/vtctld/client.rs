@@ -1,0 +1,279 @@
+//! A vtctld client with timeouts; idempotent reads are retried, writes never are.
+
+use std::time::Duration;
+
+use http::uri::PathAndQuery;
+use tonic::transport::{Channel, Endpoint};
+use tonic_prost::ProstCodec;
+
+use super::messages::{
+    query::QueryResult,
+    replicationdata::FullStatus,
+    topodata::{self, Tablet, TabletType},
+    vtctldata::*,
+};
+use crate::naming::TabletAlias;
+
+#[derive(Debug, thiserror::Error)]
+pub enum VtctldError {
+    #[error("vtctld address {endpoint:?} is not valid: {reason}")]
+    BadEndpoint { endpoint: String, reason: String },
+    #[error("vtctld {endpoint} {method}: {code:?}: {message}")]
+    Rpc {
+        endpoint: String,
+        method: &'static str,
+        code: tonic::Code,
+        message: String,
+    },
+    #[error("vtctld {endpoint} {method}: no answer within {after:?}")]
+    Timeout {
+        endpoint: String,
+        method: &'static str,
+        after: Duration,
+    },
+    #[error("vtctld {endpoint} {method}: answer lacks {what}")]
+    Incomplete {
+        endpoint: String,
+        method: &'static str,
+        what: &'static str,
+    },
+}
+
+impl VtctldError {
+    /// Whether a read that failed this way may be tried again.
+    fn retryable(&self) -> bool {
+        match self {
+            Self::Timeout { .. } => true,
+            Self::Rpc { code, .. } => matches!(
+                code,
+                tonic::Code::Unavailable
+                    | tonic::Code::DeadlineExceeded
+                    | tonic::Code::ResourceExhausted
+                    | tonic::Code::Aborted
+            ),
+            _ => false,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct VtctldClient {
+    endpoint: String,
+    channel: Channel,
+    timeout: Duration,
+    read_attempts: u32,
+}
+
+/// Per-call limits.
+#[derive(Debug, Clone, Copy)]
+pub struct CallLimits {
+    pub timeout: Duration,
+    /// Attempts for idempotent reads (≥ 1).
+    pub read_attempts: u32,
+}
+
+impl Default for CallLimits {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(10),
+            read_attempts: 3,
+        }
+    }
+}
+
+impl VtctldClient {
+    /// A client for `host:port`. Connects lazily: nothing is sent before the first call.
+    pub fn new(endpoint: &str, limits: CallLimits) -> Result<Self, VtctldError> {
+        let bad = |reason: String| VtctldError::BadEndpoint {
+            endpoint: endpoint.to_owned(),
+            reason,
+        };
+        let ep = Endpoint::from_shared(format!("http://{endpoint}"))
+            .map_err(|e| bad(e.to_string()))?
+            .connect_timeout(limits.timeout)
+            .timeout(limits.timeout);
+        Ok(Self {
+            endpoint: endpoint.to_owned(),
+            channel: ep.connect_lazy(),
+            timeout: limits.timeout,
+            read_attempts: limits.read_attempts.max(1),
+        })
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    async fn once<Req, Resp>(&self, method: &'static str, req: Req) -> Result<Resp, VtctldError>
+    where
+        Req: prost::Message + Send + Sync + 'static,
+        Resp: prost::Message + Default + Send + Sync + 'static,
+    {
+        let mut grpc = tonic::client::Grpc::new(self.channel.clone());
+        let path = PathAndQuery::from_maybe_shared(format!("/vtctlservice.Vtctld/{method}"))
+            .map_err(|e| VtctldError::BadEndpoint {
+                endpoint: self.endpoint.clone(),
+                reason: e.to_string(),
+            })?;
+        let call = async {
+            grpc.ready()
+                .await
+                .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+            grpc.unary(
+                tonic::Request::new(req),
+                path,
+                ProstCodec::<Req, Resp>::default(),
+            )
+            .await
+        };
+        match tokio::time::timeout(self.timeout, call).await {
+            Err(_) => Err(VtctldError::Timeout {
+                endpoint: self.endpoint.clone(),
+                method,
+                after: self.timeout,
+            }),
+            Ok(Err(s)) => Err(VtctldError::Rpc {
+                endpoint: self.endpoint.clone(),
+                method,
+                code: s.code(),
+                message: s.message().to_owned(),
+            }),
+            Ok(Ok(r)) => Ok(r.into_inner()),
+        }
+    }
+
+    /// An idempotent read, retried with backoff on transient failures.
+    async fn read<Req, Resp>(&self, method: &'static str, req: Req) -> Result<Resp, VtctldError>
+    where
+        Req: prost::Message + Clone + Send + Sync + 'static,
+        Resp: prost::Message + Default + Send + Sync + 'static,
+    {
+        let mut delay = Duration::from_millis(200);
+        let mut attempt = 1;
+        loop {
+            match self.once(method, req.clone()).await {
+                Err(e) if e.retryable() && attempt < self.read_attempts => {
+                    tracing::warn!(method, attempt, error = %e, "vtctld read failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn incomplete(&self, method: &'static str, what: &'static str) -> VtctldError {
+        VtctldError::Incomplete {
+            endpoint: self.endpoint.clone(),
+            method,
+            what,
+        }
+    }
+
+    pub async fn get_shard(
+        &self,
+        keyspace: &str,
+        shard: &str,
+    ) -> Result<topodata::Shard, VtctldError> {
+        let req = GetShardRequest {
+            keyspace: keyspace.into(),
+            shard_name: shard.into(),
+        };
+        let resp: GetShardResponse = self.read("GetShard", req).await?;
+        resp.shard
+            .and_then(|s| s.shard)
+            .ok_or_else(|| self.incomplete("GetShard", "shard"))
+    }
+
+    pub async fn get_tablets(
+        &self,
+        keyspace: &str,
+        shard: &str,
+    ) -> Result<Vec<Tablet>, VtctldError> {
+        let req = GetTabletsRequest {
+            keyspace: keyspace.into(),
+            shard: shard.into(),
+            ..Default::default()
+        };
+        let resp: GetTabletsResponse = self.read("GetTablets", req).await?;
+        Ok(resp.tablets)
+    }
+
+    pub async fn shard_replication_positions(
+        &self,
+        keyspace: &str,
+        shard: &str,
+    ) -> Result<ShardReplicationPositionsResponse, VtctldError> {
+        let req = ShardReplicationPositionsRequest {
+            keyspace: keyspace.into(),
+            shard: shard.into(),
+        };
+        self.read("ShardReplicationPositions", req).await
+    }
+
+    pub async fn get_full_status(&self, alias: &TabletAlias) -> Result<FullStatus, VtctldError> {
+        let req = GetFullStatusRequest {
+            tablet_alias: Some(alias.into()),
+        };
+        let resp: GetFullStatusResponse = self.read("GetFullStatus", req).await?;
+        resp.status
+            .ok_or_else(|| self.incomplete("GetFullStatus", "status"))
+    }
+
+    pub async fn change_tablet_type(
+        &self,
+        alias: &TabletAlias,
+        to: TabletType,
+    ) -> Result<ChangeTabletTypeResponse, VtctldError> {
+        let req = ChangeTabletTypeRequest {
+            tablet_alias: Some(alias.into()),
+            db_type: to as i32,
+            dry_run: false,
+        };
+        self.once("ChangeTabletType", req).await
+    }
+
+    pub async fn stop_replication(&self, alias: &TabletAlias) -> Result<(), VtctldError> {
+        let _: StopReplicationResponse = self
+            .once(
+                "StopReplication",
+                StopReplicationRequest {
+                    tablet_alias: Some(alias.into()),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn start_replication(&self, alias: &TabletAlias) -> Result<(), VtctldError> {
+        let _: StartReplicationResponse = self
+            .once(
+                "StartReplication",
+                StartReplicationRequest {
+                    tablet_alias: Some(alias.into()),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Runs a read-only query as the DBA user (e.g. `SELECT @@sync_binlog`).
+    pub async fn execute_fetch_as_dba(
+        &self,
+        alias: &TabletAlias,
+        query: &str,
+        max_rows: i64,
+    ) -> Result<QueryResult, VtctldError> {
+        let req = ExecuteFetchAsDbaRequest {
+            tablet_alias: Some(alias.into()),
+            query: query.into(),
+            max_rows,
+            disable_binlogs: false,
+            reload_schema: false,
+        };
+        let resp: ExecuteFetchAsDbaResponse = self.read("ExecuteFetchAsDBA", req).await?;
+        resp.result
+            .ok_or_else(|| self.incomplete("ExecuteFetchAsDBA", "result"))
+    }
+}
