@@ -7,6 +7,7 @@
 //! - [`logging`]: tracing setup (JSON in containers, human-readable on a terminal).
 
 pub mod config;
+pub mod discover;
 pub mod fault;
 pub mod labels;
 pub mod logging;

@@ -13,6 +13,7 @@
 
 pub mod binlog;
 pub mod btrfs;
+pub mod fake_kube;
 pub mod layout;
 pub mod mariadb;
 pub mod tree;
