@@ -14,6 +14,9 @@
 pub mod binlog;
 pub mod btrfs;
 pub mod fake_kube;
+pub mod fake_vtctld;
+pub mod fixtures;
+pub mod grpc;
 pub mod layout;
 pub mod mariadb;
 pub mod tree;

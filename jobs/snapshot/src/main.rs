@@ -1,0 +1,135 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use vtsnap_core::config::Config;
+use vtsnap_core::logging::{self, LogFormat};
+use vtsnap_snapshot::{exit, plan, render};
+
+/// Volume-snapshot backups of one Vitess shard.
+#[derive(Debug, Parser)]
+#[command(name = "vtsnap-snapshot", version)]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, env = "VTSNAP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Auto)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Output {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show what a snapshot run would do: resolved policy, tablets, chosen target. Changes nothing.
+    #[command(after_help = "Examples:\n  \
+        vtsnap-snapshot plan --config /etc/vtsnap/config.yaml --cluster example --keyspace commerce --shard -80\n  \
+        vtsnap-snapshot plan --config cfg.yaml --cluster example --keyspace commerce --shard - --output json\n\n\
+        Exit codes: 0 a target was chosen, 3 refused (the JSON says why), 2 bad config or usage,\n  \
+        1 vtctld or the Kubernetes API could not be read.")]
+    Plan {
+        #[arg(long, env = "VTSNAP_CONFIG")]
+        config: PathBuf,
+        #[arg(long, env = "VTSNAP_CLUSTER")]
+        cluster: String,
+        #[arg(long, env = "VTSNAP_KEYSPACE")]
+        keyspace: String,
+        /// The shard's key range, e.g. `-`, `-80`, `80-`.
+        #[arg(long, env = "VTSNAP_SHARD", allow_hyphen_values = true)]
+        shard: String,
+        #[arg(long, env = "VTSNAP_OUTPUT", value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Check a config file alone: exit 0 if valid, else 2 with every error, one per line.
+    #[command(after_help = "Example:\n  vtsnap-snapshot validate --config /etc/vtsnap/config.yaml")]
+    Validate {
+        #[arg(long, env = "VTSNAP_CONFIG")]
+        config: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init(cli.log_format);
+    ExitCode::from(match cli.command {
+        Command::Validate { config } => match vtsnap_snapshot::validate(&config) {
+            Ok(_) => {
+                println!("{}: valid", config.display());
+                exit::OK
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                exit::USAGE
+            }
+        },
+        Command::Plan {
+            config,
+            cluster,
+            keyspace,
+            shard,
+            output,
+        } => run_plan(&config, &cluster, &keyspace, &shard, output),
+    })
+}
+
+fn run_plan(
+    config: &std::path::Path,
+    cluster: &str,
+    keyspace: &str,
+    shard: &str,
+    output: Output,
+) -> u8 {
+    let config = match Config::load(config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return exit::USAGE;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return exit::FAILED;
+        }
+    };
+    rt.block_on(async {
+        let kube = match kube::Client::try_default().await {
+            Ok(k) => k,
+            Err(e) => {
+                eprintln!("cannot reach the Kubernetes API: {e}");
+                return exit::FAILED;
+            }
+        };
+        match plan::plan(&config, cluster, keyspace, shard, kube).await {
+            Ok(report) => {
+                match output {
+                    Output::Json => {
+                        println!("{}", serde_json::to_string(&report).unwrap_or_default())
+                    }
+                    Output::Table => print!("{}", render::table(&report)),
+                }
+                report.exit_code()
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "plan failed");
+                if output == Output::Json {
+                    println!(
+                        "{}",
+                        serde_json::json!({"error": {"code": e.code(), "message": e.to_string()}})
+                    );
+                } else {
+                    eprintln!("{e}");
+                }
+                e.exit_code()
+            }
+        }
+    })
+}

@@ -1,0 +1,97 @@
+//! A few lines that let tests serve hand-written protobuf messages with tonic, without
+//! generated code: route on the method name and answer with [`unary`].
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+
+use tonic::body::Body;
+use tonic_prost::ProstCodec;
+
+pub type HttpFuture =
+    Pin<Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>>;
+
+/// Decodes the request, runs `f`, encodes its answer (or its `Status`).
+pub async fn unary<Req, Resp, F>(req: http::Request<Body>, f: F) -> http::Response<Body>
+where
+    Req: prost::Message + Default + Send + 'static,
+    Resp: prost::Message + Send + 'static,
+    F: Fn(Req) -> Result<Resp, tonic::Status> + Clone + Send + 'static,
+{
+    let svc = tower::service_fn(move |r: tonic::Request<Req>| {
+        let f = f.clone();
+        async move { f(r.into_inner()).map(tonic::Response::new) }
+    });
+    tonic::server::Grpc::new(ProstCodec::<Resp, Req>::default())
+        .unary(svc, req)
+        .await
+}
+
+/// The last path segment of a gRPC request: the method name.
+pub fn method(req: &http::Request<Body>) -> String {
+    req.uri()
+        .path()
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A server running in the background; stops when dropped.
+#[derive(Debug)]
+pub struct Running {
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Running {
+    pub fn endpoint(&self) -> String {
+        self.addr.to_string()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+/// Serves `svc` on 127.0.0.1 (an ephemeral port).
+pub async fn serve_tcp<S>(svc: S) -> Running
+where
+    S: tower::Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
+        + tonic::server::NamedService
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    tokio::spawn(async move {
+        let _ = tonic::transport::Server::builder()
+            .add_service(svc)
+            .serve_with_incoming_shutdown(incoming, async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    Running {
+        addr,
+        stop: Some(stop),
+    }
+}
+
+/// An address on which nothing listens (bound, then closed).
+pub async fn closed_endpoint() -> String {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    drop(l);
+    addr.to_string()
+}
