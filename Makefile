@@ -6,7 +6,7 @@ export DOCKER_HOST ?= unix:///run/podman/podman.sock
 DEMO_DIR ?= $(shell mktemp -d -u /tmp/vtsnap-demo.XXXXXX)
 NEW_UID ?= 2548885007
 
-.PHONY: demo-restore test setup images lint unit bench bench-check
+.PHONY: demo-restore demo-plan test setup images lint unit bench bench-check
 
 demo-restore:
 	@cargo build -q -p vtsnap-restore --bins --examples
@@ -22,6 +22,9 @@ demo-restore:
 	  echo "== running it again changes nothing" && \
 	  cargo run -q -p vtsnap-restore --bin vtsnap-restore -- --vtdataroot $$root --tablet-uid $(NEW_UID) --log-format text 2>/dev/null
 	@rm -rf $(DEMO_DIR)
+
+demo-plan:
+	cargo run -q -p vtsnap-snapshot --example plan_demo
 
 setup:
 	bash scripts/setup-host.sh

@@ -1,7 +1,7 @@
 //! Fixture builders for a vitess-operator shard: Pods, PVCs and labels in [`FakeKube`],
 //! and the matching tablets in [`FakeVtctld`]. Tests read like the situation they set up:
 //!
-//! ```ignore
+//! ```text
 //! shard().replicas(3).primary(1).lagging(2, 30).install(&kube, &vtctld);
 //! ```
 //!

@@ -260,3 +260,42 @@ fn unknown_clusters_are_a_lookup_error() {
         LookupError::UnknownCluster("other".into())
     );
 }
+
+/// The worked example of docs/config.md, row by row.
+#[test]
+fn the_documented_worked_example_resolves_as_documented() {
+    let c = cfg(
+        "clusters:\n- name: example\n  namespace: vitess\n  deletionPolicy: {whenDeleted: Delete, gracePeriod: 24h}\n  \
+                 retention: {maxCount: 7}\n  keyspaces:\n    commerce:\n      deletionPolicy: {whenScaled: Retain}\n      \
+                 shards:\n        \"-80\":\n          deletionPolicy: {whenDeleted: Retain}\n          retention: {maxAge: 14d}\n",
+    );
+    let row = |ks: &str, sh: &str| {
+        let r = c.resolve("example", ks, sh).unwrap();
+        (
+            r.deletion_policy.when_deleted,
+            r.deletion_policy.when_scaled,
+            r.deletion_policy.grace_period,
+            r.retention.max_count,
+            r.retention.max_age,
+        )
+    };
+    let day = GoDuration::secs(86400);
+    assert_eq!(
+        row("commerce", "-80"),
+        (
+            Lifecycle::Retain,
+            Lifecycle::Retain,
+            day,
+            7,
+            Some(GoDuration::secs(14 * 86400))
+        )
+    );
+    assert_eq!(
+        row("commerce", "80-"),
+        (Lifecycle::Delete, Lifecycle::Retain, day, 7, None)
+    );
+    assert_eq!(
+        row("customer", "-"),
+        (Lifecycle::Delete, Lifecycle::Delete, day, 7, None)
+    );
+}

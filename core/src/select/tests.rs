@@ -135,7 +135,8 @@ fn a_single_replica_needs_the_override() {
 
 #[test]
 fn each_unhealthy_reason_is_named() {
-    let cases: Vec<(Box<dyn Fn(&mut Tablet)>, &str)> = vec![
+    type Breakage = Box<dyn Fn(&mut Tablet)>;
+    let cases: Vec<(Breakage, &str)> = vec![
         (Box::new(|t| t.pod = None), "pod-missing"),
         (
             Box::new(|t| t.pod.as_mut().unwrap().ready = false),

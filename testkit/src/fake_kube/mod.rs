@@ -285,15 +285,16 @@ fn reason_of(code: u16) -> &'static str {
     }
 }
 
-fn parse_path(
-    path: &str,
-) -> Option<(
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-)> {
+/// The parts of an API path: group, plural, namespace, name, subresource.
+struct ApiPath {
+    group: String,
+    plural: String,
+    namespace: Option<String>,
+    name: Option<String>,
+    subresource: Option<String>,
+}
+
+fn parse_path(path: &str) -> Option<ApiPath> {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, rest) = match segs.as_slice() {
         ["api", "v1", rest @ ..] => (String::new(), rest),
@@ -302,9 +303,21 @@ fn parse_path(
     };
     let s = |i: usize| rest.get(i).map(|x| (*x).to_owned());
     if rest.first() == Some(&"namespaces") && rest.len() >= 3 {
-        Some((group, rest[2].to_owned(), s(1), s(3), s(4)))
+        Some(ApiPath {
+            group,
+            plural: rest[2].to_owned(),
+            namespace: s(1),
+            name: s(3),
+            subresource: s(4),
+        })
     } else {
-        Some((group, rest.first()?.to_string(), None, s(1), s(2)))
+        Some(ApiPath {
+            group,
+            plural: rest.first()?.to_string(),
+            namespace: None,
+            name: s(1),
+            subresource: s(2),
+        })
     }
 }
 
@@ -506,14 +519,20 @@ impl FakeKube {
             .query()
             .map(|q| {
                 q.split('&')
-                    .filter_map(|kv| {
+                    .map(|kv| {
                         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-                        Some((decode(k), decode(v)))
+                        (decode(k), decode(v))
                     })
                     .collect()
             })
             .unwrap_or_default();
-        let Some((group, plural, namespace, name, subresource)) = parse_path(parts.uri.path())
+        let Some(ApiPath {
+            group,
+            plural,
+            namespace,
+            name,
+            subresource,
+        }) = parse_path(parts.uri.path())
         else {
             let r = err(
                 404,
@@ -677,10 +696,10 @@ impl FakeKube {
                 }
                 let meta = json!({"metadata": {"name": key.name, "namespace": info.namespace}});
                 merge_patch(&mut obj, &meta);
-                if info.namespace.is_none() {
-                    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-                        m.remove("namespace");
-                    }
+                if info.namespace.is_none()
+                    && let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut)
+                {
+                    m.remove("namespace");
                 }
                 if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
                     m.remove("resourceVersion");
@@ -738,20 +757,18 @@ impl FakeKube {
                         if let Some(rv) = body
                             .pointer("/metadata/resourceVersion")
                             .and_then(Value::as_str)
-                        {
-                            if Some(rv)
+                            && Some(rv)
                                 != current
                                     .pointer("/metadata/resourceVersion")
                                     .and_then(Value::as_str)
-                            {
-                                return err(
-                                    409,
-                                    "Conflict",
-                                    format!(
-                                        "the object has been modified; resourceVersion {rv} is stale"
-                                    ),
-                                );
-                            }
+                        {
+                            return err(
+                                409,
+                                "Conflict",
+                                format!(
+                                    "the object has been modified; resourceVersion {rv} is stale"
+                                ),
+                            );
                         }
                         merge_patch(&mut new, &body);
                     }
@@ -838,18 +855,17 @@ impl FakeKube {
                     ("resourceVersion", "/preconditions/resourceVersion"),
                     ("uid", "/preconditions/uid"),
                 ] {
-                    if let Some(want) = body.pointer(ptr).and_then(Value::as_str) {
-                        if current
+                    if let Some(want) = body.pointer(ptr).and_then(Value::as_str)
+                        && current
                             .pointer(&format!("/metadata/{f}"))
                             .and_then(Value::as_str)
                             != Some(want)
-                        {
-                            return err(
-                                409,
-                                "Conflict",
-                                format!("precondition failed: {f} is not {want}"),
-                            );
-                        }
+                    {
+                        return err(
+                            409,
+                            "Conflict",
+                            format!("precondition failed: {f} is not {want}"),
+                        );
                     }
                 }
                 self.delete(&mut st, &key, current)
@@ -962,10 +978,10 @@ impl FakeKube {
             if k.group != info.group || k.plural != info.plural {
                 continue;
             }
-            if let Some(ns) = &info.namespace {
-                if &k.namespace != ns {
-                    continue;
-                }
+            if let Some(ns) = &info.namespace
+                && &k.namespace != ns
+            {
+                continue;
             }
             if after
                 .as_ref()
@@ -1114,7 +1130,7 @@ fn encode_token(ns: &str, name: &str) -> String {
 }
 
 fn decode_token(t: &str) -> Option<(String, String)> {
-    if t.len() % 2 != 0 {
+    if !t.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..t.len())
