@@ -14,4 +14,5 @@ pub mod logging;
 pub mod naming;
 pub mod select;
 pub mod shard;
+pub mod volume;
 pub mod vtctld;

@@ -74,3 +74,13 @@ impl Refusal {
         }
     }
 }
+
+impl From<vtsnap_core::volume::VolumeError> for Refusal {
+    fn from(e: vtsnap_core::volume::VolumeError) -> Self {
+        use vtsnap_core::volume::VolumeError as V;
+        match e {
+            V::LeavesVolume { link, target } => Self::SymlinkLeavesVolume { link, target },
+            V::Unreadable { path, reason } => Self::Unreadable { path, reason },
+        }
+    }
+}
