@@ -11,6 +11,8 @@ pub mod discover;
 pub mod fault;
 pub mod labels;
 pub mod logging;
+pub mod mycnf;
+pub mod mysqlctl;
 pub mod naming;
 pub mod select;
 pub mod shard;

@@ -9,7 +9,7 @@ pub mod apply;
 pub mod binlog;
 pub mod durable;
 pub mod journal;
-pub mod mycnf;
+pub use vtsnap_core::mycnf;
 pub mod observe;
 pub mod plan;
 pub mod refusal;

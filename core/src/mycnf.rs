@@ -5,7 +5,7 @@
 //! Option names compare the way mysqld compares them: `-` and `_` are the same, and a
 //! `loose-` prefix is ignored.
 
-use vtsnap_core::naming::TabletUid;
+use crate::naming::TabletUid;
 
 /// Sections whose options mysqld (or mariadbd) reads.
 fn is_server_section(name: &str) -> bool {

@@ -1,0 +1,206 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use vtsnap_core::config::GoDuration;
+use vtsnap_core::logging::{self, LogFormat};
+use vtsnap_core::naming::TabletUid;
+use vtsnap_node::cgroup::{Cgroup, Roots};
+use vtsnap_node::{fsfreeze, holdloop, mysqlctl, probe};
+
+/// Node-local actions for vtsnap: probe a tablet's volume layout, stop/start mysqld through
+/// the pod's mysqlctld, hold mysqld down by freezing its container's cgroup, FIFREEZE a
+/// volume; and (`run`) the daemon that serves fence leases and releases everything when a
+/// lease expires.
+#[derive(Debug, Parser)]
+#[command(name = "vtsnap-node", version)]
+struct Cli {
+    #[arg(long, global = true, env = "VTSNAP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Auto)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check that a tablet's data, InnoDB, binlog and relay-log directories are on its volume.
+    #[command(
+        after_help = "Example:\n  vtsnap-node probe --vtdataroot /var/lib/kubelet/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount/vtdataroot --tablet-uid 101\n\n\
+        Exit codes: 0 single-volume layout, 3 refused (multi-volume or unreadable), 2 usage."
+    )]
+    Probe {
+        #[arg(long, env = "VTSNAP_VTDATAROOT")]
+        vtdataroot: PathBuf,
+        #[arg(long, env = "VTSNAP_TABLET_UID")]
+        tablet_uid: TabletUid,
+    },
+    /// Stop mysqld cleanly through mysqlctld (`Shutdown{wait_for_mysqld}`); it stays down until `start`.
+    #[command(
+        after_help = "Example:\n  vtsnap-node stop --socket /var/lib/kubelet/pods/<uid>/volumes/kubernetes.io~empty-dir/vt-root/socket/mysqlctl.sock"
+    )]
+    Stop {
+        #[arg(long)]
+        socket: PathBuf,
+        #[arg(long, default_value = "5m")]
+        timeout: GoDuration,
+    },
+    /// Start mysqld through mysqlctld and wait until it answers on its socket.
+    #[command(
+        after_help = "Example:\n  vtsnap-node start --socket .../socket/mysqlctl.sock --mysqld-socket .../socket/mysql.sock"
+    )]
+    Start {
+        #[arg(long)]
+        socket: PathBuf,
+        #[arg(long)]
+        mysqld_socket: PathBuf,
+        #[arg(long, default_value = "5m")]
+        timeout: GoDuration,
+    },
+    /// Freeze the cgroup holding PID until stdin closes, SIGTERM arrives or --max-hold passes.
+    #[command(
+        after_help = "Example:\n  vtsnap-node hold --pid 4242 --max-hold 2m\n\n\
+        The root cgroup and this helper's own cgroup are refused (exit 3)."
+    )]
+    Hold {
+        #[arg(long)]
+        pid: u32,
+        #[arg(long)]
+        max_hold: GoDuration,
+        #[arg(long, env = "VTSNAP_CGROUP_ROOT", default_value = "/sys/fs/cgroup")]
+        cgroup_root: PathBuf,
+    },
+    /// FIFREEZE the file system mounted at PATH until stdin closes, SIGTERM arrives or --max-hold passes.
+    #[command(
+        after_help = "Example:\n  vtsnap-node fsfreeze --mount /var/lib/kubelet/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount --max-hold 30s\n\n\
+        The node's root file system is refused (exit 3)."
+    )]
+    Fsfreeze {
+        #[arg(long)]
+        mount: PathBuf,
+        #[arg(long)]
+        max_hold: GoDuration,
+    },
+}
+
+const OK: u8 = 0;
+const FAILED: u8 = 1;
+const REFUSED: u8 = 3;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init(cli.log_format);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::from(FAILED);
+        }
+    };
+    let code = rt.block_on(run(cli.command));
+    // A pending stdin read (the hold loop's) would keep a normal shutdown waiting forever.
+    rt.shutdown_background();
+    ExitCode::from(code)
+}
+
+fn fail(code: u8, e: &dyn std::fmt::Display) -> u8 {
+    eprintln!("{e}");
+    println!("{}", serde_json::json!({"error": e.to_string()}));
+    code
+}
+
+async fn run(cmd: Command) -> u8 {
+    match cmd {
+        Command::Probe {
+            vtdataroot,
+            tablet_uid,
+        } => match probe::probe(&vtdataroot, tablet_uid) {
+            Ok(l) => {
+                println!("{}", serde_json::to_string(&l).unwrap_or_default());
+                OK
+            }
+            Err(e) => fail(REFUSED, &e),
+        },
+        Command::Stop { socket, timeout } => match mysqlctl::MysqlCtl::new(&socket) {
+            Ok(c) => match c.shutdown(timeout.get()).await {
+                Ok(()) => {
+                    println!("{}", serde_json::json!({"stopped": true}));
+                    OK
+                }
+                Err(e) => fail(FAILED, &e),
+            },
+            Err(e) => fail(FAILED, &e),
+        },
+        Command::Start {
+            socket,
+            mysqld_socket,
+            timeout,
+        } => {
+            let started = async {
+                let c = mysqlctl::MysqlCtl::new(&socket)?;
+                c.start(timeout.get()).await?;
+                mysqlctl::wait_for_mysqld(&mysqld_socket, timeout.get()).await
+            };
+            match started.await {
+                Ok(()) => {
+                    println!("{}", serde_json::json!({"started": true}));
+                    OK
+                }
+                Err(e) => fail(FAILED, &e),
+            }
+        }
+        Command::Hold {
+            pid,
+            max_hold,
+            cgroup_root,
+        } => {
+            let roots = Roots {
+                cgroup: cgroup_root,
+                ..Roots::default()
+            };
+            let cg = match Cgroup::of_pid(&roots, pid) {
+                Ok(c) => c,
+                Err(e) => return fail(REFUSED, &e),
+            };
+            let releaser = holdloop::Releaser::arm();
+            if let Err(e) = cg.freeze() {
+                return fail(FAILED, &e);
+            }
+            println!(
+                "{}",
+                serde_json::json!({"held": cg.dir, "version": cg.version})
+            );
+            let cause = releaser.wait(max_hold.get()).await;
+            match cg.thaw() {
+                Ok(()) => {
+                    println!("{}", serde_json::json!({"released": cause}));
+                    OK
+                }
+                Err(e) => fail(FAILED, &e),
+            }
+        }
+        Command::Fsfreeze { mount, max_hold } => {
+            let releaser = holdloop::Releaser::arm();
+            if let Err(e) = fsfreeze::freeze(&mount) {
+                let code = if matches!(e, fsfreeze::FsFreezeError::Ioctl { .. }) {
+                    FAILED
+                } else {
+                    REFUSED
+                };
+                return fail(code, &e);
+            }
+            println!("{}", serde_json::json!({"frozen": mount}));
+            let cause = releaser.wait(max_hold.get()).await;
+            match fsfreeze::thaw(&mount) {
+                Ok(()) => {
+                    println!("{}", serde_json::json!({"released": cause}));
+                    OK
+                }
+                Err(e) => fail(FAILED, &e),
+            }
+        }
+    }
+}
