@@ -95,3 +95,20 @@ pub async fn closed_endpoint() -> String {
     drop(l);
     addr.to_string()
 }
+
+/// [`unary`] for handlers that need to await.
+pub async fn unary_async<Req, Resp, F, Fut>(req: http::Request<Body>, f: F) -> http::Response<Body>
+where
+    Req: prost::Message + Default + Send + 'static,
+    Resp: prost::Message + Send + 'static,
+    F: Fn(Req) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<Resp, tonic::Status>> + Send + 'static,
+{
+    let svc = tower::service_fn(move |r: tonic::Request<Req>| {
+        let f = f.clone();
+        async move { f(r.into_inner()).await.map(tonic::Response::new) }
+    });
+    tonic::server::Grpc::new(ProstCodec::<Resp, Req>::default())
+        .unary(svc, req)
+        .await
+}

@@ -14,6 +14,7 @@
 pub mod binlog;
 pub mod btrfs;
 pub mod fake_kube;
+pub mod fake_mysqlctld;
 pub mod fake_vtctld;
 pub mod fixtures;
 pub mod grpc;

@@ -115,6 +115,51 @@ impl MariaDb {
         db
     }
 
+    /// Starts a server the way a vitess-operator mysqld container runs it: PID 1 is a
+    /// supervisor (standing in for mysqlctld's executor) that starts mysqld, and later
+    /// starts or stops it when asked through request files in the socket directory. The
+    /// host's `socket_dir` is the pod's `/vt/socket` (mysql.sock, mysqlctl.sock). Returns
+    /// once mysqld answers.
+    pub async fn start_supervised(vtdataroot: &Path, socket_dir: &Path, uid: TabletUid) -> Self {
+        let (name, tag, flavor) = image_and_flavor();
+        let mycnf = format!("{MOUNT}/{}/my.cnf", uid.tablet_dir_name());
+        let datadir = format!("{MOUNT}/{}/data", uid.tablet_dir_name());
+        let c = commands(flavor, &mycnf);
+        let script = format!(
+            "set -e; [ -d {datadir}/mysql ] || {init}; set +e; \
+             up() {{ {admin} --socket={SOCKET} -uroot ping >/dev/null 2>&1; }}; \
+             start() {{ {server} --defaults-file={mycnf} --user=root >/dev/null 2>&1 & }}; \
+             start; \
+             while :; do \
+               if [ -e /vt/socket/stop-request ]; then rm -f /vt/socket/stop-request; {admin} --socket={SOCKET} -uroot shutdown >/dev/null 2>&1; fi; \
+               if [ -e /vt/socket/start-request ]; then rm -f /vt/socket/start-request; up || start; fi; \
+               sleep 0.05; \
+             done",
+            init = c.init,
+            server = c.server,
+            admin = c.admin,
+        );
+        let container = GenericImage::new(name, tag)
+            .with_host_config_modifier(|hc| hc.network_mode = Some("none".to_owned()))
+            .with_mount(Mount::bind_mount(vtdataroot.to_string_lossy(), MOUNT))
+            .with_mount(Mount::bind_mount(
+                socket_dir.to_string_lossy(),
+                "/vt/socket",
+            ))
+            .with_cmd(["sh", "-c", script.as_str()])
+            .with_startup_timeout(Duration::from_secs(120))
+            .start()
+            .await
+            .unwrap_or_else(|e| panic!("cannot start the database container: {e}"));
+        let db = Self {
+            container,
+            flavor,
+            host_tablet_dir: vtdataroot.join(uid.tablet_dir_name()),
+        };
+        db.wait_ready().await;
+        db
+    }
+
     pub fn id(&self) -> &str {
         self.container.id()
     }

@@ -1,0 +1,146 @@
+//! Holding a real mysqld down: a MariaDB container laid out as a vitess-operator tablet,
+//! the test kit's fake mysqlctld on the pod-style unix socket, and the node helper's real
+//! stop / hold / release. A "restarter" (the RFC saw a `Start` ~8 s after a clean
+//! shutdown) calls `Start` every 500 ms: held, it fails; not held, it wins.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use vtsnap_core::naming::TabletUid;
+use vtsnap_node::cgroup::{Cgroup, Roots};
+use vtsnap_node::mysqlctl::{MysqlCtl, mysqld_answers, wait_for_mysqld};
+use vtsnap_testkit::fake_mysqlctld::FakeMysqlctld;
+use vtsnap_testkit::layout::TabletLayout;
+use vtsnap_testkit::mariadb::{self, MariaDb};
+
+/// Calls `Start` every 500 ms and notes whether mysqld ever answered.
+struct Restarter {
+    stop: Arc<AtomicBool>,
+    saw_mysqld: Arc<AtomicBool>,
+    attempts: Arc<AtomicU32>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Restarter {
+    fn spawn(ctl: MysqlCtl, mysqld_socket: &Path) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let saw = Arc::new(AtomicBool::new(false));
+        let attempts = Arc::new(AtomicU32::new(0));
+        let (s, w, a, sock) = (
+            stop.clone(),
+            saw.clone(),
+            attempts.clone(),
+            mysqld_socket.to_path_buf(),
+        );
+        let task = tokio::spawn(async move {
+            while !s.load(Ordering::SeqCst) {
+                a.fetch_add(1, Ordering::SeqCst);
+                let _ = ctl.start(Duration::from_millis(400)).await;
+                if mysqld_answers(&sock).await {
+                    w.store(true, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
+        Self {
+            stop,
+            saw_mysqld: saw,
+            attempts,
+            task,
+        }
+    }
+
+    /// Stops after at least `n` attempts; returns whether mysqld ever answered.
+    async fn finish_after(self, n: u32) -> bool {
+        while self.attempts.load(Ordering::SeqCst) < n {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.task.await;
+        self.saw_mysqld.load(Ordering::SeqCst)
+    }
+}
+
+/// Thaws on drop so a failed assertion never leaves the container frozen.
+struct Thaw(Cgroup);
+
+impl Drop for Thaw {
+    fn drop(&mut self) {
+        let _ = self.0.thaw();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_mysqld_stays_down_and_an_unheld_one_is_restarted() {
+    let dir = tempfile::Builder::new()
+        .prefix("vtsnap-node-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let root = dir.path().join("vtdataroot");
+    let socket_dir = dir.path().join("socket");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&socket_dir).unwrap();
+    let uid = TabletUid::new(101);
+    let layout = TabletLayout {
+        flavor: mariadb::flavor(),
+        ..TabletLayout::mariadb(101)
+    };
+    layout.write_skeleton(&root).unwrap();
+    let db = MariaDb::start_supervised(&root, &socket_dir, uid).await;
+    let fake = FakeMysqlctld::new(&socket_dir, &root.join(uid.tablet_dir_name()));
+    let _serving = fake.serve().await;
+    let mysqld_sock = fake.mysql_socket();
+    let ctl = MysqlCtl::new(&socket_dir.join("mysqlctl.sock")).unwrap();
+    assert!(
+        mysqld_answers(&mysqld_sock).await,
+        "mysqld must be up at the start"
+    );
+
+    // stop: a clean shutdown through mysqlctld.
+    ctl.shutdown(Duration::from_secs(120)).await.unwrap();
+    assert!(!mysqld_answers(&mysqld_sock).await);
+
+    // hold: freeze the container's cgroup, found from the container ID.
+    let (pid, cg) = Cgroup::containing(&Roots::default(), db.id())
+        .unwrap()
+        .expect("no process of the container found");
+    assert!(pid > 1);
+    cg.freeze().unwrap();
+    let guard = Thaw(cg.clone());
+
+    // The restarter cannot bring mysqld back while held.
+    let r = Restarter::spawn(ctl.clone(), &mysqld_sock);
+    assert!(!r.finish_after(6).await, "mysqld came back while held");
+    assert!(!mysqld_answers(&mysqld_sock).await);
+
+    // release: thaw, Start, wait for mysqld.
+    cg.thaw().unwrap();
+    drop(guard);
+    ctl.start(Duration::from_secs(60)).await.unwrap();
+    wait_for_mysqld(&mysqld_sock, Duration::from_secs(60))
+        .await
+        .unwrap();
+
+    // Without the hold the restarter wins.
+    ctl.shutdown(Duration::from_secs(120)).await.unwrap();
+    assert!(!mysqld_answers(&mysqld_sock).await);
+    let r = Restarter::spawn(ctl.clone(), &mysqld_sock);
+    assert!(
+        r.finish_after(6).await,
+        "without a hold, the restarter should have restarted mysqld"
+    );
+    assert!(
+        fake.calls()
+            .iter()
+            .filter(|c| c.as_str() == "Start")
+            .count()
+            >= 12
+    );
+
+    db.remove().await;
+}

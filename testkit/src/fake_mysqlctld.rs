@@ -1,0 +1,207 @@
+//! `FakeMysqlctld`: mysqlctld's gRPC service (`mysqlctl.MysqlCtl`) on the pod's unix socket,
+//! because vttablet's mysqlctld cannot run here. The RPC front runs in the test; the work
+//! is done by the supervisor inside the MariaDB container
+//! ([`crate::mariadb::MariaDb::start_supervised`]) through request files, so — as with the
+//! real mysqlctld, which lives in the mysqld container — nothing can start mysqld while
+//! that container's cgroup is frozen.
+//!
+//! `Shutdown{wait_for_mysqld}` returns once mysqld is down; `Start` returns once mysqld
+//! answers on its socket, or fails with DEADLINE_EXCEEDED after `start_timeout`.
+
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncReadExt;
+use tonic::body::Body;
+use vtsnap_core::mysqlctl::*;
+
+use crate::grpc::{self, HttpFuture};
+
+/// How long `Start` waits for mysqld before giving up.
+const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(3);
+
+#[derive(Debug, Clone)]
+pub struct FakeMysqlctld {
+    socket_dir: PathBuf,
+    pid_file: PathBuf,
+    start_timeout: Duration,
+    calls: Arc<Mutex<Vec<String>>>,
+}
+
+/// The running server; stops (and removes its socket) when dropped.
+#[derive(Debug)]
+pub struct Serving {
+    pub socket: PathBuf,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// Whether mysqld greets on the unix socket (protocol 10).
+pub async fn answers(socket: &Path) -> bool {
+    let Ok(Ok(mut s)) = tokio::time::timeout(
+        Duration::from_secs(1),
+        tokio::net::UnixStream::connect(socket),
+    )
+    .await
+    else {
+        return false;
+    };
+    let mut head = [0u8; 5];
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), s.read_exact(&mut head)).await,
+        Ok(Ok(_))
+    ) && head[4] == 10
+}
+
+impl FakeMysqlctld {
+    /// For the tablet whose directory on the host is `tablet_dir`, with the pod's
+    /// `/vt/socket` at `socket_dir`.
+    pub fn new(socket_dir: &Path, tablet_dir: &Path) -> Self {
+        Self {
+            socket_dir: socket_dir.to_path_buf(),
+            pid_file: tablet_dir.join("mysql.pid"),
+            start_timeout: DEFAULT_START_TIMEOUT,
+            calls: Arc::default(),
+        }
+    }
+
+    pub fn calls(&self) -> Vec<String> {
+        self.calls.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    pub fn mysql_socket(&self) -> PathBuf {
+        self.socket_dir.join("mysql.sock")
+    }
+
+    /// Serves on `<socket_dir>/mysqlctl.sock`.
+    pub async fn serve(&self) -> Serving {
+        let socket = self.socket_dir.join("mysqlctl.sock");
+        let _ = std::fs::remove_file(&socket);
+        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+        let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let svc = Service { fake: self.clone() };
+        tokio::spawn(async move {
+            let _ = tonic::transport::Server::builder()
+                .add_service(svc)
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Serving {
+            socket,
+            stop: Some(stop),
+        }
+    }
+
+    fn log(&self, what: &str) {
+        if let Ok(mut c) = self.calls.lock() {
+            c.push(what.to_owned());
+        }
+    }
+
+    async fn down(&self) -> bool {
+        !self.pid_file.exists() && !answers(&self.mysql_socket()).await
+    }
+
+    async fn shutdown(&self, r: ShutdownRequest) -> Result<ShutdownResponse, tonic::Status> {
+        self.log("Shutdown");
+        std::fs::write(self.socket_dir.join("stop-request"), b"")
+            .map_err(|e| tonic::Status::internal(e.to_string()))?;
+        if !r.wait_for_mysqld {
+            return Ok(ShutdownResponse {});
+        }
+        let limit = r
+            .mysql_shutdown_timeout
+            .map_or(Duration::from_secs(300), |d| {
+                Duration::from_secs(u64::try_from(d.seconds).unwrap_or(300))
+            });
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if self.down().await {
+                return Ok(ShutdownResponse {});
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(tonic::Status::deadline_exceeded("mysqld did not stop"))
+    }
+
+    async fn start(&self) -> Result<StartResponse, tonic::Status> {
+        self.log("Start");
+        std::fs::write(self.socket_dir.join("start-request"), b"")
+            .map_err(|e| tonic::Status::internal(e.to_string()))?;
+        let start = Instant::now();
+        while start.elapsed() < self.start_timeout {
+            if answers(&self.mysql_socket()).await {
+                return Ok(StartResponse {});
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(tonic::Status::deadline_exceeded("mysqld did not start"))
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Service {
+    fake: FakeMysqlctld,
+}
+
+impl tonic::server::NamedService for Service {
+    const NAME: &'static str = SERVICE;
+}
+
+impl tower::Service<http::Request<Body>> for Service {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = HttpFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        let f = self.fake.clone();
+        Box::pin(async move {
+            // The async handlers run on a blocking-free path: decode, then await the work.
+            let resp = match grpc::method(&req).as_str() {
+                "Shutdown" => {
+                    grpc::unary_async(req, move |r| {
+                        let f = f.clone();
+                        async move { f.shutdown(r).await }
+                    })
+                    .await
+                }
+                "Start" => {
+                    grpc::unary_async(req, move |_: StartRequest| {
+                        let f = f.clone();
+                        async move { f.start().await }
+                    })
+                    .await
+                }
+                "VersionString" => {
+                    grpc::unary(req, |_: VersionStringRequest| {
+                        Ok(VersionStringResponse {
+                            version: "Ver 10.11 (fake mysqlctld)".into(),
+                        })
+                    })
+                    .await
+                }
+                other => tonic::Status::unimplemented(format!("fake mysqlctld has no {other}"))
+                    .into_http(),
+            };
+            Ok(resp)
+        })
+    }
+}
