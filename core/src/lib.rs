@@ -9,6 +9,7 @@
 pub mod config;
 pub mod discover;
 pub mod fault;
+pub mod fence;
 pub mod labels;
 pub mod logging;
 pub mod mycnf;
@@ -16,5 +17,6 @@ pub mod mysqlctl;
 pub mod naming;
 pub mod select;
 pub mod shard;
+pub mod unixsock;
 pub mod volume;
 pub mod vtctld;

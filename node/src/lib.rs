@@ -5,6 +5,7 @@
 //! [`cgroup`] (hold mysqld down by freezing its container), [`fsfreeze`] (FIFREEZE).
 
 pub mod cgroup;
+pub mod daemon;
 pub mod fsfreeze;
 pub mod holdloop;
 pub mod mysqlctl;

@@ -23,6 +23,24 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The daemon: serve this node's fence leases; release everything a lease no longer covers.
+    #[command(after_help = "Example (a DaemonSet container):\n  \
+        vtsnap-node run --node-name $NODE_NAME --kubelet-dir /var/lib/kubelet --state-dir /var/lib/vtsnap-node --listen 0.0.0.0:9464\n\n\
+        Endpoints: /healthz, /readyz, /metrics (Prometheus).")]
+    Run {
+        #[arg(long, env = "VTSNAP_NODE_NAME")]
+        node_name: String,
+        #[arg(long, env = "VTSNAP_KUBELET_DIR", default_value = "/var/lib/kubelet")]
+        kubelet_dir: PathBuf,
+        #[arg(long, env = "VTSNAP_CGROUP_ROOT", default_value = "/sys/fs/cgroup")]
+        cgroup_root: PathBuf,
+        #[arg(long, env = "VTSNAP_STATE_DIR", default_value = "/var/lib/vtsnap-node")]
+        state_dir: PathBuf,
+        #[arg(long, env = "VTSNAP_LISTEN", default_value = "0.0.0.0:9464")]
+        listen: std::net::SocketAddr,
+        #[arg(long, env = "VTSNAP_INTERVAL", default_value = "250ms")]
+        interval: GoDuration,
+    },
     /// Check that a tablet's data, InnoDB, binlog and relay-log directories are on its volume.
     #[command(
         after_help = "Example:\n  vtsnap-node probe --vtdataroot /var/lib/kubelet/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount/vtdataroot --tablet-uid 101\n\n\
@@ -114,6 +132,52 @@ fn fail(code: u8, e: &dyn std::fmt::Display) -> u8 {
 
 async fn run(cmd: Command) -> u8 {
     match cmd {
+        Command::Run {
+            node_name,
+            kubelet_dir,
+            cgroup_root,
+            state_dir,
+            listen,
+            interval,
+        } => {
+            let kube = match kube::Client::try_default().await {
+                Ok(k) => k,
+                Err(e) => return fail(FAILED, &format!("cannot reach the Kubernetes API: {e}")),
+            };
+            let cfg = vtsnap_node::daemon::DaemonConfig {
+                node: node_name,
+                kubelet_dir,
+                roots: Roots {
+                    cgroup: cgroup_root,
+                    ..Roots::default()
+                },
+                state_dir,
+                interval: interval.get(),
+                listen: Some(listen),
+                start_timeout: std::time::Duration::from_secs(300),
+                shutdown_timeout: std::time::Duration::from_secs(300),
+            };
+            match vtsnap_node::daemon::start(cfg, kube).await {
+                Ok(h) => {
+                    tracing::info!(addr = ?h.addr, "serving fence leases");
+                    // SIGTERM stops serving; holds stay recorded and the next start (or the
+                    // lease expiring) releases them.
+                    if let Ok(mut term) =
+                        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    {
+                        tokio::select! {
+                            _ = term.recv() => {}
+                            _ = tokio::signal::ctrl_c() => {}
+                        }
+                    } else {
+                        let _ = tokio::signal::ctrl_c().await;
+                    }
+                    h.stop().await;
+                    OK
+                }
+                Err(e) => fail(FAILED, &e),
+            }
+        }
         Command::Probe {
             vtdataroot,
             tablet_uid,

@@ -52,7 +52,7 @@ impl MysqlCtl {
         let connector = tower::service_fn(move |_: Uri| {
             let p = p.clone();
             async move {
-                Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(p).await?))
+                Ok::<_, std::io::Error>(TokioIo::new(vtsnap_core::unixsock::connect(&p).await?))
             }
         });
         // The URI is required by the HTTP/2 layer but never dialled: the connector is.
@@ -138,7 +138,7 @@ impl MysqlCtl {
 pub async fn mysqld_answers(socket: &Path) -> bool {
     let Ok(Ok(mut s)) = tokio::time::timeout(
         Duration::from_secs(2),
-        tokio::net::UnixStream::connect(socket),
+        vtsnap_core::unixsock::connect(socket),
     )
     .await
     else {

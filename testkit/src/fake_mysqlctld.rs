@@ -51,7 +51,7 @@ impl Drop for Serving {
 pub async fn answers(socket: &Path) -> bool {
     let Ok(Ok(mut s)) = tokio::time::timeout(
         Duration::from_secs(1),
-        tokio::net::UnixStream::connect(socket),
+        vtsnap_core::unixsock::connect(socket),
     )
     .await
     else {
@@ -88,7 +88,7 @@ impl FakeMysqlctld {
     pub async fn serve(&self) -> Serving {
         let socket = self.socket_dir.join("mysqlctl.sock");
         let _ = std::fs::remove_file(&socket);
-        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+        let listener = vtsnap_core::unixsock::bind(&socket).unwrap();
         let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let svc = Service { fake: self.clone() };

@@ -195,6 +195,15 @@ impl FakeVtctld {
         })
     }
 
+    fn get_tablet(&self, r: GetTabletRequest) -> Result<GetTabletResponse, tonic::Status> {
+        self.begin("GetTablet", alias_str(&r.tablet_alias))?;
+        self.on_tablet(&r.tablet_alias, |sh, a| {
+            Ok(GetTabletResponse {
+                tablet: Some(sh.tablets[a].tablet.clone()),
+            })
+        })
+    }
+
     fn full_status(&self, r: GetFullStatusRequest) -> Result<GetFullStatusResponse, tonic::Status> {
         self.begin("GetFullStatus", alias_str(&r.tablet_alias))?;
         self.on_tablet(&r.tablet_alias, |sh, a| {
@@ -356,6 +365,7 @@ impl tower::Service<http::Request<Body>> for Service {
                 "GetTablets" => grpc::unary(req, move |r| f.get_tablets(r)).await,
                 "ShardReplicationPositions" => grpc::unary(req, move |r| f.positions(r)).await,
                 "GetFullStatus" => grpc::unary(req, move |r| f.full_status(r)).await,
+                "GetTablet" => grpc::unary(req, move |r| f.get_tablet(r)).await,
                 "ChangeTabletType" => grpc::unary(req, move |r| f.change_type(r)).await,
                 "StopReplication" => {
                     grpc::unary(req, move |r: StopReplicationRequest| {

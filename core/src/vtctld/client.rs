@@ -212,6 +212,15 @@ impl VtctldClient {
         self.read("ShardReplicationPositions", req).await
     }
 
+    pub async fn get_tablet(&self, alias: &TabletAlias) -> Result<Tablet, VtctldError> {
+        let req = GetTabletRequest {
+            tablet_alias: Some(alias.into()),
+        };
+        let resp: GetTabletResponse = self.read("GetTablet", req).await?;
+        resp.tablet
+            .ok_or_else(|| self.incomplete("GetTablet", "tablet"))
+    }
+
     pub async fn get_full_status(&self, alias: &TabletAlias) -> Result<FullStatus, VtctldError> {
         let req = GetFullStatusRequest {
             tablet_alias: Some(alias.into()),

@@ -290,6 +290,18 @@ pub mod vtctldata {
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
+    pub struct GetTabletRequest {
+        #[prost(message, optional, tag = "1")]
+        pub tablet_alias: Option<TabletAlias>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct GetTabletResponse {
+        #[prost(message, optional, tag = "1")]
+        pub tablet: Option<Tablet>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
     pub struct GetFullStatusRequest {
         #[prost(message, optional, tag = "1")]
         pub tablet_alias: Option<TabletAlias>,

@@ -24,6 +24,23 @@ impl From<&messages::topodata::TabletAlias> for TabletAlias {
 }
 
 impl TabletType {
+    /// Parses the lowercase or uppercase name (`replica`, `RDONLY`).
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Unknown,
+            Self::Primary,
+            Self::Replica,
+            Self::Rdonly,
+            Self::Spare,
+            Self::Experimental,
+            Self::Backup,
+            Self::Restore,
+            Self::Drained,
+        ]
+        .into_iter()
+        .find(|t| t.name().eq_ignore_ascii_case(s))
+    }
+
     /// Lowercase name as `vtctldclient` prints it.
     pub fn name(self) -> &'static str {
         match self {

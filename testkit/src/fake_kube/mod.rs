@@ -479,11 +479,18 @@ impl FakeKube {
         let rv = st.rv.to_string();
         if created {
             st.uid += 1;
-            let uid = format!("00000000-0000-4000-8000-{:012x}", st.uid);
-            merge_patch(
-                v,
-                &json!({"metadata": {"uid": uid, "creationTimestamp": now(), "generation": 1}}),
-            );
+            // A UID or timestamp the caller set (a fixture) is kept; the server fills the rest.
+            if v.pointer("/metadata/uid").and_then(Value::as_str).is_none() {
+                let uid = format!("00000000-0000-4000-8000-{:012x}", st.uid);
+                merge_patch(v, &json!({"metadata": {"uid": uid}}));
+            }
+            if v.pointer("/metadata/creationTimestamp")
+                .and_then(Value::as_str)
+                .is_none()
+            {
+                merge_patch(v, &json!({"metadata": {"creationTimestamp": now()}}));
+            }
+            merge_patch(v, &json!({"metadata": {"generation": 1}}));
         }
         merge_patch(v, &json!({"metadata": {"resourceVersion": rv}}));
     }

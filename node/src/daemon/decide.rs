@@ -1,0 +1,294 @@
+//! Decide: from one fence lease (or its absence), the local record of what this helper
+//! holds for it, and whether it expired — the steps to take. Pure; level-triggered: the
+//! same inputs always give the same steps, so running them again is harmless.
+
+use vtsnap_core::fence::{Fence, NodeState, Request};
+
+use super::metrics::Cause;
+use super::registry::Entry;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Check the pod (exists, same UID, on this node) and that the tablet is not the primary;
+    /// record it. Refuses, or waits on an uncertain read.
+    CheckTarget,
+    Probe,
+    StopMysqld,
+    FreezeCgroup,
+    FreezeFs,
+    ThawCgroup,
+    /// Thaw everything, `Start` mysqld if this helper stopped it, and optionally restore the
+    /// tablet (StartReplication, ChangeTabletType back), delete the lease, report `released`.
+    /// Every part is attempted even if an earlier one failed.
+    Release {
+        cause: Cause,
+        restore_tablet: bool,
+        delete_lease: bool,
+        report: bool,
+    },
+    Report(NodeState, Option<String>),
+}
+
+fn release(cause: Cause, restore_tablet: bool, delete_lease: bool, report: bool) -> Step {
+    Step::Release {
+        cause,
+        restore_tablet,
+        delete_lease,
+        report,
+    }
+}
+
+/// The steps for one lease. `fence` is `None` when the lease is gone.
+pub fn decide(fence: Option<&Fence>, expired: bool, entry: Option<&Entry>) -> Vec<Step> {
+    let Some(f) = fence else {
+        // Deleted: the job is gone or finished. Undo what we hold, and restore the tablet.
+        return entry
+            .map(|_| vec![release(Cause::Deleted, true, false, false)])
+            .unwrap_or_default();
+    };
+    if expired {
+        // The dead-man's switch: recover the whole fence (DESIGN §5.4), then remove it.
+        return vec![release(Cause::Expiry, true, true, false)];
+    }
+    let reported = |s: NodeState| f.node_state == Some(s);
+    let report = |s: NodeState, steps: &mut Vec<Step>| {
+        if !reported(s) {
+            steps.push(Step::Report(s, None));
+        }
+    };
+    let mut steps = Vec::new();
+    match f.request {
+        Request::Release => match entry {
+            Some(_) => steps.push(release(Cause::Request, false, false, true)),
+            None => report(NodeState::Released, &mut steps),
+        },
+        Request::Probe => {
+            if !(reported(NodeState::Probed) || reported(NodeState::Refused)) {
+                steps.push(Step::Probe);
+            }
+        }
+        Request::Stop | Request::Hold | Request::Fsfreeze => {
+            if let Some(e) = entry.filter(|e| e.watchdog_released) {
+                let _ = e;
+                if !reported(NodeState::Failed) {
+                    steps.push(Step::Report(
+                        NodeState::Failed,
+                        Some("max-hold reached: the watchdog released the hold".into()),
+                    ));
+                }
+                return steps;
+            }
+            if reported(NodeState::Refused) {
+                return steps;
+            }
+            if entry.is_none() {
+                steps.push(Step::CheckTarget);
+            }
+            let stopped = entry.is_some_and(|e| e.stopped_mysqld);
+            let cgroup = entry.is_some_and(|e| e.cgroup.is_some());
+            let fs = entry.is_some_and(|e| e.fs_frozen.is_some());
+            match f.request {
+                Request::Stop => {
+                    if cgroup {
+                        steps.push(Step::ThawCgroup);
+                    }
+                    if !stopped {
+                        steps.push(Step::StopMysqld);
+                    }
+                    report(NodeState::Stopped, &mut steps);
+                }
+                Request::Hold => {
+                    if !stopped {
+                        steps.push(Step::StopMysqld);
+                    }
+                    if !cgroup {
+                        steps.push(Step::FreezeCgroup);
+                    }
+                    report(NodeState::Held, &mut steps);
+                }
+                _ => {
+                    if !fs {
+                        steps.push(Step::FreezeFs);
+                    }
+                    report(NodeState::Fsfrozen, &mut steps);
+                }
+            }
+        }
+    }
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use vtsnap_core::vtctld::TabletType;
+
+    use super::*;
+    use crate::cgroup::{Cgroup, Version};
+
+    fn fence(request: Request, state: Option<NodeState>) -> Fence {
+        Fence {
+            namespace: "ns".into(),
+            name: "f".into(),
+            resource_version: Some("1".into()),
+            target_pod: "p".into(),
+            target_pod_uid: "u".into(),
+            tablet_alias: "zone1-0000000101".parse().unwrap(),
+            original_type: TabletType::Replica,
+            vtctld: "v:1".into(),
+            request,
+            max_hold: Duration::from_secs(60),
+            renew_time: None,
+            lease_duration: Duration::from_secs(10),
+            node_state: state,
+        }
+    }
+
+    fn entry(stopped: bool, frozen: bool) -> Entry {
+        Entry {
+            lease: "ns/f".into(),
+            pod_uid: "u".into(),
+            tablet_alias: "zone1-0000000101".into(),
+            original_type: "replica".into(),
+            vtctld: "v:1".into(),
+            container_id: Some("c".into()),
+            volume_mount: None,
+            mysqlctl_socket: "/s".into(),
+            mysqld_socket: "/m".into(),
+            stopped_mysqld: stopped,
+            cgroup: frozen.then(|| Cgroup {
+                version: Version::V1,
+                dir: "/cg".into(),
+            }),
+            fs_frozen: None,
+            hold_since_ms: frozen.then_some(1),
+            max_hold_secs: 60,
+            watchdog_released: false,
+        }
+    }
+
+    #[test]
+    fn a_new_hold_checks_then_stops_then_freezes() {
+        assert_eq!(
+            decide(Some(&fence(Request::Hold, None)), false, None),
+            vec![
+                Step::CheckTarget,
+                Step::StopMysqld,
+                Step::FreezeCgroup,
+                Step::Report(NodeState::Held, None)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_hold_in_place_needs_nothing() {
+        assert!(
+            decide(
+                Some(&fence(Request::Hold, Some(NodeState::Held))),
+                false,
+                Some(&entry(true, true))
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_restarted_helper_finishes_what_is_missing() {
+        // Stopped and recorded, but the freeze had not happened yet.
+        assert_eq!(
+            decide(
+                Some(&fence(Request::Hold, Some(NodeState::Stopped))),
+                false,
+                Some(&entry(true, false))
+            ),
+            vec![Step::FreezeCgroup, Step::Report(NodeState::Held, None)]
+        );
+    }
+
+    #[test]
+    fn expiry_and_deletion_release_and_restore() {
+        let expired = decide(
+            Some(&fence(Request::Hold, Some(NodeState::Held))),
+            true,
+            Some(&entry(true, true)),
+        );
+        assert_eq!(
+            expired,
+            vec![Step::Release {
+                cause: Cause::Expiry,
+                restore_tablet: true,
+                delete_lease: true,
+                report: false
+            }]
+        );
+        // Even with nothing held here: the job may have drained the tablet and died.
+        assert_eq!(
+            decide(Some(&fence(Request::Stop, None)), true, None).len(),
+            1
+        );
+        let gone = decide(None, false, Some(&entry(true, true)));
+        assert_eq!(
+            gone,
+            vec![Step::Release {
+                cause: Cause::Deleted,
+                restore_tablet: true,
+                delete_lease: false,
+                report: false
+            }]
+        );
+        assert!(decide(None, false, None).is_empty());
+    }
+
+    #[test]
+    fn a_release_request_is_node_local() {
+        assert_eq!(
+            decide(
+                Some(&fence(Request::Release, Some(NodeState::Held))),
+                false,
+                Some(&entry(true, true))
+            ),
+            vec![Step::Release {
+                cause: Cause::Request,
+                restore_tablet: false,
+                delete_lease: false,
+                report: true
+            }]
+        );
+        assert!(
+            decide(
+                Some(&fence(Request::Release, Some(NodeState::Released))),
+                false,
+                None
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn the_watchdog_release_is_never_undone() {
+        let mut e = entry(true, false);
+        e.watchdog_released = true;
+        let steps = decide(
+            Some(&fence(Request::Hold, Some(NodeState::Held))),
+            false,
+            Some(&e),
+        );
+        assert!(
+            matches!(steps.as_slice(), [Step::Report(NodeState::Failed, Some(_))]),
+            "{steps:?}"
+        );
+    }
+
+    #[test]
+    fn a_refusal_is_final_for_the_lease() {
+        assert!(
+            decide(
+                Some(&fence(Request::Hold, Some(NodeState::Refused))),
+                false,
+                None
+            )
+            .is_empty()
+        );
+    }
+}
