@@ -15,6 +15,7 @@ use vtsnap_node::cgroup::{Cgroup, Roots};
 use vtsnap_node::daemon::metrics::Cause;
 use vtsnap_node::daemon::{self, DaemonConfig, Handle};
 use vtsnap_node::mysqlctl::mysqld_answers;
+use vtsnap_testkit::btrfs::BtrfsVolume;
 use vtsnap_testkit::fake_kube::FakeKube;
 use vtsnap_testkit::fake_mysqlctld::{FakeMysqlctld, Serving};
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
@@ -39,12 +40,33 @@ struct Rig {
     state_dir: PathBuf,
     kubelet: PathBuf,
     mysqld_sock: PathBuf,
+    volume_mount: PathBuf,
+    _bind: Option<BindMount>,
+    _vol: Option<BtrfsVolume>,
     _dir: tempfile::TempDir,
+}
+
+/// A loop file system bind-mounted where kubelet would mount the PVC; unmounted on drop.
+struct BindMount(PathBuf);
+
+impl Drop for BindMount {
+    fn drop(&mut self) {
+        let _ = vtsnap_node::fsfreeze::thaw(&self.0);
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
 }
 
 impl Rig {
     /// A tablet pod on node-a; `primary` makes the lease's tablet the shard's primary.
     async fn new(primary: bool) -> Self {
+        Self::build(primary, false).await
+    }
+
+    /// With `real_volume`, the PVC mount is a real (loop) file system, so it can be frozen.
+    async fn build(primary: bool, real_volume: bool) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("vtsnap-daemon-")
             .tempdir_in("/var/tmp")
@@ -52,8 +74,24 @@ impl Rig {
         let kubelet = dir.path().join("kubelet");
         let vols = kubelet.join("pods").join(POD_UID).join("volumes");
         let socket_dir = vols.join("kubernetes.io~empty-dir/vt-root/socket");
-        let root = vols.join("kubernetes.io~csi/pv-1/mount/vtdataroot");
+        let volume_mount = vols.join("kubernetes.io~csi/pv-1/mount");
         std::fs::create_dir_all(&socket_dir).unwrap();
+        std::fs::create_dir_all(&volume_mount).unwrap();
+        let (vol, bind) = if real_volume {
+            let v = BtrfsVolume::create(1 << 30);
+            let ok = std::process::Command::new("mount")
+                .arg("--bind")
+                .arg(v.path())
+                .arg(&volume_mount)
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "bind mount failed");
+            (Some(v), Some(BindMount(volume_mount.clone())))
+        } else {
+            (None, None)
+        };
+        let root = volume_mount.join("vtdataroot");
         std::fs::create_dir_all(&root).unwrap();
 
         // vtctld knows the shard; the lease names tablet 1 (primary) or 2 (replica).
@@ -93,6 +131,9 @@ impl Rig {
             state_dir: dir.path().join("state"),
             kubelet,
             mysqld_sock,
+            volume_mount,
+            _bind: bind,
+            _vol: vol,
             _dir: dir,
         }
     }
@@ -432,4 +473,70 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     let mut out = String::new();
     s.read_to_string(&mut out).await.unwrap();
     out
+}
+
+/// A write + fsync on the volume in another thread; reports when it completes.
+fn write_on(dir: &std::path::Path) -> std::sync::mpsc::Receiver<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = dir.join("probe-write");
+    std::thread::spawn(move || {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&p).unwrap();
+        f.write_all(b"x").unwrap();
+        f.sync_all().unwrap();
+        let _ = tx.send(());
+    });
+    rx
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_fsfreeze_request_freezes_the_volume_until_released() {
+    let rig = Rig::build(false, true).await;
+    let h = rig.daemon().await;
+    rig.lease("node-a", "fsfreeze", 600, 600);
+    rig.until("fsfrozen", Duration::from_secs(60), |r| {
+        r.node_state().as_deref() == Some("fsfrozen")
+    })
+    .await;
+    assert!(!rig.frozen(), "online mode never freezes mysqld's cgroup");
+    let done = write_on(&rig.volume_mount);
+    assert!(
+        done.recv_timeout(Duration::from_millis(500)).is_err(),
+        "a write completed on a frozen volume"
+    );
+    rig.set_request("release");
+    rig.until("released", Duration::from_secs(60), |r| {
+        r.node_state().as_deref() == Some("released")
+    })
+    .await;
+    done.recv_timeout(Duration::from_secs(30))
+        .expect("the write did not complete after the release");
+    assert!(
+        rig.ctl.calls().is_empty(),
+        "online mode never stops mysqld: {:?}",
+        rig.ctl.calls()
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_ends_a_filesystem_freeze_at_max_hold() {
+    let rig = Rig::build(false, true).await;
+    let h = rig.daemon().await;
+    rig.lease("node-a", "fsfreeze", 600, 2);
+    rig.until("fsfrozen", Duration::from_secs(60), |r| {
+        r.node_state().as_deref() == Some("fsfrozen")
+    })
+    .await;
+    let done = write_on(&rig.volume_mount);
+    rig.kube.set_down(true);
+    done.recv_timeout(Duration::from_secs(30))
+        .expect("the watchdog did not thaw the volume");
+    assert_eq!(h.metrics.releases(Cause::Watchdog), 1);
+    rig.kube.set_down(false);
+    rig.until("failed reported", Duration::from_secs(30), |r| {
+        r.node_state().as_deref() == Some("failed")
+    })
+    .await;
+    h.stop().await;
 }
