@@ -44,3 +44,18 @@ pub struct VersionStringResponse {
     #[prost(string, tag = "1")]
     pub version: String,
 }
+
+/// Whether mysqld accepts a connection on its unix socket and greets with protocol
+/// version 10 (the first byte of its handshake payload, after the 4-byte packet header).
+pub async fn mysqld_answers(socket: &std::path::Path) -> bool {
+    use tokio::io::AsyncReadExt;
+    let limit = std::time::Duration::from_secs(2);
+    let Ok(Ok(mut s)) = tokio::time::timeout(limit, crate::unixsock::connect(socket)).await else {
+        return false;
+    };
+    let mut head = [0u8; 5];
+    matches!(
+        tokio::time::timeout(limit, s.read_exact(&mut head)).await,
+        Ok(Ok(_))
+    ) && head[4] == 10
+}

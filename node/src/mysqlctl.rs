@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use http::uri::PathAndQuery;
 use hyper_util::rt::TokioIo;
-use tokio::io::AsyncReadExt;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic_prost::ProstCodec;
 use vtsnap_core::mysqlctl::*;
@@ -134,23 +133,7 @@ impl MysqlCtl {
     }
 }
 
-/// Whether mysqld accepts a connection on its unix socket and greets with protocol 10.
-pub async fn mysqld_answers(socket: &Path) -> bool {
-    let Ok(Ok(mut s)) = tokio::time::timeout(
-        Duration::from_secs(2),
-        vtsnap_core::unixsock::connect(socket),
-    )
-    .await
-    else {
-        return false;
-    };
-    // Packet header (3-byte length, sequence id), then the protocol version byte.
-    let mut head = [0u8; 5];
-    matches!(
-        tokio::time::timeout(Duration::from_secs(2), s.read_exact(&mut head)).await,
-        Ok(Ok(_))
-    ) && head[4] == 10
-}
+pub use vtsnap_core::mysqlctl::mysqld_answers;
 
 /// Waits until mysqld answers on `socket`.
 pub async fn wait_for_mysqld(socket: &Path, limit: Duration) -> Result<(), MysqlCtlError> {

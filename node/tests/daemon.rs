@@ -303,7 +303,11 @@ async fn a_deleted_lease_releases_everything() {
         .await;
     rig.until_mysqld_up(Duration::from_secs(60)).await;
     rig.until_tablet_restored().await;
-    assert_eq!(h.metrics.releases(Cause::Deleted), 1);
+    // Nothing outside signals the end of a deletion's release: wait for the count.
+    rig.until("the release is counted", Duration::from_secs(30), |_| {
+        h.metrics.releases(Cause::Deleted) == 1
+    })
+    .await;
     // The endpoints answer.
     let body = http_get(h.addr.unwrap(), "/metrics").await;
     assert!(

@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncReadExt;
 use tonic::body::Body;
 use vtsnap_core::mysqlctl::*;
 
@@ -47,22 +46,7 @@ impl Drop for Serving {
     }
 }
 
-/// Whether mysqld greets on the unix socket (protocol 10).
-pub async fn answers(socket: &Path) -> bool {
-    let Ok(Ok(mut s)) = tokio::time::timeout(
-        Duration::from_secs(1),
-        vtsnap_core::unixsock::connect(socket),
-    )
-    .await
-    else {
-        return false;
-    };
-    let mut head = [0u8; 5];
-    matches!(
-        tokio::time::timeout(Duration::from_secs(1), s.read_exact(&mut head)).await,
-        Ok(Ok(_))
-    ) && head[4] == 10
-}
+pub use vtsnap_core::mysqlctl::mysqld_answers as answers;
 
 impl FakeMysqlctld {
     /// For the tablet whose directory on the host is `tablet_dir`, with the pod's
@@ -90,16 +74,7 @@ impl FakeMysqlctld {
         let _ = std::fs::remove_file(&socket);
         let listener = vtsnap_core::unixsock::bind(&socket).unwrap();
         let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
-        let (stop, stopped) = tokio::sync::oneshot::channel();
-        let svc = Service { fake: self.clone() };
-        tokio::spawn(async move {
-            let _ = tonic::transport::Server::builder()
-                .add_service(svc)
-                .serve_with_incoming_shutdown(incoming, async {
-                    let _ = stopped.await;
-                })
-                .await;
-        });
+        let stop = grpc::spawn_server(Service { fake: self.clone() }, incoming);
         Serving {
             socket,
             stop: Some(stop),

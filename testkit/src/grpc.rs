@@ -59,6 +59,37 @@ impl Drop for Running {
     }
 }
 
+/// Serves `svc` on `incoming` in the background until the returned sender is used or dropped.
+pub fn spawn_server<S, I, IO, IE>(svc: S, incoming: I) -> tokio::sync::oneshot::Sender<()>
+where
+    S: tower::Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
+        + tonic::server::NamedService
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+    I: futures::Stream<Item = Result<IO, IE>> + Send + 'static,
+    IO: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + tonic::transport::server::Connected
+        + Unpin
+        + Send
+        + 'static,
+    IE: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let _ = tonic::transport::Server::builder()
+            .add_service(svc)
+            .serve_with_incoming_shutdown(incoming, async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    stop
+}
+
 /// Serves `svc` on 127.0.0.1 (an ephemeral port).
 pub async fn serve_tcp<S>(svc: S) -> Running
 where
@@ -72,16 +103,10 @@ where
 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel();
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    tokio::spawn(async move {
-        let _ = tonic::transport::Server::builder()
-            .add_service(svc)
-            .serve_with_incoming_shutdown(incoming, async {
-                let _ = stopped.await;
-            })
-            .await;
-    });
+    let stop = spawn_server(
+        svc,
+        tokio_stream::wrappers::TcpListenerStream::new(listener),
+    );
     Running {
         addr,
         stop: Some(stop),

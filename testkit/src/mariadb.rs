@@ -96,23 +96,7 @@ impl MariaDb {
             init = c.init,
             server = c.server,
         );
-        let container = GenericImage::new(name, tag)
-            // Podman's compat API treats `with_network("none")` as a network to create;
-            // the network mode is what we mean.
-            .with_host_config_modifier(|hc| hc.network_mode = Some("none".to_owned()))
-            .with_mount(Mount::bind_mount(vtdataroot.to_string_lossy(), MOUNT))
-            .with_cmd(["sh", "-c", script.as_str()])
-            .with_startup_timeout(Duration::from_secs(120))
-            .start()
-            .await
-            .unwrap_or_else(|e| panic!("cannot start the database container: {e}"));
-        let db = Self {
-            container,
-            flavor,
-            host_tablet_dir: vtdataroot.join(uid.tablet_dir_name()),
-        };
-        db.wait_ready().await;
-        db
+        Self::launch(name, tag, flavor, vtdataroot, None, &script, uid).await
     }
 
     /// Starts a server the way a vitess-operator mysqld container runs it: PID 1 is a
@@ -139,15 +123,40 @@ impl MariaDb {
             server = c.server,
             admin = c.admin,
         );
-        let container = GenericImage::new(name, tag)
+        Self::launch(
+            name,
+            tag,
+            flavor,
+            vtdataroot,
+            Some(socket_dir),
+            &script,
+            uid,
+        )
+        .await
+    }
+
+    /// Runs `script` as PID 1 in a container without network, with the host's vtdataroot
+    /// (and optionally a socket directory) bind-mounted as in a tablet pod; waits for mysqld.
+    async fn launch(
+        name: String,
+        tag: String,
+        flavor: Flavor,
+        vtdataroot: &Path,
+        socket_dir: Option<&Path>,
+        script: &str,
+        uid: TabletUid,
+    ) -> Self {
+        let mut req = GenericImage::new(name, tag)
+            // Podman's compat API treats `with_network("none")` as a network to create;
+            // the network mode is what we mean.
             .with_host_config_modifier(|hc| hc.network_mode = Some("none".to_owned()))
             .with_mount(Mount::bind_mount(vtdataroot.to_string_lossy(), MOUNT))
-            .with_mount(Mount::bind_mount(
-                socket_dir.to_string_lossy(),
-                "/vt/socket",
-            ))
-            .with_cmd(["sh", "-c", script.as_str()])
-            .with_startup_timeout(Duration::from_secs(120))
+            .with_cmd(["sh", "-c", script])
+            .with_startup_timeout(Duration::from_secs(120));
+        if let Some(d) = socket_dir {
+            req = req.with_mount(Mount::bind_mount(d.to_string_lossy(), "/vt/socket"));
+        }
+        let container = req
             .start()
             .await
             .unwrap_or_else(|e| panic!("cannot start the database container: {e}"));

@@ -502,6 +502,16 @@ impl Daemon {
                 problems.join("; ")
             )));
         }
+        // Local bookkeeping first, so whoever sees the lease change sees it done.
+        if e.is_some() {
+            self.reg
+                .remove(key)
+                .map_err(|err| StepError::Failed(err.to_string()))?;
+            if count_it {
+                self.metrics
+                    .released(cause, held_since.map_or(0, |s| now_ms() - s));
+            }
+        }
         if let Some(f) = f {
             if delete {
                 let api: Api<Lease> = Api::namespaced(self.kube.clone(), &f.namespace);
@@ -523,15 +533,6 @@ impl Daemon {
                 }
             } else if report {
                 self.report(f, NodeState::Released, None).await;
-            }
-        }
-        if e.is_some() {
-            self.reg
-                .remove(key)
-                .map_err(|err| StepError::Failed(err.to_string()))?;
-            if count_it {
-                self.metrics
-                    .released(cause, held_since.map_or(0, |s| now_ms() - s));
             }
         }
         tracing::info!(cause = cause.as_str(), "released");
