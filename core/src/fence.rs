@@ -277,3 +277,268 @@ mod tests {
         assert!(lease_name(&"c".repeat(300), "k", "x-x").len() <= 253);
     }
 }
+
+/// The job side of the fence: acquire, renew, request, await, delete — every write a
+/// compare-and-swap on the lease's resourceVersion.
+pub mod client {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+    use k8s_openapi::jiff::Timestamp;
+    use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+
+    use super::*;
+
+    /// What the job asks for in a new fence.
+    #[derive(Debug, Clone)]
+    pub struct FenceSpec {
+        pub namespace: String,
+        pub name: String,
+        /// The job's identity (its pod name).
+        pub holder: String,
+        /// The node of the target tablet (`vtsnap.io/node`).
+        pub node: String,
+        pub lease_duration: Duration,
+        pub target_pod: String,
+        pub target_pod_uid: String,
+        pub tablet_alias: TabletAlias,
+        pub original_type: TabletType,
+        pub vtctld: String,
+        pub mode: String,
+        pub max_hold: Duration,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    pub enum FenceClientError {
+        /// Another run holds a live fence on this shard.
+        #[error("shard is fenced by {holder:?} (lease {lease}) until {until}")]
+        Held {
+            lease: String,
+            holder: String,
+            until: String,
+        },
+        /// A fence whose holder stopped renewing: recover it (DESIGN §5.4) before taking it.
+        #[error("fence lease {lease} expired (holder {holder:?}); it must be recovered first")]
+        Expired { lease: String, holder: String },
+        /// Someone else wrote the lease since we read it.
+        #[error("fence lease {lease} changed under us (resourceVersion conflict)")]
+        Conflict { lease: String },
+        #[error("fence lease {lease}: {source}")]
+        Kube { lease: String, source: kube::Error },
+        #[error(transparent)]
+        Parse(#[from] FenceError),
+        #[error(
+            "fence lease {lease}: the node did not reach {want} within {after:?} (last state {last:?}, error {error:?})"
+        )]
+        NodeTimeout {
+            lease: String,
+            want: &'static str,
+            after: Duration,
+            last: Option<String>,
+            error: Option<String>,
+        },
+        #[error("fence lease {lease}: the node answered {state}: {error}")]
+        NodeRefused {
+            lease: String,
+            state: &'static str,
+            error: String,
+        },
+    }
+
+    fn now_micro() -> MicroTime {
+        MicroTime(Timestamp::now())
+    }
+
+    fn kube_err(lease: &str, e: kube::Error) -> FenceClientError {
+        match e {
+            kube::Error::Api(s) if s.code == 409 => FenceClientError::Conflict {
+                lease: lease.to_owned(),
+            },
+            source => FenceClientError::Kube {
+                lease: lease.to_owned(),
+                source,
+            },
+        }
+    }
+
+    /// The Lease object for a new fence, asking for `request`.
+    pub fn lease_for(spec: &FenceSpec, request: Request) -> Lease {
+        let ann: BTreeMap<String, String> = [
+            (ANN_TARGET_POD, spec.target_pod.clone()),
+            (ANN_TARGET_POD_UID, spec.target_pod_uid.clone()),
+            (ANN_TABLET_ALIAS, spec.tablet_alias.to_string()),
+            (ANN_ORIGINAL_TYPE, spec.original_type.name().to_owned()),
+            (ANN_VTCTLD, spec.vtctld.clone()),
+            (ANN_MODE, spec.mode.clone()),
+            (ANN_REQUEST, request.to_string()),
+            (ANN_MAX_HOLD, spec.max_hold.as_secs().to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(spec.name.clone()),
+                namespace: Some(spec.namespace.clone()),
+                labels: Some(BTreeMap::from([
+                    (LABEL_NODE.to_owned(), spec.node.clone()),
+                    (
+                        crate::labels::MANAGED_BY.to_owned(),
+                        crate::labels::MANAGED_BY_VTSNAP.to_owned(),
+                    ),
+                ])),
+                annotations: Some(ann),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(spec.holder.clone()),
+                lease_duration_seconds: Some(
+                    i32::try_from(spec.lease_duration.as_secs()).unwrap_or(i32::MAX),
+                ),
+                acquire_time: Some(now_micro()),
+                renew_time: Some(now_micro()),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    /// Takes the fence by creating the lease. A live lease refuses; an expired one must be
+    /// recovered by the caller first. Exactly one of two racing callers can win.
+    pub async fn acquire(
+        api: &Api<Lease>,
+        spec: &FenceSpec,
+        request: Request,
+    ) -> Result<Lease, FenceClientError> {
+        match api
+            .create(&PostParams::default(), &lease_for(spec, request))
+            .await
+        {
+            Ok(l) => Ok(l),
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                let existing = api
+                    .get(&spec.name)
+                    .await
+                    .map_err(|e| kube_err(&spec.name, e))?;
+                let f = Fence::from_lease(&existing);
+                let holder = existing
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.holder_identity.clone())
+                    .unwrap_or_default();
+                match f {
+                    Ok(f) if f.expired(Timestamp::now()) => Err(FenceClientError::Expired {
+                        lease: spec.name.clone(),
+                        holder,
+                    }),
+                    Ok(f) => Err(FenceClientError::Held {
+                        lease: spec.name.clone(),
+                        holder,
+                        until: f
+                            .renew_time
+                            .map(|t| (t + f.lease_duration).to_string())
+                            .unwrap_or_default(),
+                    }),
+                    // Unreadable but present: treat as held, never as free.
+                    Err(_) => Err(FenceClientError::Held {
+                        lease: spec.name.clone(),
+                        holder,
+                        until: "unknown".into(),
+                    }),
+                }
+            }
+            Err(e) => Err(kube_err(&spec.name, e)),
+        }
+    }
+
+    /// Renews (and optionally changes the request), compare-and-swap on resourceVersion.
+    pub async fn renew(
+        api: &Api<Lease>,
+        lease: &Lease,
+        request: Option<Request>,
+    ) -> Result<Lease, FenceClientError> {
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        let mut next = lease.clone();
+        if let Some(s) = next.spec.as_mut() {
+            s.renew_time = Some(now_micro());
+        }
+        if let Some(r) = request {
+            next.metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(ANN_REQUEST.to_owned(), r.to_string());
+        }
+        api.replace(&name, &PostParams::default(), &next)
+            .await
+            .map_err(|e| kube_err(&name, e))
+    }
+
+    /// Waits until the node reports `want` (renewing meanwhile); a `refused` or `failed`
+    /// answer ends the wait with the node's error.
+    pub async fn await_node(
+        api: &Api<Lease>,
+        lease: Lease,
+        want: NodeState,
+        timeout: Duration,
+    ) -> Result<Lease, FenceClientError> {
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        let start = tokio::time::Instant::now();
+        drop(lease);
+        loop {
+            let l = api.get(&name).await.map_err(|e| kube_err(&name, e))?;
+            let f = Fence::from_lease(&l)?;
+            let error = l
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANN_NODE_ERROR))
+                .cloned()
+                .filter(|e| !e.is_empty());
+            match f.node_state {
+                Some(s) if s == want => return Ok(l),
+                Some(s @ (NodeState::Refused | NodeState::Failed)) => {
+                    return Err(FenceClientError::NodeRefused {
+                        lease: name,
+                        state: s.as_str(),
+                        error: error.unwrap_or_default(),
+                    });
+                }
+                _ => {}
+            }
+            if start.elapsed() > timeout {
+                return Err(FenceClientError::NodeTimeout {
+                    lease: name,
+                    want: want.as_str(),
+                    after: timeout,
+                    last: f.node_state.map(|s| s.as_str().to_owned()),
+                    error,
+                });
+            }
+            // Keep the fence alive while waiting; a node write in between is a conflict to
+            // re-read, not an error.
+            match renew(api, &l, None).await {
+                Ok(_) | Err(FenceClientError::Conflict { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Deletes the fence, only if nobody changed it since `lease` was read.
+    pub async fn delete(api: &Api<Lease>, lease: &Lease) -> Result<(), FenceClientError> {
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: lease.metadata.resource_version.clone(),
+                uid: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&name, &dp).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(kube_err(&name, e)),
+        }
+    }
+}

@@ -17,6 +17,7 @@ pub mod mysqlctl;
 pub mod naming;
 pub mod select;
 pub mod shard;
+pub mod snapshot;
 pub mod unixsock;
 pub mod volume;
 pub mod vtctld;

@@ -1,0 +1,313 @@
+//! The VolumeSnapshot schema vtsnap writes and reads (DESIGN §4.3): names, labels,
+//! annotations, phases, and what "cut" and "ready" mean (external-snapshotter v1).
+//!
+//! A snapshot is **cut** when `status.boundVolumeSnapshotContentName` and
+//! `status.creationTime` are set and there is no `status.error`: the point in time is
+//! taken, even if the upload (`readyToUse`) comes much later. It is usable only when
+//! `readyToUse` is true (phase label `ready`).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
+use crate::naming::join_with_limit;
+use crate::shard::ShardRef;
+
+pub const GROUP: &str = "snapshot.storage.k8s.io";
+pub const VERSION: &str = "v1";
+pub const PLURAL: &str = "volumesnapshots";
+
+pub const LABEL_CLUSTER: &str = "vtsnap.io/cluster";
+pub const LABEL_KEYSPACE: &str = "vtsnap.io/keyspace";
+/// The shard's SafeName (`-80` → `x-80`).
+pub const LABEL_SHARD: &str = "vtsnap.io/shard";
+pub const LABEL_TABLET_UID: &str = "vtsnap.io/tablet-uid";
+pub const LABEL_MODE: &str = "vtsnap.io/mode";
+pub const LABEL_PHASE: &str = "vtsnap.io/phase";
+
+pub const ANN_GTID_EXECUTED: &str = "vtsnap.io/gtid-executed";
+pub const ANN_GTID_LOWER_BOUND: &str = "vtsnap.io/gtid-lower-bound";
+pub const ANN_MYSQL_VERSION: &str = "vtsnap.io/mysql-version";
+pub const ANN_MYSQL_FLAVOR: &str = "vtsnap.io/mysql-flavor";
+pub const ANN_SOURCE_TABLET: &str = "vtsnap.io/source-tablet";
+pub const ANN_SOURCE_PVC: &str = "vtsnap.io/source-pvc";
+pub const ANN_SOURCE_NODE: &str = "vtsnap.io/source-node";
+pub const ANN_CUT_TIME: &str = "vtsnap.io/cut-time";
+pub const ANN_READY_TIME: &str = "vtsnap.io/ready-time";
+pub const ANN_LAYOUT: &str = "vtsnap.io/layout";
+/// The volume layout version these snapshots have (the tablet directory of §2).
+pub const LAYOUT_VERSION: &str = "1";
+
+/// The phase label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Point in time taken; not yet usable.
+    Cut,
+    /// `readyToUse`: usable for provisioning.
+    Ready,
+    /// Known bad (never became ready, or failed).
+    Failed,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cut => "cut",
+            Self::Ready => "ready",
+            Self::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "cut" => Some(Self::Cut),
+            "ready" => Some(Self::Ready),
+            "failed" => Some(Self::Failed),
+            _ => None,
+        }
+    }
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+/// `<cluster>-<keyspace>-<shardSafe>-<UTC yyyymmddhhmmss>`; a name that would be invalid
+/// or too long is made valid and unique with the operator's hashed-join rule.
+pub fn snapshot_name(r: &ShardRef, at: Timestamp) -> String {
+    let stamp = at.strftime("%Y%m%d%H%M%S").to_string();
+    let safe = r.shard.safe_name();
+    let plain = format!("{}-{}-{safe}-{stamp}", r.cluster, r.keyspace);
+    if is_dns_subdomain(&plain) {
+        plain
+    } else {
+        join_with_limit(&[&r.cluster, &r.keyspace, &safe, &stamp], 253)
+    }
+}
+
+/// The label selector of one shard's snapshots.
+pub fn shard_selector(r: &ShardRef) -> String {
+    crate::labels::selector(&[
+        (MANAGED_BY, MANAGED_BY_VTSNAP),
+        (LABEL_CLUSTER, &r.cluster),
+        (LABEL_KEYSPACE, &r.keyspace),
+        (LABEL_SHARD, &r.shard.safe_name()),
+    ])
+}
+
+/// What the snapshotter reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SnapshotStatus {
+    pub bound_content: Option<String>,
+    pub creation_time: Option<String>,
+    pub ready_to_use: bool,
+    pub restore_size: Option<String>,
+    /// `status.error.message` (retried by the snapshot controller: never classified by text).
+    pub error: Option<String>,
+}
+
+impl SnapshotStatus {
+    /// Reads `status` of a VolumeSnapshot object.
+    pub fn of(obj: &Value) -> Self {
+        let s = &obj["status"];
+        let text = |k: &str| {
+            s.get(k)
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+        };
+        Self {
+            bound_content: text("boundVolumeSnapshotContentName"),
+            creation_time: text("creationTime"),
+            ready_to_use: s
+                .get("readyToUse")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            restore_size: s
+                .get("restoreSize")
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)),
+            error: s.get("error").filter(|e| !e.is_null()).map(|e| {
+                e.get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error")
+                    .to_owned()
+            }),
+        }
+    }
+
+    /// The point in time is taken.
+    pub fn is_cut(&self) -> bool {
+        self.bound_content.is_some() && self.creation_time.is_some() && self.error.is_none()
+    }
+
+    /// Usable for provisioning.
+    pub fn is_ready(&self) -> bool {
+        self.is_cut() && self.ready_to_use
+    }
+}
+
+/// Everything a new snapshot object records about its source.
+#[derive(Debug, Clone)]
+pub struct NewSnapshot<'a> {
+    pub shard: &'a ShardRef,
+    pub name: String,
+    pub class: Option<&'a str>,
+    pub source_pvc: &'a str,
+    pub source_tablet: &'a str,
+    pub source_uid: u32,
+    pub source_node: &'a str,
+    pub mode: &'a str,
+    /// `(annotation, value)` of the position: exact (cold) or lower bound (online).
+    pub gtid: (&'static str, &'a str),
+    pub mysql_version: &'a str,
+    pub mysql_flavor: &'a str,
+    pub extra_labels: &'a BTreeMap<String, String>,
+    pub extra_annotations: &'a BTreeMap<String, String>,
+    /// `(name, uid)` of the VitessCluster, for `whenDeleted: Delete`.
+    pub owner: Option<(&'a str, &'a str)>,
+}
+
+/// The VolumeSnapshot object to create (phase `cut` is set only once it is cut).
+pub fn build(n: &NewSnapshot<'_>) -> Value {
+    let mut labels: BTreeMap<String, String> = n.extra_labels.clone();
+    labels.extend([
+        (MANAGED_BY.to_owned(), MANAGED_BY_VTSNAP.to_owned()),
+        (LABEL_CLUSTER.to_owned(), n.shard.cluster.clone()),
+        (LABEL_KEYSPACE.to_owned(), n.shard.keyspace.clone()),
+        (LABEL_SHARD.to_owned(), n.shard.shard.safe_name()),
+        (LABEL_TABLET_UID.to_owned(), n.source_uid.to_string()),
+        (LABEL_MODE.to_owned(), n.mode.to_owned()),
+    ]);
+    let mut ann: BTreeMap<String, String> = n.extra_annotations.clone();
+    ann.extend([
+        (n.gtid.0.to_owned(), n.gtid.1.to_owned()),
+        (ANN_MYSQL_VERSION.to_owned(), n.mysql_version.to_owned()),
+        (ANN_MYSQL_FLAVOR.to_owned(), n.mysql_flavor.to_owned()),
+        (ANN_SOURCE_TABLET.to_owned(), n.source_tablet.to_owned()),
+        (ANN_SOURCE_PVC.to_owned(), n.source_pvc.to_owned()),
+        (ANN_SOURCE_NODE.to_owned(), n.source_node.to_owned()),
+        (ANN_LAYOUT.to_owned(), LAYOUT_VERSION.to_owned()),
+    ]);
+    let mut obj = json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": "VolumeSnapshot",
+        "metadata": {"name": n.name, "namespace": n.shard.namespace, "labels": labels, "annotations": ann},
+        "spec": {"source": {"persistentVolumeClaimName": n.source_pvc}},
+    });
+    if let Some(class) = n.class {
+        obj["spec"]["volumeSnapshotClassName"] = json!(class);
+    }
+    if let Some((name, uid)) = n.owner {
+        obj["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "planetscale.com/v2", "kind": "VitessCluster", "name": name, "uid": uid,
+            "blockOwnerDeletion": false, "controller": false
+        }]);
+    }
+    obj
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(cluster: &str, keyspace: &str, shard: &str) -> ShardRef {
+        ShardRef {
+            cluster: cluster.into(),
+            namespace: "vitess".into(),
+            keyspace: keyspace.into(),
+            shard: shard.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn names_follow_the_documented_form() {
+        let at: Timestamp = "2026-11-29T13:05:09Z".parse().unwrap();
+        assert_eq!(
+            snapshot_name(&shard("example", "commerce", "-80"), at),
+            "example-commerce-x-80-20261129130509"
+        );
+        assert_eq!(
+            snapshot_name(&shard("example", "commerce", "-"), at),
+            "example-commerce-x-x-20261129130509"
+        );
+        // Keyspaces may hold characters a name cannot: made valid, and kept unique by a hash.
+        let odd = snapshot_name(&shard("example", "Commerce_V2", "-"), at);
+        assert!(is_dns_subdomain(&odd), "{odd}");
+        assert!(
+            odd.starts_with("example-commerce-v2-x-x-20261129130509-"),
+            "{odd}"
+        );
+        let long = snapshot_name(&shard("example", &"k".repeat(300), "-"), at);
+        assert!(long.len() <= 253 && long.contains("---"), "{long}");
+    }
+
+    #[test]
+    fn cut_and_ready_follow_the_snapshot_status() {
+        let st = |v: Value| SnapshotStatus::of(&json!({"status": v}));
+        assert!(!st(json!({})).is_cut());
+        assert!(!st(json!({"boundVolumeSnapshotContentName": "c"})).is_cut());
+        let cut = st(
+            json!({"boundVolumeSnapshotContentName": "c", "creationTime": "2026-01-01T00:00:00Z", "readyToUse": false}),
+        );
+        assert!(cut.is_cut() && !cut.is_ready());
+        let erred = st(
+            json!({"boundVolumeSnapshotContentName": "c", "creationTime": "2026-01-01T00:00:00Z", "error": {"message": "retrying"}}),
+        );
+        assert!(!erred.is_cut());
+        assert_eq!(erred.error.as_deref(), Some("retrying"));
+        let ready = st(
+            json!({"boundVolumeSnapshotContentName": "c", "creationTime": "t", "readyToUse": true, "restoreSize": "10Gi"}),
+        );
+        assert!(ready.is_ready());
+        assert_eq!(ready.restore_size.as_deref(), Some("10Gi"));
+    }
+
+    #[test]
+    fn the_object_carries_the_schema_and_the_owner_only_when_asked() {
+        let r = shard("example", "commerce", "-80");
+        let extra_l = BTreeMap::from([("team".to_owned(), "db".to_owned())]);
+        let extra_a = BTreeMap::new();
+        let mut n = NewSnapshot {
+            shard: &r,
+            name: "example-commerce-x-80-20261129130509".into(),
+            class: Some("topolvm"),
+            source_pvc: "pvc-1",
+            source_tablet: "zone1-0000000101",
+            source_uid: 101,
+            source_node: "node-2",
+            mode: "cold",
+            gtid: (ANN_GTID_EXECUTED, "MariaDB/0-1-100"),
+            mysql_version: "10.11.18",
+            mysql_flavor: "mariadb",
+            extra_labels: &extra_l,
+            extra_annotations: &extra_a,
+            owner: None,
+        };
+        let o = build(&n);
+        assert_eq!(o["metadata"]["labels"][LABEL_SHARD], "x-80");
+        assert_eq!(o["metadata"]["labels"][MANAGED_BY], "vtsnap");
+        assert_eq!(o["metadata"]["labels"]["team"], "db");
+        assert_eq!(
+            o["metadata"]["annotations"][ANN_GTID_EXECUTED],
+            "MariaDB/0-1-100"
+        );
+        assert_eq!(o["metadata"]["annotations"][ANN_LAYOUT], LAYOUT_VERSION);
+        assert_eq!(o["spec"]["volumeSnapshotClassName"], "topolvm");
+        assert_eq!(o["spec"]["source"]["persistentVolumeClaimName"], "pvc-1");
+        assert!(o["metadata"].get("ownerReferences").is_none());
+        n.owner = Some(("example", "uid-1"));
+        assert_eq!(
+            build(&n)["metadata"]["ownerReferences"][0]["kind"],
+            "VitessCluster"
+        );
+    }
+}

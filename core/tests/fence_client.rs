@@ -1,0 +1,162 @@
+//! The job side of the fence lease against the fake Kubernetes API.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use serde_json::json;
+use vtsnap_core::fence::client::{self, FenceClientError, FenceSpec};
+use vtsnap_core::fence::{
+    ANN_NODE_ERROR, ANN_NODE_STATE, ANN_REQUEST, Fence, NodeState, Request, lease_name,
+};
+use vtsnap_core::vtctld::TabletType;
+use vtsnap_testkit::fake_kube::{FakeKube, Fault, Verb, is};
+
+fn spec(holder: &str, duration_secs: u64) -> FenceSpec {
+    FenceSpec {
+        namespace: "vitess".into(),
+        name: lease_name("example", "commerce", "x-80"),
+        holder: holder.into(),
+        node: "node-2".into(),
+        lease_duration: Duration::from_secs(duration_secs),
+        target_pod: "pod".into(),
+        target_pod_uid: "uid".into(),
+        tablet_alias: "zone1-0000000101".parse().unwrap(),
+        original_type: TabletType::Replica,
+        vtctld: "vtctld:15999".into(),
+        mode: "cold".into(),
+        max_hold: Duration::from_secs(600),
+    }
+}
+
+fn api(kube: &FakeKube) -> Api<Lease> {
+    Api::namespaced(kube.client(), "vitess")
+}
+
+#[tokio::test]
+async fn of_two_racing_jobs_exactly_one_gets_the_fence() {
+    let kube = FakeKube::new();
+    let (api_a, api_b) = (api(&kube), api(&kube));
+    let (spec_a, spec_b) = (spec("job-a", 30), spec("job-b", 30));
+    let (a, b) = tokio::join!(
+        client::acquire(&api_a, &spec_a, Request::Probe),
+        client::acquire(&api_b, &spec_b, Request::Probe)
+    );
+    let wins = [a.is_ok(), b.is_ok()].iter().filter(|w| **w).count();
+    assert_eq!(wins, 1, "exactly one job must win: {a:?} / {b:?}");
+    let loser = if a.is_ok() { b } else { a };
+    assert!(
+        matches!(loser, Err(FenceClientError::Held { .. })),
+        "{loser:?}"
+    );
+    let l = api(&kube).get(&spec("x", 1).name).await.unwrap();
+    let f = Fence::from_lease(&l).unwrap();
+    assert_eq!(
+        (f.request, f.original_type),
+        (Request::Probe, TabletType::Replica)
+    );
+    assert_eq!(l.metadata.labels.unwrap()["vtsnap.io/node"], "node-2");
+}
+
+#[tokio::test]
+async fn an_expired_fence_must_be_recovered_before_it_is_taken() {
+    let kube = FakeKube::new();
+    let l = client::acquire(&api(&kube), &spec("dead-job", 30), Request::Hold)
+        .await
+        .unwrap();
+    // The holder's last renewal was an hour ago.
+    let name = l.metadata.name.unwrap();
+    let mut v = kube
+        .get_json("coordination.k8s.io", "leases", "vitess", &name)
+        .unwrap();
+    v["spec"]["renewTime"] = json!("2026-01-01T00:00:00.000000Z");
+    kube.put_json("coordination.k8s.io", "leases", v);
+    let e = client::acquire(&api(&kube), &spec("next-job", 30), Request::Probe)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, FenceClientError::Expired { ref holder, .. } if holder == "dead-job"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn renewals_are_compare_and_swap() {
+    let kube = FakeKube::new();
+    let a = api(&kube);
+    let l = client::acquire(&a, &spec("job", 30), Request::Probe)
+        .await
+        .unwrap();
+    let renewed = client::renew(&a, &l, Some(Request::Stop)).await.unwrap();
+    assert_eq!(
+        renewed.metadata.annotations.as_ref().unwrap()[ANN_REQUEST],
+        "stop"
+    );
+    // The stale copy cannot overwrite the newer lease.
+    let e = client::renew(&a, &l, Some(Request::Release))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, FenceClientError::Conflict { .. }), "{e}");
+    // A stale delete is refused; a fresh one succeeds; a second one is already done.
+    assert!(matches!(
+        client::delete(&a, &l).await.unwrap_err(),
+        FenceClientError::Conflict { .. }
+    ));
+    client::delete(&a, &renewed).await.unwrap();
+    client::delete(&a, &renewed).await.unwrap();
+}
+
+#[tokio::test]
+async fn waiting_for_the_node_sees_its_answer_or_its_refusal() {
+    let kube = FakeKube::new();
+    let a = api(&kube);
+    let l = client::acquire(&a, &spec("job", 30), Request::Stop)
+        .await
+        .unwrap();
+    let name = l.metadata.name.clone().unwrap();
+    // The "node" answers a little later.
+    let k = kube.clone();
+    let n = name.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let mut v = k
+            .get_json("coordination.k8s.io", "leases", "vitess", &n)
+            .unwrap();
+        v["metadata"]["annotations"][ANN_NODE_STATE] = json!("stopped");
+        k.put_json("coordination.k8s.io", "leases", v);
+    });
+    let got = client::await_node(&a, l, NodeState::Stopped, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(got.metadata.annotations.unwrap()[ANN_NODE_STATE], "stopped");
+
+    let mut v = kube
+        .get_json("coordination.k8s.io", "leases", "vitess", &name)
+        .unwrap();
+    v["metadata"]["annotations"][ANN_NODE_STATE] = json!("refused");
+    v["metadata"]["annotations"][ANN_NODE_ERROR] = json!("tablet zone1-0000000101 is the primary");
+    kube.put_json("coordination.k8s.io", "leases", v);
+    let l = a.get(&name).await.unwrap();
+    let e = client::await_node(&a, l, NodeState::Held, Duration::from_secs(10))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("is the primary"), "{e}");
+}
+
+#[tokio::test]
+async fn an_unreadable_conflict_is_never_taken_as_free() {
+    let kube = FakeKube::new();
+    let a = api(&kube);
+    client::acquire(&a, &spec("job-a", 30), Request::Probe)
+        .await
+        .unwrap();
+    // The read that would tell whether the holder is alive fails: no fence is taken.
+    kube.fault(Fault::on(is(Verb::Get, "leases")).status(503));
+    let e = client::acquire(&a, &spec("job-b", 30), Request::Probe)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, FenceClientError::Kube { .. }), "{e}");
+}
