@@ -1,8 +1,10 @@
 //! `vtsnap-snapshot`: volume-snapshot backups of one shard (DESIGN §5.1, §5.2).
 //!
 //! This release has the read-only commands: `plan` (observe the shard, resolve the policy,
-//! choose the target, change nothing) and `validate` (check a config file alone).
+//! choose the target, change nothing), `list` (the snapshot inventory) and `validate`
+//! (check a config file alone).
 
+pub mod list;
 pub mod plan;
 pub mod render;
 

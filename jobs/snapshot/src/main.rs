@@ -44,6 +44,22 @@ enum Command {
         #[arg(long, env = "VTSNAP_OUTPUT", value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// The snapshot inventory: phase, age, mode, GTID, size and source tablet, per shard.
+    #[command(after_help = "Examples:\n  \
+        vtsnap-snapshot list --config /etc/vtsnap/config.yaml\n  \
+        vtsnap-snapshot list --config cfg.yaml --cluster example --keyspace commerce --shard -80 --output json")]
+    List {
+        #[arg(long, env = "VTSNAP_CONFIG")]
+        config: PathBuf,
+        #[arg(long, env = "VTSNAP_CLUSTER")]
+        cluster: Option<String>,
+        #[arg(long, env = "VTSNAP_KEYSPACE")]
+        keyspace: Option<String>,
+        #[arg(long, env = "VTSNAP_SHARD", allow_hyphen_values = true)]
+        shard: Option<String>,
+        #[arg(long, env = "VTSNAP_OUTPUT", value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Check a config file alone: exit 0 if valid, else 2 with every error, one per line.
     #[command(after_help = "Example:\n  vtsnap-snapshot validate --config /etc/vtsnap/config.yaml")]
     Validate {
@@ -73,6 +89,21 @@ fn main() -> ExitCode {
             shard,
             output,
         } => run_plan(&config, &cluster, &keyspace, &shard, output),
+        Command::List {
+            config,
+            cluster,
+            keyspace,
+            shard,
+            output,
+        } => run_list(
+            &config,
+            vtsnap_snapshot::list::Filter {
+                cluster,
+                keyspace,
+                shard,
+            },
+            output,
+        ),
     })
 }
 
@@ -128,6 +159,50 @@ fn run_plan(
                 } else {
                     eprintln!("{e}");
                 }
+                e.exit_code()
+            }
+        }
+    })
+}
+
+fn run_list(config: &std::path::Path, filter: vtsnap_snapshot::list::Filter, output: Output) -> u8 {
+    let config = match Config::load(config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return exit::USAGE;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return exit::FAILED;
+        }
+    };
+    rt.block_on(async {
+        let kube = match kube::Client::try_default().await {
+            Ok(k) => k,
+            Err(e) => {
+                eprintln!("cannot reach the Kubernetes API: {e}");
+                return exit::FAILED;
+            }
+        };
+        match vtsnap_snapshot::list::list(&config, &filter, kube).await {
+            Ok(rows) => {
+                match output {
+                    Output::Json => {
+                        println!("{}", serde_json::to_string(&rows).unwrap_or_default())
+                    }
+                    Output::Table => print!("{}", vtsnap_snapshot::list::table(&rows)),
+                }
+                exit::OK
+            }
+            Err(e) => {
+                eprintln!("{e}");
                 e.exit_code()
             }
         }

@@ -1,0 +1,245 @@
+//! `list`: the snapshot inventory, per shard, from the VolumeSnapshot label schema
+//! (DESIGN §4.3). Reads only.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use serde::Serialize;
+use serde_json::Value;
+use vtsnap_core::config::Config;
+use vtsnap_core::labels;
+use vtsnap_core::snapshot::{self, Phase, SnapshotStatus};
+
+use crate::exit;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ListError {
+    #[error("cluster {0:?} is not in the config")]
+    UnknownCluster(String),
+    #[error("listing VolumeSnapshots in namespace {namespace}: {source}")]
+    Kube {
+        namespace: String,
+        source: kube::Error,
+    },
+}
+
+impl ListError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::UnknownCluster(_) => exit::USAGE,
+            Self::Kube { .. } => exit::FAILED,
+        }
+    }
+}
+
+/// One snapshot in the inventory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Row {
+    pub namespace: String,
+    pub name: String,
+    pub cluster: String,
+    pub keyspace: String,
+    pub shard: String,
+    /// The phase label, or what the status says when the label is missing or behind.
+    pub phase: String,
+    pub mode: String,
+    pub age_seconds: Option<i64>,
+    /// Exact position (cold) or lower bound (online, prefixed `>=`).
+    pub gtid: Option<String>,
+    pub size: Option<String>,
+    pub source_tablet: Option<String>,
+    pub cut_time: Option<String>,
+}
+
+/// Which snapshots to list.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub cluster: Option<String>,
+    pub keyspace: Option<String>,
+    /// A key range (`-80`), compared by SafeName.
+    pub shard: Option<String>,
+}
+
+fn api_resource() -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(
+        snapshot::GROUP,
+        snapshot::VERSION,
+        "VolumeSnapshot",
+    ))
+}
+
+fn text(v: &Value, ptr: &str) -> Option<String> {
+    v.pointer(ptr).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// Builds one row from a VolumeSnapshot (pure).
+pub fn row(obj: &Value, now: Timestamp) -> Row {
+    let label = |k: &str| {
+        text(obj, &format!("/metadata/labels/{}", k.replace('/', "~1"))).unwrap_or_default()
+    };
+    let ann = |k: &str| {
+        text(
+            obj,
+            &format!("/metadata/annotations/{}", k.replace('/', "~1")),
+        )
+    };
+    let status = SnapshotStatus::of(obj);
+    let labelled = Phase::parse(&label(snapshot::LABEL_PHASE));
+    let phase = match (labelled, status.is_ready(), status.is_cut()) {
+        (Some(Phase::Failed), _, _) => "failed".to_owned(),
+        (_, true, _) => "ready".to_owned(),
+        (_, false, true) => "cut".to_owned(),
+        (_, _, _) if status.error.is_some() => "error".to_owned(),
+        _ => "pending".to_owned(),
+    };
+    let created =
+        text(obj, "/metadata/creationTimestamp").and_then(|t| t.parse::<Timestamp>().ok());
+    let gtid = ann(snapshot::ANN_GTID_EXECUTED)
+        .or_else(|| ann(snapshot::ANN_GTID_LOWER_BOUND).map(|g| format!(">={g}")));
+    Row {
+        namespace: text(obj, "/metadata/namespace").unwrap_or_default(),
+        name: text(obj, "/metadata/name").unwrap_or_default(),
+        cluster: label(snapshot::LABEL_CLUSTER),
+        keyspace: label(snapshot::LABEL_KEYSPACE),
+        shard: label(snapshot::LABEL_SHARD),
+        phase,
+        mode: label(snapshot::LABEL_MODE),
+        age_seconds: created.map(|c| (now.as_second() - c.as_second()).max(0)),
+        gtid,
+        size: status.restore_size,
+        source_tablet: ann(snapshot::ANN_SOURCE_TABLET),
+        cut_time: ann(snapshot::ANN_CUT_TIME).or(status.creation_time),
+    }
+}
+
+/// Lists the snapshots of the configured clusters (or one of them), newest first per shard.
+pub async fn list(
+    config: &Config,
+    filter: &Filter,
+    kube: kube::Client,
+) -> Result<Vec<Row>, ListError> {
+    let clusters: Vec<_> = match &filter.cluster {
+        Some(c) => {
+            let found: Vec<_> = config.clusters.iter().filter(|x| &x.name == c).collect();
+            if found.is_empty() {
+                return Err(ListError::UnknownCluster(c.clone()));
+            }
+            found
+        }
+        None => config.clusters.iter().collect(),
+    };
+    let now = Timestamp::now();
+    let safe_shard = filter.shard.as_ref().map(|s| {
+        s.parse::<vtsnap_core::naming::KeyRange>()
+            .map(|k| k.safe_name())
+            .unwrap_or_else(|_| s.clone())
+    });
+    let mut rows = Vec::new();
+    for c in clusters {
+        let mut pairs = vec![
+            (labels::MANAGED_BY, labels::MANAGED_BY_VTSNAP),
+            (snapshot::LABEL_CLUSTER, c.name.as_str()),
+        ];
+        if let Some(k) = &filter.keyspace {
+            pairs.push((snapshot::LABEL_KEYSPACE, k));
+        }
+        if let Some(s) = &safe_shard {
+            pairs.push((snapshot::LABEL_SHARD, s));
+        }
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(kube.clone(), &c.namespace, &api_resource());
+        let lp = ListParams::default().labels(&labels::selector(&pairs));
+        let objs = vtsnap_core::discover::list_all(&api, &lp)
+            .await
+            .map_err(|source| ListError::Kube {
+                namespace: c.namespace.clone(),
+                source,
+            })?;
+        for o in objs {
+            let v = serde_json::to_value(&o).unwrap_or(Value::Null);
+            rows.push(row(&v, now));
+        }
+    }
+    rows.sort_by(|a, b| {
+        (&a.cluster, &a.keyspace, &a.shard, a.age_seconds).cmp(&(
+            &b.cluster,
+            &b.keyspace,
+            &b.shard,
+            b.age_seconds,
+        ))
+    });
+    Ok(rows)
+}
+
+fn age(s: Option<i64>) -> String {
+    match s {
+        None => "-".into(),
+        Some(s) if s < 120 => format!("{s}s"),
+        Some(s) if s < 7200 => format!("{}m", s / 60),
+        Some(s) if s < 172_800 => format!("{}h", s / 3600),
+        Some(s) => format!("{}d", s / 86400),
+    }
+}
+
+/// The inventory as a table.
+pub fn table(rows: &[Row]) -> String {
+    let header = [
+        "SHARD", "NAME", "PHASE", "AGE", "MODE", "GTID", "SIZE", "SOURCE",
+    ];
+    let body: Vec<[String; 8]> = rows
+        .iter()
+        .map(|r| {
+            [
+                format!("{}/{}/{}", r.cluster, r.keyspace, r.shard),
+                r.name.clone(),
+                r.phase.clone(),
+                age(r.age_seconds),
+                r.mode.clone(),
+                r.gtid.clone().unwrap_or_else(|| "-".into()),
+                r.size.clone().unwrap_or_else(|| "-".into()),
+                r.source_tablet.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    let widths: Vec<usize> = (0..8)
+        .map(|i| {
+            body.iter()
+                .map(|r| r[i].len())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[String]| {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_owned()
+    };
+    let mut out = line(&header.map(String::from));
+    out.push('\n');
+    for r in &body {
+        out.push_str(&line(r));
+        out.push('\n');
+    }
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in rows {
+        *counts.entry(r.phase.as_str()).or_default() += 1;
+    }
+    let summary: Vec<String> = counts.iter().map(|(p, n)| format!("{n} {p}")).collect();
+    out.push_str(&format!(
+        "{} snapshots: {}\n",
+        rows.len(),
+        if summary.is_empty() {
+            "none".into()
+        } else {
+            summary.join(", ")
+        }
+    ));
+    out
+}
