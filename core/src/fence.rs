@@ -345,6 +345,8 @@ pub mod client {
             state: &'static str,
             error: String,
         },
+        #[error("fence lease {lease}: cannot restore the tablet through vtctld: {error}")]
+        Restore { lease: String, error: String },
     }
 
     fn now_micro() -> MicroTime {
@@ -523,6 +525,97 @@ pub mod client {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// What a recovery did.
+    #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+    pub struct Recovered {
+        pub lease: String,
+        /// The node helper confirmed the node-local release (or recovered the lease itself).
+        pub node_released: bool,
+        /// StartReplication and ChangeTabletType back to the original type succeeded.
+        pub tablet_restored: bool,
+    }
+
+    /// Recovers an expired fence (DESIGN §5.4): ask the node to release, wait for it (the
+    /// node helper also does this on its own when the lease expires), put the tablet back
+    /// through vtctld, then delete the lease. Idempotent. The lease is deleted only once the
+    /// tablet is restored, so a failed recovery leaves it for the next try; a node helper that
+    /// never answers does not block the vtctld part (it releases its holds from its own
+    /// record once the lease is gone).
+    pub async fn recover(
+        api: &Api<Lease>,
+        lease: &Lease,
+        node_timeout: Duration,
+    ) -> Result<Recovered, FenceClientError> {
+        let f = Fence::from_lease(lease)?;
+        let name = f.name.clone();
+        // Ask for the release without renewing: the lease stays expired.
+        let mut asked = lease.clone();
+        asked
+            .metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(ANN_REQUEST.to_owned(), Request::Release.to_string());
+        match api.replace(&name, &PostParams::default(), &asked).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
+            Err(e) => return Err(kube_err(&name, e)),
+        }
+        let start = tokio::time::Instant::now();
+        let mut node_released = false;
+        while start.elapsed() < node_timeout {
+            match api.get_opt(&name).await.map_err(|e| kube_err(&name, e))? {
+                None => {
+                    // The node helper recovered it (and restored the tablet) itself.
+                    return Ok(Recovered {
+                        lease: name,
+                        node_released: true,
+                        tablet_restored: true,
+                    });
+                }
+                Some(l) => {
+                    if Fence::from_lease(&l).ok().and_then(|x| x.node_state)
+                        == Some(NodeState::Released)
+                    {
+                        node_released = true;
+                        break;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let vt = crate::vtctld::VtctldClient::new(
+            &f.vtctld,
+            crate::vtctld::client::CallLimits::default(),
+        )
+        .map_err(|e| FenceClientError::Restore {
+            lease: name.clone(),
+            error: e.to_string(),
+        })?;
+        let started = vt.start_replication(&f.tablet_alias).await;
+        let typed = if f.original_type == TabletType::Primary {
+            Ok(())
+        } else {
+            vt.change_tablet_type(&f.tablet_alias, f.original_type)
+                .await
+                .map(|_| ())
+        };
+        if let Err(e) = started.and(typed) {
+            return Err(FenceClientError::Restore {
+                lease: name,
+                error: e.to_string(),
+            });
+        }
+        let current = api.get_opt(&name).await.map_err(|e| kube_err(&name, e))?;
+        if let Some(l) = current {
+            delete(api, &l).await?;
+        }
+        Ok(Recovered {
+            lease: name,
+            node_released,
+            tablet_restored: true,
+        })
     }
 
     /// Deletes the fence, only if nobody changed it since `lease` was read.

@@ -15,6 +15,8 @@ pub mod binlog;
 pub mod btrfs;
 pub mod fake_kube;
 pub mod fake_mysqlctld;
+pub mod fake_node;
+pub mod fake_snapshotter;
 pub mod fake_vtctld;
 pub mod fixtures;
 pub mod grpc;

@@ -423,6 +423,65 @@ impl FakeKube {
         v
     }
 
+    /// Stores `v` only if the stored object still has `v`'s resourceVersion (atomic
+    /// compare-and-swap, as a controller's update would be). Returns whether it stored.
+    pub fn compare_and_put(&self, group: &str, plural: &str, mut v: Value) -> bool {
+        let ns = v
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let name = v
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let key = Key {
+            group: group.into(),
+            plural: plural.into(),
+            namespace: ns.clone(),
+            name,
+        };
+        let mut st = self.state();
+        let Some(current) = st.objects.get(&key) else {
+            return false;
+        };
+        if current.pointer("/metadata/resourceVersion") != v.pointer("/metadata/resourceVersion") {
+            return false;
+        }
+        Self::stamp(&mut st, &mut v, false);
+        st.objects.insert(key, v.clone());
+        self.emit(&mut st, group, plural, &ns, "MODIFIED", v);
+        true
+    }
+
+    /// Replaces only the `status` of an object, atomically (what a controller's status
+    /// subresource write does). Returns false if the object is gone.
+    pub fn set_status(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: &str,
+        name: &str,
+        status: Value,
+    ) -> bool {
+        let key = Key {
+            group: group.into(),
+            plural: plural.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        };
+        let mut st = self.state();
+        let Some(mut obj) = st.objects.get(&key).cloned() else {
+            return false;
+        };
+        obj["status"] = status;
+        Self::stamp(&mut st, &mut obj, false);
+        st.objects.insert(key, obj.clone());
+        self.emit(&mut st, group, plural, namespace, "MODIFIED", obj);
+        true
+    }
+
     /// Reads an object as JSON.
     pub fn get_json(
         &self,
