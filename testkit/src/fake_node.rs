@@ -60,7 +60,8 @@ fn state_for(r: Request) -> NodeState {
 }
 
 impl FakeNodeHelper {
-    /// Serves the leases labelled `vtsnap.io/node=<node>` in `kube`, polling every `every`.
+    /// Serves the leases labelled `vtsnap.io/node=<node>` in `kube` (every node's when `node`
+    /// is empty), polling every `every`.
     pub fn start(kube: &FakeKube, node: &str, script: NodeScript, every: Duration) -> Self {
         let script = Arc::new(Mutex::new(script));
         let seen: Arc<Mutex<Seen>> = Arc::default();
@@ -69,14 +70,13 @@ impl FakeNodeHelper {
             loop {
                 let current = s.lock().map(|g| g.clone()).unwrap_or_default();
                 for v in kube.list_json("coordination.k8s.io", "leases") {
-                    if current.dead
-                        || v.pointer(&format!(
+                    let labelled = v
+                        .pointer(&format!(
                             "/metadata/labels/{}",
                             LABEL_NODE.replace('/', "~1")
                         ))
-                        .and_then(Value::as_str)
-                            != Some(node.as_str())
-                    {
+                        .and_then(Value::as_str);
+                    if current.dead || (!node.is_empty() && labelled != Some(node.as_str())) {
                         continue;
                     }
                     serve(&kube, &current, &w, v).await;

@@ -7,6 +7,7 @@
 pub mod list;
 pub mod plan;
 pub mod render;
+pub mod run;
 
 use std::path::Path;
 
