@@ -23,8 +23,44 @@ enum Output {
     Json,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ModeArg {
+    Cold,
+    Online,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Take one volume snapshot of one shard (cold by default; online when configured).
+    #[command(after_help = "Examples:\n  \
+        vtsnap-snapshot run --config /etc/vtsnap/config.yaml --cluster example --keyspace commerce --shard -80\n  \
+        vtsnap-snapshot run --config cfg.yaml --cluster example --keyspace commerce --shard - --mode online --dry-run\n  \
+        kubectl create job --from=cronjob/vtsnap-example-commerce-x-80 snapshot-now\n\n\
+        The last stdout line is one JSON summary. Exit codes: 0 done; 1 failed and fully unfenced;\n  \
+        2 bad config or usage (nothing touched); 3 refused by a precondition (nothing touched);\n  \
+        4 failed and the unfence is incomplete (the fence lease is left for recovery).")]
+    Run {
+        #[arg(long, env = "VTSNAP_CONFIG")]
+        config: PathBuf,
+        #[arg(long, env = "VTSNAP_CLUSTER")]
+        cluster: String,
+        #[arg(long, env = "VTSNAP_KEYSPACE")]
+        keyspace: String,
+        #[arg(long, env = "VTSNAP_SHARD", allow_hyphen_values = true)]
+        shard: String,
+        /// Override the configured mode.
+        #[arg(long, env = "VTSNAP_MODE", value_enum)]
+        mode: Option<ModeArg>,
+        /// Plan and choose the target, change nothing.
+        #[arg(long, env = "VTSNAP_DRY_RUN")]
+        dry_run: bool,
+        /// The fence lease's duration; renewed every third of it.
+        #[arg(long, env = "VTSNAP_LEASE_DURATION", default_value = "30s")]
+        lease_duration: vtsnap_core::config::GoDuration,
+        /// How long to wait for the node helper to answer a request.
+        #[arg(long, env = "VTSNAP_NODE_TIMEOUT", default_value = "10m")]
+        node_timeout: vtsnap_core::config::GoDuration,
+    },
     /// Show what a snapshot run would do: resolved policy, tablets, chosen target. Changes nothing.
     #[command(after_help = "Examples:\n  \
         vtsnap-snapshot plan --config /etc/vtsnap/config.yaml --cluster example --keyspace commerce --shard -80\n  \
@@ -89,6 +125,28 @@ fn main() -> ExitCode {
             shard,
             output,
         } => run_plan(&config, &cluster, &keyspace, &shard, output),
+        Command::Run {
+            config,
+            cluster,
+            keyspace,
+            shard,
+            mode,
+            dry_run,
+            lease_duration,
+            node_timeout,
+        } => {
+            let opts = vtsnap_snapshot::run::RunOptions {
+                mode: mode.map(|m| match m {
+                    ModeArg::Cold => vtsnap_core::config::Mode::Cold,
+                    ModeArg::Online => vtsnap_core::config::Mode::Online,
+                }),
+                dry_run,
+                lease_duration: lease_duration.get(),
+                node_timeout: node_timeout.get(),
+                ..vtsnap_snapshot::run::RunOptions::default()
+            };
+            run_run(&config, &cluster, &keyspace, &shard, &opts)
+        }
         Command::List {
             config,
             cluster,
@@ -206,5 +264,45 @@ fn run_list(config: &std::path::Path, filter: vtsnap_snapshot::list::Filter, out
                 e.exit_code()
             }
         }
+    })
+}
+
+fn run_run(
+    config: &std::path::Path,
+    cluster: &str,
+    keyspace: &str,
+    shard: &str,
+    opts: &vtsnap_snapshot::run::RunOptions,
+) -> u8 {
+    let config = match Config::load(config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return exit::USAGE;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return exit::FAILED;
+        }
+    };
+    rt.block_on(async {
+        let kube = match kube::Client::try_default().await {
+            Ok(k) => k,
+            Err(e) => {
+                eprintln!("cannot reach the Kubernetes API: {e}");
+                return exit::FAILED;
+            }
+        };
+        let summary =
+            vtsnap_snapshot::run::run(&config, cluster, keyspace, shard, opts, kube).await;
+        println!("{}", serde_json::to_string(&summary).unwrap_or_default());
+        summary.exit_code
     })
 }
