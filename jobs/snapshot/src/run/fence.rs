@@ -13,12 +13,14 @@ use tokio::sync::Mutex;
 use vtsnap_core::fence::client::{self, FenceClientError};
 use vtsnap_core::fence::{ANN_NODE_ERROR, ANN_NODE_STATE, ANN_REQUEST, NodeState, Request};
 
-/// A fence this job holds.
+/// A fence this job holds. The background renewal lives exactly as long as the job's
+/// handles: when the job ends or is killed, renewals stop and the lease expires.
 #[derive(Debug, Clone)]
 pub struct LiveFence {
     pub api: Api<Lease>,
     pub name: String,
     lock: Arc<Mutex<()>>,
+    alive: Arc<()>,
     renewer: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
 }
 
@@ -30,12 +32,25 @@ impl LiveFence {
             api,
             name,
             lock: Arc::default(),
+            alive: Arc::new(()),
             renewer: Arc::default(),
         };
-        let me = f.clone();
+        // The renewer holds no strong handle: it stops once every handle of the job is gone.
+        let alive = Arc::downgrade(&f.alive);
+        let (api, name, lock) = (f.api.clone(), f.name.clone(), f.lock.clone());
         let task = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
+                if alive.upgrade().is_none() {
+                    return;
+                }
+                let me = LiveFence {
+                    api: api.clone(),
+                    name: name.clone(),
+                    lock: lock.clone(),
+                    alive: Arc::new(()),
+                    renewer: Arc::default(),
+                };
                 if let Err(e) = me.update(None).await {
                     tracing::warn!(error = %e, "fence renewal failed; retrying");
                 }

@@ -45,6 +45,19 @@ pub struct RunOptions {
     pub node_timeout: Duration,
     /// How often snapshot status is read.
     pub poll: Duration,
+    /// Tests only: called with each step's name; returning true parks the run there for
+    /// ever, so a test can abort it exactly after that step (as a killed job).
+    pub park_after: Option<ParkHook>,
+}
+
+/// See [`RunOptions::park_after`].
+#[derive(Clone)]
+pub struct ParkHook(pub std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for ParkHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ParkHook")
+    }
 }
 
 impl Default for RunOptions {
@@ -56,6 +69,7 @@ impl Default for RunOptions {
             lease_duration: Duration::from_secs(30),
             node_timeout: Duration::from_secs(600),
             poll: Duration::from_secs(1),
+            park_after: None,
         }
     }
 }
@@ -236,10 +250,14 @@ async fn prepare<'a>(
 }
 
 impl Job<'_> {
-    fn step(&mut self, s: impl Into<String>) {
+    async fn step(&mut self, s: impl Into<String>) {
         let s = s.into();
         tracing::info!(step = %s, shard = %self.shard, "step");
+        let park = self.opts.park_after.as_ref().is_some_and(|f| (f.0)(&s));
         self.summary.steps.push(s);
+        if park {
+            std::future::pending::<()>().await;
+        }
     }
 
     fn leases(&self) -> Api<Lease> {
@@ -276,7 +294,7 @@ impl Job<'_> {
                 format!("shard is fenced by {holder:?} (lease {name})"),
             ));
         }
-        self.step(format!("recover expired fence {name}"));
+        self.step(format!("recover expired fence {name}")).await;
         let r = fence_client::recover(&self.leases(), &l, self.opts.node_timeout)
             .await
             .map_err(|e| Stop::Failed("fence-recovery-failed", e.to_string()))?;
@@ -312,7 +330,8 @@ impl Job<'_> {
                 target.alias,
                 mode_str(self.mode),
                 target.node
-            ));
+            ))
+            .await;
             return Ok(None);
         }
         if self.mode == Mode::Online {
@@ -342,7 +361,7 @@ impl Job<'_> {
                 }
                 other => Stop::Failed("fence-failed", other.to_string()),
             })?;
-        self.step("fence acquired");
+        self.step("fence acquired").await;
         let fence = LiveFence::start(self.leases(), &lease, self.opts.lease_duration / 3);
         if let Err(e) = fence
             .ask(Request::Probe, NodeState::Probed, self.opts.node_timeout)
@@ -357,7 +376,7 @@ impl Job<'_> {
                 self.failed("probe-failed", msg, problems)
             };
         }
-        self.step("layout probed");
+        self.step("layout probed").await;
         match self.mode {
             Mode::Cold => self.cold(&fence, &target).await,
             Mode::Online => self.online(&fence, &target).await,
@@ -432,7 +451,7 @@ impl Job<'_> {
                 .map(|s| s.position)
                 .unwrap_or_default(),
         );
-        self.step("online preconditions hold");
+        self.step("online preconditions hold").await;
         Ok(())
     }
 
@@ -445,13 +464,13 @@ impl Job<'_> {
                 .await
                 .map_err(|e| ("drain-failed", e.to_string()))?;
             q.drained = true;
-            self.step("tablet DRAINED");
+            self.step("tablet DRAINED").await;
             q.replication_stopped = true;
             self.vtctld
                 .stop_replication(&t.tablet_alias)
                 .await
                 .map_err(|e| ("stop-replication-failed", e.to_string()))?;
-            self.step("replication stopped");
+            self.step("replication stopped").await;
             let fs = self
                 .vtctld
                 .get_full_status(&t.tablet_alias)
@@ -474,12 +493,12 @@ impl Job<'_> {
                 .ask(Request::Stop, NodeState::Stopped, self.opts.node_timeout)
                 .await
                 .map_err(|e| ("node-stop-failed", e.to_string()))?;
-            self.step("mysqld stopped");
+            self.step("mysqld stopped").await;
             fence
                 .ask(Request::Hold, NodeState::Held, self.opts.node_timeout)
                 .await
                 .map_err(|e| ("node-hold-failed", e.to_string()))?;
-            self.step("mysqld held");
+            self.step("mysqld held").await;
             let name = self
                 .create_snapshot(
                     t,
@@ -499,7 +518,7 @@ impl Job<'_> {
         self.summary.fence_window_ms = Some(ms(start.elapsed()));
         match result {
             Ok(name) if problems.is_empty() => {
-                self.step("unfenced");
+                self.step("unfenced").await;
                 self.after_cut(&name).await
             }
             Ok(name) => {
@@ -529,7 +548,7 @@ impl Job<'_> {
                     )
                     .await
                     .map_err(|e| ("fsfreeze-failed", e.to_string()))?;
-                self.step("volume frozen");
+                self.step("volume frozen").await;
             }
             let name = self
                 .create_snapshot(t, (snapshot::ANN_GTID_LOWER_BOUND, &lower), "", "")
@@ -597,7 +616,7 @@ impl Job<'_> {
                 )
             })?;
         self.summary.snapshot = Some(name.clone());
-        self.step(format!("VolumeSnapshot {name} created"));
+        self.step(format!("VolumeSnapshot {name} created")).await;
         Ok(name)
     }
 
@@ -656,7 +675,8 @@ impl Job<'_> {
                     self.step(format!(
                         "snapshot {}",
                         if want_ready { "ready" } else { "cut" }
-                    ));
+                    ))
+                    .await;
                     return Ok(name.to_owned());
                 }
                 last_error = s.error;
@@ -687,7 +707,7 @@ impl Job<'_> {
                     .await;
                 self.summary.ready_latency_ms = Some(ms(begin.elapsed()));
                 self.summary.phase = Some("ready");
-                self.step("snapshot ready");
+                self.step("snapshot ready").await;
                 return Ok(None);
             }
             tokio::time::sleep(self.opts.poll).await;
