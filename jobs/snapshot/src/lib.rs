@@ -5,6 +5,7 @@
 //! (check a config file alone).
 
 pub mod list;
+pub mod metrics;
 pub mod plan;
 pub mod render;
 pub mod run;

@@ -60,6 +60,9 @@ enum Command {
         /// How long to wait for the node helper to answer a request.
         #[arg(long, env = "VTSNAP_NODE_TIMEOUT", default_value = "10m")]
         node_timeout: vtsnap_core::config::GoDuration,
+        /// Write the run's Prometheus metrics to this textfile (atomically).
+        #[arg(long, env = "VTSNAP_METRICS_FILE")]
+        metrics_file: Option<PathBuf>,
     },
     /// Show what a snapshot run would do: resolved policy, tablets, chosen target. Changes nothing.
     #[command(after_help = "Examples:\n  \
@@ -134,6 +137,7 @@ fn main() -> ExitCode {
             dry_run,
             lease_duration,
             node_timeout,
+            metrics_file,
         } => {
             let opts = vtsnap_snapshot::run::RunOptions {
                 mode: mode.map(|m| match m {
@@ -145,7 +149,14 @@ fn main() -> ExitCode {
                 node_timeout: node_timeout.get(),
                 ..vtsnap_snapshot::run::RunOptions::default()
             };
-            run_run(&config, &cluster, &keyspace, &shard, &opts)
+            run_run(
+                &config,
+                &cluster,
+                &keyspace,
+                &shard,
+                &opts,
+                metrics_file.as_deref(),
+            )
         }
         Command::List {
             config,
@@ -273,6 +284,7 @@ fn run_run(
     keyspace: &str,
     shard: &str,
     opts: &vtsnap_snapshot::run::RunOptions,
+    metrics_file: Option<&std::path::Path>,
 ) -> u8 {
     let config = match Config::load(config) {
         Ok(c) => c,
@@ -302,6 +314,21 @@ fn run_run(
         };
         let summary =
             vtsnap_snapshot::run::run(&config, cluster, keyspace, shard, opts, kube).await;
+        if let Some(p) = metrics_file {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let text = vtsnap_snapshot::metrics::render(
+                &summary,
+                cluster,
+                keyspace,
+                shard,
+                i64::try_from(now).unwrap_or(0),
+            );
+            if let Err(e) = vtsnap_snapshot::metrics::write(p, &text) {
+                tracing::warn!(error = %e, path = %p.display(), "cannot write the metrics file");
+            }
+        }
         println!("{}", serde_json::to_string(&summary).unwrap_or_default());
         summary.exit_code
     })

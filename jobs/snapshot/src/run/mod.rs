@@ -7,6 +7,7 @@
 //! fully released is left to expire, so the node helper (or the next run, or the GC)
 //! recovers it — exit 4.
 
+pub mod events;
 pub mod fence;
 
 use std::collections::BTreeMap;
@@ -131,6 +132,7 @@ struct Job<'a> {
     summary: Summary,
     /// The target's type before the run (what the unfence restores).
     original: TabletType,
+    target: Option<Target>,
 }
 
 /// Runs one snapshot; never panics, always returns a summary with its exit code.
@@ -246,6 +248,7 @@ async fn prepare<'a>(
         vtctld,
         summary: Summary::default(),
         original: TabletType::Unknown,
+        target: None,
     })
 }
 
@@ -258,6 +261,32 @@ impl Job<'_> {
         if park {
             std::future::pending::<()>().await;
         }
+    }
+
+    async fn event_pod(&self, reason: &str, message: &str, warning: bool) {
+        if let Some(t) = &self.target {
+            events::emit(
+                &self.kube,
+                &self.shard.namespace,
+                &events::Subject::pod(&t.pod, &t.pod_uid),
+                reason,
+                message,
+                warning,
+            )
+            .await;
+        }
+    }
+
+    async fn event_snapshot(&self, name: &str, reason: &str, message: &str, warning: bool) {
+        events::emit(
+            &self.kube,
+            &self.shard.namespace,
+            &events::Subject::snapshot(name),
+            reason,
+            message,
+            warning,
+        )
+        .await;
     }
 
     fn leases(&self) -> Api<Lease> {
@@ -324,6 +353,7 @@ impl Job<'_> {
                 )
             })?;
         self.original = original;
+        self.target = Some(target.clone());
         if self.opts.dry_run {
             self.step(format!(
                 "dry run: would snapshot {} ({} mode) on node {}",
@@ -362,6 +392,16 @@ impl Job<'_> {
                 other => Stop::Failed("fence-failed", other.to_string()),
             })?;
         self.step("fence acquired").await;
+        self.event_pod(
+            "SnapshotFenced",
+            &format!(
+                "vtsnap fenced this tablet for a {} snapshot (lease {})",
+                mode_str(self.mode),
+                self.lease_name()
+            ),
+            false,
+        )
+        .await;
         let fence = LiveFence::start(self.leases(), &lease, self.opts.lease_duration / 3);
         if let Err(e) = fence
             .ask(Request::Probe, NodeState::Probed, self.opts.node_timeout)
@@ -499,6 +539,12 @@ impl Job<'_> {
                 .await
                 .map_err(|e| ("node-hold-failed", e.to_string()))?;
             self.step("mysqld held").await;
+            self.event_pod(
+                "SnapshotQuiesced",
+                &format!("mysqld stopped cleanly and held at {position}"),
+                false,
+            )
+            .await;
             let name = self
                 .create_snapshot(
                     t,
@@ -616,6 +662,18 @@ impl Job<'_> {
                 )
             })?;
         self.summary.snapshot = Some(name.clone());
+        self.event_snapshot(
+            &name,
+            "SnapshotCreated",
+            &format!(
+                "{} snapshot of {} ({})",
+                mode_str(self.mode),
+                t.alias,
+                t.pvc
+            ),
+            false,
+        )
+        .await;
         self.step(format!("VolumeSnapshot {name} created")).await;
         Ok(name)
     }
@@ -672,6 +730,8 @@ impl Job<'_> {
             if let Some(s) = self.status(name).await {
                 if (want_ready && s.is_ready()) || (!want_ready && s.is_cut()) {
                     self.summary.cut_latency_ms = Some(ms(begin.elapsed()));
+                    self.event_snapshot(name, "SnapshotCut", "the point in time is taken", false)
+                        .await;
                     self.step(format!(
                         "snapshot {}",
                         if want_ready { "ready" } else { "cut" }
@@ -707,6 +767,13 @@ impl Job<'_> {
                     .await;
                 self.summary.ready_latency_ms = Some(ms(begin.elapsed()));
                 self.summary.phase = Some("ready");
+                self.event_snapshot(
+                    name,
+                    "SnapshotReady",
+                    "readyToUse: usable for provisioning",
+                    false,
+                )
+                .await;
                 self.step("snapshot ready").await;
                 return Ok(None);
             }
@@ -771,6 +838,17 @@ impl Job<'_> {
             }
         } else {
             fence.stop_renewing();
+        }
+        if problems.is_empty() {
+            self.event_pod("SnapshotUnfenced", "the tablet is back in service", false)
+                .await;
+        } else {
+            self.event_pod(
+                "UnfenceIncomplete",
+                &format!("left for recovery: {}", problems.join("; ")),
+                true,
+            )
+            .await;
         }
         problems
     }
