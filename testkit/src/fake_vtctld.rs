@@ -46,10 +46,32 @@ pub struct VtctldState {
     calls: Vec<String>,
 }
 
+/// Real servers behind the fake: replication control and positions that act on actual
+/// MariaDB tablets (the lab), on top of the scripted state.
+pub trait Backend: Send + Sync {
+    fn stop_replication(
+        &self,
+        alias: TabletAlias,
+    ) -> futures::future::BoxFuture<'static, Result<(), String>>;
+    fn start_replication(
+        &self,
+        alias: TabletAlias,
+    ) -> futures::future::BoxFuture<'static, Result<(), String>>;
+    /// The tablet's current GTID position (`MariaDB/…`), if it can be read.
+    fn position(&self, alias: TabletAlias) -> futures::future::BoxFuture<'static, Option<String>>;
+}
+
 /// The fake vtctld. Clones share state.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct FakeVtctld {
     state: Arc<Mutex<VtctldState>>,
+    backend: Arc<Mutex<Option<Arc<dyn Backend>>>>,
+}
+
+impl std::fmt::Debug for FakeVtctld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FakeVtctld")
+    }
 }
 
 fn alias_str(a: &Option<topodata::TabletAlias>) -> String {
@@ -69,6 +91,17 @@ impl FakeVtctld {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         f(&mut g)
+    }
+
+    /// Puts real servers behind replication control and positions.
+    pub fn set_backend(&self, b: Arc<dyn Backend>) {
+        if let Ok(mut g) = self.backend.lock() {
+            *g = Some(b);
+        }
+    }
+
+    fn backend(&self) -> Option<Arc<dyn Backend>> {
+        self.backend.lock().ok().and_then(|g| g.clone())
     }
 
     /// Makes the next `times` calls of `method` fail with `status`.
@@ -364,20 +397,59 @@ impl tower::Service<http::Request<Body>> for Service {
                 "GetShard" => grpc::unary(req, move |r| f.get_shard(r)).await,
                 "GetTablets" => grpc::unary(req, move |r| f.get_tablets(r)).await,
                 "ShardReplicationPositions" => grpc::unary(req, move |r| f.positions(r)).await,
-                "GetFullStatus" => grpc::unary(req, move |r| f.full_status(r)).await,
+                "GetFullStatus" => {
+                    grpc::unary_async(req, move |r: GetFullStatusRequest| {
+                        let f = f.clone();
+                        async move {
+                            let alias = r.tablet_alias.as_ref().map(TabletAlias::from);
+                            let mut resp = f.full_status(r)?;
+                            if let (Some(b), Some(a)) = (f.backend(), alias) {
+                                if let (Some(pos), Some(st)) =
+                                    (b.position(a).await, resp.status.as_mut())
+                                {
+                                    if let Some(rs) = st.replication_status.as_mut() {
+                                        rs.position = pos;
+                                    }
+                                }
+                            }
+                            Ok(resp)
+                        }
+                    })
+                    .await
+                }
                 "GetTablet" => grpc::unary(req, move |r| f.get_tablet(r)).await,
                 "ChangeTabletType" => grpc::unary(req, move |r| f.change_type(r)).await,
                 "StopReplication" => {
-                    grpc::unary(req, move |r: StopReplicationRequest| {
-                        f.set_replication("StopReplication", &r.tablet_alias, false)
-                            .map(|()| StopReplicationResponse {})
+                    grpc::unary_async(req, move |r: StopReplicationRequest| {
+                        let f = f.clone();
+                        async move {
+                            f.set_replication("StopReplication", &r.tablet_alias, false)?;
+                            if let (Some(b), Some(a)) =
+                                (f.backend(), r.tablet_alias.as_ref().map(TabletAlias::from))
+                            {
+                                b.stop_replication(a)
+                                    .await
+                                    .map_err(tonic::Status::internal)?;
+                            }
+                            Ok(StopReplicationResponse {})
+                        }
                     })
                     .await
                 }
                 "StartReplication" => {
-                    grpc::unary(req, move |r: StartReplicationRequest| {
-                        f.set_replication("StartReplication", &r.tablet_alias, true)
-                            .map(|()| StartReplicationResponse {})
+                    grpc::unary_async(req, move |r: StartReplicationRequest| {
+                        let f = f.clone();
+                        async move {
+                            f.set_replication("StartReplication", &r.tablet_alias, true)?;
+                            if let (Some(b), Some(a)) =
+                                (f.backend(), r.tablet_alias.as_ref().map(TabletAlias::from))
+                            {
+                                b.start_replication(a)
+                                    .await
+                                    .map_err(tonic::Status::internal)?;
+                            }
+                            Ok(StartReplicationResponse {})
+                        }
                     })
                     .await
                 }

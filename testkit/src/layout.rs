@@ -46,6 +46,10 @@ pub struct TabletLayout {
     pub data_files: usize,
     pub data_file_bytes: u64,
     pub chown_to_pod_user: bool,
+    /// mysqld's TCP port (tablets sharing the host's network need their own).
+    pub port: u16,
+    /// Listen on 127.0.0.1 only.
+    pub bind_loopback: bool,
 }
 
 impl TabletLayout {
@@ -64,6 +68,8 @@ impl TabletLayout {
             data_files: 4,
             data_file_bytes: 16 * 1024,
             chown_to_pod_user: true,
+            port: 3306,
+            bind_loopback: false,
         }
     }
 
@@ -126,7 +132,7 @@ impl TabletLayout {
              relay-log-info-file = {t}/relay-logs/relay-log.info\n\
              master-info-file = {t}/master.info\n\
              pid-file = {t}/mysql.pid\n\
-             port = 3306\n\
+             port = {port}\n\
              secure-file-priv = {t}/tmp\n\
              server-id = {sid}\n\
              socket = {SOCKET}\n\
@@ -153,7 +159,11 @@ impl TabletLayout {
             bin = self.binlog_base(),
             relay = self.relay_base(),
             sid = self.server_id,
+            port = self.port,
         );
+        if self.bind_loopback {
+            s.push_str("bind-address = 127.0.0.1\n");
+        }
         match self.flavor {
             Flavor::MariaDb => s.push_str(
                 "# config/mycnf/mariadb10.cnf\n\

@@ -96,7 +96,7 @@ impl MariaDb {
             init = c.init,
             server = c.server,
         );
-        Self::launch(name, tag, flavor, vtdataroot, None, &script, uid).await
+        Self::launch(name, tag, flavor, vtdataroot, None, &script, uid, false).await
     }
 
     /// Starts a server the way a vitess-operator mysqld container runs it: PID 1 is a
@@ -105,6 +105,18 @@ impl MariaDb {
     /// host's `socket_dir` is the pod's `/vt/socket` (mysql.sock, mysqlctl.sock). Returns
     /// once mysqld answers.
     pub async fn start_supervised(vtdataroot: &Path, socket_dir: &Path, uid: TabletUid) -> Self {
+        Self::start_supervised_with(vtdataroot, socket_dir, uid, false, "").await
+    }
+
+    /// [`Self::start_supervised`] on the host's network (for replication between tablets
+    /// over loopback: give each tablet its own port) with extra mysqld arguments.
+    pub async fn start_supervised_with(
+        vtdataroot: &Path,
+        socket_dir: &Path,
+        uid: TabletUid,
+        host_network: bool,
+        server_args: &str,
+    ) -> Self {
         let (name, tag, flavor) = image_and_flavor();
         let mycnf = format!("{MOUNT}/{}/my.cnf", uid.tablet_dir_name());
         let datadir = format!("{MOUNT}/{}/data", uid.tablet_dir_name());
@@ -112,7 +124,7 @@ impl MariaDb {
         let script = format!(
             "set -e; [ -d {datadir}/mysql ] || {init}; set +e; \
              up() {{ {admin} --socket={SOCKET} -uroot ping >/dev/null 2>&1; }}; \
-             start() {{ {server} --defaults-file={mycnf} --user=root >/dev/null 2>&1 & }}; \
+             start() {{ {server} --defaults-file={mycnf} --user=root {server_args} >/dev/null 2>&1 & }}; \
              start; \
              while :; do \
                if [ -e /vt/socket/stop-request ]; then rm -f /vt/socket/stop-request; {admin} --socket={SOCKET} -uroot shutdown >/dev/null 2>&1; fi; \
@@ -131,6 +143,7 @@ impl MariaDb {
             Some(socket_dir),
             &script,
             uid,
+            host_network,
         )
         .await
     }
@@ -145,11 +158,13 @@ impl MariaDb {
         socket_dir: Option<&Path>,
         script: &str,
         uid: TabletUid,
+        host_network: bool,
     ) -> Self {
+        let mode = if host_network { "host" } else { "none" };
         let mut req = GenericImage::new(name, tag)
             // Podman's compat API treats `with_network("none")` as a network to create;
             // the network mode is what we mean.
-            .with_host_config_modifier(|hc| hc.network_mode = Some("none".to_owned()))
+            .with_host_config_modifier(move |hc| hc.network_mode = Some(mode.to_owned()))
             .with_mount(Mount::bind_mount(vtdataroot.to_string_lossy(), MOUNT))
             .with_cmd(["sh", "-c", script])
             .with_startup_timeout(Duration::from_secs(120));
@@ -203,26 +218,28 @@ impl MariaDb {
 
     /// Runs a shell command in the container: (exit code, stdout, stderr).
     pub async fn sh(&self, cmd: &str) -> (i64, String, String) {
+        // The exit status travels as the last stdout line: reading it needs only `&mut`
+        // borrows of the exec result, which keeps this future `Send`.
+        const MARK: &str = "__vtsnap_exit=";
+        let wrapped = format!("( {cmd} ); echo \"{MARK}$?\"");
         let mut res = self
             .container
-            .exec(ExecCommand::new(["sh", "-c", cmd]))
+            .exec(ExecCommand::new(["sh", "-c", wrapped.as_str()]))
             .await
             .unwrap_or_else(|e| panic!("exec {cmd:?}: {e}"));
-        let out = res.stdout_to_vec().await.unwrap_or_default();
-        let err = res.stderr_to_vec().await.unwrap_or_default();
-        let mut code = None;
-        for _ in 0..100 {
-            code = res.exit_code().await.unwrap_or(None);
-            if code.is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        (
-            code.unwrap_or(-1),
-            String::from_utf8_lossy(&out).into_owned(),
-            String::from_utf8_lossy(&err).into_owned(),
-        )
+        let out =
+            String::from_utf8_lossy(&res.stdout_to_vec().await.unwrap_or_default()).into_owned();
+        let err =
+            String::from_utf8_lossy(&res.stderr_to_vec().await.unwrap_or_default()).into_owned();
+        let (body, code) = match out.rfind(MARK) {
+            Some(at) => (
+                out[..at].to_owned(),
+                out[at + MARK.len()..].trim().parse().unwrap_or(-1),
+            ),
+            // No mark: the shell was killed (e.g. the container stopped under it).
+            None => (out, 137),
+        };
+        (code, body, err)
     }
 
     /// Runs SQL as root; returns rows of tab-separated columns. Panics on SQL errors.
