@@ -403,14 +403,12 @@ impl tower::Service<http::Request<Body>> for Service {
                         async move {
                             let alias = r.tablet_alias.as_ref().map(TabletAlias::from);
                             let mut resp = f.full_status(r)?;
-                            if let (Some(b), Some(a)) = (f.backend(), alias) {
-                                if let (Some(pos), Some(st)) =
+                            if let (Some(b), Some(a)) = (f.backend(), alias)
+                                && let (Some(pos), Some(st)) =
                                     (b.position(a).await, resp.status.as_mut())
-                                {
-                                    if let Some(rs) = st.replication_status.as_mut() {
-                                        rs.position = pos;
-                                    }
-                                }
+                                && let Some(rs) = st.replication_status.as_mut()
+                            {
+                                rs.position = pos;
                             }
                             Ok(resp)
                         }
