@@ -96,7 +96,7 @@ impl MariaDb {
             init = c.init,
             server = c.server,
         );
-        Self::launch(name, tag, flavor, vtdataroot, None, &script, uid, false).await
+        Self::launch((name, tag, flavor), vtdataroot, None, &script, uid, false).await
     }
 
     /// Starts a server the way a vitess-operator mysqld container runs it: PID 1 is a
@@ -136,9 +136,7 @@ impl MariaDb {
             admin = c.admin,
         );
         Self::launch(
-            name,
-            tag,
-            flavor,
+            (name, tag, flavor),
             vtdataroot,
             Some(socket_dir),
             &script,
@@ -151,9 +149,7 @@ impl MariaDb {
     /// Runs `script` as PID 1 in a container without network, with the host's vtdataroot
     /// (and optionally a socket directory) bind-mounted as in a tablet pod; waits for mysqld.
     async fn launch(
-        name: String,
-        tag: String,
-        flavor: Flavor,
+        (name, tag, flavor): (String, String, Flavor),
         vtdataroot: &Path,
         socket_dir: Option<&Path>,
         script: &str,
