@@ -27,12 +27,15 @@ pub struct NodeScript {
     pub fail: Option<(Request, String)>,
     /// Answer nothing at all (a dead helper).
     pub dead: bool,
+    /// Die when this request arrives: answer neither it nor anything after.
+    pub silent_from: Option<Request>,
 }
 
 #[derive(Debug, Default)]
 struct Seen {
     requests: Vec<String>,
     recovered: Vec<String>,
+    silent: bool,
 }
 
 /// The running fake; stops when dropped.
@@ -117,6 +120,14 @@ async fn serve(kube: &FakeKube, script: &NodeScript, seen: &Arc<Mutex<Seen>>, v:
     let Ok(f) = Fence::from_lease(&lease) else {
         return;
     };
+    if let Ok(mut s) = seen.lock() {
+        if script.silent_from == Some(f.request) {
+            s.silent = true;
+        }
+        if s.silent {
+            return;
+        }
+    }
     let ns = f.namespace.clone();
     if f.expired(k8s_openapi::jiff::Timestamp::now()) {
         // The dead-man's switch, as the real helper does it.

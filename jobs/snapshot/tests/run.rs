@@ -192,6 +192,10 @@ async fn an_online_snapshot_never_touches_type_or_replication() {
     );
     assert_eq!(snap["metadata"]["labels"][LABEL_MODE], "online");
     assert_eq!(
+        snap["metadata"]["annotations"]["vtsnap.io/mysql-version"],
+        "10.11.18-MariaDB"
+    );
+    assert_eq!(
         w.node.requests().len(),
         1,
         "only the layout probe: {:?}",
@@ -515,4 +519,83 @@ async fn dry_run_changes_nothing() {
     assert_eq!((s.exit_code, s.dry_run), (0, true));
     assert!(s.target.is_some());
     assert!(w.kube.writes().is_empty(), "{:?}", w.kube.writes());
+}
+
+#[tokio::test]
+async fn when_deleted_delete_makes_the_vitesscluster_the_owner() {
+    let w = world(shard().replicas(3).primary(1)).await;
+    w.kube.put_json("planetscale.com", "vitessclusters", json!({
+        "apiVersion": "planetscale.com/v2", "kind": "VitessCluster",
+        "metadata": {"name": "example", "namespace": "vitess", "uid": "0c1a55e5-0000-4000-8000-000000000042"}
+    }));
+    let s = go(&w, "  deletionPolicy: {whenDeleted: Delete}\n").await;
+    assert_eq!(s.exit_code, 0, "{s:?}");
+    let owner = &snapshots(&w)[0]["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (owner["kind"].as_str(), owner["name"].as_str()),
+        (Some("VitessCluster"), Some("example"))
+    );
+    assert_eq!(owner["uid"], "0c1a55e5-0000-4000-8000-000000000042");
+}
+
+#[tokio::test]
+async fn an_online_snapshot_with_fsfreeze_freezes_around_the_cut() {
+    let w = world(shard().replicas(3).primary(1)).await;
+    let s = go(
+        &w,
+        "  keyspaces:\n    commerce:\n      snapshot: {mode: online, fsfreeze: true}\n",
+    )
+    .await;
+    assert_eq!(s.exit_code, 0, "{s:?}");
+    let reqs: Vec<String> = w
+        .node
+        .requests()
+        .iter()
+        .map(|r| r.rsplit(' ').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(reqs, ["probe", "fsfreeze", "release"]);
+    assert!(
+        vt_calls_for(&w, s.target.as_deref().unwrap()).is_empty(),
+        "still never touches type or replication"
+    );
+    assert!(!lease_left(&w));
+}
+
+#[tokio::test]
+async fn a_node_helper_that_dies_mid_fence_leaves_the_lease_for_recovery() {
+    let w = world(shard().replicas(3).primary(1)).await;
+    w.node.set(|n| n.silent_from = Some(Request::Hold));
+    let o = RunOptions {
+        node_timeout: Duration::from_millis(800),
+        ..opts()
+    };
+    let s = run(
+        &config(&w, ""),
+        "example",
+        "commerce",
+        "-",
+        &o,
+        w.kube.client(),
+    )
+    .await;
+    assert_eq!(s.exit_code, 4, "{s:?}");
+    assert_eq!(
+        s.error.as_ref().map(|e| e.code),
+        Some("node-hold-failed"),
+        "{s:?}"
+    );
+    assert!(
+        lease_left(&w),
+        "without the node's release the fence must stay for recovery"
+    );
+    // The vtctld part of the unfence was still done.
+    let t = s.target.clone().unwrap();
+    assert!(
+        w.vtctld
+            .calls()
+            .contains(&format!("ChangeTabletType {t} REPLICA")),
+        "{:?}",
+        w.vtctld.calls()
+    );
+    assert!(snapshots(&w).is_empty());
 }

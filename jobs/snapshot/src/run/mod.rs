@@ -133,6 +133,8 @@ struct Job<'a> {
     /// The target's type before the run (what the unfence restores).
     original: TabletType,
     target: Option<Target>,
+    /// mysqld's version string, from GetFullStatus.
+    version: String,
 }
 
 /// Runs one snapshot; never panics, always returns a summary with its exit code.
@@ -249,6 +251,7 @@ async fn prepare<'a>(
         summary: Summary::default(),
         original: TabletType::Unknown,
         target: None,
+        version: String::new(),
     })
 }
 
@@ -486,6 +489,7 @@ impl Job<'_> {
                 ),
             ));
         }
+        self.version = fs.version.clone();
         self.summary.gtid = Some(
             fs.replication_status
                 .map(|s| s.position)
@@ -528,6 +532,7 @@ impl Job<'_> {
                 ));
             }
             self.summary.gtid = Some(position.clone());
+            self.version = fs.version.clone();
             q.node_acted = true;
             fence
                 .ask(Request::Stop, NodeState::Stopped, self.opts.node_timeout)
@@ -546,16 +551,7 @@ impl Job<'_> {
             )
             .await;
             let name = self
-                .create_snapshot(
-                    t,
-                    (snapshot::ANN_GTID_EXECUTED, &position),
-                    &fs.version,
-                    if fs.version.to_ascii_lowercase().contains("mariadb") {
-                        "mariadb"
-                    } else {
-                        "mysql"
-                    },
-                )
+                .create_snapshot(t, (snapshot::ANN_GTID_EXECUTED, &position))
                 .await?;
             self.wait_cut(&name, start).await
         }
@@ -597,7 +593,7 @@ impl Job<'_> {
                 self.step("volume frozen").await;
             }
             let name = self
-                .create_snapshot(t, (snapshot::ANN_GTID_LOWER_BOUND, &lower), "", "")
+                .create_snapshot(t, (snapshot::ANN_GTID_LOWER_BOUND, &lower))
                 .await?;
             self.wait_cut(&name, start).await
         }
@@ -623,10 +619,14 @@ impl Job<'_> {
         &mut self,
         t: &Target,
         gtid: (&'static str, &str),
-        version: &str,
-        flavor: &str,
     ) -> Result<String, (&'static str, String)> {
         let name = snapshot::snapshot_name(&self.shard, Timestamp::now());
+        let version = self.version.clone();
+        let flavor = if version.to_ascii_lowercase().contains("mariadb") {
+            "mariadb"
+        } else {
+            "mysql"
+        };
         let owner = match self.policy.deletion_policy.when_deleted {
             vtsnap_core::config::Lifecycle::Delete => self
                 .cluster_uid()
@@ -644,7 +644,7 @@ impl Job<'_> {
             source_node: &t.node,
             mode: mode_str(self.mode),
             gtid,
-            mysql_version: version,
+            mysql_version: &version,
             mysql_flavor: flavor,
             extra_labels: &self.policy.snapshot.labels,
             extra_annotations: &self.policy.snapshot.annotations,
