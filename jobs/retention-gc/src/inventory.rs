@@ -1,0 +1,178 @@
+//! What the GC reads, as plain values: vtsnap's VolumeSnapshots, the snapshots Pending PVCs
+//! are being provisioned from, fence leases, and the VitessClusters (their UIDs and the
+//! shards their specs define). Built from API lists or from a `kubectl get … -o json` dump.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+use vtsnap_core::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
+use vtsnap_core::snapshot::{self, Phase, SnapshotStatus};
+
+use crate::partitioning::cluster_shards;
+
+/// One of vtsnap's snapshots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snap {
+    pub namespace: String,
+    pub name: String,
+    pub cluster: String,
+    pub keyspace: String,
+    /// SafeName (`x-80`).
+    pub shard: String,
+    pub created: Timestamp,
+    /// Labelled `failed` (known bad).
+    pub failed: bool,
+    /// `readyToUse` (and cut).
+    pub ready: bool,
+    /// UIDs of VitessCluster owners.
+    pub cluster_owners: Vec<String>,
+    pub resource_version: Option<String>,
+}
+
+/// A VitessCluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
+    pub uid: String,
+    /// `(keyspace, shard name)` from the spec.
+    pub shards: BTreeSet<(String, String)>,
+}
+
+/// A fence lease (namespace, name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRef {
+    pub namespace: String,
+    pub name: String,
+    pub expired: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Inventory {
+    pub snapshots: Vec<Snap>,
+    /// `(namespace, snapshot name)` that a Pending PVC names as its data source.
+    pub in_use: BTreeSet<(String, String)>,
+    pub leases: Vec<LeaseRef>,
+    /// Keyed by `(namespace, name)`.
+    pub clusters: BTreeMap<(String, String), Cluster>,
+}
+
+fn s(v: &Value, p: &str) -> String {
+    v.pointer(p)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn label(v: &Value, k: &str) -> String {
+    s(
+        v,
+        &format!(
+            "/metadata/labels/{}",
+            k.replace('~', "~0").replace('/', "~1")
+        ),
+    )
+}
+
+impl Inventory {
+    pub fn add_snapshot(&mut self, v: &Value) {
+        if label(v, MANAGED_BY) != MANAGED_BY_VTSNAP {
+            return;
+        }
+        let status = SnapshotStatus::of(v);
+        let created = s(v, "/metadata/creationTimestamp")
+            .parse::<Timestamp>()
+            .unwrap_or(Timestamp::UNIX_EPOCH);
+        self.snapshots.push(Snap {
+            namespace: s(v, "/metadata/namespace"),
+            name: s(v, "/metadata/name"),
+            cluster: label(v, snapshot::LABEL_CLUSTER),
+            keyspace: label(v, snapshot::LABEL_KEYSPACE),
+            shard: label(v, snapshot::LABEL_SHARD),
+            created,
+            failed: Phase::parse(&label(v, snapshot::LABEL_PHASE)) == Some(Phase::Failed),
+            ready: status.is_ready(),
+            cluster_owners: v
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|o| o.get("kind").and_then(Value::as_str) == Some("VitessCluster"))
+                .filter_map(|o| o.get("uid").and_then(Value::as_str).map(str::to_owned))
+                .collect(),
+            resource_version: v
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        });
+    }
+
+    /// A PVC that is still Pending and names a VolumeSnapshot as its source.
+    pub fn add_pvc(&mut self, v: &Value) {
+        if v.pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("Pending")
+            != "Pending"
+        {
+            return;
+        }
+        for src in ["/spec/dataSource", "/spec/dataSourceRef"] {
+            if let Some(d) = v.pointer(src) {
+                if d.get("kind").and_then(Value::as_str) == Some("VolumeSnapshot") {
+                    let ns = d
+                        .get("namespace")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                        .unwrap_or_else(|| s(v, "/metadata/namespace"));
+                    self.in_use.insert((ns, s(d, "/name")));
+                }
+            }
+        }
+    }
+
+    pub fn add_lease(&mut self, v: &Value, now: Timestamp) {
+        if label(v, MANAGED_BY) != MANAGED_BY_VTSNAP {
+            return;
+        }
+        let renew = s(v, "/spec/renewTime").parse::<Timestamp>().ok();
+        let dur = v
+            .pointer("/spec/leaseDurationSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let expired = renew.is_none_or(|r| now.as_second() > r.as_second() + dur);
+        self.leases.push(LeaseRef {
+            namespace: s(v, "/metadata/namespace"),
+            name: s(v, "/metadata/name"),
+            expired,
+        });
+    }
+
+    pub fn add_cluster(&mut self, v: &Value) {
+        self.clusters.insert(
+            (s(v, "/metadata/namespace"), s(v, "/metadata/name")),
+            Cluster {
+                uid: s(v, "/metadata/uid"),
+                shards: cluster_shards(v),
+            },
+        );
+    }
+
+    /// From a `kubectl get volumesnapshots,persistentvolumeclaims,leases,vitessclusters -A -o json`
+    /// dump (a `List` of objects with their `kind`).
+    pub fn from_dump(dump: &Value, now: Timestamp) -> Result<Self, String> {
+        let items = dump
+            .get("items")
+            .and_then(Value::as_array)
+            .ok_or("the dump has no `items` list")?;
+        let mut inv = Self::default();
+        for it in items {
+            match it.get("kind").and_then(Value::as_str) {
+                Some("VolumeSnapshot") => inv.add_snapshot(it),
+                Some("PersistentVolumeClaim") => inv.add_pvc(it),
+                Some("Lease") => inv.add_lease(it, now),
+                Some("VitessCluster") => inv.add_cluster(it),
+                _ => {}
+            }
+        }
+        Ok(inv)
+    }
+}

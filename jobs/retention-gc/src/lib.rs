@@ -1,0 +1,6 @@
+//! `vtsnap-gc`: retention, deletion policy and fence recovery for vtsnap's VolumeSnapshots
+//! (DESIGN §4.2, §5.4, §5.6). observe ([`inventory`]) → decide ([`plan`], pure) → act → report.
+
+pub mod inventory;
+pub mod partitioning;
+pub mod plan;

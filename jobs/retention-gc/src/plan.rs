@@ -1,0 +1,193 @@
+//! Decide: retention, deletion policy and fence recovery as one pure function of the
+//! inventory, the config and the time (DESIGN §4.2, §5.6).
+//!
+//! Per shard (newest first): a snapshot a Pending PVC is provisioned from is always kept;
+//! a `failed` one goes after `failedMaxAge`, whatever the policy; one that is not ready is
+//! never deleted while younger than `readyTimeout` and never counts toward `maxCount`; the
+//! newest ready snapshot of a shard that still exists is always kept; ready ones beyond
+//! `maxCount` or older than `maxAge` go. A shard the VitessCluster spec no longer has loses
+//! its snapshots after `gracePeriod` under `whenScaled: Delete` (measured from its newest
+//! snapshot: the shard was still being snapshotted until it was removed). ownerReferences
+//! to the VitessCluster follow `whenDeleted`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+use vtsnap_core::config::{Config, Lifecycle};
+
+use crate::inventory::{Inventory, Snap};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Item {
+    pub namespace: String,
+    pub name: String,
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OwnerChange {
+    pub namespace: String,
+    pub name: String,
+    pub cluster: String,
+    pub owner_uid: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct OwnerRefs {
+    pub add: Vec<OwnerChange>,
+    pub remove: Vec<OwnerChange>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FenceItem {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// The plan; `--dry-run` and `plan` print it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    pub delete: Vec<Item>,
+    pub keep: Vec<Item>,
+    pub owner_refs: OwnerRefs,
+    pub recover_fences: Vec<FenceItem>,
+}
+
+/// `x-80` → `-80`, `x-x` → `-`, `80-x` → `80-`.
+pub fn shard_name(safe: &str) -> String {
+    let (a, b) = safe.split_once('-').unwrap_or((safe, ""));
+    let a = if a == "x" { "" } else { a };
+    let b = if b == "x" { "" } else { b };
+    format!("{a}-{b}")
+}
+
+fn age_secs(now: Timestamp, t: Timestamp) -> i64 {
+    now.as_second() - t.as_second()
+}
+
+/// Plans for the clusters of `config` (all, or only `only_cluster`).
+pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Option<&str>) -> Plan {
+    let scope: Vec<(String, String)> = config
+        .clusters
+        .iter()
+        .filter(|c| only_cluster.is_none_or(|o| o == c.name))
+        .map(|c| (c.namespace.clone(), c.name.clone()))
+        .collect();
+    let mut groups: BTreeMap<(String, String, String, String), Vec<&Snap>> = BTreeMap::new();
+    for s in &inv.snapshots {
+        if scope
+            .iter()
+            .any(|(ns, c)| *ns == s.namespace && *c == s.cluster)
+        {
+            groups
+                .entry((
+                    s.namespace.clone(),
+                    s.cluster.clone(),
+                    s.keyspace.clone(),
+                    s.shard.clone(),
+                ))
+                .or_default()
+                .push(s);
+        }
+    }
+    let mut out = Plan::default();
+    for ((ns, cluster, keyspace, safe), mut snaps) in groups {
+        let shard = shard_name(&safe);
+        let Ok(policy) = config.resolve(&cluster, &keyspace, &shard) else {
+            continue;
+        };
+        let cl = inv.clusters.get(&(ns.clone(), cluster.clone()));
+        // Without the VitessCluster object, whenDeleted (ownerReferences) governs: the shard
+        // is not "removed".
+        let exists = cl.is_none_or(|c| c.shards.contains(&(keyspace.clone(), shard.clone())));
+        snaps.sort_by(|a, b| b.created.cmp(&a.created).then(a.name.cmp(&b.name)));
+        let newest = snaps.first().map_or(now, |s| s.created);
+        let removed_delete = !exists && policy.deletion_policy.when_scaled == Lifecycle::Delete;
+        let past_grace = age_secs(now, newest)
+            > i64::try_from(policy.deletion_policy.grace_period.get().as_secs())
+                .unwrap_or(i64::MAX);
+        let secs = |d: vtsnap_core::config::GoDuration| {
+            i64::try_from(d.get().as_secs()).unwrap_or(i64::MAX)
+        };
+        let failed_max = secs(policy.retention.failed_max_age);
+        let ready_timeout = secs(policy.snapshot.ready_timeout);
+        let max_count = usize::try_from(policy.retention.max_count).unwrap_or(usize::MAX);
+        let mut rank = 0usize;
+        for s in snaps {
+            let age = age_secs(now, s.created);
+            let (delete, reason) = if inv.in_use.contains(&(s.namespace.clone(), s.name.clone())) {
+                (false, "in-use-source")
+            } else if s.failed {
+                if age > failed_max {
+                    (true, "failed-expired")
+                } else {
+                    (false, "failed-within-max-age")
+                }
+            } else if removed_delete {
+                if past_grace {
+                    (true, "shard-removed")
+                } else {
+                    (false, "within-grace-period")
+                }
+            } else if !s.ready {
+                if age < ready_timeout {
+                    (false, "not-ready-yet")
+                } else if age > ready_timeout.saturating_add(failed_max) {
+                    (true, "unready-expired")
+                } else {
+                    (false, "unready-within-max-age")
+                }
+            } else {
+                let r = rank;
+                rank += 1;
+                if r == 0 {
+                    (false, "newest-ready")
+                } else if r >= max_count {
+                    (true, "beyond-max-count")
+                } else if policy.retention.max_age.is_some_and(|m| age > secs(m)) {
+                    (true, "beyond-max-age")
+                } else {
+                    (false, "within-max-count")
+                }
+            };
+            let item = Item {
+                namespace: s.namespace.clone(),
+                name: s.name.clone(),
+                reason,
+            };
+            if delete {
+                out.delete.push(item);
+                continue;
+            }
+            out.keep.push(item);
+            if let Some(c) = cl {
+                let want = policy.deletion_policy.when_deleted == Lifecycle::Delete;
+                let has = s.cluster_owners.iter().any(|u| *u == c.uid);
+                let change = OwnerChange {
+                    namespace: s.namespace.clone(),
+                    name: s.name.clone(),
+                    cluster: cluster.clone(),
+                    owner_uid: c.uid.clone(),
+                };
+                if want && !has {
+                    out.owner_refs.add.push(change);
+                } else if !want && has {
+                    out.owner_refs.remove.push(change);
+                }
+            }
+        }
+    }
+    for l in &inv.leases {
+        if l.expired && scope.iter().any(|(ns, _)| *ns == l.namespace) {
+            out.recover_fences.push(FenceItem {
+                namespace: l.namespace.clone(),
+                name: l.name.clone(),
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,373 @@
+use std::collections::{BTreeMap, BTreeSet};
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::inventory::{Cluster, LeaseRef};
+
+const NOW: &str = "2026-11-29T12:00:00Z";
+
+fn now() -> Timestamp {
+    NOW.parse().unwrap()
+}
+
+/// A snapshot of `keyspace/shard` (SafeName) taken `hours` ago.
+fn snap(name: &str, keyspace: &str, shard: &str, hours: i64, ready: bool, failed: bool) -> Snap {
+    Snap {
+        namespace: "vitess".into(),
+        name: name.into(),
+        cluster: "example".into(),
+        keyspace: keyspace.into(),
+        shard: shard.into(),
+        created: Timestamp::from_second(now().as_second() - hours * 3600).unwrap(),
+        failed,
+        ready,
+        cluster_owners: vec![],
+        resource_version: None,
+    }
+}
+
+fn cluster(shards: &[(&str, &str)]) -> BTreeMap<(String, String), Cluster> {
+    BTreeMap::from([(
+        ("vitess".into(), "example".into()),
+        Cluster {
+            uid: "cluster-uid".into(),
+            shards: shards
+                .iter()
+                .map(|(k, s)| ((*k).into(), (*s).into()))
+                .collect(),
+        },
+    )])
+}
+
+fn config(extra: &str) -> Config {
+    Config::from_yaml(&format!(
+        "clusters:\n- name: example\n  namespace: vitess\n{extra}"
+    ))
+    .unwrap()
+}
+
+fn reasons(p: &Plan) -> BTreeMap<String, (&'static str, bool)> {
+    p.delete
+        .iter()
+        .map(|i| (i.name.clone(), (i.reason, true)))
+        .chain(p.keep.iter().map(|i| (i.name.clone(), (i.reason, false))))
+        .collect()
+}
+
+#[test]
+fn max_count_counts_only_ready_snapshots() {
+    let inv = Inventory {
+        snapshots: vec![
+            snap("r1", "commerce", "x-x", 1, true, false),
+            snap("cut", "commerce", "x-x", 2, false, false),
+            snap("r2", "commerce", "x-x", 3, true, false),
+            snap("bad", "commerce", "x-x", 4, false, true),
+            snap("r3", "commerce", "x-x", 5, true, false),
+            snap("r4", "commerce", "x-x", 6, true, false),
+        ],
+        clusters: cluster(&[("commerce", "-")]),
+        ..Inventory::default()
+    };
+    let p = plan(&config("  retention: {maxCount: 2}\n"), &inv, now(), None);
+    let r = reasons(&p);
+    assert_eq!(r["r1"], ("newest-ready", false));
+    assert_eq!(r["r2"], ("within-max-count", false));
+    assert_eq!(r["r3"], ("beyond-max-count", true));
+    assert_eq!(r["r4"], ("beyond-max-count", true));
+    assert_eq!(
+        r["cut"],
+        ("not-ready-yet", false),
+        "an unready snapshot never counts and is kept while young"
+    );
+    assert_eq!(r["bad"], ("failed-within-max-age", false));
+}
+
+#[test]
+fn the_newest_ready_snapshot_is_kept_when_all_are_old() {
+    let inv = Inventory {
+        snapshots: vec![
+            snap("a", "commerce", "x-x", 24 * 40, true, false),
+            snap("b", "commerce", "x-x", 24 * 50, true, false),
+        ],
+        clusters: cluster(&[("commerce", "-")]),
+        ..Inventory::default()
+    };
+    let r = reasons(&plan(
+        &config("  retention: {maxAge: 7d}\n"),
+        &inv,
+        now(),
+        None,
+    ));
+    assert_eq!(r["a"], ("newest-ready", false));
+    assert_eq!(r["b"], ("beyond-max-age", true));
+}
+
+#[test]
+fn an_in_use_source_is_kept_whatever_else_applies() {
+    let inv = Inventory {
+        snapshots: vec![
+            snap("new", "commerce", "x-x", 1, true, false),
+            snap("old", "commerce", "x-x", 24 * 90, true, false),
+            snap("bad", "commerce", "x-x", 24 * 90, false, true),
+        ],
+        in_use: BTreeSet::from([
+            ("vitess".to_owned(), "old".to_owned()),
+            ("vitess".to_owned(), "bad".to_owned()),
+        ]),
+        clusters: cluster(&[("commerce", "-")]),
+        ..Inventory::default()
+    };
+    let r = reasons(&plan(
+        &config("  retention: {maxCount: 1}\n"),
+        &inv,
+        now(),
+        None,
+    ));
+    assert_eq!(r["old"], ("in-use-source", false));
+    assert_eq!(r["bad"], ("in-use-source", false));
+}
+
+#[test]
+fn shards_and_keyspaces_are_planned_apart() {
+    let inv = Inventory {
+        snapshots: vec![
+            snap("a1", "commerce", "x-80", 1, true, false),
+            snap("a2", "commerce", "x-80", 2, true, false),
+            snap("b1", "commerce", "80-x", 3, true, false),
+            snap("c1", "customer", "x-80", 4, true, false),
+        ],
+        clusters: cluster(&[
+            ("commerce", "-80"),
+            ("commerce", "80-"),
+            ("customer", "-80"),
+        ]),
+        ..Inventory::default()
+    };
+    let r = reasons(&plan(
+        &config("  retention: {maxCount: 1}\n"),
+        &inv,
+        now(),
+        None,
+    ));
+    assert_eq!(r["a1"], ("newest-ready", false));
+    assert_eq!(r["a2"], ("beyond-max-count", true));
+    assert_eq!(
+        r["b1"],
+        ("newest-ready", false),
+        "another shard's snapshots do not count"
+    );
+    assert_eq!(
+        r["c1"],
+        ("newest-ready", false),
+        "another keyspace's snapshots do not count"
+    );
+}
+
+#[test]
+fn a_removed_shard_is_kept_within_its_grace_period_then_deleted() {
+    let mk = |hours| Inventory {
+        snapshots: vec![
+            snap("gone-1", "commerce", "x-x", hours, true, false),
+            snap("gone-2", "commerce", "x-x", hours + 24, true, false),
+        ],
+        // Resharded: `-` became `-80` and `80-`.
+        clusters: cluster(&[("commerce", "-80"), ("commerce", "80-")]),
+        ..Inventory::default()
+    };
+    let cfg = config("  deletionPolicy: {gracePeriod: 48h}\n");
+    let r = reasons(&plan(&cfg, &mk(10), now(), None));
+    assert_eq!(r["gone-1"], ("within-grace-period", false));
+    let r = reasons(&plan(&cfg, &mk(72), now(), None));
+    assert_eq!(
+        r["gone-1"],
+        ("shard-removed", true),
+        "past the grace period even the newest goes"
+    );
+    assert_eq!(r["gone-2"], ("shard-removed", true));
+}
+
+#[test]
+fn a_shard_level_retain_overrides_a_keyspace_delete() {
+    let inv = Inventory {
+        snapshots: vec![
+            snap("keep-me", "commerce", "x-80", 24 * 10, true, false),
+            snap("drop-me", "commerce", "80-x", 24 * 10, true, false),
+        ],
+        clusters: cluster(&[("commerce", "-")]),
+        ..Inventory::default()
+    };
+    let cfg = config(
+        "  keyspaces:\n    commerce:\n      deletionPolicy: {whenScaled: Delete, gracePeriod: 1h}\n      \
+         shards:\n        \"-80\": {deletionPolicy: {whenScaled: Retain}}\n",
+    );
+    let r = reasons(&plan(&cfg, &inv, now(), None));
+    assert_eq!(r["keep-me"], ("newest-ready", false));
+    assert_eq!(r["drop-me"], ("shard-removed", true));
+}
+
+#[test]
+fn owner_references_follow_when_deleted_both_ways() {
+    let mut owned = snap("owned", "commerce", "x-x", 1, true, false);
+    owned.cluster_owners = vec!["cluster-uid".into()];
+    let inv = Inventory {
+        snapshots: vec![owned, snap("free", "commerce", "x-x", 2, true, false)],
+        clusters: cluster(&[("commerce", "-")]),
+        ..Inventory::default()
+    };
+    let p = plan(
+        &config("  deletionPolicy: {whenDeleted: Delete}\n"),
+        &inv,
+        now(),
+        None,
+    );
+    assert_eq!(
+        p.owner_refs
+            .add
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>(),
+        ["free"]
+    );
+    assert!(p.owner_refs.remove.is_empty());
+    let p = plan(
+        &config("  deletionPolicy: {whenDeleted: Retain}\n"),
+        &inv,
+        now(),
+        None,
+    );
+    assert_eq!(
+        p.owner_refs
+            .remove
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>(),
+        ["owned"]
+    );
+    assert!(p.owner_refs.add.is_empty());
+}
+
+#[test]
+fn failed_snapshots_go_after_failed_max_age_whatever_the_policy() {
+    let inv = Inventory {
+        snapshots: vec![
+            snap("new", "commerce", "x-x", 1, true, false),
+            snap("bad", "commerce", "x-x", 30, false, true),
+        ],
+        clusters: cluster(&[("commerce", "-")]),
+        ..Inventory::default()
+    };
+    for extra in [
+        "",
+        "  deletionPolicy: {whenDeleted: Retain, whenScaled: Retain}\n  retention: {maxCount: 100}\n",
+    ] {
+        let r = reasons(&plan(&config(extra), &inv, now(), None));
+        assert_eq!(r["bad"], ("failed-expired", true), "{extra}");
+    }
+}
+
+#[test]
+fn unready_snapshots_that_never_became_ready_expire() {
+    let inv = Inventory {
+        snapshots: vec![
+            snap("young", "commerce", "x-x", 1, false, false),
+            snap("stale", "commerce", "x-x", 24 * 3, false, false),
+        ],
+        clusters: cluster(&[("commerce", "-")]),
+        ..Inventory::default()
+    };
+    let r = reasons(&plan(&config(""), &inv, now(), None));
+    assert_eq!(r["young"], ("not-ready-yet", false));
+    assert_eq!(r["stale"], ("unready-expired", true));
+}
+
+#[test]
+fn expired_fences_are_recovered_and_other_clusters_are_left_alone() {
+    let mut other = snap("theirs", "commerce", "x-x", 24 * 400, true, false);
+    other.cluster = "other".into();
+    let inv = Inventory {
+        snapshots: vec![other],
+        leases: vec![
+            LeaseRef {
+                namespace: "vitess".into(),
+                name: "dead".into(),
+                expired: true,
+            },
+            LeaseRef {
+                namespace: "vitess".into(),
+                name: "live".into(),
+                expired: false,
+            },
+            LeaseRef {
+                namespace: "elsewhere".into(),
+                name: "x".into(),
+                expired: true,
+            },
+        ],
+        ..Inventory::default()
+    };
+    let p = plan(&config(""), &inv, now(), None);
+    assert_eq!(
+        p.recover_fences,
+        vec![FenceItem {
+            namespace: "vitess".into(),
+            name: "dead".into()
+        }]
+    );
+    assert!(
+        p.delete.is_empty() && p.keep.is_empty(),
+        "snapshots of unconfigured clusters are out of scope"
+    );
+}
+
+#[test]
+fn safe_names_map_back_to_shard_names() {
+    assert_eq!(shard_name("x-x"), "-");
+    assert_eq!(shard_name("x-80"), "-80");
+    assert_eq!(shard_name("80-x"), "80-");
+    assert_eq!(shard_name("40-80"), "40-80");
+}
+
+prop_compose! {
+    fn arb_snap()(i in 0u32..10_000, shard in 0usize..3, hours in 0i64..24 * 60, ready in any::<bool>(), failed in proptest::bool::weighted(0.1)) -> Snap {
+        let shards = ["x-80", "80-x", "x-x"];
+        snap(&format!("s{i}"), "commerce", shards[shard], hours, ready, failed)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Whatever the inventory and policy: the newest ready snapshot of a shard that still
+    /// exists, and any snapshot a Pending PVC is provisioned from, are never deleted.
+    #[test]
+    fn never_deletes_the_newest_ready_or_an_in_use_source(
+        mut snaps in proptest::collection::vec(arb_snap(), 0..60),
+        max_count in 1i64..5,
+        in_use_pick in proptest::collection::vec(any::<prop::sample::Index>(), 0..5),
+        scaled_delete in any::<bool>(),
+    ) {
+        snaps.sort_by(|a, b| a.name.cmp(&b.name));
+        snaps.dedup_by(|a, b| a.name == b.name);
+        let in_use: BTreeSet<(String, String)> = if snaps.is_empty() { BTreeSet::new() } else {
+            in_use_pick.iter().map(|ix| ("vitess".to_owned(), snaps[ix.index(snaps.len())].name.clone())).collect()
+        };
+        // `-80` and `80-` exist; `-` was resharded away.
+        let inv = Inventory { snapshots: snaps.clone(), in_use: in_use.clone(), clusters: cluster(&[("commerce", "-80"), ("commerce", "80-")]), ..Inventory::default() };
+        let when_scaled = if scaled_delete { "Delete" } else { "Retain" };
+        let cfg = config(&format!("  retention: {{maxCount: {max_count}, maxAge: 3d}}\n  deletionPolicy: {{whenScaled: {when_scaled}, gracePeriod: 1h}}\n"));
+        let p = plan(&cfg, &inv, now(), None);
+        let deleted: BTreeSet<&str> = p.delete.iter().map(|i| i.name.as_str()).collect();
+        for shard in ["x-80", "80-x"] {
+            let newest = snaps.iter().filter(|s| s.shard == shard && s.ready && !s.failed).max_by(|a, b| a.created.cmp(&b.created).then(b.name.cmp(&a.name)));
+            if let Some(n) = newest {
+                prop_assert!(!deleted.contains(n.name.as_str()), "deleted the newest ready {} of {shard}", n.name);
+            }
+        }
+        for (_, name) in &in_use {
+            prop_assert!(!deleted.contains(name.as_str()), "deleted in-use source {name}");
+        }
+        // Every snapshot in scope is accounted for exactly once.
+        prop_assert_eq!(p.delete.len() + p.keep.len(), snaps.len());
+    }
+}
