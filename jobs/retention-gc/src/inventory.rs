@@ -116,15 +116,15 @@ impl Inventory {
             return;
         }
         for src in ["/spec/dataSource", "/spec/dataSourceRef"] {
-            if let Some(d) = v.pointer(src) {
-                if d.get("kind").and_then(Value::as_str) == Some("VolumeSnapshot") {
-                    let ns = d
-                        .get("namespace")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                        .unwrap_or_else(|| s(v, "/metadata/namespace"));
-                    self.in_use.insert((ns, s(d, "/name")));
-                }
+            if let Some(d) = v.pointer(src)
+                && d.get("kind").and_then(Value::as_str) == Some("VolumeSnapshot")
+            {
+                let ns = d
+                    .get("namespace")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| s(v, "/metadata/namespace"));
+                self.in_use.insert((ns, s(d, "/name")));
             }
         }
     }

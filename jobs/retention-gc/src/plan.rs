@@ -163,7 +163,7 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
             out.keep.push(item);
             if let Some(c) = cl {
                 let want = policy.deletion_policy.when_deleted == Lifecycle::Delete;
-                let has = s.cluster_owners.iter().any(|u| *u == c.uid);
+                let has = s.cluster_owners.contains(&c.uid);
                 let change = OwnerChange {
                     namespace: s.namespace.clone(),
                     name: s.name.clone(),
