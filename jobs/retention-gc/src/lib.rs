@@ -4,3 +4,4 @@
 pub mod inventory;
 pub mod partitioning;
 pub mod plan;
+pub mod run;

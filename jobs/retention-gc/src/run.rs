@@ -1,0 +1,289 @@
+//! `run`: observe (one paginated LIST per kind and namespace) → decide ([`plan`]) → act →
+//! report. A namespace whose LIST fails, even half-way through its pages, is left out of
+//! the plan entirely: nothing there is deleted on an uncertain read, and the run exits 1.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+};
+use serde::Serialize;
+use serde_json::{Value, json};
+use vtsnap_core::config::Config;
+use vtsnap_core::discover::list_all;
+use vtsnap_core::fence::client as fence_client;
+use vtsnap_core::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
+use vtsnap_core::snapshot;
+
+use crate::inventory::Inventory;
+use crate::plan::{OwnerChange, Plan, plan};
+
+#[derive(Debug, Clone)]
+pub struct GcOptions {
+    pub dry_run: bool,
+    pub only_cluster: Option<String>,
+    /// How long a fence recovery waits for the node helper.
+    pub node_timeout: Duration,
+}
+
+/// The JSON line printed at exit.
+#[derive(Debug, Clone, Serialize)]
+pub struct GcReport {
+    pub dry_run: bool,
+    pub plan: Plan,
+    pub deleted: Vec<String>,
+    pub owner_refs_changed: usize,
+    pub fences_recovered: Vec<String>,
+    /// Namespaces left out because a LIST failed.
+    pub unreadable: Vec<String>,
+    pub errors: Vec<String>,
+    pub exit_code: u8,
+}
+
+fn snapshots_api(kube: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        snapshot::GROUP,
+        snapshot::VERSION,
+        "VolumeSnapshot",
+    ));
+    Api::namespaced_with(kube.clone(), ns, &ar)
+}
+
+fn clusters_api(kube: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "planetscale.com",
+        "v2",
+        "VitessCluster",
+    ));
+    Api::namespaced_with(kube.clone(), ns, &ar)
+}
+
+fn to_value<T: Serialize>(t: &T) -> Value {
+    serde_json::to_value(t).unwrap_or(Value::Null)
+}
+
+/// Reads one namespace; any failed LIST fails the whole namespace.
+async fn observe_namespace(
+    kube: &kube::Client,
+    ns: &str,
+    inv: &mut Inventory,
+    now: Timestamp,
+) -> Result<(), String> {
+    let managed = ListParams::default().labels(&format!("{MANAGED_BY}={MANAGED_BY_VTSNAP}"));
+    let snaps = list_all(&snapshots_api(kube, ns), &managed)
+        .await
+        .map_err(|e| format!("VolumeSnapshots: {e}"))?;
+    let pvcs = list_all(
+        &Api::<PersistentVolumeClaim>::namespaced(kube.clone(), ns),
+        &ListParams::default(),
+    )
+    .await
+    .map_err(|e| format!("PersistentVolumeClaims: {e}"))?;
+    let leases = list_all(&Api::<Lease>::namespaced(kube.clone(), ns), &managed)
+        .await
+        .map_err(|e| format!("Leases: {e}"))?;
+    let clusters = list_all(&clusters_api(kube, ns), &ListParams::default())
+        .await
+        .map_err(|e| format!("VitessClusters: {e}"))?;
+    // Only now, with every list complete, does anything enter the inventory.
+    for s in &snaps {
+        inv.add_snapshot(&to_value(s));
+    }
+    for p in &pvcs {
+        inv.add_pvc(&to_value(p));
+    }
+    for l in &leases {
+        inv.add_lease(&to_value(l), now);
+    }
+    for c in &clusters {
+        inv.add_cluster(&to_value(c));
+    }
+    Ok(())
+}
+
+/// Adds or removes the VitessCluster ownerReference, compare-and-swap, retried on conflicts.
+async fn sync_owner(kube: &kube::Client, c: &OwnerChange, add: bool) -> Result<(), String> {
+    let api = snapshots_api(kube, &c.namespace);
+    for _ in 0..5 {
+        let Some(mut obj) = api.get_opt(&c.name).await.map_err(|e| e.to_string())? else {
+            return Ok(());
+        };
+        let refs = &mut obj.metadata.owner_references;
+        let has = refs.iter().flatten().any(|r| r.uid == c.owner_uid);
+        match (add, has) {
+            (true, true) | (false, false) => return Ok(()),
+            (true, false) => refs.get_or_insert_with(Vec::new).push(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                    api_version: "planetscale.com/v2".into(),
+                    kind: "VitessCluster".into(),
+                    name: c.cluster.clone(),
+                    uid: c.owner_uid.clone(),
+                    block_owner_deletion: Some(false),
+                    controller: Some(false),
+                },
+            ),
+            (false, true) => {
+                if let Some(v) = refs.as_mut() {
+                    v.retain(|r| r.uid != c.owner_uid);
+                }
+            }
+        }
+        match api.replace(&c.name, &PostParams::default(), &obj).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err(format!(
+        "{}/{}: ownerReferences kept conflicting",
+        c.namespace, c.name
+    ))
+}
+
+pub async fn run(config: &Config, opts: &GcOptions, kube: kube::Client) -> GcReport {
+    let now = Timestamp::now();
+    let mut namespaces: Vec<String> = config
+        .clusters
+        .iter()
+        .filter(|c| opts.only_cluster.as_deref().is_none_or(|o| o == c.name))
+        .map(|c| c.namespace.clone())
+        .collect();
+    namespaces.sort();
+    namespaces.dedup();
+
+    // observe
+    let mut inv = Inventory::default();
+    let mut unreadable = Vec::new();
+    for ns in &namespaces {
+        let mut part = Inventory::default();
+        match observe_namespace(&kube, ns, &mut part, now).await {
+            Ok(()) => {
+                inv.snapshots.extend(part.snapshots);
+                inv.in_use.extend(part.in_use);
+                inv.leases.extend(part.leases);
+                inv.clusters.extend(part.clusters);
+            }
+            Err(e) => {
+                tracing::error!(namespace = %ns, error = %e, "cannot read the namespace; nothing there is deleted");
+                unreadable.push(format!("{ns}: {e}"));
+            }
+        }
+    }
+
+    // decide
+    let p = plan(config, &inv, now, opts.only_cluster.as_deref());
+    let mut report = GcReport {
+        dry_run: opts.dry_run,
+        plan: p.clone(),
+        deleted: vec![],
+        owner_refs_changed: 0,
+        fences_recovered: vec![],
+        unreadable,
+        errors: vec![],
+        exit_code: 0,
+    };
+
+    // act
+    if !opts.dry_run {
+        for f in &p.recover_fences {
+            let api: Api<Lease> = Api::namespaced(kube.clone(), &f.namespace);
+            let r = match api.get_opt(&f.name).await {
+                Ok(Some(l)) => fence_client::recover(&api, &l, opts.node_timeout)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+                Ok(None) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            };
+            match r {
+                Ok(()) => report
+                    .fences_recovered
+                    .push(format!("{}/{}", f.namespace, f.name)),
+                Err(e) => report
+                    .errors
+                    .push(format!("recovering fence {}/{}: {e}", f.namespace, f.name)),
+            }
+        }
+        for d in &p.delete {
+            match snapshots_api(&kube, &d.namespace)
+                .delete(&d.name, &DeleteParams::default())
+                .await
+            {
+                Ok(_) => report.deleted.push(format!("{}/{}", d.namespace, d.name)),
+                // Someone else deleted it: done.
+                Err(kube::Error::Api(s)) if s.code == 404 => {
+                    report.deleted.push(format!("{}/{}", d.namespace, d.name))
+                }
+                Err(e) => report
+                    .errors
+                    .push(format!("deleting {}/{}: {e}", d.namespace, d.name)),
+            }
+        }
+        for (changes, add) in [(&p.owner_refs.add, true), (&p.owner_refs.remove, false)] {
+            for c in changes {
+                match sync_owner(&kube, c, add).await {
+                    Ok(()) => report.owner_refs_changed += 1,
+                    Err(e) => report.errors.push(e),
+                }
+            }
+        }
+    }
+
+    // report
+    for d in &p.delete {
+        tracing::info!(snapshot = %format!("{}/{}", d.namespace, d.name), reason = d.reason, dry_run = opts.dry_run, "delete");
+    }
+    report.exit_code = if report.unreadable.is_empty() && report.errors.is_empty() {
+        0
+    } else {
+        1
+    };
+    report
+}
+
+/// The plan as a table.
+pub fn table(p: &Plan) -> String {
+    let mut out = String::new();
+    for (what, items) in [("DELETE", &p.delete), ("KEEP", &p.keep)] {
+        for i in items {
+            out.push_str(&format!(
+                "{what:<7} {}/{}  {}\n",
+                i.namespace, i.name, i.reason
+            ));
+        }
+    }
+    for c in &p.owner_refs.add {
+        out.push_str(&format!(
+            "OWN     {}/{}  add ownerReference to VitessCluster {}\n",
+            c.namespace, c.name, c.cluster
+        ));
+    }
+    for c in &p.owner_refs.remove {
+        out.push_str(&format!(
+            "DISOWN  {}/{}  remove ownerReference to VitessCluster {}\n",
+            c.namespace, c.name, c.cluster
+        ));
+    }
+    for f in &p.recover_fences {
+        out.push_str(&format!(
+            "RECOVER {}/{}  expired fence\n",
+            f.namespace, f.name
+        ));
+    }
+    out.push_str(&format!(
+        "{} to delete, {} kept, {} ownerReference changes, {} fences to recover\n",
+        p.delete.len(),
+        p.keep.len(),
+        p.owner_refs.add.len() + p.owner_refs.remove.len(),
+        p.recover_fences.len()
+    ));
+    out
+}
+
+/// JSON of a plan: `{"delete","keep","owner_refs":{"add","remove"},"recover_fences"}`.
+pub fn plan_json(p: &Plan) -> Value {
+    json!(p)
+}
