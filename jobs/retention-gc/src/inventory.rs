@@ -156,6 +156,35 @@ impl Inventory {
         );
     }
 
+    /// From the dump's text, one item at a time: only the inventory is kept in memory,
+    /// never the whole parsed dump.
+    pub fn from_dump_text(text: &[u8], now: Timestamp) -> Result<Self, String> {
+        #[derive(serde::Deserialize)]
+        struct List<'a> {
+            #[serde(borrow)]
+            items: Vec<&'a serde_json::value::RawValue>,
+        }
+        let list: List<'_> =
+            serde_json::from_slice(text).map_err(|e| format!("not a List of objects: {e}"))?;
+        let mut inv = Self::default();
+        for raw in list.items {
+            let it: Value = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;
+            inv.add_any(&it, now);
+        }
+        Ok(inv)
+    }
+
+    /// Adds one object of any of the four kinds; others are ignored.
+    pub fn add_any(&mut self, it: &Value, now: Timestamp) {
+        match it.get("kind").and_then(Value::as_str) {
+            Some("VolumeSnapshot") => self.add_snapshot(it),
+            Some("PersistentVolumeClaim") => self.add_pvc(it),
+            Some("Lease") => self.add_lease(it, now),
+            Some("VitessCluster") => self.add_cluster(it),
+            _ => {}
+        }
+    }
+
     /// From a `kubectl get volumesnapshots,persistentvolumeclaims,leases,vitessclusters -A -o json`
     /// dump (a `List` of objects with their `kind`).
     pub fn from_dump(dump: &Value, now: Timestamp) -> Result<Self, String> {

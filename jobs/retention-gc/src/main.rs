@@ -111,17 +111,14 @@ fn offline(
             return 2;
         }
     };
-    let dump = match std::fs::read(objects)
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-    {
-        Ok(d) => d,
+    let text = match std::fs::read(objects) {
+        Ok(t) => t,
         Err(e) => {
             eprintln!("--objects {}: {e}", objects.display());
             return 2;
         }
     };
-    let inv = match Inventory::from_dump(&dump, now) {
+    let inv = match Inventory::from_dump_text(&text, now) {
         Ok(i) => i,
         Err(e) => {
             eprintln!("--objects {}: {e}", objects.display());

@@ -13,7 +13,6 @@ use kube::api::{
 use serde::Serialize;
 use serde_json::{Value, json};
 use vtsnap_core::config::Config;
-use vtsnap_core::discover::list_all;
 use vtsnap_core::fence::client as fence_client;
 use vtsnap_core::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
 use vtsnap_core::snapshot;
@@ -65,42 +64,58 @@ fn to_value<T: Serialize>(t: &T) -> Value {
     serde_json::to_value(t).unwrap_or(Value::Null)
 }
 
-/// Reads one namespace; any failed LIST fails the whole namespace.
+/// Lists every page of `api`, folding each page into the inventory as it arrives (only the
+/// inventory is kept, never all the objects).
+async fn fold_pages<K>(
+    api: &Api<K>,
+    lp: &ListParams,
+    mut f: impl FnMut(&Value),
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    let mut lp = lp.clone().limit(500);
+    loop {
+        let page = api.list(&lp).await?;
+        for item in &page.items {
+            f(&to_value(item));
+        }
+        match page.metadata.continue_ {
+            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// Reads one namespace into `part`; any failed LIST (even on a later page) fails the whole
+/// namespace, and the caller then discards `part`.
 async fn observe_namespace(
     kube: &kube::Client,
     ns: &str,
-    inv: &mut Inventory,
+    part: &mut Inventory,
     now: Timestamp,
 ) -> Result<(), String> {
     let managed = ListParams::default().labels(&format!("{MANAGED_BY}={MANAGED_BY_VTSNAP}"));
-    let snaps = list_all(&snapshots_api(kube, ns), &managed)
+    fold_pages(&snapshots_api(kube, ns), &managed, |v| part.add_snapshot(v))
         .await
         .map_err(|e| format!("VolumeSnapshots: {e}"))?;
-    let pvcs = list_all(
+    fold_pages(
         &Api::<PersistentVolumeClaim>::namespaced(kube.clone(), ns),
         &ListParams::default(),
+        |v| part.add_pvc(v),
     )
     .await
     .map_err(|e| format!("PersistentVolumeClaims: {e}"))?;
-    let leases = list_all(&Api::<Lease>::namespaced(kube.clone(), ns), &managed)
-        .await
-        .map_err(|e| format!("Leases: {e}"))?;
-    let clusters = list_all(&clusters_api(kube, ns), &ListParams::default())
-        .await
-        .map_err(|e| format!("VitessClusters: {e}"))?;
-    // Only now, with every list complete, does anything enter the inventory.
-    for s in &snaps {
-        inv.add_snapshot(&to_value(s));
-    }
-    for p in &pvcs {
-        inv.add_pvc(&to_value(p));
-    }
-    for l in &leases {
-        inv.add_lease(&to_value(l), now);
-    }
-    for c in &clusters {
-        inv.add_cluster(&to_value(c));
-    }
+    fold_pages(&Api::<Lease>::namespaced(kube.clone(), ns), &managed, |v| {
+        part.add_lease(v, now)
+    })
+    .await
+    .map_err(|e| format!("Leases: {e}"))?;
+    fold_pages(&clusters_api(kube, ns), &ListParams::default(), |v| {
+        part.add_cluster(v)
+    })
+    .await
+    .map_err(|e| format!("VitessClusters: {e}"))?;
     Ok(())
 }
 
