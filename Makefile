@@ -45,8 +45,10 @@ unit:
 # The restore benchmark's shape check (time flat in bytes), quick and unoptimized.
 bench-check:
 	cargo test -p vtsnap-restore --bench restore_scaling -- --quick
+	cargo test -p vtsnap-gc --bench plan_scaling -- --quick
 
 bench:
 	cargo bench -p vtsnap-restore --bench restore_scaling
+	cargo bench -p vtsnap-gc --bench plan_scaling
 
 test: images lint bench-check unit

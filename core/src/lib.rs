@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod discover;
+pub mod events;
 pub mod fault;
 pub mod fence;
 pub mod labels;

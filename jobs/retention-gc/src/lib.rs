@@ -2,6 +2,7 @@
 //! (DESIGN §4.2, §5.4, §5.6). observe ([`inventory`]) → decide ([`plan`], pure) → act → report.
 
 pub mod inventory;
+pub mod metrics;
 pub mod partitioning;
 pub mod plan;
 pub mod run;

@@ -42,6 +42,9 @@ enum Command {
         dry_run: bool,
         #[arg(long, env = "VTSNAP_OUTPUT", value_enum, default_value_t = Output::Json)]
         output: Output,
+        /// Write the run's Prometheus metrics to this textfile (atomically).
+        #[arg(long, env = "VTSNAP_METRICS_FILE")]
+        metrics_file: Option<PathBuf>,
     },
     /// Plan offline from a dump, without touching any cluster.
     #[command(
@@ -85,7 +88,8 @@ fn main() -> ExitCode {
             cluster,
             dry_run,
             output,
-        } => online(&config, cluster, dry_run, output),
+            metrics_file,
+        } => online(&config, cluster, dry_run, output, metrics_file.as_deref()),
     })
 }
 
@@ -133,7 +137,13 @@ fn offline(
     0
 }
 
-fn online(config: &std::path::Path, cluster: Option<String>, dry_run: bool, output: Output) -> u8 {
+fn online(
+    config: &std::path::Path,
+    cluster: Option<String>,
+    dry_run: bool,
+    output: Output,
+    metrics_file: Option<&std::path::Path>,
+) -> u8 {
     let config = match Config::load(config) {
         Ok(c) => c,
         Err(e) => {
@@ -167,6 +177,13 @@ fn online(config: &std::path::Path, cluster: Option<String>, dry_run: bool, outp
         let report = run(&config, &opts, kube).await;
         if output == Output::Table {
             eprint!("{}", table(&report.plan));
+        }
+        if let Some(p) = metrics_file {
+            let now = Timestamp::now().as_second();
+            if let Err(e) = vtsnap_gc::metrics::write(p, &vtsnap_gc::metrics::render(&report, now))
+            {
+                tracing::warn!(error = %e, path = %p.display(), "cannot write the metrics file");
+            }
         }
         println!("{}", serde_json::to_string(&report).unwrap_or_default());
         report.exit_code

@@ -222,12 +222,35 @@ pub async fn run(config: &Config, opts: &GcOptions, kube: kube::Client) -> GcRep
                     .push(format!("recovering fence {}/{}: {e}", f.namespace, f.name)),
             }
         }
+        let owner_of: std::collections::BTreeMap<(String, String), String> = inv
+            .snapshots
+            .iter()
+            .map(|s| ((s.namespace.clone(), s.name.clone()), s.cluster.clone()))
+            .collect();
         for d in &p.delete {
             match snapshots_api(&kube, &d.namespace)
                 .delete(&d.name, &DeleteParams::default())
                 .await
             {
-                Ok(_) => report.deleted.push(format!("{}/{}", d.namespace, d.name)),
+                Ok(_) => {
+                    report.deleted.push(format!("{}/{}", d.namespace, d.name));
+                    if let Some(cluster) = owner_of.get(&(d.namespace.clone(), d.name.clone())) {
+                        let uid = inv
+                            .clusters
+                            .get(&(d.namespace.clone(), cluster.clone()))
+                            .map(|c| c.uid.as_str());
+                        vtsnap_core::events::emit(
+                            &kube,
+                            "vtsnap-gc",
+                            &d.namespace,
+                            &vtsnap_core::events::Subject::vitess_cluster(cluster, uid),
+                            "SnapshotDeleted",
+                            &format!("deleted VolumeSnapshot {} ({})", d.name, d.reason),
+                            false,
+                        )
+                        .await;
+                    }
+                }
                 // Someone else deleted it: done.
                 Err(kube::Error::Api(s)) if s.code == 404 => {
                     report.deleted.push(format!("{}/{}", d.namespace, d.name))

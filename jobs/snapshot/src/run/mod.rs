@@ -7,7 +7,6 @@
 //! fully released is left to expire, so the node helper (or the next run, or the GC)
 //! recovers it — exit 4.
 
-pub mod events;
 pub mod fence;
 
 use std::collections::BTreeMap;
@@ -33,6 +32,7 @@ use vtsnap_core::vtctld::{TabletType, VtctldClient};
 
 use crate::exit;
 use fence::LiveFence;
+use vtsnap_core::events;
 
 /// How a run behaves beyond the config.
 #[derive(Debug, Clone)]
@@ -270,6 +270,7 @@ impl Job<'_> {
         if let Some(t) = &self.target {
             events::emit(
                 &self.kube,
+                "vtsnap-snapshot",
                 &self.shard.namespace,
                 &events::Subject::pod(&t.pod, &t.pod_uid),
                 reason,
@@ -283,6 +284,7 @@ impl Job<'_> {
     async fn event_snapshot(&self, name: &str, reason: &str, message: &str, warning: bool) {
         events::emit(
             &self.kube,
+            "vtsnap-snapshot",
             &self.shard.namespace,
             &events::Subject::snapshot(name),
             reason,

@@ -1,5 +1,6 @@
-//! Kubernetes Events on the tablet Pod and on the VolumeSnapshot, so `kubectl describe`
-//! tells the story. Best effort: an event that cannot be written is logged, never fatal.
+//! Kubernetes Events (on a tablet Pod, a VolumeSnapshot, a VitessCluster), so `kubectl
+//! describe` tells the story. Best effort: an event that cannot be written is logged,
+//! never fatal.
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -25,6 +26,15 @@ impl Subject {
         }
     }
 
+    pub fn vitess_cluster(name: &str, uid: Option<&str>) -> Self {
+        Self {
+            api_version: "planetscale.com/v2".into(),
+            kind: "VitessCluster".into(),
+            name: name.into(),
+            uid: uid.map(str::to_owned),
+        }
+    }
+
     pub fn snapshot(name: &str) -> Self {
         Self {
             api_version: "snapshot.storage.k8s.io/v1".into(),
@@ -38,6 +48,7 @@ impl Subject {
 /// Records an event; `warning` for failures.
 pub async fn emit(
     kube: &kube::Client,
+    component: &str,
     namespace: &str,
     about: &Subject,
     reason: &str,
@@ -66,7 +77,7 @@ pub async fn emit(
         last_timestamp: Some(Time(now)),
         count: Some(1),
         source: Some(EventSource {
-            component: Some("vtsnap-snapshot".into()),
+            component: Some(component.into()),
             host: None,
         }),
         ..Event::default()

@@ -1,0 +1,80 @@
+//! The GC run's Prometheus metrics, as a textfile (a CronJob's pod is gone before a scrape).
+
+use crate::run::GcReport;
+
+/// The metrics text of one run.
+pub fn render(r: &GcReport, now_seconds: i64) -> String {
+    let mut out = String::new();
+    let mut gauge = |name: &str, help: &str, value: String| {
+        out.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
+        ));
+    };
+    gauge(
+        "vtsnap_gc_last_run_timestamp_seconds",
+        "When the last GC run ended.",
+        now_seconds.to_string(),
+    );
+    gauge(
+        "vtsnap_gc_last_exit_code",
+        "Exit code of the last GC run.",
+        r.exit_code.to_string(),
+    );
+    gauge(
+        "vtsnap_gc_snapshots_deleted",
+        "Snapshots deleted by the last run.",
+        r.deleted.len().to_string(),
+    );
+    gauge(
+        "vtsnap_gc_snapshots_kept",
+        "Snapshots kept by the last run.",
+        r.plan.keep.len().to_string(),
+    );
+    gauge(
+        "vtsnap_gc_owner_references_changed",
+        "ownerReferences added or removed by the last run.",
+        r.owner_refs_changed.to_string(),
+    );
+    gauge(
+        "vtsnap_gc_fences_recovered",
+        "Expired fences recovered by the last run.",
+        r.fences_recovered.len().to_string(),
+    );
+    gauge(
+        "vtsnap_gc_unreadable_namespaces",
+        "Namespaces left out because a LIST failed.",
+        r.unreadable.len().to_string(),
+    );
+    out
+}
+
+/// Writes `text` to `path` atomically.
+pub fn write(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension("prom.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Plan;
+
+    #[test]
+    fn renders_the_counts() {
+        let r = GcReport {
+            dry_run: false,
+            plan: Plan::default(),
+            deleted: vec!["a".into(), "b".into()],
+            owner_refs_changed: 1,
+            fences_recovered: vec![],
+            unreadable: vec!["ns: boom".into()],
+            errors: vec![],
+            exit_code: 1,
+        };
+        let t = render(&r, 7);
+        assert!(t.contains("vtsnap_gc_snapshots_deleted 2\n"), "{t}");
+        assert!(t.contains("vtsnap_gc_unreadable_namespaces 1\n"), "{t}");
+        assert!(t.contains("vtsnap_gc_last_exit_code 1\n"), "{t}");
+    }
+}
