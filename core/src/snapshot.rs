@@ -41,6 +41,24 @@ pub const ANN_LAYOUT: &str = "vtsnap.io/layout";
 /// The volume layout version these snapshots have (the tablet directory of §2).
 pub const LAYOUT_VERSION: &str = "1";
 
+/// The namespaced API of VolumeSnapshots (`snapshot.storage.k8s.io/v1`, dynamic).
+pub fn api(kube: &kube::Client, namespace: &str) -> kube::Api<kube::api::DynamicObject> {
+    let gvk = kube::api::GroupVersionKind::gvk(GROUP, VERSION, "VolumeSnapshot");
+    kube::Api::namespaced_with(
+        kube.clone(),
+        namespace,
+        &kube::api::ApiResource::from_gvk(&gvk),
+    )
+}
+
+/// Writes `text` to `path` atomically (temp file, rename), for Prometheus textfiles: a
+/// reader never sees half a file.
+pub fn write_atomic(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
 /// The phase label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

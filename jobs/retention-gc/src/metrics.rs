@@ -48,12 +48,7 @@ pub fn render(r: &GcReport, now_seconds: i64) -> String {
     out
 }
 
-/// Writes `text` to `path` atomically.
-pub fn write(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("prom.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
-}
+pub use vtsnap_core::snapshot::write_atomic as write;
 
 #[cfg(test)]
 mod tests {

@@ -43,12 +43,7 @@ pub struct GcReport {
 }
 
 fn snapshots_api(kube: &kube::Client, ns: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
-        snapshot::GROUP,
-        snapshot::VERSION,
-        "VolumeSnapshot",
-    ));
-    Api::namespaced_with(kube.clone(), ns, &ar)
+    snapshot::api(kube, ns)
 }
 
 fn clusters_api(kube: &kube::Client, ns: &str) -> Api<DynamicObject> {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::ListParams;
 use serde::Serialize;
 use serde_json::Value;
 use vtsnap_core::config::Config;
@@ -59,14 +59,6 @@ pub struct Filter {
     pub keyspace: Option<String>,
     /// A key range (`-80`), compared by SafeName.
     pub shard: Option<String>,
-}
-
-fn api_resource() -> ApiResource {
-    ApiResource::from_gvk(&GroupVersionKind::gvk(
-        snapshot::GROUP,
-        snapshot::VERSION,
-        "VolumeSnapshot",
-    ))
 }
 
 fn text(v: &Value, ptr: &str) -> Option<String> {
@@ -147,8 +139,7 @@ pub async fn list(
         if let Some(s) = &safe_shard {
             pairs.push((snapshot::LABEL_SHARD, s));
         }
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(kube.clone(), &c.namespace, &api_resource());
+        let api = snapshot::api(&kube, &c.namespace);
         let lp = ListParams::default().labels(&labels::selector(&pairs));
         let objs = vtsnap_core::discover::list_all(&api, &lp)
             .await
@@ -202,31 +193,7 @@ pub fn table(rows: &[Row]) -> String {
             ]
         })
         .collect();
-    let widths: Vec<usize> = (0..8)
-        .map(|i| {
-            body.iter()
-                .map(|r| r[i].len())
-                .chain([header[i].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cells: &[String]| {
-        cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_owned()
-    };
-    let mut out = line(&header.map(String::from));
-    out.push('\n');
-    for r in &body {
-        out.push_str(&line(r));
-        out.push('\n');
-    }
+    let mut out = crate::render::columns(&header, &body);
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for r in rows {
         *counts.entry(r.phase.as_str()).or_default() += 1;

@@ -176,13 +176,12 @@ fn main() -> ExitCode {
     })
 }
 
-fn run_plan(
-    config: &std::path::Path,
-    cluster: &str,
-    keyspace: &str,
-    shard: &str,
-    output: Output,
-) -> u8 {
+/// Loads the config, starts a runtime and a Kubernetes client, and runs `f` with them.
+fn with_client<F, Fut>(config: &std::path::Path, f: F) -> u8
+where
+    F: FnOnce(Config, kube::Client) -> Fut,
+    Fut: std::future::Future<Output = u8>,
+{
     let config = match Config::load(config) {
         Ok(c) => c,
         Err(e) => {
@@ -190,7 +189,8 @@ fn run_plan(
             return exit::USAGE;
         }
     };
-    let rt = match tokio::runtime::Builder::new_current_thread()
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()
     {
@@ -201,13 +201,24 @@ fn run_plan(
         }
     };
     rt.block_on(async {
-        let kube = match kube::Client::try_default().await {
-            Ok(k) => k,
+        match kube::Client::try_default().await {
+            Ok(kube) => f(config, kube).await,
             Err(e) => {
                 eprintln!("cannot reach the Kubernetes API: {e}");
-                return exit::FAILED;
+                exit::FAILED
             }
-        };
+        }
+    })
+}
+
+fn run_plan(
+    config: &std::path::Path,
+    cluster: &str,
+    keyspace: &str,
+    shard: &str,
+    output: Output,
+) -> u8 {
+    with_client(config, |config, kube| async move {
         match plan::plan(&config, cluster, keyspace, shard, kube).await {
             Ok(report) => {
                 match output {
@@ -235,31 +246,7 @@ fn run_plan(
 }
 
 fn run_list(config: &std::path::Path, filter: vtsnap_snapshot::list::Filter, output: Output) -> u8 {
-    let config = match Config::load(config) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return exit::USAGE;
-        }
-    };
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("cannot start the runtime: {e}");
-            return exit::FAILED;
-        }
-    };
-    rt.block_on(async {
-        let kube = match kube::Client::try_default().await {
-            Ok(k) => k,
-            Err(e) => {
-                eprintln!("cannot reach the Kubernetes API: {e}");
-                return exit::FAILED;
-            }
-        };
+    with_client(config, |config, kube| async move {
         match vtsnap_snapshot::list::list(&config, &filter, kube).await {
             Ok(rows) => {
                 match output {
@@ -286,32 +273,7 @@ fn run_run(
     opts: &vtsnap_snapshot::run::RunOptions,
     metrics_file: Option<&std::path::Path>,
 ) -> u8 {
-    let config = match Config::load(config) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return exit::USAGE;
-        }
-    };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("cannot start the runtime: {e}");
-            return exit::FAILED;
-        }
-    };
-    rt.block_on(async {
-        let kube = match kube::Client::try_default().await {
-            Ok(k) => k,
-            Err(e) => {
-                eprintln!("cannot reach the Kubernetes API: {e}");
-                return exit::FAILED;
-            }
-        };
+    with_client(config, |config, kube| async move {
         let summary =
             vtsnap_snapshot::run::run(&config, cluster, keyspace, shard, opts, kube).await;
         if let Some(p) = metrics_file {

@@ -2,8 +2,6 @@
 //! a sidecar that pushes it): a CronJob's pod does not live long enough to be scraped.
 //! Written atomically (temp file, rename) so a reader never sees half a file.
 
-use std::path::Path;
-
 use crate::run::Summary;
 
 fn esc(s: &str) -> String {
@@ -74,12 +72,7 @@ pub fn render(s: &Summary, cluster: &str, keyspace: &str, shard: &str, now_secon
     out
 }
 
-/// Writes `text` to `path` atomically.
-pub fn write(path: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("prom.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
-}
+pub use vtsnap_core::snapshot::write_atomic as write;
 
 #[cfg(test)]
 mod tests {
@@ -125,6 +118,6 @@ mod tests {
         let p = d.path().join("vtsnap.prom");
         write(&p, "a 1\n").unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "a 1\n");
-        assert!(!p.with_extension("prom.tmp").exists());
+        assert!(!p.with_extension("tmp").exists());
     }
 }

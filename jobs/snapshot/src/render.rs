@@ -108,29 +108,7 @@ pub fn table(r: &PlanReport) -> String {
             ]
         })
         .collect();
-    let widths: Vec<usize> = (0..7)
-        .map(|i| {
-            rows.iter()
-                .map(|r| r[i].len())
-                .chain([header[i].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cells: &[String]| {
-        cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_owned()
-    };
-    let _ = writeln!(out, "{}", line(&header.map(String::from)));
-    for row in &rows {
-        let _ = writeln!(out, "{}", line(row));
-    }
+    out.push_str(&columns(&header, &rows));
     let _ = writeln!(out);
     match (&r.target, &r.refusal) {
         (Some(t), _) => {
@@ -150,6 +128,37 @@ pub fn table(r: &PlanReport) -> String {
         for i in &r.issues {
             let _ = writeln!(out, "  {}", serde_json::to_string(i).unwrap_or_default());
         }
+    }
+    out
+}
+
+/// Left-aligned columns, two spaces apart, each as wide as its widest cell; a header line,
+/// then one line per row.
+pub fn columns<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String {
+    let widths: Vec<usize> = (0..N)
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].len())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[String]| {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_owned()
+    };
+    let mut out = line(&header.map(String::from));
+    out.push('\n');
+    for r in rows {
+        out.push_str(&line(r));
+        out.push('\n');
     }
     out
 }

@@ -114,12 +114,7 @@ fn ms(d: Duration) -> u64 {
 }
 
 fn snapshots_api(kube: &kube::Client, ns: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
-        snapshot::GROUP,
-        snapshot::VERSION,
-        "VolumeSnapshot",
-    ));
-    Api::namespaced_with(kube.clone(), ns, &ar)
+    snapshot::api(kube, ns)
 }
 
 struct Job<'a> {
