@@ -5,6 +5,7 @@
 //! - [`tree`]: byte-exact snapshots of a directory tree, to prove "nothing changed".
 //! - [`btrfs`]: a btrfs file system on a loop device with atomic snapshots and clones
 //!   (block-level, point-in-time, like LVM thin or a CSI snapshot). Needs root.
+//! - [`fake_shard`]: a fake shard (API, vtctld, node helper, snapshotter) for job tests.
 //! - [`mariadb`]: a real MariaDB (or, where Docker and the internet exist, MySQL 8)
 //!   server in a container, running on a tablet directory of a host volume.
 //!
@@ -16,6 +17,7 @@ pub mod btrfs;
 pub mod fake_kube;
 pub mod fake_mysqlctld;
 pub mod fake_node;
+pub mod fake_shard;
 pub mod fake_snapshotter;
 pub mod fake_vtctld;
 pub mod fixtures;

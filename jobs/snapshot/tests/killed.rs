@@ -18,12 +18,8 @@ use vtsnap_core::fence::{Fence, lease_name};
 use vtsnap_core::vtctld::TabletType;
 use vtsnap_core::vtctld::messages::replicationdata::STATE_RUNNING;
 use vtsnap_snapshot::run::{ParkHook, RunOptions, run};
-use vtsnap_testkit::fake_kube::FakeKube;
-use vtsnap_testkit::fake_node::{FakeNodeHelper, NodeScript};
-use vtsnap_testkit::fake_snapshotter::{Behaviour, FakeSnapshotter};
-use vtsnap_testkit::fake_vtctld::FakeVtctld;
-use vtsnap_testkit::fixtures::{ShardFixture, shard};
-use vtsnap_testkit::grpc::Running;
+use vtsnap_testkit::fake_shard::FakeShard;
+use vtsnap_testkit::fixtures::shard;
 
 /// The steps after which the job is killed (prefixes of the run's step names).
 const STEPS: [&str; 8] = [
@@ -37,32 +33,10 @@ const STEPS: [&str; 8] = [
     "snapshot cut",
 ];
 
-struct World {
-    kube: FakeKube,
-    vtctld: FakeVtctld,
-    vt: Running,
-    node: FakeNodeHelper,
-    _snapshotter: FakeSnapshotter,
-    fixture: ShardFixture,
-}
+type World = FakeShard;
 
 async fn world() -> World {
-    let fixture = shard().replicas(3).primary(1);
-    let kube = FakeKube::new();
-    let vtctld = FakeVtctld::new();
-    fixture.install(&kube, &vtctld);
-    let vt = vtctld.serve().await;
-    let node = FakeNodeHelper::start(&kube, "", NodeScript::default(), Duration::from_millis(20));
-    let snapshotter =
-        FakeSnapshotter::start(&kube, Behaviour::default(), Duration::from_millis(20));
-    World {
-        kube,
-        vtctld,
-        vt,
-        node,
-        _snapshotter: snapshotter,
-        fixture,
-    }
+    FakeShard::start(shard().replicas(3).primary(1)).await
 }
 
 fn config(w: &World) -> Config {

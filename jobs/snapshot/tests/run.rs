@@ -18,40 +18,16 @@ use vtsnap_core::snapshot::{
 use vtsnap_core::vtctld::TabletType;
 use vtsnap_core::vtctld::messages::replicationdata::STATE_RUNNING;
 use vtsnap_snapshot::run::{RunOptions, Summary, run};
-use vtsnap_testkit::fake_kube::{FakeKube, Fault, Verb, is};
-use vtsnap_testkit::fake_node::{FakeNodeHelper, NodeScript};
-use vtsnap_testkit::fake_snapshotter::{Behaviour, FakeSnapshotter};
-use vtsnap_testkit::fake_vtctld::FakeVtctld;
+use vtsnap_testkit::fake_kube::{Fault, Verb, is};
+use vtsnap_testkit::fake_shard::FakeShard;
 use vtsnap_testkit::fixtures::{ShardFixture, shard};
-use vtsnap_testkit::grpc::Running;
 
-struct World {
-    kube: FakeKube,
-    vtctld: FakeVtctld,
-    vt: Running,
-    node: FakeNodeHelper,
-    snapshotter: FakeSnapshotter,
-    fixture: ShardFixture,
-}
+type World = FakeShard;
 
 const FAST: &str = "  snapshot: {cutTimeout: 2s, readyTimeout: 3s, maxHold: 10s}\n";
 
 async fn world(fixture: ShardFixture) -> World {
-    let kube = FakeKube::new();
-    let vtctld = FakeVtctld::new();
-    fixture.install(&kube, &vtctld);
-    let vt = vtctld.serve().await;
-    let node = FakeNodeHelper::start(&kube, "", NodeScript::default(), Duration::from_millis(20));
-    let snapshotter =
-        FakeSnapshotter::start(&kube, Behaviour::default(), Duration::from_millis(20));
-    World {
-        kube,
-        vtctld,
-        vt,
-        node,
-        snapshotter,
-        fixture,
-    }
+    FakeShard::start(fixture).await
 }
 
 fn config(w: &World, extra: &str) -> Config {
