@@ -1,12 +1,28 @@
 # vtsnap — the two commands that work on a fresh machine (as root):
-#   make demo-restore   build a sample cloned tablet volume and run vtsnap-restore on it
+#   make demo           the local lab: a Vitess shard on btrfs, snapshots, new replicas, GC
 #   make test           install what the tests need, then run every test
 SHELL := /bin/bash
 export DOCKER_HOST ?= unix:///run/podman/podman.sock
 DEMO_DIR ?= $(shell mktemp -d -u /tmp/vtsnap-demo.XXXXXX)
 NEW_UID ?= 2548885007
 
-.PHONY: demo-restore demo-plan test setup images lint unit bench bench-check
+.PHONY: demo demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check
+
+# The local lab (tests/): cold and online snapshots under load, a new replica from each,
+# checksums, GC, a timeline and one JSON line. Cleans up even when interrupted.
+demo: images
+	@bash scripts/lab.sh demo
+
+# Snapshots against mariadb-backup and mariadb-dump on generated data; writes docs/benchmarks.md.
+LAB_SIZES ?= 1,4,8
+LAB_RUNS ?= 3
+bench-lab: images
+	@bash scripts/lab.sh bench --sizes-gib $(LAB_SIZES) --runs $(LAB_RUNS) --out docs/benchmarks.md
+
+# Online snapshots under transactional load, each restored and checked; bounded in time.
+SOAK ?= 10m
+soak-lab: images
+	@bash scripts/lab.sh soak --duration $(SOAK)
 
 demo-restore:
 	@cargo build -q -p vtsnap-restore --bins --examples

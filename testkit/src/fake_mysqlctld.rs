@@ -7,6 +7,10 @@
 //!
 //! `Shutdown{wait_for_mysqld}` returns once mysqld is down; `Start` returns once mysqld
 //! answers on its socket, or fails with DEADLINE_EXCEEDED after `start_timeout`.
+//!
+//! [`FakeMysqlctld::with_supervisor`] adds what the volume-snapshot RFC's proof of concept
+//! saw: something calls `Start` a few seconds after every `Shutdown`. Its outcomes are
+//! recorded, so a test can show that a hold (frozen container) defeats it.
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
@@ -28,6 +32,18 @@ pub struct FakeMysqlctld {
     pid_file: PathBuf,
     start_timeout: Duration,
     calls: Arc<Mutex<Vec<String>>>,
+    restart_after: Option<Duration>,
+    supervisor_starts: Arc<Mutex<Vec<SupervisorStart>>>,
+    timings: Arc<Mutex<Vec<(&'static str, Duration)>>>,
+}
+
+/// One `Start` the supervisor made after a `Shutdown`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SupervisorStart {
+    /// mysqld answered: the supervisor restarted it.
+    pub started: bool,
+    /// Milliseconds since the Unix epoch when the supervisor's `Start` returned.
+    pub at_ms: i64,
 }
 
 /// The running server; stops (and removes its socket) when dropped.
@@ -57,7 +73,35 @@ impl FakeMysqlctld {
             pid_file: tablet_dir.join("mysql.pid"),
             start_timeout: DEFAULT_START_TIMEOUT,
             calls: Arc::default(),
+            restart_after: None,
+            supervisor_starts: Arc::default(),
+            timings: Arc::default(),
         }
+    }
+
+    /// How long each completed `Shutdown` and `Start` took, oldest first.
+    pub fn timings(&self) -> Vec<(&'static str, Duration)> {
+        self.timings.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    fn timed(&self, what: &'static str, since: Instant) {
+        if let Ok(mut t) = self.timings.lock() {
+            t.push((what, since.elapsed()));
+        }
+    }
+
+    /// A supervisor that calls `Start` `delay` after each completed `Shutdown`.
+    pub fn with_supervisor(mut self, delay: Duration) -> Self {
+        self.restart_after = Some(delay);
+        self
+    }
+
+    /// The supervisor's `Start` calls so far, oldest first.
+    pub fn supervisor_starts(&self) -> Vec<SupervisorStart> {
+        self.supervisor_starts
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_default()
     }
 
     pub fn calls(&self) -> Vec<String> {
@@ -106,6 +150,8 @@ impl FakeMysqlctld {
         let start = Instant::now();
         while start.elapsed() < limit {
             if self.down().await {
+                self.timed("Shutdown", start);
+                self.arm_supervisor();
                 return Ok(ShutdownResponse {});
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -113,13 +159,36 @@ impl FakeMysqlctld {
         Err(tonic::Status::deadline_exceeded("mysqld did not stop"))
     }
 
+    fn arm_supervisor(&self) {
+        let Some(delay) = self.restart_after else {
+            return;
+        };
+        let me = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            me.log("Start (supervisor)");
+            let started = me.start_mysqld().await.is_ok();
+            let at_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            if let Ok(mut v) = me.supervisor_starts.lock() {
+                v.push(SupervisorStart { started, at_ms });
+            }
+        });
+    }
+
     async fn start(&self) -> Result<StartResponse, tonic::Status> {
         self.log("Start");
+        self.start_mysqld().await
+    }
+
+    async fn start_mysqld(&self) -> Result<StartResponse, tonic::Status> {
         std::fs::write(self.socket_dir.join("start-request"), b"")
             .map_err(|e| tonic::Status::internal(e.to_string()))?;
         let start = Instant::now();
         while start.elapsed() < self.start_timeout {
             if answers(&self.mysql_socket()).await {
+                self.timed("Start", start);
                 return Ok(StartResponse {});
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

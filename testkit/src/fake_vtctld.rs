@@ -59,6 +59,15 @@ pub trait Backend: Send + Sync {
     ) -> futures::future::BoxFuture<'static, Result<(), String>>;
     /// The tablet's current GTID position (`MariaDB/…`), if it can be read.
     fn position(&self, alias: TabletAlias) -> futures::future::BoxFuture<'static, Option<String>>;
+    /// ExecuteFetchAsDBA on the tablet's real mysqld: rows of cells (`None` for NULL).
+    /// The default, `None`, answers `SELECT @@var` from the fixture's variables.
+    fn execute_fetch(
+        &self,
+        _alias: TabletAlias,
+        _query: String,
+    ) -> futures::future::BoxFuture<'static, Option<Result<Vec<Vec<Option<String>>>, String>>> {
+        Box::pin(async { None })
+    }
 }
 
 /// The fake vtctld. Clones share state.
@@ -451,7 +460,29 @@ impl tower::Service<http::Request<Body>> for Service {
                     })
                     .await
                 }
-                "ExecuteFetchAsDBA" => grpc::unary(req, move |r| f.fetch(r)).await,
+                "ExecuteFetchAsDBA" => {
+                    grpc::unary_async(req, move |r: ExecuteFetchAsDbaRequest| {
+                        let f = f.clone();
+                        async move {
+                            let alias = r.tablet_alias.as_ref().map(TabletAlias::from);
+                            let real = match (f.backend(), alias) {
+                                (Some(b), Some(a)) => b.execute_fetch(a, r.query.clone()).await,
+                                _ => None,
+                            };
+                            match real {
+                                Some(rows) => {
+                                    f.begin(
+                                        "ExecuteFetchAsDBA",
+                                        format!("{} {}", alias_str(&r.tablet_alias), r.query),
+                                    )?;
+                                    fetched(rows.map_err(tonic::Status::unknown)?)
+                                }
+                                None => f.fetch(r),
+                            }
+                        }
+                    })
+                    .await
+                }
                 other => {
                     tonic::Status::unimplemented(format!("fake vtctld has no {other}")).into_http()
                 }
@@ -459,6 +490,26 @@ impl tower::Service<http::Request<Body>> for Service {
             Ok(resp)
         })
     }
+}
+
+/// A backend's rows as vtctld's QueryResult (fields named by position).
+fn fetched(rows: Vec<Vec<Option<String>>>) -> Result<ExecuteFetchAsDbaResponse, tonic::Status> {
+    let width = rows.first().map_or(0, Vec::len);
+    Ok(ExecuteFetchAsDbaResponse {
+        result: Some(QueryResult {
+            fields: (0..width)
+                .map(|i| Field {
+                    name: format!("col{i}"),
+                    r#type: 0,
+                })
+                .collect(),
+            rows: rows
+                .iter()
+                .map(|r| Row::from_cells(&r.iter().map(Option::as_deref).collect::<Vec<_>>()))
+                .collect(),
+            ..Default::default()
+        }),
+    })
 }
 
 #[cfg(test)]

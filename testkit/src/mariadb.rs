@@ -146,6 +146,28 @@ impl MariaDb {
         .await
     }
 
+    /// A container of the database image that only waits, on the host's network, with
+    /// host directories bind-mounted (`(host, container)`): for client tools such as
+    /// `mariadb-backup` and `mariadb-dump`, run with [`Self::sh`].
+    pub async fn toolbox(mounts: &[(&Path, &str)]) -> Self {
+        let (name, tag, flavor) = image_and_flavor();
+        let mut req = GenericImage::new(name, tag)
+            .with_host_config_modifier(|hc| hc.network_mode = Some("host".to_owned()))
+            .with_cmd(["sleep", "infinity"]);
+        for (host, inside) in mounts {
+            req = req.with_mount(Mount::bind_mount(host.to_string_lossy(), *inside));
+        }
+        let container = req
+            .start()
+            .await
+            .unwrap_or_else(|e| panic!("cannot start the toolbox container: {e}"));
+        Self {
+            container,
+            flavor,
+            host_tablet_dir: PathBuf::new(),
+        }
+    }
+
     /// Runs `script` as PID 1 in a container without network, with the host's vtdataroot
     /// (and optionally a socket directory) bind-mounted as in a tablet pod; waits for mysqld.
     async fn launch(
@@ -240,6 +262,13 @@ impl MariaDb {
 
     /// Runs SQL as root; returns rows of tab-separated columns. Panics on SQL errors.
     pub async fn query(&self, sql: &str) -> Vec<Vec<String>> {
+        self.try_query(sql)
+            .await
+            .unwrap_or_else(|err| panic!("SQL failed: {sql}\n{err}"))
+    }
+
+    /// [`Self::query`], with the client's error message instead of a panic.
+    pub async fn try_query(&self, sql: &str) -> Result<Vec<Vec<String>>, String> {
         let c = commands(self.flavor, "");
         let quoted = sql.replace('\'', "'\\''");
         let (code, out, err) = self
@@ -248,10 +277,13 @@ impl MariaDb {
                 c.client
             ))
             .await;
-        assert_eq!(code, 0, "SQL failed: {sql}\n{err}");
-        out.lines()
+        if code != 0 {
+            return Err(err.trim().to_owned());
+        }
+        Ok(out
+            .lines()
             .map(|l| l.split('\t').map(str::to_owned).collect())
-            .collect()
+            .collect())
     }
 
     /// The first column of the first row.
@@ -267,12 +299,18 @@ impl MariaDb {
     /// Starts a client in the background that inserts rows into `table` (one transaction
     /// per row, values counting up from `from`) until [`Self::stop_load`] or shutdown.
     pub async fn start_load(&self, table: &str, from: u64) {
+        self.start_load_script(&format!(
+            "i={from}; while :; do echo \"INSERT INTO {table} (v, pad) VALUES ($i, md5($i));\"; i=$((i+1)); done"
+        ))
+        .await;
+    }
+
+    /// Starts a client in the background that runs the SQL which the shell loop `generator`
+    /// prints, until [`Self::stop_load`] or shutdown. The loop must start with
+    /// `while :; do echo` (or set a counter first), which is how it is found and stopped.
+    pub async fn start_load_script(&self, generator: &str) {
         let c = commands(self.flavor, "");
-        let script = format!(
-            "i={from}; while :; do echo \"INSERT INTO {table} (v, pad) VALUES ($i, md5($i));\"; i=$((i+1)); done \
-             | {} --socket={SOCKET} -uroot",
-            c.client
-        );
+        let script = format!("{generator} | {} --socket={SOCKET} -uroot", c.client);
         let quoted = script.replace('\'', "'\\''");
         let (code, _, err) = self
             .sh(&format!(

@@ -246,6 +246,7 @@ async fn cold_and_online_snapshots_of_real_data_restore_catch_up_and_match_the_p
             listen: None,
             start_timeout: Duration::from_secs(120),
             shutdown_timeout: Duration::from_secs(120),
+            skip_hold_for_tests: false,
         },
         kube.client(),
     )

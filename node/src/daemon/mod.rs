@@ -54,6 +54,10 @@ pub struct DaemonConfig {
     /// How long a `Start` may take until mysqld answers.
     pub start_timeout: Duration,
     pub shutdown_timeout: Duration,
+    /// Tests only: stop mysqld but do not freeze its container, so that whatever restarts
+    /// mysqld (a supervisor's `Start`) can — to show what the hold prevents. Never set in
+    /// the binary.
+    pub skip_hold_for_tests: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -369,6 +373,13 @@ impl Daemon {
     }
 
     fn freeze_cgroup(&self, key: &str) -> Result<(), StepError> {
+        if self.cfg.skip_hold_for_tests {
+            tracing::warn!(
+                lease = key,
+                "hold skipped (test flag): mysqld can be restarted"
+            );
+            return Ok(());
+        }
         let mut e = self.entry(key)?;
         let id = e
             .container_id

@@ -1,0 +1,225 @@
+//! The lab's CSI driver, on the fake Kubernetes API, with real btrfs underneath:
+//! - a VolumeSnapshot is cut as a read-only btrfs snapshot of its PVC's subvolume (the
+//!   [`FakeSnapshotter`] decides when: `creationTime` at the cut, `readyToUse` after the
+//!   configured upload delay);
+//! - a PVC whose `dataSourceRef` names a ready VolumeSnapshot becomes a writable btrfs
+//!   snapshot of it and is Bound;
+//! - when a VolumeSnapshot object is gone (deleted by `vtsnap-gc`), its btrfs snapshot is
+//!   deleted too (deletionPolicy Delete).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use vtsnap_testkit::fake_kube::FakeKube;
+use vtsnap_testkit::fake_snapshotter::{Behaviour, FakeSnapshotter};
+
+use crate::timeline::Timeline;
+
+const GROUP: &str = "snapshot.storage.k8s.io";
+const SNAPSHOTS: &str = "volumesnapshots";
+const PVCS: &str = "persistentvolumeclaims";
+/// How often the fake controllers look at the API.
+pub const POLL: Duration = Duration::from_millis(50);
+
+/// Runs `btrfs` with `args`; the error names the command.
+pub fn btrfs(args: &[&str], paths: &[&Path]) -> Result<(), String> {
+    let out = Command::new("btrfs")
+        .args(args)
+        .args(paths)
+        .output()
+        .map_err(|e| format!("cannot run btrfs: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "btrfs {args:?} {paths:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+#[derive(Debug, Default)]
+struct Volumes {
+    /// PVC name → its subvolume (the volume kubelet mounts).
+    pvcs: HashMap<String, PathBuf>,
+    /// VolumeSnapshot name → its read-only subvolume.
+    snapshots: HashMap<String, PathBuf>,
+}
+
+/// The fake CSI driver; stops when dropped.
+#[derive(Debug)]
+pub struct FakeCsi {
+    volumes: Arc<Mutex<Volumes>>,
+    pub snapshotter: FakeSnapshotter,
+    provisioner: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeCsi {
+    fn drop(&mut self) {
+        self.provisioner.abort();
+    }
+}
+
+impl FakeCsi {
+    /// Snapshots go to `<root>/snapshots`, provisioned volumes to `<root>/pvs`.
+    pub fn start(
+        kube: &FakeKube,
+        root: &Path,
+        cut_delay: Duration,
+        upload_delay: Duration,
+        timeline: Timeline,
+    ) -> Self {
+        let volumes: Arc<Mutex<Volumes>> = Arc::default();
+        let snap_dir = root.join("snapshots");
+        let pv_dir = root.join("pvs");
+        for d in [&snap_dir, &pv_dir] {
+            let _ = std::fs::create_dir_all(d);
+        }
+        let (v, tl) = (volumes.clone(), timeline.clone());
+        let on_cut = Arc::new(move |s: &Value| {
+            let pvc = s
+                .pointer("/spec/source/persistentVolumeClaimName")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let name = s
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let Ok(mut vols) = v.lock() else { return };
+            let Some(src) = vols.pvcs.get(pvc).cloned() else {
+                tl.mark(format!("csi: snapshot {name}: no volume for PVC {pvc}"));
+                return;
+            };
+            let dst = snap_dir.join(name);
+            match btrfs(&["-q", "subvolume", "snapshot", "-r"], &[&src, &dst]) {
+                Ok(()) => {
+                    tl.mark(format!(
+                        "csi: cut {name} (btrfs read-only snapshot of {pvc})"
+                    ));
+                    vols.snapshots.insert(name.to_owned(), dst);
+                }
+                Err(e) => tl.mark(format!("csi: cut {name} failed: {e}")),
+            }
+        });
+        let ticks = |d: Duration| {
+            u32::try_from(d.as_millis() / POLL.as_millis())
+                .unwrap_or(u32::MAX)
+                .max(1)
+        };
+        let snapshotter = FakeSnapshotter::start(
+            kube,
+            Behaviour {
+                cut_after: ticks(cut_delay),
+                ready_after: Some(ticks(upload_delay)),
+                on_cut: Some(on_cut),
+                ..Behaviour::default()
+            },
+            POLL,
+        );
+        let (k, v) = (kube.clone(), volumes.clone());
+        let provisioner = tokio::spawn(async move {
+            loop {
+                provision_and_collect(&k, &v, &pv_dir, &timeline);
+                tokio::time::sleep(POLL).await;
+            }
+        });
+        Self {
+            volumes,
+            snapshotter,
+            provisioner,
+        }
+    }
+
+    /// Registers the subvolume behind a PVC (the tablets' own volumes).
+    pub fn register_pvc(&self, pvc: &str, subvolume: &Path) {
+        if let Ok(mut v) = self.volumes.lock() {
+            v.pvcs.insert(pvc.to_owned(), subvolume.to_path_buf());
+        }
+    }
+
+    /// The subvolume behind a PVC, once it is bound.
+    pub fn pvc_volume(&self, pvc: &str) -> Option<PathBuf> {
+        self.volumes.lock().ok()?.pvcs.get(pvc).cloned()
+    }
+
+    /// The read-only subvolume of a cut VolumeSnapshot.
+    pub fn snapshot_volume(&self, name: &str) -> Option<PathBuf> {
+        self.volumes.lock().ok()?.snapshots.get(name).cloned()
+    }
+
+    /// Names of the VolumeSnapshots that still have a btrfs snapshot.
+    pub fn snapshot_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .volumes
+            .lock()
+            .map(|v| v.snapshots.keys().cloned().collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+}
+
+fn provision_and_collect(kube: &FakeKube, vols: &Mutex<Volumes>, pv_dir: &Path, tl: &Timeline) {
+    let snaps = kube.list_json(GROUP, SNAPSHOTS);
+    let Ok(mut v) = vols.lock() else { return };
+    for mut pvc in kube.list_json("", PVCS) {
+        let name = pvc["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let ns = pvc["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let src = &pvc["spec"]["dataSourceRef"];
+        if src["kind"] != "VolumeSnapshot" || v.pvcs.contains_key(&name) {
+            continue;
+        }
+        let snap_name = src["name"].as_str().unwrap_or_default();
+        let ready = snaps
+            .iter()
+            .any(|s| s["metadata"]["name"] == snap_name && s["status"]["readyToUse"] == true);
+        let Some(snap) = v.snapshots.get(snap_name).cloned() else {
+            continue;
+        };
+        if !ready {
+            continue;
+        }
+        let dst = pv_dir.join(&name);
+        match btrfs(&["-q", "subvolume", "snapshot"], &[&snap, &dst]) {
+            Ok(()) => {
+                tl.mark(format!(
+                    "csi: PVC {name} provisioned from {snap_name} (writable btrfs clone)"
+                ));
+                v.pvcs.insert(name.clone(), dst);
+                pvc["status"] = json!({"phase": "Bound"});
+                kube.set_status("", PVCS, &ns, &name, pvc["status"].clone());
+            }
+            Err(e) => tl.mark(format!("csi: PVC {name}: {e}")),
+        }
+    }
+    let live: Vec<&str> = snaps
+        .iter()
+        .filter_map(|s| s["metadata"]["name"].as_str())
+        .collect();
+    let gone: Vec<String> = v
+        .snapshots
+        .keys()
+        .filter(|n| !live.contains(&n.as_str()))
+        .cloned()
+        .collect();
+    for name in gone {
+        if let Some(path) = v.snapshots.remove(&name) {
+            match btrfs(&["-q", "subvolume", "delete"], &[&path]) {
+                Ok(()) => tl.mark(format!(
+                    "csi: snapshot {name} deleted (btrfs subvolume removed)"
+                )),
+                Err(e) => tl.mark(format!("csi: snapshot {name}: {e}")),
+            }
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! The lab's end-to-end flow (`make demo`, and the CI test in a short configuration): under
+//! write load, a cold and an online snapshot through the real `vtsnap-snapshot` run; a new
+//! replica from each through `vtsnap-restore`; catch-up and checksums against the primary;
+//! then `vtsnap-gc`.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use vtsnap_core::config::Config;
+use vtsnap_core::naming::TabletUid;
+use vtsnap_gc::run::GcOptions;
+use vtsnap_snapshot::run::{RunOptions, Summary, run};
+use vtsnap_testkit::fake_mysqlctld::SupervisorStart;
+
+use crate::provision::{self, ProvisionTimes, wait_for_gtid};
+use crate::shard::{DATABASE, Lab, checksums, until};
+
+/// One snapshot and the replica provisioned from it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapshotReport {
+    pub mode: &'static str,
+    pub snapshot: String,
+    pub target: String,
+    pub fence_window_ms: u64,
+    pub cut_latency_ms: u64,
+    pub ready_latency_ms: u64,
+    /// The target's mysqlctld `Shutdown` and release `Start` (cold only).
+    pub mysqld_shutdown_ms: Option<u64>,
+    pub mysqld_start_ms: Option<u64>,
+    /// The snapshot holds no `mysql.pid`: mysqld was down at the cut (cold) — or, for an
+    /// online snapshot, false by design (a running server's crash image).
+    pub image_without_running_mysqld: bool,
+    /// The supervisor's `Start` calls made while this snapshot ran.
+    pub supervisor_starts: Vec<SupervisorStart>,
+    pub new_tablet: u32,
+    pub times: ProvisionTimes,
+    pub checksum_match: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DemoReport {
+    pub cold: SnapshotReport,
+    pub online: SnapshotReport,
+    pub primary_checksums: Vec<String>,
+    pub gc_exit_code: u8,
+    pub snapshots_kept: Vec<String>,
+    pub snapshots_deleted: Vec<String>,
+    /// btrfs snapshots left after GC (the CSI driver removes deleted ones).
+    pub volumes_left: Vec<String>,
+}
+
+impl DemoReport {
+    /// The final JSON line of `make demo`.
+    pub fn summary(&self) -> Value {
+        let both = |f: &dyn Fn(&SnapshotReport) -> Value| json!({"cold": f(&self.cold), "online": f(&self.online)});
+        json!({
+            "fence_window_ms": both(&|s| json!(s.fence_window_ms)),
+            "cut_latency_ms": both(&|s| json!(s.cut_latency_ms)),
+            "provisioning_ms": both(&|s| json!(s.times.provisioning_ms())),
+            "catch_up_ms": both(&|s| json!(s.times.catch_up_ms)),
+            "checksum_match": self.cold.checksum_match && self.online.checksum_match,
+            "snapshots_kept": self.snapshots_kept,
+            "snapshots_deleted": self.snapshots_deleted,
+        })
+    }
+}
+
+pub fn run_options() -> RunOptions {
+    RunOptions {
+        holder: "vtsnap-lab".into(),
+        lease_duration: Duration::from_secs(15),
+        node_timeout: Duration::from_secs(300),
+        poll: Duration::from_millis(50),
+        ..RunOptions::default()
+    }
+}
+
+/// Runs `vtsnap-snapshot run` once; panics with its summary if it did not succeed.
+pub async fn take_snapshot(lab: &Lab, online: bool) -> Summary {
+    let extra = if online {
+        "  snapshot: {mode: online}\n"
+    } else {
+        ""
+    };
+    let cfg = Config::from_yaml(&lab.config(extra)).unwrap_or_else(|e| panic!("lab config: {e}"));
+    let mode = if online { "online" } else { "cold" };
+    lab.timeline
+        .mark(format!("snapshot: vtsnap-snapshot run ({mode})"));
+    let s = run(
+        &cfg,
+        "example",
+        "commerce",
+        "-",
+        &run_options(),
+        lab.kube.client(),
+    )
+    .await;
+    assert_eq!(
+        s.exit_code,
+        0,
+        "{mode} snapshot failed: {}",
+        serde_json::to_string(&s).unwrap_or_default()
+    );
+    lab.timeline.mark(format!(
+        "snapshot: {} of {} done (steps: {}); fence window {} ms, cut latency {} ms, ready after {} ms",
+        s.snapshot.as_deref().unwrap_or("?"),
+        s.target.as_deref().unwrap_or("?"),
+        s.steps.join(" → "),
+        s.fence_window_ms.unwrap_or(0),
+        s.cut_latency_ms.unwrap_or(0),
+        s.ready_latency_ms.unwrap_or(0),
+    ));
+    s
+}
+
+/// Takes one snapshot and reports on it (before any replica is made from it).
+pub async fn snapshot_report(lab: &Lab, online: bool, new_tablet: u32) -> SnapshotReport {
+    let before: Vec<usize> = lab
+        .tablets
+        .values()
+        .map(|t| t.ctl.supervisor_starts().len())
+        .collect();
+    let timings_before: Vec<usize> = lab
+        .tablets
+        .values()
+        .map(|t| t.ctl.timings().len())
+        .collect();
+    let s = take_snapshot(lab, online).await;
+    let name = s.snapshot.clone().unwrap_or_default();
+    let target = s.target.clone().unwrap_or_default();
+    let tablet = lab
+        .tablets
+        .values()
+        .find(|t| t.alias.to_string() == target)
+        .unwrap_or_else(|| panic!("snapshot target {target} is not a lab tablet"));
+    let (i, _) = lab
+        .tablets
+        .values()
+        .enumerate()
+        .find(|(_, t)| t.alias == tablet.alias)
+        .unwrap();
+    // The release's Start comes after the cut; wait for it to be recorded.
+    let timings = tablet.ctl.timings()[timings_before[i]..].to_vec();
+    let took = |what: &str| {
+        timings
+            .iter()
+            .find(|(w, _)| *w == what)
+            .map(|(_, d)| provision::ms(*d))
+    };
+    let image = lab
+        .csi
+        .snapshot_volume(&name)
+        .unwrap_or_else(|| panic!("no btrfs snapshot for {name}"));
+    let pid = image
+        .join("vtdataroot")
+        .join(tablet.alias.uid.tablet_dir_name())
+        .join("mysql.pid");
+    SnapshotReport {
+        mode: if online { "online" } else { "cold" },
+        snapshot: name,
+        target,
+        fence_window_ms: s.fence_window_ms.unwrap_or(0),
+        cut_latency_ms: s.cut_latency_ms.unwrap_or(0),
+        ready_latency_ms: s.ready_latency_ms.unwrap_or(0),
+        mysqld_shutdown_ms: took("Shutdown"),
+        mysqld_start_ms: took("Start"),
+        image_without_running_mysqld: !pid.exists(),
+        supervisor_starts: tablet.ctl.supervisor_starts()[before[i]..].to_vec(),
+        new_tablet,
+        times: ProvisionTimes::default(),
+        checksum_match: false,
+    }
+}
+
+/// The whole flow on a started lab.
+pub async fn run_demo(lab: &Lab) -> DemoReport {
+    let primary = lab.primary();
+    primary
+        .start_load(&format!("{DATABASE}.t"), 10_000_000)
+        .await;
+    lab.timeline
+        .mark("load: single-row transactions on the primary, for the whole flow");
+
+    let mut cold = snapshot_report(lab, false, 201).await;
+    for s in &cold.supervisor_starts {
+        lab.timeline.mark(format!(
+            "supervisor: its Start after the cold Shutdown {}",
+            if s.started {
+                "restarted mysqld"
+            } else {
+                "found mysqld held (frozen) and failed"
+            }
+        ));
+    }
+    let mut online = snapshot_report(lab, true, 202).await;
+
+    let mut replicas = Vec::new();
+    for r in [&mut cold, &mut online] {
+        let n = provision::from_snapshot(lab, &r.snapshot, TabletUid::new(r.new_tablet)).await;
+        r.times = n.times;
+        replicas.push(n);
+    }
+
+    primary.stop_load().await;
+    let final_pos = primary.value("SELECT @@gtid_binlog_pos").await;
+    lab.timeline
+        .mark(format!("load: stopped; the primary is at {final_pos}"));
+    let want = checksums(&primary).await;
+    for (r, n) in [&mut cold, &mut online].into_iter().zip(&replicas) {
+        wait_for_gtid(&n.db, &final_pos, Duration::from_secs(300)).await;
+        let got = checksums(&n.db).await;
+        r.checksum_match = got == want;
+        lab.timeline.mark(format!(
+            "check: tablet {} (from the {} snapshot) {} the primary: {}",
+            r.new_tablet,
+            r.mode,
+            if r.checksum_match {
+                "matches"
+            } else {
+                "DIFFERS from"
+            },
+            got.join(" ")
+        ));
+    }
+
+    // Retention: keep the newest ready snapshot only.
+    let cfg = Config::from_yaml(&lab.config("  retention: {maxCount: 1}\n"))
+        .unwrap_or_else(|e| panic!("lab config: {e}"));
+    lab.timeline.mark("gc: vtsnap-gc with retention maxCount 1");
+    let gc = vtsnap_gc::run::run(
+        &cfg,
+        &GcOptions {
+            dry_run: false,
+            only_cluster: None,
+            node_timeout: Duration::from_secs(60),
+        },
+        lab.kube.client(),
+    )
+    .await;
+    let kept: Vec<String> = gc.plan.keep.iter().map(|i| i.name.clone()).collect();
+    // `vtsnap-gc` reports deletions as namespace/name.
+    let deleted: Vec<String> = gc
+        .deleted
+        .iter()
+        .map(|d| d.rsplit('/').next().unwrap_or(d).to_owned())
+        .collect();
+    lab.timeline.mark(format!(
+        "gc: kept {kept:?}, deleted {deleted:?} (exit {})",
+        gc.exit_code
+    ));
+    until(
+        "the CSI driver removed the deleted snapshots",
+        Duration::from_secs(30),
+        || async {
+            lab.csi
+                .snapshot_names()
+                .iter()
+                .all(|n| !deleted.contains(n))
+        },
+    )
+    .await;
+    DemoReport {
+        cold,
+        online,
+        primary_checksums: want,
+        gc_exit_code: gc.exit_code,
+        snapshots_kept: kept,
+        snapshots_deleted: deleted,
+        volumes_left: lab.csi.snapshot_names(),
+    }
+}

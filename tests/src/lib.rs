@@ -1,0 +1,23 @@
+//! The local lab: a whole Vitess shard on one machine.
+//!
+//! Real: MariaDB servers in containers laid out as vitess-operator lays out tablets, GTID
+//! replication, btrfs subvolumes on a loop device as the tablets' PVCs (atomic block-level
+//! snapshots and writable clones), the cgroup freezer, and the real `vtsnap-snapshot`,
+//! `vtsnap-node`, `vtsnap-restore` and `vtsnap-gc` logic.
+//! Fake, because it cannot run here: the Kubernetes API, vtctld (its calls act on the real
+//! servers), mysqlctld (its work is done by a supervisor inside each mysqld container) and
+//! the CSI driver (its work is done with btrfs).
+//!
+//! The lab is a harness built on the test kit, like a test: a failed step panics with the
+//! reason, and unwinding removes the containers and the loop device.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod backend;
+pub mod bench;
+pub mod csi;
+pub mod demo;
+pub mod provision;
+pub mod resources;
+pub mod shard;
+pub mod soak;
+pub mod timeline;

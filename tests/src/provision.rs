@@ -1,0 +1,160 @@
+//! A new replica from a VolumeSnapshot, the vtsnap way: a PVC whose `dataSourceRef` names
+//! the snapshot (what the webhook injects), bound by the CSI driver as a writable clone;
+//! `vtsnap-restore` moves the cloned tablet directory to the new UID; mysqld starts (crash
+//! recovery for an online snapshot); GTID auto-positioning catches it up.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::api::{Api, PostParams};
+use serde::Serialize;
+use serde_json::json;
+use vtsnap_core::naming::TabletUid;
+use vtsnap_testkit::mariadb::MariaDb;
+
+use crate::resources;
+use crate::shard::{Lab, free_port, until};
+
+/// Time of each provisioning phase, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct ProvisionTimes {
+    /// PVC created → Bound (the clone).
+    pub clone_ms: u64,
+    pub restore_ms: u64,
+    /// Container start → mysqld answers (includes InnoDB crash recovery).
+    pub start_ms: u64,
+    /// Replication started → the replica has everything the primary had then.
+    pub catch_up_ms: u64,
+}
+
+impl ProvisionTimes {
+    /// Clone, restore and start: the replica exists and serves its (old) data.
+    pub fn provisioning_ms(&self) -> u64 {
+        self.clone_ms + self.restore_ms + self.start_ms
+    }
+
+    pub fn total_ms(&self) -> u64 {
+        self.provisioning_ms() + self.catch_up_ms
+    }
+}
+
+/// A provisioned replica.
+#[derive(Debug)]
+pub struct NewReplica {
+    pub uid: TabletUid,
+    pub db: Arc<MariaDb>,
+    pub volume: PathBuf,
+    pub times: ProvisionTimes,
+    /// `gtid_binlog_pos` the restored server found before replicating (from its own binlog).
+    pub restored_gtid: String,
+}
+
+pub fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Waits on `db` until it has applied `pos` (MASTER_GTID_WAIT); panics after `limit`.
+pub async fn wait_for_gtid(db: &MariaDb, pos: &str, limit: Duration) {
+    let r = db
+        .value(&format!(
+            "SELECT MASTER_GTID_WAIT(\"{pos}\", {})",
+            limit.as_secs()
+        ))
+        .await;
+    assert_eq!(
+        r,
+        "0",
+        "replica did not reach {pos} within {limit:?}: {:?}",
+        db.query("SHOW SLAVE STATUS").await
+    );
+}
+
+/// Provisions tablet `uid` from `snapshot`, checks with `before_replication` on the
+/// recovered data (the soak's invariants), then catches it up with the primary.
+pub async fn from_snapshot(lab: &Lab, snapshot: &str, uid: TabletUid) -> NewReplica {
+    let pvc_name = format!("example-vttablet-zone1-{}-restored", uid.get());
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(lab.kube.client(), "vitess");
+    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": pvc_name, "namespace": "vitess"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
+                 "storageClassName": "topolvm-provisioner",
+                 "dataSourceRef": {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": snapshot}},
+    }))
+    .unwrap();
+    let t0 = Instant::now();
+    pvcs.create(&PostParams::default(), &pvc)
+        .await
+        .unwrap_or_else(|e| panic!("create PVC {pvc_name}: {e}"));
+    until(
+        &format!("PVC {pvc_name} is bound"),
+        Duration::from_secs(300),
+        || async { lab.csi.pvc_volume(&pvc_name).is_some() },
+    )
+    .await;
+    let clone_ms = ms(t0.elapsed());
+    let volume = lab.csi.pvc_volume(&pvc_name).unwrap();
+
+    let t1 = Instant::now();
+    let out = vtsnap_restore::run(&vtsnap_restore::Options {
+        vtdataroot: volume.join("vtdataroot"),
+        tablet_uid: uid,
+        server_id: None,
+        dry_run: false,
+    })
+    .unwrap_or_else(|e| panic!("vtsnap-restore {uid} from {snapshot}: {e}"));
+    let restore_ms = ms(t1.elapsed());
+    lab.timeline.mark(format!(
+        "provision: vtsnap-restore moved {} to {} in {restore_ms} ms ({})",
+        out.from_uid
+            .map_or_else(|| "?".to_owned(), |u| u.tablet_dir_name()),
+        uid.tablet_dir_name(),
+        out.action
+    ));
+
+    let socket_dir = lab.vol.path().join(format!("sockets/{}", uid.get()));
+    std::fs::create_dir_all(&socket_dir).unwrap();
+    let port = free_port();
+    let t2 = Instant::now();
+    let db = Arc::new(
+        MariaDb::start_supervised_with(
+            &volume.join("vtdataroot"),
+            &socket_dir,
+            uid,
+            true,
+            &format!("--port={port} {}", lab.opts.server_args),
+        )
+        .await,
+    );
+    resources::container(db.id());
+    let start_ms = ms(t2.elapsed());
+    let restored_gtid = db.value("SELECT @@gtid_binlog_pos").await;
+    lab.timeline.mark(format!(
+        "provision: tablet {} started in {start_ms} ms at GTID {restored_gtid:?}",
+        uid.get()
+    ));
+
+    // Catch up to what the primary has now (the load goes on).
+    let want = lab.primary().value("SELECT @@gtid_binlog_pos").await;
+    let t3 = Instant::now();
+    lab.replicate(&db, lab.primary_port(), &restored_gtid).await;
+    wait_for_gtid(&db, &want, Duration::from_secs(600)).await;
+    let catch_up_ms = ms(t3.elapsed());
+    lab.timeline.mark(format!(
+        "provision: tablet {} caught up to {want} in {catch_up_ms} ms",
+        uid.get()
+    ));
+    NewReplica {
+        uid,
+        db,
+        volume,
+        times: ProvisionTimes {
+            clone_ms,
+            restore_ms,
+            start_ms,
+            catch_up_ms,
+        },
+        restored_gtid,
+    }
+}
