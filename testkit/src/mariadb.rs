@@ -19,6 +19,9 @@ use vtsnap_core::naming::TabletUid;
 
 use crate::layout::{Flavor, MOUNT, SOCKET};
 
+/// Marks the background load's shell, so that only it is stopped.
+const LOAD_MARK: &str = "vtsnap-test-load";
+
 pub const DEFAULT_IMAGE: &str = "localhost/vtsnap-mariadb:test";
 
 fn image_and_flavor() -> (String, String, Flavor) {
@@ -306,11 +309,14 @@ impl MariaDb {
     }
 
     /// Starts a client in the background that runs the SQL which the shell loop `generator`
-    /// prints, until [`Self::stop_load`] or shutdown. The loop must start with
-    /// `while :; do echo` (or set a counter first), which is how it is found and stopped.
+    /// prints, until [`Self::stop_load`] or shutdown.
     pub async fn start_load_script(&self, generator: &str) {
         let c = commands(self.flavor, "");
-        let script = format!("{generator} | {} --socket={SOCKET} -uroot", c.client);
+        // The marker is how stop_load finds the loop.
+        let script = format!(
+            ": {LOAD_MARK}; {generator} | {} --socket={SOCKET} -uroot",
+            c.client
+        );
         let quoted = script.replace('\'', "'\\''");
         let (code, _, err) = self
             .sh(&format!(
@@ -324,20 +330,32 @@ impl MariaDb {
     /// what is read afterwards is final.
     pub async fn stop_load(&self) {
         let c = commands(self.flavor, "");
+        // `[v]tsnap…` matches the loop's command line but not this shell's own.
+        let pattern = format!("[{}]{}", &LOAD_MARK[..1], &LOAD_MARK[1..]);
         self.sh(&format!(
-            "pkill -f 'while :; do echo'; pkill -x {}; true",
+            "pkill -f '{pattern}'; pkill -x {}; true",
             c.client
         ))
         .await;
-        let others = "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
-                      WHERE ID <> CONNECTION_ID() AND USER = 'root'";
-        for _ in 0..600 {
-            if self.value(others).await == "0" {
+        let others = "SELECT ID FROM information_schema.PROCESSLIST \
+                      WHERE ID <> CONNECTION_ID() AND USER = 'root' AND COMMAND <> 'Killed'";
+        for i in 0..600 {
+            let ids = self.query(others).await;
+            if ids.is_empty() {
                 return;
+            }
+            // A client that is gone but whose connection lingers: end it from the server.
+            if i > 0 && i % 20 == 0 {
+                for id in ids {
+                    let _ = self.try_query(&format!("KILL CONNECTION {}", id[0])).await;
+                }
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        panic!("the load's connection did not go away");
+        panic!(
+            "the load's connection did not go away: {:?}",
+            self.query("SHOW FULL PROCESSLIST").await
+        );
     }
 
     /// Removes the container (killing the server) and waits until it is gone.

@@ -34,6 +34,62 @@ enum Command {
         #[arg(long, env = "VTSNAP_LAB_UPLOAD_DELAY", default_value_t = 2.0)]
         upload_delay: f64,
     },
+    /// Online snapshots under transactional load, each restored and checked, until the
+    /// time is up.
+    Soak {
+        /// How long to keep starting rounds (e.g. 90s, 10m, 2h).
+        #[arg(long, env = "VTSNAP_LAB_SOAK_DURATION", default_value = "10m", value_parser = parse_duration)]
+        duration: Duration,
+        /// At most this many rounds.
+        #[arg(long, env = "VTSNAP_LAB_SOAK_MAX_ROUNDS", default_value_t = 10_000)]
+        max_rounds: usize,
+    },
+}
+
+/// `90s`, `10m`, `2h` or plain seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (n, unit) = s
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((s, ""), |i| s.split_at(i));
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 90s, 10m or 2h"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        other => return Err(format!("unknown unit {other:?} in {s:?} (use s, m or h)")),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+async fn soak(duration: Duration, max_rounds: usize) -> ExitCode {
+    let timeline = Timeline::new(true);
+    let mut lab = Lab::start(
+        LabOptions {
+            seed_rows: 10_000,
+            cut_delay: Duration::from_millis(500),
+            upload_delay: Duration::from_millis(500),
+            ..LabOptions::default()
+        },
+        timeline.clone(),
+    )
+    .await;
+    let report = vtsnap_lab::soak::run_soak(&lab, duration, 1, max_rounds).await;
+    lab.stop_node().await;
+    println!(
+        "{}",
+        serde_json::json!({
+            "rounds": report.rounds.len(),
+            "all_ok": report.all_ok,
+            "failed_rounds": report.rounds.iter().filter(|r| !r.ok()).map(|r| r.round).collect::<Vec<_>>(),
+        })
+    );
+    if report.all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 fn secs(s: f64) -> Duration {
@@ -79,6 +135,10 @@ async fn main() -> ExitCode {
                 cut_delay,
                 upload_delay,
             } => demo(seed_rows, cut_delay, upload_delay).await,
+            Command::Soak {
+                duration,
+                max_rounds,
+            } => soak(duration, max_rounds).await,
         }
     };
     // Interrupted: dropping the work removes the containers and unmounts the volume.

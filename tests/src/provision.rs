@@ -71,9 +71,16 @@ pub async fn wait_for_gtid(db: &MariaDb, pos: &str, limit: Duration) {
     );
 }
 
-/// Provisions tablet `uid` from `snapshot`, checks with `before_replication` on the
-/// recovered data (the soak's invariants), then catches it up with the primary.
+/// Provisions tablet `uid` from `snapshot` and catches it up with the primary.
 pub async fn from_snapshot(lab: &Lab, snapshot: &str, uid: TabletUid) -> NewReplica {
+    let mut r = clone_and_start(lab, snapshot, uid).await;
+    catch_up(lab, &mut r).await;
+    r
+}
+
+/// Provisions tablet `uid` from `snapshot` and starts it, without replication: what it
+/// serves is exactly what crash recovery (online) or a clean start (cold) found.
+pub async fn clone_and_start(lab: &Lab, snapshot: &str, uid: TabletUid) -> NewReplica {
     let pvc_name = format!("example-vttablet-zone1-{}-restored", uid.get());
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(lab.kube.client(), "vitess");
     let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
@@ -135,16 +142,6 @@ pub async fn from_snapshot(lab: &Lab, snapshot: &str, uid: TabletUid) -> NewRepl
         uid.get()
     ));
 
-    // Catch up to what the primary has now (the load goes on).
-    let want = lab.primary().value("SELECT @@gtid_binlog_pos").await;
-    let t3 = Instant::now();
-    lab.replicate(&db, lab.primary_port(), &restored_gtid).await;
-    wait_for_gtid(&db, &want, Duration::from_secs(600)).await;
-    let catch_up_ms = ms(t3.elapsed());
-    lab.timeline.mark(format!(
-        "provision: tablet {} caught up to {want} in {catch_up_ms} ms",
-        uid.get()
-    ));
     NewReplica {
         uid,
         db,
@@ -153,8 +150,24 @@ pub async fn from_snapshot(lab: &Lab, snapshot: &str, uid: TabletUid) -> NewRepl
             clone_ms,
             restore_ms,
             start_ms,
-            catch_up_ms,
+            catch_up_ms: 0,
         },
         restored_gtid,
     }
+}
+
+/// Points the new replica at the primary from the position it restored and waits until it
+/// has what the primary has now (the load goes on).
+pub async fn catch_up(lab: &Lab, r: &mut NewReplica) {
+    let want = lab.primary().value("SELECT @@gtid_binlog_pos").await;
+    let t = Instant::now();
+    lab.replicate(&r.db, lab.primary_port(), &r.restored_gtid)
+        .await;
+    wait_for_gtid(&r.db, &want, Duration::from_secs(600)).await;
+    r.times.catch_up_ms = ms(t.elapsed());
+    lab.timeline.mark(format!(
+        "provision: tablet {} caught up to {want} in {} ms",
+        r.uid.get(),
+        r.times.catch_up_ms
+    ));
 }
