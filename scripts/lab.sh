@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DOCKER_HOST="${DOCKER_HOST:-unix:///run/podman/podman.sock}"
+# The timeline is the output; the programs' own logs only when something fails.
+export VTSNAP_LOG="${VTSNAP_LOG:-error}"
 export VTSNAP_LAB_RESOURCES
 VTSNAP_LAB_RESOURCES=$(mktemp /tmp/vtsnap-lab-resources.XXXXXX)
 

@@ -48,6 +48,9 @@ pub struct VtctldState {
 
 /// Real servers behind the fake: replication control and positions that act on actual
 /// MariaDB tablets (the lab), on top of the scripted state.
+/// Rows of cells (`None` for NULL), or the server's error message.
+pub type FetchResult = Result<Vec<Vec<Option<String>>>, String>;
+
 pub trait Backend: Send + Sync {
     fn stop_replication(
         &self,
@@ -65,7 +68,7 @@ pub trait Backend: Send + Sync {
         &self,
         _alias: TabletAlias,
         _query: String,
-    ) -> futures::future::BoxFuture<'static, Option<Result<Vec<Vec<Option<String>>>, String>>> {
+    ) -> futures::future::BoxFuture<'static, Option<FetchResult>> {
         Box::pin(async { None })
     }
 }

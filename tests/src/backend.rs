@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock, Weak};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use vtsnap_core::naming::TabletAlias;
-use vtsnap_testkit::fake_vtctld::Backend;
+use vtsnap_testkit::fake_vtctld::{Backend, FetchResult};
 use vtsnap_testkit::mariadb::MariaDb;
 
 /// Tablet alias → its server. Shared, so tablets can be added while vtctld serves. Weak:
@@ -61,7 +61,7 @@ impl Backend for LabBackend {
         &self,
         alias: TabletAlias,
         query: String,
-    ) -> BoxFuture<'static, Option<Result<Vec<Vec<Option<String>>>, String>>> {
+    ) -> BoxFuture<'static, Option<FetchResult>> {
         let db = self.get(&alias);
         async move {
             let rows = db?.try_query(&query).await;

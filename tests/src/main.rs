@@ -34,6 +34,27 @@ enum Command {
         #[arg(long, env = "VTSNAP_LAB_UPLOAD_DELAY", default_value_t = 2.0)]
         upload_delay: f64,
     },
+    /// Snapshots against mariadb-backup and mariadb-dump; writes a Markdown page.
+    Bench {
+        /// Data sizes in GiB, comma-separated (fractions allowed).
+        #[arg(
+            long,
+            env = "VTSNAP_LAB_BENCH_SIZES",
+            value_delimiter = ',',
+            default_value = "1,4,8"
+        )]
+        sizes_gib: Vec<f64>,
+        /// Runs per size (medians are taken over them).
+        #[arg(long, env = "VTSNAP_LAB_BENCH_RUNS", default_value_t = 3)]
+        runs: usize,
+        /// Where the page goes.
+        #[arg(
+            long,
+            env = "VTSNAP_LAB_BENCH_OUT",
+            default_value = "docs/benchmarks.md"
+        )]
+        out: std::path::PathBuf,
+    },
     /// Online snapshots under transactional load, each restored and checked, until the
     /// time is up.
     Soak {
@@ -61,6 +82,29 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         other => return Err(format!("unknown unit {other:?} in {s:?} (use s, m or h)")),
     };
     Ok(Duration::from_secs(secs))
+}
+
+async fn bench(mut sizes: Vec<f64>, runs: usize, out: std::path::PathBuf) -> ExitCode {
+    if sizes.is_empty() || sizes.iter().any(|s| s.is_nan() || *s <= 0.0) || runs == 0 {
+        eprintln!("vtsnap-lab bench: --sizes-gib needs positive sizes and --runs at least 1");
+        return ExitCode::from(2);
+    }
+    sizes.sort_by(f64::total_cmp);
+    let timeline = Timeline::new(true);
+    let start = std::time::Instant::now();
+    let mut results = Vec::new();
+    for (i, gib) in sizes.iter().enumerate() {
+        let r = vtsnap_lab::bench::bench_size(*gib, runs, i == 0, timeline.clone()).await;
+        results.push(r);
+        // Written after every size, so a long run that is stopped still leaves a page.
+        let page = vtsnap_lab::bench::render(&results, start.elapsed());
+        if let Err(e) = std::fs::write(&out, page) {
+            eprintln!("vtsnap-lab bench: cannot write {}: {e}", out.display());
+            return ExitCode::from(1);
+        }
+        timeline.mark(format!("bench: wrote {}", out.display()));
+    }
+    ExitCode::SUCCESS
 }
 
 async fn soak(duration: Duration, max_rounds: usize) -> ExitCode {
@@ -135,6 +179,11 @@ async fn main() -> ExitCode {
                 cut_delay,
                 upload_delay,
             } => demo(seed_rows, cut_delay, upload_delay).await,
+            Command::Bench {
+                sizes_gib,
+                runs,
+                out,
+            } => bench(sizes_gib, runs, out).await,
             Command::Soak {
                 duration,
                 max_rounds,

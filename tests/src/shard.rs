@@ -80,6 +80,8 @@ pub struct Tablet {
     pub ctl: FakeMysqlctld,
     /// The PVC's subvolume; the tablet's vtdataroot is `<mount>/vtdataroot`.
     pub mount: PathBuf,
+    /// The pod's `/vt/socket` (mysql.sock, mysqlctl.sock).
+    pub socket_dir: PathBuf,
     _serving: Option<Serving>,
 }
 
@@ -295,6 +297,7 @@ impl Lab {
                 db,
                 ctl,
                 mount: mount.to_path_buf(),
+                socket_dir,
                 _serving: Some(serving),
             },
         );
