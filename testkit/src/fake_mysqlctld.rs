@@ -90,6 +90,12 @@ impl FakeMysqlctld {
         }
     }
 
+    /// How long `Start` waits for mysqld before it fails.
+    pub fn with_start_timeout(mut self, limit: Duration) -> Self {
+        self.start_timeout = limit;
+        self
+    }
+
     /// A supervisor that calls `Start` `delay` after each completed `Shutdown`.
     pub fn with_supervisor(mut self, delay: Duration) -> Self {
         self.restart_after = Some(delay);

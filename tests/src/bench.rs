@@ -15,7 +15,6 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -25,7 +24,7 @@ use vtsnap_testkit::mariadb::MariaDb;
 
 use crate::csi::btrfs;
 use crate::demo::take_snapshot;
-use crate::provision::{self, ms, wait_for_gtid};
+use crate::provision::{self, catch_up_from, ms, start_server};
 use crate::resources;
 use crate::shard::{DATABASE, Lab, LabOptions, Tablet, free_port};
 use crate::timeline::Timeline;
@@ -171,33 +170,6 @@ fn fresh_tablet_volume(lab: &Lab, name: &str, uid: TabletUid) -> PathBuf {
     vol
 }
 
-async fn start_tablet(lab: &Lab, vol: &Path, uid: TabletUid) -> (Arc<MariaDb>, Duration) {
-    let socket_dir = vol.join("socket");
-    std::fs::create_dir_all(&socket_dir).unwrap();
-    let t = Instant::now();
-    let db = Arc::new(
-        MariaDb::start_supervised_with(
-            &vol.join("vtdataroot"),
-            &socket_dir,
-            uid,
-            true,
-            &format!("--port={} {}", free_port(), lab.opts.server_args),
-        )
-        .await,
-    );
-    resources::container(db.id());
-    (db, t.elapsed())
-}
-
-/// Replicates from `gtid` and waits until the primary's current position is applied.
-async fn catch_up_from(lab: &Lab, db: &MariaDb, gtid: &str) -> Duration {
-    let want = lab.primary().value("SELECT @@gtid_binlog_pos").await;
-    let t = Instant::now();
-    lab.replicate(db, lab.primary_port(), gtid).await;
-    wait_for_gtid(db, &want, Duration::from_secs(3600)).await;
-    t.elapsed()
-}
-
 fn delete_subvolume(p: &Path) {
     // The server on it is gone; a failure only costs disk space.
     let _ = btrfs(&["-q", "subvolume", "delete"], &[p]);
@@ -222,6 +194,15 @@ async fn one_run(lab: &Lab, run: usize, dump_too: bool) -> Run {
         .values()
         .find(|t| t.alias.to_string() == target)
         .unwrap_or_else(|| panic!("snapshot target {target} is not a lab tablet"));
+
+    // Provisioning from the online snapshot, right after it was taken.
+    let snap_uid = TabletUid::new(400 + u32::try_from(run).unwrap_or(0));
+    let n = provision::from_snapshot(lab, online.snapshot.as_deref().unwrap_or(""), snap_uid).await;
+    r.snap_clone_ms = n.times.clone_ms;
+    r.snap_restore_ms = n.times.restore_ms;
+    r.snap_start_ms = n.times.start_ms;
+    r.snap_catch_up_ms = n.times.catch_up_ms;
+    drop(n);
 
     let scratch = lab.vol.path().join(format!("scratch-{run}"));
     std::fs::create_dir_all(&scratch).unwrap();
@@ -254,15 +235,6 @@ async fn one_run(lab: &Lab, run: usize, dump_too: bool) -> Run {
         r.xb_backup_ms
     ));
 
-    // Provisioning from the online snapshot.
-    let snap_uid = TabletUid::new(400 + u32::try_from(run).unwrap_or(0));
-    let n = provision::from_snapshot(lab, online.snapshot.as_deref().unwrap_or(""), snap_uid).await;
-    r.snap_clone_ms = n.times.clone_ms;
-    r.snap_restore_ms = n.times.restore_ms;
-    r.snap_start_ms = n.times.start_ms;
-    r.snap_catch_up_ms = n.times.catch_up_ms;
-    drop(n);
-
     // Provisioning from the mariadb-backup backup.
     r.xb_prepare_ms = ms(sh_ok(
         &tool,
@@ -293,7 +265,7 @@ async fn one_run(lab: &Lab, run: usize, dump_too: bool) -> Run {
         .nth(2)
         .unwrap_or_default()
         .to_owned();
-    let (xb_db, start) = start_tablet(lab, &xb_vol, xb_uid).await;
+    let (xb_db, start) = start_server(lab, &xb_vol, xb_uid).await;
     r.xb_start_ms = ms(start);
     r.xb_catch_up_ms = ms(catch_up_from(lab, &xb_db, &gtid).await);
     drop(xb_db);
@@ -323,7 +295,7 @@ async fn one_run(lab: &Lab, run: usize, dump_too: bool) -> Run {
                 Some(rest.split('\'').next()?.to_owned())
             })
             .unwrap_or_else(|| panic!("mariadb-dump wrote no GTID position"));
-        let (db, start) = start_tablet(lab, &dump_vol, dump_uid).await;
+        let (db, start) = start_server(lab, &dump_vol, dump_uid).await;
         r.dump_start_ms = Some(ms(start));
         let loader = MariaDb::toolbox(&[
             (&scratch, "/backup"),
@@ -408,7 +380,9 @@ fn machine() -> String {
         .find_map(|l| l.strip_prefix("MemTotal:"))
         .and_then(|l| l.trim().trim_end_matches(" kB").parse::<u64>().ok())
         .map_or(0, |kb| kb >> 20);
-    let kernel = read("/proc/sys/kernel/osrelease");
+    // major.minor only: the rest names the build, not the machine's behaviour.
+    let release = read("/proc/sys/kernel/osrelease");
+    let kernel: String = release.split('.').take(2).collect::<Vec<_>>().join(".");
     format!(
         "{cores} cores ({cpu}), {mem_gib} GiB RAM, Linux {}",
         kernel.trim()
@@ -448,6 +422,9 @@ pub fn render(results: &[SizeResult], total: Duration) -> String {
            into an empty tablet directory, start, catch-up from the backup's GTID. Logical path (smallest \
            size only): `mariadb-dump --single-transaction --gtid`, a new initialized server, load without \
            binlog, catch-up.\n\
+         - The machine's RAM holds the generated data, so much of it is in the page cache: \
+           `mariadb-backup` and `mariadb-dump` read it from memory, which favors them. A 1.3 TB \
+           shard is read from disk.\n\
          - Whole run: {:.0} minutes.\n",
         machine(),
         total.as_secs_f64() / 60.0
@@ -539,4 +516,57 @@ pub fn render(results: &[SizeResult], total: Duration) -> String {
     }
     let _ = writeln!(s, "```");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(snap: u64, xb_backup: u64) -> Run {
+        Run {
+            cold_fence_ms: 2_000,
+            snap_clone_ms: snap,
+            xb_backup_ms: xb_backup,
+            xb_prepare_ms: 1_000,
+            ..Run::default()
+        }
+    }
+
+    #[test]
+    fn medians_of_odd_and_even_counts() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(median(vec![]).is_nan());
+    }
+
+    #[test]
+    fn ratios_are_taken_per_run_then_the_median() {
+        // Per run 10/1, 40/2, 900/3 → 10, 20, 300: the median ratio is 20, while the ratio
+        // of the sums (950/6 ≈ 158) would let one slow run dominate.
+        let r = |snap: u64, backup: u64| Run {
+            snap_clone_ms: snap,
+            xb_backup_ms: backup,
+            ..Run::default()
+        };
+        let runs = vec![r(1, 10), r(2, 40), r(3, 900)];
+        assert_eq!(med_ratio(&runs, Run::xb_total, Run::snap_total), 20.0);
+    }
+
+    #[test]
+    fn the_page_has_a_row_per_size_and_the_ratio_columns() {
+        let size = |gib: f64| SizeResult {
+            requested_gib: gib,
+            mariadb_version: "10.11.x".into(),
+            measured_mib: 1200,
+            table_mib: 1024,
+            rows: 1_000_000,
+            seed_s: 1.0,
+            runs: vec![run(1_000, 9_000)],
+        };
+        let page = render(&[size(1.0), size(4.0)], Duration::from_secs(60));
+        assert!(page.contains("MariaDB 10.11.x"));
+        assert_eq!(page.matches("| 1.0 GiB | 1 | 2.0 s |").count(), 2, "{page}");
+        assert!(page.contains("| **1.0 s** |"), "{page}");
+        assert!(page.contains("| **10.0 s** | 10.0× | 1.0× |"), "{page}");
+    }
 }

@@ -33,6 +33,10 @@ pub struct SnapshotReport {
     pub image_without_running_mysqld: bool,
     /// The supervisor's `Start` calls made while this snapshot ran.
     pub supervisor_starts: Vec<SupervisorStart>,
+    /// The GTID position recorded on the snapshot (exact for cold, a lower bound online).
+    pub recorded_gtid: String,
+    /// `gtid_binlog_pos` the new replica found in its restored data, before replicating.
+    pub restored_gtid: String,
     pub new_tablet: u32,
     pub times: ProvisionTimes,
     pub checksum_match: bool,
@@ -167,6 +171,13 @@ pub async fn snapshot_report(lab: &Lab, online: bool, new_tablet: u32) -> Snapsh
         mysqld_start_ms: took("Start"),
         image_without_running_mysqld: !pid.exists(),
         supervisor_starts: tablet.ctl.supervisor_starts()[before[i]..].to_vec(),
+        recorded_gtid: s
+            .gtid
+            .as_deref()
+            .unwrap_or_default()
+            .trim_start_matches("MariaDB/")
+            .to_owned(),
+        restored_gtid: String::new(),
         new_tablet,
         times: ProvisionTimes::default(),
         checksum_match: false,
@@ -199,6 +210,7 @@ pub async fn run_demo(lab: &Lab) -> DemoReport {
     for r in [&mut cold, &mut online] {
         let n = provision::from_snapshot(lab, &r.snapshot, TabletUid::new(r.new_tablet)).await;
         r.times = n.times;
+        r.restored_gtid = n.restored_gtid.clone();
         replicas.push(n);
     }
 

@@ -28,7 +28,7 @@ enum Command {
         seed_rows: u64,
         /// Seconds from VolumeSnapshot creation to the cut. Longer than the supervisor's
         /// restart delay plus a mysqld start, so that its `Start` lands inside the cold cut.
-        #[arg(long, env = "VTSNAP_LAB_CUT_DELAY", default_value_t = 6.0)]
+        #[arg(long, env = "VTSNAP_LAB_CUT_DELAY", default_value_t = 8.0)]
         cut_delay: f64,
         /// Seconds from the cut to `readyToUse` (the driver's upload).
         #[arg(long, env = "VTSNAP_LAB_UPLOAD_DELAY", default_value_t = 2.0)]
@@ -197,5 +197,24 @@ async fn main() -> ExitCode {
             eprintln!("vtsnap-lab: interrupted; removing the lab's containers and volume");
             ExitCode::from(130)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_seconds_minutes_and_hours() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert!(parse_duration("2d").unwrap_err().contains("unknown unit"));
+        assert!(
+            parse_duration("soon")
+                .unwrap_err()
+                .contains("not a duration")
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! `vtsnap-restore` moves the cloned tablet directory to the new UID; mysqld starts (crash
 //! recovery for an online snapshot); GTID auto-positioning catches it up.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -120,22 +120,8 @@ pub async fn clone_and_start(lab: &Lab, snapshot: &str, uid: TabletUid) -> NewRe
         out.action
     ));
 
-    let socket_dir = lab.vol.path().join(format!("sockets/{}", uid.get()));
-    std::fs::create_dir_all(&socket_dir).unwrap();
-    let port = free_port();
-    let t2 = Instant::now();
-    let db = Arc::new(
-        MariaDb::start_supervised_with(
-            &volume.join("vtdataroot"),
-            &socket_dir,
-            uid,
-            true,
-            &format!("--port={port} {}", lab.opts.server_args),
-        )
-        .await,
-    );
-    resources::container(db.id());
-    let start_ms = ms(t2.elapsed());
+    let (db, start) = start_server(lab, &volume, uid).await;
+    let start_ms = ms(start);
     let restored_gtid = db.value("SELECT @@gtid_binlog_pos").await;
     lab.timeline.mark(format!(
         "provision: tablet {} started in {start_ms} ms at GTID {restored_gtid:?}",
@@ -159,15 +145,39 @@ pub async fn clone_and_start(lab: &Lab, snapshot: &str, uid: TabletUid) -> NewRe
 /// Points the new replica at the primary from the position it restored and waits until it
 /// has what the primary has now (the load goes on).
 pub async fn catch_up(lab: &Lab, r: &mut NewReplica) {
-    let want = lab.primary().value("SELECT @@gtid_binlog_pos").await;
-    let t = Instant::now();
-    lab.replicate(&r.db, lab.primary_port(), &r.restored_gtid)
-        .await;
-    wait_for_gtid(&r.db, &want, Duration::from_secs(600)).await;
-    r.times.catch_up_ms = ms(t.elapsed());
+    r.times.catch_up_ms = ms(catch_up_from(lab, &r.db, &r.restored_gtid).await);
     lab.timeline.mark(format!(
-        "provision: tablet {} caught up to {want} in {} ms",
+        "provision: tablet {} caught up in {} ms",
         r.uid.get(),
         r.times.catch_up_ms
     ));
+}
+
+/// Starts tablet `uid`'s mysqld on `<volume>/vtdataroot` (initializing an empty data
+/// directory), with its socket in `<volume>/socket`; returns it and how long it took.
+pub async fn start_server(lab: &Lab, volume: &Path, uid: TabletUid) -> (Arc<MariaDb>, Duration) {
+    let socket_dir = volume.join("socket");
+    std::fs::create_dir_all(&socket_dir).unwrap();
+    let t = Instant::now();
+    let db = Arc::new(
+        MariaDb::start_supervised_with(
+            &volume.join("vtdataroot"),
+            &socket_dir,
+            uid,
+            true,
+            &format!("--port={} {}", free_port(), lab.opts.server_args),
+        )
+        .await,
+    );
+    resources::container(db.id());
+    (db, t.elapsed())
+}
+
+/// Replicates from `gtid` and waits until the primary's position at the start is applied.
+pub async fn catch_up_from(lab: &Lab, db: &MariaDb, gtid: &str) -> Duration {
+    let want = lab.primary().value("SELECT @@gtid_binlog_pos").await;
+    let t = Instant::now();
+    lab.replicate(db, lab.primary_port(), gtid).await;
+    wait_for_gtid(db, &want, Duration::from_secs(3600)).await;
+    t.elapsed()
 }

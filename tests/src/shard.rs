@@ -33,6 +33,9 @@ use crate::timeline::Timeline;
 
 pub const DATABASE: &str = "vt_commerce";
 pub const NODE: &str = "node-a";
+/// How long the fake mysqlctld's `Start` waits for mysqld: a supervisor's `Start` that
+/// meets a held (frozen) mysqld fails after this long.
+pub const MYSQLCTLD_START_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How the lab is built.
 #[derive(Debug, Clone)]
@@ -275,7 +278,8 @@ impl Lab {
         let mut ctl = FakeMysqlctld::new(
             &socket_dir,
             &mount.join("vtdataroot").join(t.alias.uid.tablet_dir_name()),
-        );
+        )
+        .with_start_timeout(MYSQLCTLD_START_TIMEOUT);
         if let Some(d) = self.opts.supervisor_restart {
             ctl = ctl.with_supervisor(d);
         }

@@ -149,3 +149,15 @@ pub async fn run_soak(
     let all_ok = rounds.iter().all(SoakRound::ok);
     SoakReport { rounds, all_ok }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sequence_number_is_the_last_field() {
+        assert_eq!(seq_no("0-2549885007-6187"), 6187);
+        assert_eq!(seq_no(""), 0);
+        assert_eq!(seq_no("0-1-5,1-2-9"), 9);
+    }
+}

@@ -9,7 +9,9 @@ use vtsnap_lab::demo::run_demo;
 use vtsnap_lab::shard::{Lab, LabOptions};
 use vtsnap_lab::timeline::Timeline;
 
-const CUT_DELAY: Duration = Duration::from_secs(5);
+/// Longer than the supervisor's delay plus the fake mysqlctld's Start timeout, so that its
+/// Start has failed (held) or succeeded (not held) well before the cut.
+const CUT_DELAY: Duration = Duration::from_secs(8);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cold_and_online_snapshots_provision_replicas_that_match_and_gc_keeps_the_newest() {
@@ -33,6 +35,18 @@ async fn cold_and_online_snapshots_provision_replicas_that_match_and_gc_keeps_th
     // Both replicas caught up to the primary's data.
     assert!(r.cold.checksum_match, "cold replica differs\n{tl}");
     assert!(r.online.checksum_match, "online replica differs\n{tl}");
+
+    // The cold replica starts exactly where the snapshot says; the online one at or after
+    // its recorded lower bound (one domain here: compare sequence numbers).
+    assert!(!r.cold.recorded_gtid.is_empty(), "{tl}");
+    assert_eq!(r.cold.restored_gtid, r.cold.recorded_gtid, "{tl}");
+    let seq = |g: &str| g.rsplit('-').next().unwrap().parse::<u64>().unwrap();
+    assert!(
+        seq(&r.online.restored_gtid) >= seq(&r.online.recorded_gtid),
+        "online: restored {} before the recorded lower bound {}\n{tl}",
+        r.online.restored_gtid,
+        r.online.recorded_gtid
+    );
 
     // The cold image is of a stopped mysqld: the supervisor's Start inside the cut was
     // defeated by the hold.

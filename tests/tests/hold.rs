@@ -19,7 +19,8 @@ async fn the_hold_defeats_a_supervisor_restart_and_switching_it_off_shows_the_di
             volume_bytes: 2 << 30,
             seed_rows: 1_000,
             supervisor_restart: Some(Duration::from_secs(1)),
-            cut_delay: Duration::from_secs(6),
+            // Supervisor (1 s) + Start timeout (5 s) end well before the cut.
+            cut_delay: Duration::from_secs(8),
             upload_delay: Duration::from_millis(200),
             ..LabOptions::default()
         },
