@@ -26,20 +26,12 @@ use crate::csi::btrfs;
 use crate::demo::take_snapshot;
 use crate::provision::{self, catch_up_from, ms, start_server};
 use crate::resources;
-use crate::shard::{DATABASE, Lab, LabOptions, Tablet, free_port};
+use crate::shard::{DATABASE, Lab, LabOptions, Tablet, free_port, inserts_load};
 use crate::timeline::Timeline;
 
 /// Rows per GiB of generated data (rows of ~1 KiB of padding).
 const ROWS_PER_GIB: u64 = 1_000_000;
 const ROW_BYTES: u32 = 1024;
-
-/// The write load during measurements: about 100 single-row transactions a second.
-fn throttled_load() -> String {
-    format!(
-        "i=100000000; while :; do echo \"INSERT INTO {DATABASE}.t (v, pad) VALUES ($i, md5($i));\"; \
-         i=$((i+1)); [ $((i % 10)) -eq 0 ] && sleep 0.1; done"
-    )
-}
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Run {
@@ -349,7 +341,7 @@ pub async fn bench_size(gib: f64, runs: usize, dump_too: bool, timeline: Timelin
             .join("t.ibd"),
     );
     let mariadb_version = lab.primary().value("SELECT VERSION()").await;
-    lab.primary().start_load_script(&throttled_load()).await;
+    lab.primary().start_load_script(&inserts_load(100)).await;
     let mut out = Vec::new();
     for run in 1..=runs {
         timeline.mark(format!("bench: {gib} GiB, run {run} of {runs}"));

@@ -14,7 +14,11 @@ use vtsnap_snapshot::run::{RunOptions, Summary, run};
 use vtsnap_testkit::fake_mysqlctld::SupervisorStart;
 
 use crate::provision::{self, ProvisionTimes, wait_for_gtid};
-use crate::shard::{DATABASE, Lab, checksums, until};
+use crate::shard::{Lab, checksums, inserts_load, until};
+
+/// The demo's write load: enough to keep every step honest, little enough that a new
+/// replica (one applier thread) catches up quickly on two cores.
+pub const LOAD_PER_SECOND: u32 = 200;
 
 /// One snapshot and the replica provisioned from it.
 #[derive(Debug, Clone, Serialize)]
@@ -188,10 +192,11 @@ pub async fn snapshot_report(lab: &Lab, online: bool, new_tablet: u32) -> Snapsh
 pub async fn run_demo(lab: &Lab) -> DemoReport {
     let primary = lab.primary();
     primary
-        .start_load(&format!("{DATABASE}.t"), 10_000_000)
+        .start_load_script(&inserts_load(LOAD_PER_SECOND))
         .await;
-    lab.timeline
-        .mark("load: single-row transactions on the primary, for the whole flow");
+    lab.timeline.mark(format!(
+        "load: up to {LOAD_PER_SECOND} single-row transactions a second on the primary, for the whole flow"
+    ));
 
     let mut cold = snapshot_report(lab, false, 201).await;
     for s in &cold.supervisor_starts {

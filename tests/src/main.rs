@@ -155,7 +155,7 @@ async fn demo(seed_rows: u64, cut_delay: f64, upload_delay: f64) -> ExitCode {
     .await;
     let report = run_demo(&lab).await;
     lab.stop_node().await;
-    println!("\n== timeline\n{}", timeline.render());
+    // The timeline went to stderr as it happened; stdout gets the one summary line.
     println!("{}", report.summary());
     let ok = report.cold.checksum_match
         && report.online.checksum_match

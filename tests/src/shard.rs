@@ -386,6 +386,16 @@ impl Lab {
     }
 }
 
+/// A write load for [`MariaDb::start_load_script`]: single-row transactions into
+/// `vt_commerce.t`, at most about `per_second` of them a second (a pause every tenth).
+pub fn inserts_load(per_second: u32) -> String {
+    let every = (per_second / 10).max(1);
+    format!(
+        "i=100000000; while :; do echo \"INSERT INTO {DATABASE}.t (v, pad) VALUES ($i, md5($i));\"; \
+         i=$((i+1)); [ $((i % {every})) -eq 0 ] && sleep 0.1; done"
+    )
+}
+
 /// `CHECKSUM TABLE` of every table of the lab's database, in name order.
 pub async fn checksums(db: &MariaDb) -> Vec<String> {
     let tables = db
