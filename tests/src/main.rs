@@ -12,7 +12,7 @@ use vtsnap_lab::timeline::Timeline;
 #[command(
     name = "vtsnap-lab",
     about = "A Vitess shard on one machine: real MariaDB on btrfs, the real vtsnap programs, fakes for Kubernetes, vtctld, mysqlctld and CSI",
-    after_help = "Examples:\n  vtsnap-lab demo\n  vtsnap-lab demo --seed-rows 200000\n  vtsnap-lab bench --sizes-gib 1,4,8 --runs 3 --out docs/benchmarks.md\n  vtsnap-lab soak --duration 30m\n\nNeeds root, Podman (DOCKER_HOST pointing at its API socket), btrfs and loop devices:\nrun through `make demo`, which installs and builds what is missing."
+    after_help = "Examples:\n  vtsnap-lab demo\n  vtsnap-lab demo --seed-rows 200000\n  vtsnap-lab bench --sizes-gib 1,4,8 --runs 3 --out docs/benchmarks.md\n  vtsnap-lab soak --duration 30m\n\nNeeds root, Podman (DOCKER_HOST pointing at its API socket), btrfs and loop devices:\nrun through `make demo`, which installs and builds what is missing.\n\nExit codes: 0 every check held; 1 a check failed (the JSON line says which); 2 bad\nflags; 101 a lab step failed (the message names it). The lab's containers and loop\ndevice are removed in every case, also on Ctrl-C."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -85,8 +85,12 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 async fn bench(mut sizes: Vec<f64>, runs: usize, out: std::path::PathBuf) -> ExitCode {
-    if sizes.is_empty() || sizes.iter().any(|s| s.is_nan() || *s <= 0.0) || runs == 0 {
-        eprintln!("vtsnap-lab bench: --sizes-gib needs positive sizes and --runs at least 1");
+    if let Some(bad) = sizes.iter().find(|s| s.is_nan() || **s <= 0.0) {
+        eprintln!("vtsnap-lab bench: --sizes-gib: {bad} is not a positive size in GiB");
+        return ExitCode::from(2);
+    }
+    if sizes.is_empty() || runs == 0 {
+        eprintln!("vtsnap-lab bench: needs at least one size (--sizes-gib) and one run (--runs)");
         return ExitCode::from(2);
     }
     sizes.sort_by(f64::total_cmp);
@@ -171,7 +175,7 @@ async fn demo(seed_rows: u64, cut_delay: f64, upload_delay: f64) -> ExitCode {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    vtsnap_core::logging::init(vtsnap_core::logging::LogFormat::Text);
+    vtsnap_core::logging::init(vtsnap_core::logging::LogFormat::Auto);
     let work = async {
         match cli.command {
             Command::Demo {

@@ -2,7 +2,8 @@
 //! replica applying multi-statement transactions (money moved between accounts, each move
 //! also written to a ledger, one GTID per transaction). Each snapshot is provisioned as a
 //! new tablet and, before it replicates anything, must show:
-//! - InnoDB recovered (mysqld started on the crash image);
+//! - InnoDB recovered (mysqld started on the crash image and `CHECK TABLE` finds every
+//!   table sound);
 //! - the money is all there (no half transaction survived);
 //! - `gtid_binlog_pos` agrees with the data: the ledger holds exactly the transactions the
 //!   binlog says were committed, with no gap;
@@ -113,6 +114,20 @@ pub async fn run_soak(
             .value(&format!("SELECT SUM(balance) FROM {DATABASE}.accounts"))
             .await);
         let binlog_transactions = seq_no(&r.restored_gtid).saturating_sub(base);
+        // mysqld started on the crash image; InnoDB must also find its tables sound.
+        let check = db
+            .query(&format!(
+                "CHECK TABLE {DATABASE}.accounts, {DATABASE}.ledger, {DATABASE}.t"
+            ))
+            .await;
+        let recovered = !check.is_empty()
+            && check
+                .iter()
+                .filter(|row| row.get(2).is_some_and(|t| t == "status"))
+                .all(|row| row.get(3).is_some_and(|m| m == "OK"))
+            && check
+                .iter()
+                .all(|row| row.get(2).is_none_or(|t| t != "error"));
         provision::catch_up(lab, &mut r).await;
         primary.stop_load().await;
         next = num(&primary
@@ -131,7 +146,7 @@ pub async fn run_soak(
             ledger_rows,
             binlog_transactions,
             total_balance,
-            recovered: true,
+            recovered,
             money_conserved: total_balance == ACCOUNTS * OPENING_BALANCE,
             gtid_consistent: ledger_rows == binlog_transactions && max_n == ledger_rows,
             checksum_match,
