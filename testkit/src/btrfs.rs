@@ -24,6 +24,23 @@ fn run(cmd: &mut Command) {
     );
 }
 
+/// Runs `btrfs <args> <paths>`; the error names the command and what btrfs said.
+pub fn btrfs(args: &[&str], paths: &[&Path]) -> Result<(), String> {
+    let out = Command::new("btrfs")
+        .args(args)
+        .args(paths)
+        .output()
+        .map_err(|e| format!("cannot run btrfs: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "btrfs {args:?} {paths:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
 /// A mounted btrfs file system; unmounted and its loop device freed on drop.
 #[derive(Debug)]
 pub struct BtrfsVolume {
@@ -60,9 +77,7 @@ impl BtrfsVolume {
     /// Creates a subvolume (a "PVC") and returns its path.
     pub fn subvolume(&self, name: &str) -> PathBuf {
         let p = self.mnt.join(name);
-        run(Command::new("btrfs")
-            .args(["-q", "subvolume", "create"])
-            .arg(&p));
+        btrfs(&["-q", "subvolume", "create"], &[&p]).unwrap_or_else(|e| panic!("{e}"));
         p
     }
 
@@ -70,12 +85,12 @@ impl BtrfsVolume {
     /// writable for a "PVC from a snapshot".
     pub fn snapshot(&self, src: &str, dst: &str, readonly: bool) -> PathBuf {
         let p = self.mnt.join(dst);
-        let mut cmd = Command::new("btrfs");
-        cmd.args(["-q", "subvolume", "snapshot"]);
-        if readonly {
-            cmd.arg("-r");
-        }
-        run(cmd.arg(self.mnt.join(src)).arg(&p));
+        let args: &[&str] = if readonly {
+            &["-q", "subvolume", "snapshot", "-r"]
+        } else {
+            &["-q", "subvolume", "snapshot"]
+        };
+        btrfs(args, &[&self.mnt.join(src), &p]).unwrap_or_else(|e| panic!("{e}"));
         p
     }
 }

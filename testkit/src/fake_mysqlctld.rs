@@ -33,17 +33,8 @@ pub struct FakeMysqlctld {
     start_timeout: Duration,
     calls: Arc<Mutex<Vec<String>>>,
     restart_after: Option<Duration>,
-    supervisor_starts: Arc<Mutex<Vec<SupervisorStart>>>,
+    supervisor_starts: Arc<Mutex<Vec<bool>>>,
     timings: Arc<Mutex<Vec<(&'static str, Duration)>>>,
-}
-
-/// One `Start` the supervisor made after a `Shutdown`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct SupervisorStart {
-    /// mysqld answered: the supervisor restarted it.
-    pub started: bool,
-    /// Milliseconds since the Unix epoch when the supervisor's `Start` returned.
-    pub at_ms: i64,
 }
 
 /// The running server; stops (and removes its socket) when dropped.
@@ -79,7 +70,7 @@ impl FakeMysqlctld {
         }
     }
 
-    /// How long each completed `Shutdown` and `Start` took, oldest first.
+    /// How long each completed `Shutdown` and `Start` RPC took, oldest first.
     pub fn timings(&self) -> Vec<(&'static str, Duration)> {
         self.timings.lock().map(|c| c.clone()).unwrap_or_default()
     }
@@ -102,8 +93,9 @@ impl FakeMysqlctld {
         self
     }
 
-    /// The supervisor's `Start` calls so far, oldest first.
-    pub fn supervisor_starts(&self) -> Vec<SupervisorStart> {
+    /// The supervisor's `Start` calls so far, oldest first: whether each one got mysqld
+    /// answering (it restarted mysqld) or failed.
+    pub fn supervisor_starts(&self) -> Vec<bool> {
         self.supervisor_starts
             .lock()
             .map(|c| c.clone())
@@ -174,18 +166,20 @@ impl FakeMysqlctld {
             tokio::time::sleep(delay).await;
             me.log("Start (supervisor)");
             let started = me.start_mysqld().await.is_ok();
-            let at_ms = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
             if let Ok(mut v) = me.supervisor_starts.lock() {
-                v.push(SupervisorStart { started, at_ms });
+                v.push(started);
             }
         });
     }
 
     async fn start(&self) -> Result<StartResponse, tonic::Status> {
         self.log("Start");
-        self.start_mysqld().await
+        let since = Instant::now();
+        let r = self.start_mysqld().await;
+        if r.is_ok() {
+            self.timed("Start", since);
+        }
+        r
     }
 
     async fn start_mysqld(&self) -> Result<StartResponse, tonic::Status> {
@@ -194,7 +188,6 @@ impl FakeMysqlctld {
         let start = Instant::now();
         while start.elapsed() < self.start_timeout {
             if answers(&self.mysql_socket()).await {
-                self.timed("Start", start);
                 return Ok(StartResponse {});
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -46,11 +46,11 @@ pub struct VtctldState {
     calls: Vec<String>,
 }
 
-/// Real servers behind the fake: replication control and positions that act on actual
-/// MariaDB tablets (the lab), on top of the scripted state.
 /// Rows of cells (`None` for NULL), or the server's error message.
 pub type FetchResult = Result<Vec<Vec<Option<String>>>, String>;
 
+/// Real servers behind the fake: replication control and positions that act on actual
+/// MariaDB tablets (the lab), on top of the scripted state.
 pub trait Backend: Send + Sync {
     fn stop_replication(
         &self,
@@ -337,14 +337,11 @@ impl FakeVtctld {
         })
     }
 
-    fn fetch(
+    /// ExecuteFetchAsDBA answered from the fixture's variables (`SELECT @@var, …` only).
+    fn fetch_variables(
         &self,
         r: ExecuteFetchAsDbaRequest,
     ) -> Result<ExecuteFetchAsDbaResponse, tonic::Status> {
-        self.begin(
-            "ExecuteFetchAsDBA",
-            format!("{} {}", alias_str(&r.tablet_alias), r.query),
-        )?;
         self.on_tablet(&r.tablet_alias, |sh, a| {
             let t = &sh.tablets[a];
             let q = r.query.trim();
@@ -467,21 +464,17 @@ impl tower::Service<http::Request<Body>> for Service {
                     grpc::unary_async(req, move |r: ExecuteFetchAsDbaRequest| {
                         let f = f.clone();
                         async move {
+                            f.begin(
+                                "ExecuteFetchAsDBA",
+                                format!("{} {}", alias_str(&r.tablet_alias), r.query),
+                            )?;
                             let alias = r.tablet_alias.as_ref().map(TabletAlias::from);
-                            let real = match (f.backend(), alias) {
-                                (Some(b), Some(a)) => b.execute_fetch(a, r.query.clone()).await,
-                                _ => None,
-                            };
-                            match real {
-                                Some(rows) => {
-                                    f.begin(
-                                        "ExecuteFetchAsDBA",
-                                        format!("{} {}", alias_str(&r.tablet_alias), r.query),
-                                    )?;
-                                    fetched(rows.map_err(tonic::Status::unknown)?)
-                                }
-                                None => f.fetch(r),
+                            if let (Some(b), Some(a)) = (f.backend(), alias)
+                                && let Some(rows) = b.execute_fetch(a, r.query.clone()).await
+                            {
+                                return fetched(rows.map_err(tonic::Status::unknown)?);
                             }
+                            f.fetch_variables(r)
                         }
                     })
                     .await

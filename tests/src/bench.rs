@@ -22,12 +22,12 @@ use vtsnap_core::naming::TabletUid;
 use vtsnap_testkit::layout::TabletLayout;
 use vtsnap_testkit::mariadb::MariaDb;
 
-use crate::csi::btrfs;
 use crate::demo::take_snapshot;
-use crate::provision::{self, catch_up_from, ms, start_server};
+use crate::provision::{self, ProvisionTimes, catch_up_from, ms, start_server};
 use crate::resources;
-use crate::shard::{DATABASE, Lab, LabOptions, Tablet, free_port, inserts_load};
+use crate::shard::{DATABASE, Lab, LabOptions, free_port, inserts_load};
 use crate::timeline::Timeline;
+use vtsnap_testkit::btrfs::btrfs;
 
 /// Rows per GiB of generated data (rows of ~1 KiB of padding).
 const ROWS_PER_GIB: u64 = 1_000_000;
@@ -39,10 +39,8 @@ pub struct Run {
     pub cold_total_ms: u64,
     pub online_total_ms: u64,
     pub xb_backup_ms: u64,
-    pub snap_clone_ms: u64,
-    pub snap_restore_ms: u64,
-    pub snap_start_ms: u64,
-    pub snap_catch_up_ms: u64,
+    /// A new replica from the online snapshot.
+    pub snap: ProvisionTimes,
     pub xb_prepare_ms: u64,
     pub xb_copy_back_ms: u64,
     pub xb_start_ms: u64,
@@ -55,7 +53,7 @@ pub struct Run {
 
 impl Run {
     pub fn snap_total(&self) -> u64 {
-        self.snap_clone_ms + self.snap_restore_ms + self.snap_start_ms + self.snap_catch_up_ms
+        self.snap.total_ms()
     }
 
     /// Provisioning from a backup that already exists.
@@ -180,21 +178,13 @@ async fn one_run(lab: &Lab, run: usize, dump_too: bool) -> Run {
     let t = Instant::now();
     let online = take_snapshot(lab, true).await;
     r.online_total_ms = ms(t.elapsed());
-    let target = online.target.clone().unwrap_or_default();
-    let replica: &Tablet = lab
-        .tablets
-        .values()
-        .find(|t| t.alias.to_string() == target)
-        .unwrap_or_else(|| panic!("snapshot target {target} is not a lab tablet"));
+    let (_, replica) = lab.tablet_by_alias(online.target.as_deref().unwrap_or_default());
 
     // Provisioning from the online snapshot, right after it was taken.
     let snap_uid = TabletUid::new(400 + u32::try_from(run).unwrap_or(0));
-    let n = provision::from_snapshot(lab, online.snapshot.as_deref().unwrap_or(""), snap_uid).await;
-    r.snap_clone_ms = n.times.clone_ms;
-    r.snap_restore_ms = n.times.restore_ms;
-    r.snap_start_ms = n.times.start_ms;
-    r.snap_catch_up_ms = n.times.catch_up_ms;
-    drop(n);
+    r.snap = provision::from_snapshot(lab, online.snapshot.as_deref().unwrap_or(""), snap_uid)
+        .await
+        .times;
 
     let scratch = lab.vol.path().join(format!("scratch-{run}"));
     std::fs::create_dir_all(&scratch).unwrap();
@@ -455,10 +445,10 @@ pub fn render(results: &[SizeResult], total: Duration) -> String {
             s,
             "| {:.1} GiB | {:.2} s | {:.3} s | {:.1} s | {:.1} s | **{:.1} s** | {:.1} s | {:.1} s | {:.1} s | {:.1} s | {:.1} s | **{:.1} s** | {:.1}× | {:.1}× |",
             r.table_mib as f64 / 1024.0,
-            med_s(x, |x| x.snap_clone_ms),
-            med_s(x, |x| x.snap_restore_ms),
-            med_s(x, |x| x.snap_start_ms),
-            med_s(x, |x| x.snap_catch_up_ms),
+            med_s(x, |x| x.snap.clone_ms),
+            med_s(x, |x| x.snap.restore_ms),
+            med_s(x, |x| x.snap.start_ms),
+            med_s(x, |x| x.snap.catch_up_ms),
             med_s(x, Run::snap_total),
             med_s(x, |x| x.xb_backup_ms),
             med_s(x, |x| x.xb_prepare_ms),
@@ -517,7 +507,10 @@ mod tests {
     fn run(snap: u64, xb_backup: u64) -> Run {
         Run {
             cold_fence_ms: 2_000,
-            snap_clone_ms: snap,
+            snap: ProvisionTimes {
+                clone_ms: snap,
+                ..ProvisionTimes::default()
+            },
             xb_backup_ms: xb_backup,
             xb_prepare_ms: 1_000,
             ..Run::default()
@@ -536,7 +529,10 @@ mod tests {
         // Per run 10/1, 40/2, 900/3 → 10, 20, 300: the median ratio is 20, while the ratio
         // of the sums (950/6 ≈ 158) would let one slow run dominate.
         let r = |snap: u64, backup: u64| Run {
-            snap_clone_ms: snap,
+            snap: ProvisionTimes {
+                clone_ms: snap,
+                ..ProvisionTimes::default()
+            },
             xb_backup_ms: backup,
             ..Run::default()
         };

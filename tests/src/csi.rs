@@ -9,11 +9,11 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use vtsnap_testkit::btrfs::btrfs;
 use vtsnap_testkit::fake_kube::FakeKube;
 use vtsnap_testkit::fake_snapshotter::{Behaviour, FakeSnapshotter};
 
@@ -24,23 +24,6 @@ const SNAPSHOTS: &str = "volumesnapshots";
 const PVCS: &str = "persistentvolumeclaims";
 /// How often the fake controllers look at the API.
 pub const POLL: Duration = Duration::from_millis(50);
-
-/// Runs `btrfs` with `args`; the error names the command.
-pub fn btrfs(args: &[&str], paths: &[&Path]) -> Result<(), String> {
-    let out = Command::new("btrfs")
-        .args(args)
-        .args(paths)
-        .output()
-        .map_err(|e| format!("cannot run btrfs: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "btrfs {args:?} {paths:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
 
 #[derive(Debug, Default)]
 struct Volumes {

@@ -3,6 +3,7 @@
 //! replica from each through `vtsnap-restore`; catch-up and checksums against the primary;
 //! then `vtsnap-gc`.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -11,7 +12,6 @@ use vtsnap_core::config::Config;
 use vtsnap_core::naming::TabletUid;
 use vtsnap_gc::run::GcOptions;
 use vtsnap_snapshot::run::{RunOptions, Summary, run};
-use vtsnap_testkit::fake_mysqlctld::SupervisorStart;
 
 use crate::provision::{self, ProvisionTimes, wait_for_gtid};
 use crate::shard::{Lab, checksums, inserts_load, until};
@@ -35,8 +35,8 @@ pub struct SnapshotReport {
     /// The snapshot holds no `mysql.pid`: mysqld was down at the cut (cold) — or, for an
     /// online snapshot, false by design (a running server's crash image).
     pub image_without_running_mysqld: bool,
-    /// The supervisor's `Start` calls made while this snapshot ran.
-    pub supervisor_starts: Vec<SupervisorStart>,
+    /// The supervisor's `Start` calls made while this snapshot ran: did each restart mysqld?
+    pub supervisor_starts: Vec<bool>,
     /// The GTID position recorded on the snapshot (exact for cold, a lower bound online).
     pub recorded_gtid: String,
     /// `gtid_binlog_pos` the new replica found in its restored data, before replicating.
@@ -124,32 +124,19 @@ pub async fn take_snapshot(lab: &Lab, online: bool) -> Summary {
 
 /// Takes one snapshot and reports on it (before any replica is made from it).
 pub async fn snapshot_report(lab: &Lab, online: bool, new_tablet: u32) -> SnapshotReport {
-    let before: Vec<usize> = lab
+    // What each tablet's mysqlctld had recorded before: only this run's records count.
+    let before: BTreeMap<usize, (usize, usize)> = lab
         .tablets
-        .values()
-        .map(|t| t.ctl.supervisor_starts().len())
-        .collect();
-    let timings_before: Vec<usize> = lab
-        .tablets
-        .values()
-        .map(|t| t.ctl.timings().len())
+        .iter()
+        .map(|(n, t)| (*n, (t.ctl.supervisor_starts().len(), t.ctl.timings().len())))
         .collect();
     let s = take_snapshot(lab, online).await;
     let name = s.snapshot.clone().unwrap_or_default();
     let target = s.target.clone().unwrap_or_default();
-    let tablet = lab
-        .tablets
-        .values()
-        .find(|t| t.alias.to_string() == target)
-        .unwrap_or_else(|| panic!("snapshot target {target} is not a lab tablet"));
-    let (i, _) = lab
-        .tablets
-        .values()
-        .enumerate()
-        .find(|(_, t)| t.alias == tablet.alias)
-        .unwrap();
-    // The release's Start comes after the cut; wait for it to be recorded.
-    let timings = tablet.ctl.timings()[timings_before[i]..].to_vec();
+    let (n, tablet) = lab.tablet_by_alias(&target);
+    let (starts_before, timings_before) = before[&n];
+    // The run returns after the release, so the release's Start is recorded by now.
+    let timings = tablet.ctl.timings()[timings_before..].to_vec();
     let took = |what: &str| {
         timings
             .iter()
@@ -174,7 +161,7 @@ pub async fn snapshot_report(lab: &Lab, online: bool, new_tablet: u32) -> Snapsh
         mysqld_shutdown_ms: took("Shutdown"),
         mysqld_start_ms: took("Start"),
         image_without_running_mysqld: !pid.exists(),
-        supervisor_starts: tablet.ctl.supervisor_starts()[before[i]..].to_vec(),
+        supervisor_starts: tablet.ctl.supervisor_starts()[starts_before..].to_vec(),
         recorded_gtid: s
             .gtid
             .as_deref()
@@ -199,10 +186,10 @@ pub async fn run_demo(lab: &Lab) -> DemoReport {
     ));
 
     let mut cold = snapshot_report(lab, false, 201).await;
-    for s in &cold.supervisor_starts {
+    for started in &cold.supervisor_starts {
         lab.timeline.mark(format!(
             "supervisor: its Start after the cold Shutdown {}",
-            if s.started {
+            if *started {
                 "restarted mysqld"
             } else {
                 "found mysqld held (frozen) and failed"

@@ -129,11 +129,11 @@ async fn soak(duration: Duration, max_rounds: usize) -> ExitCode {
         "{}",
         serde_json::json!({
             "rounds": report.rounds.len(),
-            "all_ok": report.all_ok,
+            "all_ok": report.all_ok(),
             "failed_rounds": report.rounds.iter().filter(|r| !r.ok()).map(|r| r.round).collect::<Vec<_>>(),
         })
     );
-    if report.all_ok {
+    if report.all_ok() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -3,7 +3,7 @@
 //! `vtsnap-restore` moves the cloned tablet directory to the new UID; mysqld starts (crash
 //! recovery for an online snapshot); GTID auto-positioning catches it up.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,7 +45,6 @@ impl ProvisionTimes {
 pub struct NewReplica {
     pub uid: TabletUid,
     pub db: Arc<MariaDb>,
-    pub volume: PathBuf,
     pub times: ProvisionTimes,
     /// `gtid_binlog_pos` the restored server found before replicating (from its own binlog).
     pub restored_gtid: String,
@@ -131,7 +130,6 @@ pub async fn clone_and_start(lab: &Lab, snapshot: &str, uid: TabletUid) -> NewRe
     NewReplica {
         uid,
         db,
-        volume,
         times: ProvisionTimes {
             clone_ms,
             restore_ms,

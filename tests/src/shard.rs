@@ -19,7 +19,7 @@ use vtsnap_node::cgroup::Roots;
 use vtsnap_node::daemon::{self, DaemonConfig};
 use vtsnap_testkit::btrfs::BtrfsVolume;
 use vtsnap_testkit::fake_kube::FakeKube;
-use vtsnap_testkit::fake_mysqlctld::{FakeMysqlctld, Serving, answers};
+use vtsnap_testkit::fake_mysqlctld::{FakeMysqlctld, Serving};
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
 use vtsnap_testkit::fixtures::{ShardFixture, shard};
 use vtsnap_testkit::grpc::Running;
@@ -27,9 +27,10 @@ use vtsnap_testkit::layout::TabletLayout;
 use vtsnap_testkit::mariadb::MariaDb;
 
 use crate::backend::LabBackend;
-use crate::csi::{FakeCsi, btrfs};
+use crate::csi::FakeCsi;
 use crate::resources;
 use crate::timeline::Timeline;
+use vtsnap_testkit::btrfs::btrfs;
 
 pub const DATABASE: &str = "vt_commerce";
 pub const NODE: &str = "node-a";
@@ -85,7 +86,7 @@ pub struct Tablet {
     pub mount: PathBuf,
     /// The pod's `/vt/socket` (mysql.sock, mysqlctl.sock).
     pub socket_dir: PathBuf,
-    _serving: Option<Serving>,
+    _serving: Serving,
 }
 
 /// The running lab. Dropping it removes the containers, then unmounts the volume.
@@ -122,6 +123,11 @@ fn must(r: Result<(), String>) {
 /// Where kubelet mounts pod `pod_uid`'s volumes.
 fn pod_volumes(kubelet: &Path, pod_uid: &str) -> PathBuf {
     kubelet.join("pods").join(pod_uid).join("volumes")
+}
+
+/// The pod's `/vt/socket` (an emptyDir) on the host.
+fn socket_dir(kubelet: &Path, n: usize) -> PathBuf {
+    pod_volumes(kubelet, &pod_uid(n)).join("kubernetes.io~empty-dir/vt-root/socket")
 }
 
 fn pod_uid(n: usize) -> String {
@@ -173,9 +179,9 @@ impl Lab {
         let mut mounts = BTreeMap::new();
         for n in 1..=3 {
             let t = fixture.tablet(n);
-            let vols = pod_volumes(&kubelet, &pod_uid(n));
-            let mount = vols.join(format!("kubernetes.io~csi/pv-{n}/mount"));
-            std::fs::create_dir_all(vols.join("kubernetes.io~empty-dir/vt-root/socket")).unwrap();
+            let mount =
+                pod_volumes(&kubelet, &pod_uid(n)).join(format!("kubernetes.io~csi/pv-{n}/mount"));
+            std::fs::create_dir_all(socket_dir(&kubelet, n)).unwrap();
             std::fs::create_dir_all(mount.parent().unwrap()).unwrap();
             if n == 1 {
                 must(btrfs(&["-q", "subvolume", "create"], &[&mount]));
@@ -188,12 +194,13 @@ impl Lab {
         let primary = fixture.tablet(1);
         let root = mounts[&1].join("vtdataroot");
         std::fs::create_dir(&root).unwrap();
-        let layout = TabletLayout {
+        TabletLayout {
             port: free_port(),
             bind_loopback: true,
             ..TabletLayout::mariadb(primary.alias.uid.get())
-        };
-        layout.write_skeleton(&root).unwrap();
+        }
+        .write_skeleton(&root)
+        .unwrap();
         let seed_start = Instant::now();
         {
             let db = MariaDb::start(&root, primary.alias.uid).await;
@@ -242,7 +249,7 @@ impl Lab {
             vol,
         };
         for n in 1..=3 {
-            lab.start_tablet(n, &mounts[&n], layout.port).await;
+            lab.start_tablet(n, &mounts[&n]).await;
         }
         let primary_port = lab.tablets[&1].port;
         let p = lab.primary();
@@ -257,12 +264,12 @@ impl Lab {
         lab
     }
 
-    /// Starts tablet `n` on its volume (the mysqld container, its mysqlctld, its pod).
-    async fn start_tablet(&mut self, n: usize, mount: &Path, cnf_port: u16) {
+    /// Starts tablet `n` on its volume (the mysqld container, its mysqlctld, its pod). The
+    /// port is given on the command line: the replicas' my.cnf came from the primary's.
+    async fn start_tablet(&mut self, n: usize, mount: &Path) {
         let t = self.fixture.tablet(n);
-        let vols = pod_volumes(&self.vol.path().join("kubelet"), &pod_uid(n));
-        let socket_dir = vols.join("kubernetes.io~empty-dir/vt-root/socket");
-        let port = if n == 1 { cnf_port } else { free_port() };
+        let socket_dir = socket_dir(&self.vol.path().join("kubelet"), n);
+        let port = free_port();
         let args = format!("--port={port} {}", self.opts.server_args);
         let db = Arc::new(
             MariaDb::start_supervised_with(
@@ -302,7 +309,7 @@ impl Lab {
                 ctl,
                 mount: mount.to_path_buf(),
                 socket_dir,
-                _serving: Some(serving),
+                _serving: serving,
             },
         );
     }
@@ -330,9 +337,14 @@ impl Lab {
         self.tablets[&1].port
     }
 
-    /// The tablet whose pod is `pod`.
-    pub fn tablet_by_pod(&self, pod: &str) -> Option<&Tablet> {
-        self.tablets.values().find(|t| t.pod == pod)
+    /// The tablet (number and tablet) with this alias (`zone1-0000000101`), e.g. a
+    /// snapshot's target; panics naming it if the lab has no such tablet.
+    pub fn tablet_by_alias(&self, alias: &str) -> (usize, &Tablet) {
+        self.tablets
+            .iter()
+            .find(|(_, t)| t.alias.to_string() == alias)
+            .map(|(n, t)| (*n, t))
+            .unwrap_or_else(|| panic!("{alias} is not a lab tablet"))
     }
 
     pub fn vtctld_endpoint(&self) -> String {
@@ -411,12 +423,6 @@ pub async fn checksums(db: &MariaDb) -> Vec<String> {
         out.push(format!("{}={}", t[0], sum[0][1]));
     }
     out
-}
-
-/// Waits until mysqld answers on the socket in `socket_dir`.
-pub async fn wait_answers(socket_dir: &Path, limit: Duration) {
-    let sock = socket_dir.join("mysql.sock");
-    until("mysqld answers", limit, || answers(&sock)).await;
 }
 
 /// Creates the replication user, the database and its table, and `rows` rows of about

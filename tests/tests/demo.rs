@@ -55,7 +55,8 @@ async fn cold_and_online_snapshots_provision_replicas_that_match_and_gc_keeps_th
         "cold image has a running mysqld\n{tl}"
     );
     assert!(
-        !r.cold.supervisor_starts.is_empty() && r.cold.supervisor_starts.iter().all(|s| !s.started),
+        !r.cold.supervisor_starts.is_empty()
+            && r.cold.supervisor_starts.iter().all(|started| !started),
         "the supervisor's Start should have failed while held: {:?}\n{tl}",
         r.cold.supervisor_starts
     );

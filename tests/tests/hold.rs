@@ -36,7 +36,7 @@ async fn the_hold_defeats_a_supervisor_restart_and_switching_it_off_shows_the_di
 
     assert!(held.image_without_running_mysqld, "held: {held:?}\n{tl}");
     assert!(
-        !held.supervisor_starts.is_empty() && held.supervisor_starts.iter().all(|s| !s.started),
+        !held.supervisor_starts.is_empty() && held.supervisor_starts.iter().all(|started| !started),
         "held: the supervisor's Start must fail: {:?}\n{tl}",
         held.supervisor_starts
     );
@@ -46,7 +46,7 @@ async fn the_hold_defeats_a_supervisor_restart_and_switching_it_off_shows_the_di
         "without the hold the cut must catch the restarted mysqld: {unheld:?}\n{tl}"
     );
     assert!(
-        unheld.supervisor_starts.iter().any(|s| s.started),
+        unheld.supervisor_starts.iter().any(|started| *started),
         "without the hold the supervisor restarts mysqld: {:?}\n{tl}",
         unheld.supervisor_starts
     );

@@ -47,5 +47,5 @@ async fn online_snapshots_under_transactions_recover_consistent_with_their_gtid_
         );
         assert!(r.ok(), "round {r:?}\n{tl}");
     }
-    assert!(report.all_ok);
+    assert!(report.all_ok());
 }
