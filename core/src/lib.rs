@@ -9,6 +9,7 @@
 pub mod config;
 pub mod discover;
 pub mod events;
+pub mod exit;
 pub mod fault;
 pub mod fence;
 pub mod labels;
