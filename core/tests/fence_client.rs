@@ -84,29 +84,90 @@ async fn an_expired_fence_must_be_recovered_before_it_is_taken() {
 }
 
 #[tokio::test]
-async fn renewals_are_compare_and_swap() {
+async fn renewals_are_compare_and_swap_and_only_by_the_holder() {
     let kube = FakeKube::new();
     let a = api(&kube);
     let l = client::acquire(&a, &spec("job", 30), Request::Probe)
         .await
         .unwrap();
-    let renewed = client::renew(&a, &l, Some(Request::Stop)).await.unwrap();
-    assert_eq!(
-        renewed.metadata.annotations.as_ref().unwrap()[ANN_REQUEST],
-        "stop"
+    let name = l.metadata.name.clone().unwrap();
+    let renewed = client::renew(&a, &name, "job", Some(Request::Stop))
+        .await
+        .unwrap();
+    let ann = renewed.metadata.annotations.as_ref().unwrap();
+    assert_eq!(ann[ANN_REQUEST], "stop");
+    assert_ne!(
+        renewed.metadata.resource_version,
+        l.metadata.resource_version
     );
-    // The stale copy cannot overwrite the newer lease.
-    let e = client::renew(&a, &l, Some(Request::Release))
+    // A new request voids the node's answer to the previous one.
+    let mut v = kube
+        .get_json("coordination.k8s.io", "leases", "vitess", &name)
+        .unwrap();
+    v["metadata"]["annotations"][ANN_NODE_STATE] = json!("failed");
+    v["metadata"]["annotations"][ANN_NODE_ERROR] = json!("boom");
+    kube.put_json("coordination.k8s.io", "leases", v);
+    let again = client::renew(&a, &name, "job", Some(Request::Hold))
+        .await
+        .unwrap();
+    let ann = again.metadata.annotations.as_ref().unwrap();
+    assert!(!ann.contains_key(ANN_NODE_STATE) && !ann.contains_key(ANN_NODE_ERROR));
+    // Renewing without a new request keeps the node's answer.
+    let mut v = kube
+        .get_json("coordination.k8s.io", "leases", "vitess", &name)
+        .unwrap();
+    v["metadata"]["annotations"][ANN_NODE_STATE] = json!("held");
+    kube.put_json("coordination.k8s.io", "leases", v);
+    let kept = client::renew(&a, &name, "job", Some(Request::Hold))
+        .await
+        .unwrap();
+    assert_eq!(
+        kept.metadata.annotations.as_ref().unwrap()[ANN_NODE_STATE],
+        "held"
+    );
+    // Someone else's lease is never renewed.
+    let e = client::renew(&a, &name, "another-job", None)
         .await
         .unwrap_err();
-    assert!(matches!(e, FenceClientError::Conflict { .. }), "{e}");
+    assert!(
+        matches!(e, FenceClientError::Lost { ref holder, .. } if holder == "job"),
+        "{e}"
+    );
     // A stale delete is refused; a fresh one succeeds; a second one is already done.
+    let stale = l.metadata.resource_version.as_deref();
     assert!(matches!(
-        client::delete(&a, &l).await.unwrap_err(),
+        client::delete_if_unchanged(&a, &name, stale)
+            .await
+            .unwrap_err(),
         FenceClientError::Conflict { .. }
     ));
-    client::delete(&a, &renewed).await.unwrap();
-    client::delete(&a, &renewed).await.unwrap();
+    let fresh = a.get(&name).await.unwrap().metadata.resource_version;
+    client::delete_if_unchanged(&a, &name, fresh.as_deref())
+        .await
+        .unwrap();
+    client::delete_if_unchanged(&a, &name, fresh.as_deref())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn renewals_retry_conflicts_with_the_node_helper() {
+    let kube = FakeKube::new();
+    let a = api(&kube);
+    let l = client::acquire(&a, &spec("job", 30), Request::Probe)
+        .await
+        .unwrap();
+    let name = l.metadata.name.clone().unwrap();
+    // Two writes land between our read and our replace: both are conflicts, retried.
+    kube.fault(Fault::on(is(Verb::Update, "leases")).status(409).times(2));
+    let r = client::renew(&a, &name, "job", Some(Request::Stop))
+        .await
+        .unwrap();
+    assert_eq!(r.metadata.annotations.unwrap()[ANN_REQUEST], "stop");
+    // A conflict that never ends is reported as a conflict, not as success.
+    kube.fault(Fault::on(is(Verb::Update, "leases")).status(409).always());
+    let e = client::renew(&a, &name, "job", None).await.unwrap_err();
+    assert!(matches!(e, FenceClientError::Conflict { .. }), "{e}");
 }
 
 #[tokio::test]
@@ -128,9 +189,15 @@ async fn waiting_for_the_node_sees_its_answer_or_its_refusal() {
         v["metadata"]["annotations"][ANN_NODE_STATE] = json!("stopped");
         k.put_json("coordination.k8s.io", "leases", v);
     });
-    let got = client::await_node(&a, l, NodeState::Stopped, Duration::from_secs(10))
-        .await
-        .unwrap();
+    let got = client::await_node(
+        &a,
+        &name,
+        "job",
+        NodeState::Stopped,
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
     assert_eq!(got.metadata.annotations.unwrap()[ANN_NODE_STATE], "stopped");
 
     let mut v = kube
@@ -139,8 +206,7 @@ async fn waiting_for_the_node_sees_its_answer_or_its_refusal() {
     v["metadata"]["annotations"][ANN_NODE_STATE] = json!("refused");
     v["metadata"]["annotations"][ANN_NODE_ERROR] = json!("tablet zone1-0000000101 is the primary");
     kube.put_json("coordination.k8s.io", "leases", v);
-    let l = a.get(&name).await.unwrap();
-    let e = client::await_node(&a, l, NodeState::Held, Duration::from_secs(10))
+    let e = client::await_node(&a, &name, "job", NodeState::Held, Duration::from_secs(10))
         .await
         .unwrap_err();
     assert!(e.to_string().contains("is the primary"), "{e}");
