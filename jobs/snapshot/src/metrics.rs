@@ -37,7 +37,11 @@ pub fn render(s: &Summary, cluster: &str, keyspace: &str, shard: &str, now_secon
     gauge(
         "vtsnap_snapshot_last_outcome",
         "1 for the last run's outcome.",
-        &format!("{l},outcome=\"{}\",mode=\"{}\"", s.outcome, s.mode),
+        &format!(
+            "{l},outcome=\"{}\",mode=\"{}\"",
+            s.outcome.as_str(),
+            s.mode.map_or("", crate::run::decide::mode_name)
+        ),
         "1".into(),
     );
     if s.exit_code == 0 && !s.dry_run {
@@ -81,9 +85,9 @@ mod tests {
     #[test]
     fn renders_the_run() {
         let s = Summary {
-            outcome: "done",
+            outcome: crate::run::Outcome::Done,
             exit_code: 0,
-            mode: "cold",
+            mode: Some(vtsnap_core::config::Mode::Cold),
             fence_window_ms: Some(1500),
             cut_latency_ms: Some(250),
             ..Summary::default()
@@ -99,7 +103,7 @@ mod tests {
         );
         let failed = render(
             &Summary {
-                outcome: "failed",
+                outcome: crate::run::Outcome::Failed,
                 exit_code: 1,
                 ..Summary::default()
             },

@@ -10,14 +10,14 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use serde_json::{Value, json};
-use vtsnap_core::config::Config;
+use vtsnap_core::config::{Config, Mode};
 use vtsnap_core::fence::{Request, lease_name};
 use vtsnap_core::snapshot::{
-    ANN_GTID_EXECUTED, ANN_GTID_LOWER_BOUND, GROUP, LABEL_MODE, LABEL_PHASE, PLURAL,
+    ANN_GTID_EXECUTED, ANN_GTID_LOWER_BOUND, GROUP, LABEL_MODE, LABEL_PHASE, PLURAL, Phase,
 };
 use vtsnap_core::vtctld::TabletType;
 use vtsnap_core::vtctld::messages::replicationdata::STATE_RUNNING;
-use vtsnap_snapshot::run::{RunOptions, Summary, run};
+use vtsnap_snapshot::run::{Outcome, RunOptions, Summary, run};
 use vtsnap_testkit::fake_kube::{Fault, Verb, is};
 use vtsnap_testkit::fake_shard::FakeShard;
 use vtsnap_testkit::fixtures::{ShardFixture, shard};
@@ -110,7 +110,7 @@ fn vt_calls_for(w: &World, alias: &str) -> Vec<String> {
 async fn a_cold_snapshot_follows_the_choreography_exactly() {
     let w = world(shard().replicas(3).primary(1)).await;
     let s = go(&w, "").await;
-    assert_eq!((s.exit_code, s.outcome), (0, "done"), "{s:?}");
+    assert_eq!((s.exit_code, s.outcome), (0, Outcome::Done), "{s:?}");
     let t = s.target.clone().unwrap();
     assert_eq!(
         vt_calls_for(&w, &t),
@@ -139,7 +139,7 @@ async fn a_cold_snapshot_follows_the_choreography_exactly() {
         "the exact position when stopped"
     );
     assert_eq!(s.gtid.as_deref(), Some("MariaDB/0-100-1000"));
-    assert_eq!(s.phase, Some("ready"));
+    assert_eq!(s.phase, Some(Phase::Ready));
     assert!(
         s.fence_window_ms.is_some() && s.cut_latency_ms.is_some() && s.ready_latency_ms.is_some()
     );
@@ -158,7 +158,7 @@ async fn an_online_snapshot_never_touches_type_or_replication() {
         "  keyspaces:\n    commerce:\n      snapshot: {mode: online}\n",
     )
     .await;
-    assert_eq!((s.exit_code, s.mode), (0, "online"), "{s:?}");
+    assert_eq!((s.exit_code, s.mode), (0, Some(Mode::Online)), "{s:?}");
     let t = s.target.clone().unwrap();
     assert!(vt_calls_for(&w, &t).is_empty(), "{:?}", w.vtctld.calls());
     let snap = &snapshots(&w)[0];
@@ -347,7 +347,7 @@ async fn a_snapshot_error_that_clears_is_waited_out() {
     let w = world(shard().replicas(3).primary(1)).await;
     w.snapshotter.set(|b| b.error_polls = 5);
     let s = go(&w, "").await;
-    assert_eq!((s.exit_code, s.phase), (0, Some("ready")), "{s:?}");
+    assert_eq!((s.exit_code, s.phase), (0, Some(Phase::Ready)), "{s:?}");
 }
 
 #[tokio::test]
@@ -415,7 +415,7 @@ async fn an_incomplete_unfence_exits_4_and_leaves_the_lease_for_recovery() {
     let s = go(&w, "").await;
     assert_eq!(
         (s.exit_code, s.outcome),
-        (4, "failed-unfence-incomplete"),
+        (4, Outcome::FailedUnfenceIncomplete),
         "{s:?}"
     );
     assert!(

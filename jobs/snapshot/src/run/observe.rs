@@ -1,0 +1,171 @@
+//! observe: the config lookups, the shard's fence (an expired one is recovered first: heal
+//! before acting), the shard's tablets, and for online runs the target's crash-safety
+//! variables. Reads only, except the recovery of an expired fence.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use vtsnap_core::config::{Config, ResolvedPolicy};
+use vtsnap_core::discover;
+use vtsnap_core::fence::client as fence_client;
+use vtsnap_core::fence::{Fence, lease_name};
+use vtsnap_core::naming::{KeyRange, TabletAlias};
+use vtsnap_core::shard::{Shard, ShardRef};
+use vtsnap_core::vtctld::VtctldClient;
+use vtsnap_core::vtctld::client::CallLimits;
+
+use super::decide::{crash_safety_variables, is_mariadb};
+use super::error::RunError;
+
+/// What a run works on, resolved from the config and flags.
+#[derive(Debug)]
+pub struct Context {
+    pub shard: ShardRef,
+    pub policy: ResolvedPolicy,
+    pub vtctld: VtctldClient,
+}
+
+impl Context {
+    pub fn lease_name(&self) -> String {
+        lease_name(
+            &self.shard.cluster,
+            &self.shard.keyspace,
+            &self.shard.shard.safe_name(),
+        )
+    }
+
+    pub fn leases(&self, kube: &kube::Client) -> Api<Lease> {
+        Api::namespaced(kube.clone(), &self.shard.namespace)
+    }
+}
+
+/// Resolves the cluster, shard, policy and vtctld endpoint.
+pub async fn context(
+    config: &Config,
+    cluster: &str,
+    keyspace: &str,
+    shard: &str,
+    kube: &kube::Client,
+) -> Result<Context, RunError> {
+    let cl = config.cluster(cluster)?;
+    let key_range: KeyRange = shard.parse().map_err(|reason| RunError::BadShard {
+        shard: shard.into(),
+        reason,
+    })?;
+    let policy = config.resolve(cluster, keyspace, shard)?;
+    let shard_ref = ShardRef {
+        cluster: cluster.into(),
+        namespace: cl.namespace.clone(),
+        keyspace: keyspace.into(),
+        shard: key_range,
+    };
+    let endpoint = if cl.vtctld == "auto" {
+        discover::find_vtctld(kube, &cl.namespace, cluster)
+            .await
+            .map_err(RunError::NoVtctld)?
+    } else {
+        cl.vtctld.clone()
+    };
+    let vtctld =
+        VtctldClient::new(&endpoint, CallLimits::default()).map_err(RunError::BadVtctld)?;
+    Ok(Context {
+        shard: shard_ref,
+        policy,
+        vtctld,
+    })
+}
+
+/// Heal first: an expired fence is recovered (DESIGN §5.4) and its name returned; a live
+/// or unreadable one refuses the run.
+pub async fn heal(
+    ctx: &Context,
+    kube: &kube::Client,
+    node_timeout: Duration,
+) -> Result<Option<String>, RunError> {
+    let name = ctx.lease_name();
+    let leases = ctx.leases(kube);
+    let existing =
+        leases
+            .get_opt(&name)
+            .await
+            .map_err(|source| RunError::KubernetesUnavailable {
+                lease: name.clone(),
+                source,
+            })?;
+    let Some(l) = existing else { return Ok(None) };
+    let f = Fence::from_lease(&l).map_err(RunError::UnreadableFence)?;
+    if !f.expired(Timestamp::now()) {
+        let holder = l
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.clone())
+            .unwrap_or_default();
+        return Err(RunError::Fenced {
+            lease: name,
+            holder,
+        });
+    }
+    tracing::info!(lease = %name, shard = %ctx.shard, "recovering an expired fence");
+    let r = fence_client::recover(&leases, &l, node_timeout)
+        .await
+        .map_err(RunError::FenceRecovery)?;
+    Ok(Some(r.lease))
+}
+
+/// The shard as discovery sees it: Pods, PVCs and vtctld's view, joined.
+pub async fn shard(ctx: &Context, kube: &kube::Client) -> Result<Shard, RunError> {
+    let observed = discover::observe(kube, &ctx.vtctld, &ctx.shard)
+        .await
+        .map_err(RunError::Discovery)?;
+    let found = discover::build(&ctx.shard, &observed);
+    for issue in &found.issues {
+        tracing::warn!(?issue, shard = %ctx.shard, "shard issue");
+    }
+    Ok(found)
+}
+
+/// What an online run reads from its target before the fence.
+#[derive(Debug, Clone)]
+pub struct OnlineFacts {
+    pub version: String,
+    /// The GTID position before the cut: the snapshot's lower bound.
+    pub lower_bound: String,
+    pub mariadb: bool,
+    /// The values of [`crash_safety_variables`], in order.
+    pub values: Vec<Option<String>>,
+}
+
+/// GetFullStatus and the crash-safety variables through ExecuteFetchAsDBA.
+pub async fn online_facts(
+    vtctld: &VtctldClient,
+    alias: &TabletAlias,
+) -> Result<OnlineFacts, RunError> {
+    let fs = vtctld
+        .get_full_status(alias)
+        .await
+        .map_err(RunError::VtctldUnavailable)?;
+    let mariadb = is_mariadb(&fs.version);
+    let q = format!(
+        "SELECT {}",
+        crash_safety_variables(mariadb)
+            .iter()
+            .map(|(v, _)| format!("@@global.{v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let r = vtctld
+        .execute_fetch_as_dba(alias, &q, 1)
+        .await
+        .map_err(RunError::VtctldUnavailable)?;
+    Ok(OnlineFacts {
+        lower_bound: fs
+            .replication_status
+            .map(|s| s.position)
+            .unwrap_or_default(),
+        version: fs.version,
+        mariadb,
+        values: r.rows.first().map(|row| row.cells()).unwrap_or_default(),
+    })
+}
