@@ -233,7 +233,11 @@ impl<'a> Reader<'a> {
     /// `metadata.<labels|annotations>[key]`: absent is `None`, a value that is not a string
     /// (or a map that is not a map) is an error.
     fn entry(&self, map: &'static str, key: &'static str) -> Result<Option<&'a str>, ReadError> {
-        let section = map.trim_start_matches("metadata.");
+        let section = if map == LABELS {
+            "labels"
+        } else {
+            "annotations"
+        };
         match self.meta.get(section) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Object(m)) => match m.get(key) {

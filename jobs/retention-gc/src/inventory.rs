@@ -163,8 +163,9 @@ impl Inventory {
         );
     }
 
-    /// From the dump's text, one item at a time: only the inventory is kept in memory,
-    /// never the whole parsed dump.
+    /// From a `kubectl get volumesnapshots,persistentvolumeclaims,leases,vitessclusters -A -o json`
+    /// dump (a `List` of objects with their `kind`), one item at a time: only the inventory
+    /// is kept in memory, never the whole parsed dump.
     pub fn from_dump_text(text: &[u8], now: Timestamp) -> Result<Self, DumpError> {
         #[derive(serde::Deserialize)]
         struct List<'a> {
@@ -191,7 +192,6 @@ impl Inventory {
             _ => {}
         }
     }
-
 }
 
 impl Snap {
@@ -214,5 +214,54 @@ impl Snap {
             created,
             cluster_owners: s.cluster_owners,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn snapshot(name: &str, phase: &str) -> Value {
+        json!({"kind": "VolumeSnapshot", "metadata": {"name": name, "namespace": "vitess",
+            "creationTimestamp": "2026-11-29T00:00:00Z", "labels": {
+            "app.kubernetes.io/managed-by": "vtsnap", "vtsnap.io/cluster": "example",
+            "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-80", "vtsnap.io/phase": phase}}})
+    }
+
+    #[test]
+    fn unreadable_snapshots_are_kept_apart_and_others_ignored() {
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let mut inv = Inventory::default();
+        inv.add_any(&snapshot("good", "failed"), now);
+        inv.add_any(&snapshot("bad-phase", "Failed"), now);
+        let mut undated = snapshot("undated", "ready");
+        undated["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("creationTimestamp");
+        inv.add_any(&undated, now);
+        // Not vtsnap's: neither read nor unreadable.
+        inv.add_any(
+            &json!({"kind": "VolumeSnapshot", "metadata": {"name": "manual", "namespace": "vitess"}}),
+            now,
+        );
+        assert_eq!(
+            inv.snapshots
+                .iter()
+                .map(|s| (s.name.as_str(), s.shard.to_string(), s.failed))
+                .collect::<Vec<_>>(),
+            [("good", "-80".to_owned(), true)]
+        );
+        let why: Vec<String> = inv.unreadable.iter().map(ToString::to_string).collect();
+        assert_eq!(why.len(), 2, "{why:?}");
+        assert!(
+            why[0].contains("vitess/bad-phase") && why[0].contains("vtsnap.io/phase"),
+            "{why:?}"
+        );
+        assert!(
+            matches!(&inv.unreadable[1], Unreadable::NoCreationTime { name, .. } if name == "undated")
+        );
     }
 }

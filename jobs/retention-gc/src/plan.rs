@@ -55,6 +55,9 @@ pub struct Plan {
     pub recover_fences: Vec<FenceItem>,
 }
 
+/// `(namespace, cluster, keyspace, shard SafeName)`.
+type ShardKey = (String, String, String, String);
+
 fn age_secs(now: Timestamp, t: Timestamp) -> i64 {
     now.as_second() - t.as_second()
 }
@@ -68,8 +71,7 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
         .map(|c| (c.namespace.clone(), c.name.clone()))
         .collect();
     // Shards in SafeName order (the order plans have always been printed in).
-    let mut groups: BTreeMap<(String, String, String, String), (&KeyRange, Vec<&Snap>)> =
-        BTreeMap::new();
+    let mut groups: BTreeMap<ShardKey, (&KeyRange, Vec<&Snap>)> = BTreeMap::new();
     for s in &inv.snapshots {
         if scope
             .iter()

@@ -71,11 +71,10 @@ pub fn row(s: &VolumeSnapshot, now: Timestamp) -> Row {
         (_, _, _) if status.error.is_some() => "error",
         _ => "pending",
     };
-    let gtid = s.gtid_executed.clone().or_else(|| {
-        s.gtid_lower_bound
-            .as_ref()
-            .map(|g| format!(">={g}"))
-    });
+    let gtid = s
+        .gtid_executed
+        .clone()
+        .or_else(|| s.gtid_lower_bound.as_ref().map(|g| format!(">={g}")));
     Row {
         namespace: s.namespace.clone(),
         name: s.name.clone(),
@@ -83,10 +82,12 @@ pub fn row(s: &VolumeSnapshot, now: Timestamp) -> Row {
         keyspace: s.keyspace.clone(),
         shard: s.shard.safe_name(),
         phase: phase.to_owned(),
-        mode: s.mode.map(snapshot::mode_label).unwrap_or_default().to_owned(),
-        age_seconds: s
-            .created
-            .map(|c| (now.as_second() - c.as_second()).max(0)),
+        mode: s
+            .mode
+            .map(snapshot::mode_label)
+            .unwrap_or_default()
+            .to_owned(),
+        age_seconds: s.created.map(|c| (now.as_second() - c.as_second()).max(0)),
         gtid,
         size: status.restore_size.clone(),
         source_tablet: s.source_tablet.as_ref().map(ToString::to_string),

@@ -93,7 +93,12 @@ fn absent_optional_fields_are_none() {
         (None, None, None, None)
     );
     assert_eq!(
-        (s.gtid_executed, s.gtid_lower_bound, s.mysql_version, s.mysql_flavor),
+        (
+            s.gtid_executed,
+            s.gtid_lower_bound,
+            s.mysql_version,
+            s.mysql_flavor
+        ),
         (None, None, None, None)
     );
     assert_eq!(
@@ -117,10 +122,7 @@ fn other_owners_are_not_cluster_owners() {
 fn a_missing_identity_is_an_error_naming_the_field() {
     for key in [LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD] {
         let mut o = complete();
-        o["metadata"]["labels"]
-            .as_object_mut()
-            .unwrap()
-            .remove(key);
+        o["metadata"]["labels"].as_object_mut().unwrap().remove(key);
         let e = VolumeSnapshot::read(&o).unwrap_err();
         assert!(matches!(e, ReadError::Missing { .. }), "{key}: {e}");
         assert_eq!(e.field(), key);
@@ -132,14 +134,14 @@ fn a_missing_identity_is_an_error_naming_the_field() {
     }
     let mut o = complete();
     o["metadata"]["name"] = json!(null);
-    assert!(matches!(
-        VolumeSnapshot::read(&o),
-        Err(ReadError::NoName)
-    ));
+    assert!(matches!(VolumeSnapshot::read(&o), Err(ReadError::NoName)));
     let mut o = complete();
     o["metadata"]["namespace"] = json!(null);
     let e = VolumeSnapshot::read(&o).unwrap_err();
-    assert_eq!((e.field(), e.to_string().contains("example-commerce")), (NAMESPACE, true));
+    assert_eq!(
+        (e.field(), e.to_string().contains("example-commerce")),
+        (NAMESPACE, true)
+    );
 }
 
 /// Sets `metadata[section][key]` (or `metadata[key]` when `section` is empty).
@@ -153,13 +155,23 @@ fn with(section: &str, key: &str, v: Value) -> Value {
     o
 }
 
+type IsVariant = fn(&ReadError) -> bool;
+
 #[test]
 fn each_malformed_field_is_its_own_named_error() {
-    let cases: Vec<(Value, &str, fn(&ReadError) -> bool)> = vec![
+    let cases: Vec<(Value, &str, IsVariant)> = vec![
         (
             with("labels", LABEL_SHARD, json!("-80")),
             LABEL_SHARD,
-            |e| matches!(e, ReadError::Shard { source: SafeNameError::EmptyBound(_), .. }),
+            |e| {
+                matches!(
+                    e,
+                    ReadError::Shard {
+                        source: SafeNameError::EmptyBound(_),
+                        ..
+                    }
+                )
+            },
         ),
         (
             with("labels", LABEL_SHARD, json!("x-8G")),
@@ -174,7 +186,15 @@ fn each_malformed_field_is_its_own_named_error() {
         (
             with("labels", LABEL_TABLET_UID, json!("1o1")),
             LABEL_TABLET_UID,
-            |e| matches!(e, ReadError::TabletUid { source: TabletUidError::NotDecimal(_), .. }),
+            |e| {
+                matches!(
+                    e,
+                    ReadError::TabletUid {
+                        source: TabletUidError::NotDecimal(_),
+                        ..
+                    }
+                )
+            },
         ),
         (
             with("labels", LABEL_MODE, json!("warm")),
@@ -221,18 +241,20 @@ fn each_malformed_field_is_its_own_named_error() {
             LABELS,
             |e| matches!(e, ReadError::Malformed { .. }),
         ),
-        (
-            with("", "annotations", json!("nope")),
-            ANNOTATIONS,
-            |e| matches!(e, ReadError::Malformed { .. }),
-        ),
+        (with("", "annotations", json!("nope")), ANNOTATIONS, |e| {
+            matches!(e, ReadError::Malformed { .. })
+        }),
         (
             with("", "ownerReferences", json!({"kind": "VitessCluster"})),
             OWNERS,
             |e| matches!(e, ReadError::Malformed { .. }),
         ),
         (
-            with("", "ownerReferences", json!([{"kind": "VitessCluster", "name": "example"}])),
+            with(
+                "",
+                "ownerReferences",
+                json!([{"kind": "VitessCluster", "name": "example"}]),
+            ),
             OWNERS,
             |e| matches!(e, ReadError::Malformed { .. }),
         ),
