@@ -154,6 +154,49 @@ impl KeyRange {
         let end = if self.end.is_empty() { "x" } else { &self.end };
         format!("{start}-{end}")
     }
+
+    /// The inverse of [`KeyRange::safe_name`]: `x-x` → `-`, `x-80` → `-80`, `80-x` → `80-`.
+    /// A bare empty bound (`-80`) is refused: `safe_name` never writes one.
+    pub fn from_safe_name(safe: &str) -> Result<Self, SafeNameError> {
+        let (start, end) = safe
+            .split_once('-')
+            .ok_or_else(|| SafeNameError::NoDash(safe.to_owned()))?;
+        let bound = |b: &str| -> Result<String, SafeNameError> {
+            match b {
+                "" => Err(SafeNameError::EmptyBound(safe.to_owned())),
+                "x" => Ok(String::new()),
+                _ if b
+                    .bytes()
+                    .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) =>
+                {
+                    Ok(b.to_owned())
+                }
+                _ => Err(SafeNameError::NotHex {
+                    name: safe.to_owned(),
+                    bound: b.to_owned(),
+                }),
+            }
+        };
+        let (start, end) = (bound(start)?, bound(end)?);
+        if !start.is_empty() && !end.is_empty() && hex_cmp(&start, &end) != std::cmp::Ordering::Less
+        {
+            return Err(SafeNameError::NotBelow(safe.to_owned()));
+        }
+        Ok(Self { start, end })
+    }
+}
+
+/// Why a string is not a shard SafeName.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SafeNameError {
+    #[error("shard SafeName {0:?} is not <start>-<end> (x-80, 80-x, x-x)")]
+    NoDash(String),
+    #[error("shard SafeName {0:?} has an empty bound (an open bound is written x)")]
+    EmptyBound(String),
+    #[error("shard SafeName {name:?}: {bound:?} is neither x nor lowercase hex")]
+    NotHex { name: String, bound: String },
+    #[error("shard SafeName {0:?}: start must be below end")]
+    NotBelow(String),
 }
 
 impl fmt::Display for KeyRange {
@@ -359,6 +402,34 @@ mod tests {
         assert!("80-40".parse::<KeyRange>().is_err());
         assert!("-8G".parse::<KeyRange>().is_err());
         assert!("-80".parse::<KeyRange>().unwrap() < "80-".parse::<KeyRange>().unwrap());
+    }
+
+    #[test]
+    fn safe_names_map_back_to_key_ranges() {
+        for (s, safe) in [
+            ("-", "x-x"),
+            ("-80", "x-80"),
+            ("80-", "80-x"),
+            ("40-80", "40-80"),
+            ("-0083", "x-0083"),
+        ] {
+            let k: KeyRange = s.parse().unwrap();
+            assert_eq!(KeyRange::from_safe_name(safe), Ok(k.clone()), "{safe}");
+            assert_eq!(KeyRange::from_safe_name(&k.safe_name()), Ok(k));
+        }
+    }
+
+    #[test]
+    fn refuses_what_safe_name_never_writes() {
+        let err = |s: &str| KeyRange::from_safe_name(s).unwrap_err();
+        assert_eq!(err("x80"), SafeNameError::NoDash("x80".into()));
+        assert_eq!(err("-80"), SafeNameError::EmptyBound("-80".into()));
+        assert_eq!(err("80-"), SafeNameError::EmptyBound("80-".into()));
+        assert!(matches!(err("x-8G"), SafeNameError::NotHex { bound, .. } if bound == "8G"));
+        assert!(matches!(err("X-80"), SafeNameError::NotHex { bound, .. } if bound == "X"));
+        assert!(matches!(err("x-x-x"), SafeNameError::NotHex { bound, .. } if bound == "x-x"));
+        assert_eq!(err("80-40"), SafeNameError::NotBelow("80-40".into()));
+        assert_eq!(err("80-80"), SafeNameError::NotBelow("80-80".into()));
     }
 
     #[test]

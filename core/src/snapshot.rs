@@ -12,9 +12,13 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::config::Mode;
 use crate::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
 use crate::naming::join_with_limit;
 use crate::shard::ShardRef;
+
+mod read;
+pub use read::{ReadError, VolumeSnapshot};
 
 pub const GROUP: &str = "snapshot.storage.k8s.io";
 pub const VERSION: &str = "v1";
@@ -90,6 +94,14 @@ impl Phase {
     }
 }
 
+/// The mode label's value.
+pub fn mode_label(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Cold => "cold",
+        Mode::Online => "online",
+    }
+}
+
 fn is_dns_subdomain(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 253
@@ -110,16 +122,6 @@ pub fn snapshot_name(r: &ShardRef, at: Timestamp) -> String {
     } else {
         join_with_limit(&[&r.cluster, &r.keyspace, &safe, &stamp], 253)
     }
-}
-
-/// The label selector of one shard's snapshots.
-pub fn shard_selector(r: &ShardRef) -> String {
-    crate::labels::selector(&[
-        (MANAGED_BY, MANAGED_BY_VTSNAP),
-        (LABEL_CLUSTER, &r.cluster),
-        (LABEL_KEYSPACE, &r.keyspace),
-        (LABEL_SHARD, &r.shard.safe_name()),
-    ])
 }
 
 /// What the snapshotter reports.

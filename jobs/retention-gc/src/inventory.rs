@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 use vtsnap_core::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
-use vtsnap_core::snapshot::{self, Phase, SnapshotStatus};
+use vtsnap_core::naming::KeyRange;
+use vtsnap_core::snapshot::{Phase, ReadError, VolumeSnapshot};
 
 use crate::partitioning::cluster_shards;
 
@@ -18,8 +19,7 @@ pub struct Snap {
     pub name: String,
     pub cluster: String,
     pub keyspace: String,
-    /// SafeName (`x-80`).
-    pub shard: String,
+    pub shard: KeyRange,
     pub created: Timestamp,
     /// Labelled `failed` (known bad).
     pub failed: bool,
@@ -27,7 +27,29 @@ pub struct Snap {
     pub ready: bool,
     /// UIDs of VitessCluster owners.
     pub cluster_owners: Vec<String>,
-    pub resource_version: Option<String>,
+}
+
+/// Why one of vtsnap's snapshots is left out of the plan (so never deleted): the GC deletes
+/// only what it read completely.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Unreadable {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// Its age is unknown, so no retention rule can place it.
+    #[error("VolumeSnapshot {namespace}/{name} has no metadata.creationTimestamp")]
+    NoCreationTime { namespace: String, name: String },
+}
+
+/// Why a dump cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DumpError {
+    #[error("not a List of objects: {0}")]
+    NotAList(serde_json::Error),
+    #[error("item {index} of the List: {source}")]
+    Item {
+        index: usize,
+        source: serde_json::Error,
+    },
 }
 
 /// A VitessCluster.
@@ -54,6 +76,8 @@ pub struct Inventory {
     pub leases: Vec<LeaseRef>,
     /// Keyed by `(namespace, name)`.
     pub clusters: BTreeMap<(String, String), Cluster>,
+    /// vtsnap's snapshots that could not be read.
+    pub unreadable: Vec<Unreadable>,
 }
 
 fn s(v: &Value, p: &str) -> String {
@@ -74,36 +98,19 @@ fn label(v: &Value, k: &str) -> String {
 }
 
 impl Inventory {
+    /// One of vtsnap's snapshots (others are ignored); one that cannot be read is kept
+    /// apart in `unreadable`.
     pub fn add_snapshot(&mut self, v: &Value) {
-        if label(v, MANAGED_BY) != MANAGED_BY_VTSNAP {
+        if !VolumeSnapshot::is_vtsnaps(v) {
             return;
         }
-        let status = SnapshotStatus::of(v);
-        let created = s(v, "/metadata/creationTimestamp")
-            .parse::<Timestamp>()
-            .unwrap_or(Timestamp::UNIX_EPOCH);
-        self.snapshots.push(Snap {
-            namespace: s(v, "/metadata/namespace"),
-            name: s(v, "/metadata/name"),
-            cluster: label(v, snapshot::LABEL_CLUSTER),
-            keyspace: label(v, snapshot::LABEL_KEYSPACE),
-            shard: label(v, snapshot::LABEL_SHARD),
-            created,
-            failed: Phase::parse(&label(v, snapshot::LABEL_PHASE)) == Some(Phase::Failed),
-            ready: status.is_ready(),
-            cluster_owners: v
-                .pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter(|o| o.get("kind").and_then(Value::as_str) == Some("VitessCluster"))
-                .filter_map(|o| o.get("uid").and_then(Value::as_str).map(str::to_owned))
-                .collect(),
-            resource_version: v
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-        });
+        match Snap::read(v) {
+            Ok(s) => self.snapshots.push(s),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read a VolumeSnapshot; it is left out of the plan");
+                self.unreadable.push(e);
+            }
+        }
     }
 
     /// A PVC that is still Pending and names a VolumeSnapshot as its source.
@@ -156,19 +163,20 @@ impl Inventory {
         );
     }
 
-    /// From the dump's text, one item at a time: only the inventory is kept in memory,
-    /// never the whole parsed dump.
-    pub fn from_dump_text(text: &[u8], now: Timestamp) -> Result<Self, String> {
+    /// From a `kubectl get volumesnapshots,persistentvolumeclaims,leases,vitessclusters -A -o json`
+    /// dump (a `List` of objects with their `kind`), one item at a time: only the inventory
+    /// is kept in memory, never the whole parsed dump.
+    pub fn from_dump_text(text: &[u8], now: Timestamp) -> Result<Self, DumpError> {
         #[derive(serde::Deserialize)]
         struct List<'a> {
             #[serde(borrow)]
             items: Vec<&'a serde_json::value::RawValue>,
         }
-        let list: List<'_> =
-            serde_json::from_slice(text).map_err(|e| format!("not a List of objects: {e}"))?;
+        let list: List<'_> = serde_json::from_slice(text).map_err(DumpError::NotAList)?;
         let mut inv = Self::default();
-        for raw in list.items {
-            let it: Value = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;
+        for (index, raw) in list.items.into_iter().enumerate() {
+            let it: Value = serde_json::from_str(raw.get())
+                .map_err(|source| DumpError::Item { index, source })?;
             inv.add_any(&it, now);
         }
         Ok(inv)
@@ -184,24 +192,76 @@ impl Inventory {
             _ => {}
         }
     }
+}
 
-    /// From a `kubectl get volumesnapshots,persistentvolumeclaims,leases,vitessclusters -A -o json`
-    /// dump (a `List` of objects with their `kind`).
-    pub fn from_dump(dump: &Value, now: Timestamp) -> Result<Self, String> {
-        let items = dump
-            .get("items")
-            .and_then(Value::as_array)
-            .ok_or("the dump has no `items` list")?;
-        let mut inv = Self::default();
-        for it in items {
-            match it.get("kind").and_then(Value::as_str) {
-                Some("VolumeSnapshot") => inv.add_snapshot(it),
-                Some("PersistentVolumeClaim") => inv.add_pvc(it),
-                Some("Lease") => inv.add_lease(it, now),
-                Some("VitessCluster") => inv.add_cluster(it),
-                _ => {}
-            }
-        }
-        Ok(inv)
+impl Snap {
+    fn read(v: &Value) -> Result<Self, Unreadable> {
+        let s = VolumeSnapshot::read(v)?;
+        let Some(created) = s.created else {
+            return Err(Unreadable::NoCreationTime {
+                namespace: s.namespace,
+                name: s.name,
+            });
+        };
+        Ok(Self {
+            failed: s.phase == Some(Phase::Failed),
+            ready: s.status.is_ready(),
+            namespace: s.namespace,
+            name: s.name,
+            cluster: s.cluster,
+            keyspace: s.keyspace,
+            shard: s.shard,
+            created,
+            cluster_owners: s.cluster_owners,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn snapshot(name: &str, phase: &str) -> Value {
+        json!({"kind": "VolumeSnapshot", "metadata": {"name": name, "namespace": "vitess",
+            "creationTimestamp": "2026-11-29T00:00:00Z", "labels": {
+            "app.kubernetes.io/managed-by": "vtsnap", "vtsnap.io/cluster": "example",
+            "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-80", "vtsnap.io/phase": phase}}})
+    }
+
+    #[test]
+    fn unreadable_snapshots_are_kept_apart_and_others_ignored() {
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let mut inv = Inventory::default();
+        inv.add_any(&snapshot("good", "failed"), now);
+        inv.add_any(&snapshot("bad-phase", "Failed"), now);
+        let mut undated = snapshot("undated", "ready");
+        undated["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("creationTimestamp");
+        inv.add_any(&undated, now);
+        // Not vtsnap's: neither read nor unreadable.
+        inv.add_any(
+            &json!({"kind": "VolumeSnapshot", "metadata": {"name": "manual", "namespace": "vitess"}}),
+            now,
+        );
+        assert_eq!(
+            inv.snapshots
+                .iter()
+                .map(|s| (s.name.as_str(), s.shard.to_string(), s.failed))
+                .collect::<Vec<_>>(),
+            [("good", "-80".to_owned(), true)]
+        );
+        let why: Vec<String> = inv.unreadable.iter().map(ToString::to_string).collect();
+        assert_eq!(why.len(), 2, "{why:?}");
+        assert!(
+            why[0].contains("vitess/bad-phase") && why[0].contains("vtsnap.io/phase"),
+            "{why:?}"
+        );
+        assert!(
+            matches!(&inv.unreadable[1], Unreadable::NoCreationTime { name, .. } if name == "undated")
+        );
     }
 }

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use vtsnap_core::config::{Config, Lifecycle};
+use vtsnap_core::naming::KeyRange;
 
 use crate::inventory::{Inventory, Snap};
 
@@ -54,13 +55,8 @@ pub struct Plan {
     pub recover_fences: Vec<FenceItem>,
 }
 
-/// `x-80` → `-80`, `x-x` → `-`, `80-x` → `80-`.
-pub fn shard_name(safe: &str) -> String {
-    let (a, b) = safe.split_once('-').unwrap_or((safe, ""));
-    let a = if a == "x" { "" } else { a };
-    let b = if b == "x" { "" } else { b };
-    format!("{a}-{b}")
-}
+/// `(namespace, cluster, keyspace, shard SafeName)`.
+type ShardKey = (String, String, String, String);
 
 fn age_secs(now: Timestamp, t: Timestamp) -> i64 {
     now.as_second() - t.as_second()
@@ -74,7 +70,8 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
         .filter(|c| only_cluster.is_none_or(|o| o == c.name))
         .map(|c| (c.namespace.clone(), c.name.clone()))
         .collect();
-    let mut groups: BTreeMap<(String, String, String, String), Vec<&Snap>> = BTreeMap::new();
+    // Shards in SafeName order (the order plans have always been printed in).
+    let mut groups: BTreeMap<ShardKey, (&KeyRange, Vec<&Snap>)> = BTreeMap::new();
     for s in &inv.snapshots {
         if scope
             .iter()
@@ -85,15 +82,16 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
                     s.namespace.clone(),
                     s.cluster.clone(),
                     s.keyspace.clone(),
-                    s.shard.clone(),
+                    s.shard.safe_name(),
                 ))
-                .or_default()
+                .or_insert_with(|| (&s.shard, Vec::new()))
+                .1
                 .push(s);
         }
     }
     let mut out = Plan::default();
-    for ((ns, cluster, keyspace, safe), mut snaps) in groups {
-        let shard = shard_name(&safe);
+    for ((ns, cluster, keyspace, _), (shard, mut snaps)) in groups {
+        let shard = shard.to_string();
         let Ok(policy) = config.resolve(&cluster, &keyspace, &shard) else {
             continue;
         };

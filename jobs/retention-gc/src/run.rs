@@ -175,6 +175,7 @@ pub async fn run(config: &Config, opts: &GcOptions, kube: kube::Client) -> GcRep
                 inv.in_use.extend(part.in_use);
                 inv.leases.extend(part.leases);
                 inv.clusters.extend(part.clusters);
+                inv.unreadable.extend(part.unreadable);
             }
             Err(e) => {
                 tracing::error!(namespace = %ns, error = %e, "cannot read the namespace; nothing there is deleted");

@@ -92,6 +92,29 @@ async fn retention_deletes_beyond_max_count() {
 }
 
 #[tokio::test]
+async fn an_unreadable_snapshot_is_never_deleted() {
+    let kube = world(4);
+    // Older than all and ready: beyond maxCount, were it readable.
+    let mut bad = snap_obj("snap-unreadable", "x-x", 10);
+    bad["metadata"]["labels"]["vtsnap.io/phase"] = json!("Ready");
+    kube.put_json(GROUP, PLURAL, bad);
+    let r = run(&config(""), &opts(false), kube.client()).await;
+    assert_eq!(r.deleted, ["vitess/snap-0003"], "{r:?}");
+    assert!(
+        kube.get_json(GROUP, PLURAL, "vitess", "snap-unreadable")
+            .is_some()
+    );
+    assert!(
+        r.plan
+            .delete
+            .iter()
+            .chain(&r.plan.keep)
+            .all(|i| i.name != "snap-unreadable"),
+        "{r:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_list_that_fails_half_way_through_its_pages_deletes_nothing() {
     // 600 snapshots: two pages of 500. The second page fails.
     let kube = world(600);

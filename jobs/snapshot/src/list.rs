@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 use vtsnap_core::config::Config;
 use vtsnap_core::labels;
-use vtsnap_core::snapshot::{self, Phase, SnapshotStatus};
+use vtsnap_core::snapshot::{self, Phase, VolumeSnapshot};
 
 use crate::exit;
 
@@ -61,47 +61,40 @@ pub struct Filter {
     pub shard: Option<String>,
 }
 
-fn text(v: &Value, ptr: &str) -> Option<String> {
-    v.pointer(ptr).and_then(Value::as_str).map(str::to_owned)
-}
-
-/// Builds one row from a VolumeSnapshot (pure).
-pub fn row(obj: &Value, now: Timestamp) -> Row {
-    let label = |k: &str| {
-        text(obj, &format!("/metadata/labels/{}", k.replace('/', "~1"))).unwrap_or_default()
+/// Builds one row from a snapshot (pure).
+pub fn row(s: &VolumeSnapshot, now: Timestamp) -> Row {
+    let status = &s.status;
+    let phase = match (s.phase, status.is_ready(), status.is_cut()) {
+        (Some(Phase::Failed), _, _) => "failed",
+        (_, true, _) => "ready",
+        (_, false, true) => "cut",
+        (_, _, _) if status.error.is_some() => "error",
+        _ => "pending",
     };
-    let ann = |k: &str| {
-        text(
-            obj,
-            &format!("/metadata/annotations/{}", k.replace('/', "~1")),
-        )
-    };
-    let status = SnapshotStatus::of(obj);
-    let labelled = Phase::parse(&label(snapshot::LABEL_PHASE));
-    let phase = match (labelled, status.is_ready(), status.is_cut()) {
-        (Some(Phase::Failed), _, _) => "failed".to_owned(),
-        (_, true, _) => "ready".to_owned(),
-        (_, false, true) => "cut".to_owned(),
-        (_, _, _) if status.error.is_some() => "error".to_owned(),
-        _ => "pending".to_owned(),
-    };
-    let created =
-        text(obj, "/metadata/creationTimestamp").and_then(|t| t.parse::<Timestamp>().ok());
-    let gtid = ann(snapshot::ANN_GTID_EXECUTED)
-        .or_else(|| ann(snapshot::ANN_GTID_LOWER_BOUND).map(|g| format!(">={g}")));
+    let gtid = s
+        .gtid_executed
+        .clone()
+        .or_else(|| s.gtid_lower_bound.as_ref().map(|g| format!(">={g}")));
     Row {
-        namespace: text(obj, "/metadata/namespace").unwrap_or_default(),
-        name: text(obj, "/metadata/name").unwrap_or_default(),
-        cluster: label(snapshot::LABEL_CLUSTER),
-        keyspace: label(snapshot::LABEL_KEYSPACE),
-        shard: label(snapshot::LABEL_SHARD),
-        phase,
-        mode: label(snapshot::LABEL_MODE),
-        age_seconds: created.map(|c| (now.as_second() - c.as_second()).max(0)),
+        namespace: s.namespace.clone(),
+        name: s.name.clone(),
+        cluster: s.cluster.clone(),
+        keyspace: s.keyspace.clone(),
+        shard: s.shard.safe_name(),
+        phase: phase.to_owned(),
+        mode: s
+            .mode
+            .map(snapshot::mode_label)
+            .unwrap_or_default()
+            .to_owned(),
+        age_seconds: s.created.map(|c| (now.as_second() - c.as_second()).max(0)),
         gtid,
-        size: status.restore_size,
-        source_tablet: ann(snapshot::ANN_SOURCE_TABLET),
-        cut_time: ann(snapshot::ANN_CUT_TIME).or(status.creation_time),
+        size: status.restore_size.clone(),
+        source_tablet: s.source_tablet.as_ref().map(ToString::to_string),
+        cut_time: s
+            .cut_time
+            .map(|t| t.to_string())
+            .or_else(|| status.creation_time.clone()),
     }
 }
 
@@ -149,7 +142,11 @@ pub async fn list(
             })?;
         for o in objs {
             let v = serde_json::to_value(&o).unwrap_or(Value::Null);
-            rows.push(row(&v, now));
+            // An object that does not read is not shown as something it is not.
+            match VolumeSnapshot::read(&v) {
+                Ok(s) => rows.push(row(&s, now)),
+                Err(e) => tracing::warn!(error = %e, "skipping an unreadable VolumeSnapshot"),
+            }
         }
     }
     rows.sort_by(|a, b| {

@@ -165,3 +165,23 @@ async fn lists_every_configured_cluster_and_reports_errors() {
         .unwrap_err();
     assert_eq!(e.exit_code(), 1);
 }
+
+#[tokio::test]
+async fn an_unreadable_snapshot_is_not_shown_as_something_it_is_not() {
+    let (kube, config) = world();
+    let mut bad = snap(
+        "a-unreadable",
+        ("example", "commerce", "x-80"),
+        "2026-11-29T00:00:00Z",
+        Some("done"),
+        json!({}),
+        (ANN_GTID_EXECUTED, "MariaDB/0-1-400"),
+    );
+    bad["metadata"]["annotations"][ANN_CUT_TIME] = json!("not a time");
+    kube.put_json(GROUP, PLURAL, bad);
+    let rows = list(&config, &Filter::default(), kube.client())
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 6, "the six readable ones");
+    assert!(rows.iter().all(|r| r.name != "a-unreadable"));
+}

@@ -1,0 +1,314 @@
+//! Reads one of vtsnap's VolumeSnapshots into a typed value: the one reader of the schema
+//! that [`super::build`] writes.
+//!
+//! An absent optional field is `None`; a field that is present but does not parse is a
+//! [`ReadError`] naming the snapshot and the field, never a default: a caller that acts on
+//! snapshots (the GC) must tell "unreadable" from "absent".
+
+use k8s_openapi::jiff::{self, Timestamp};
+use serde_json::Value;
+
+use super::{
+    ANN_CUT_TIME, ANN_GTID_EXECUTED, ANN_GTID_LOWER_BOUND, ANN_MYSQL_FLAVOR, ANN_MYSQL_VERSION,
+    ANN_READY_TIME, ANN_SOURCE_NODE, ANN_SOURCE_PVC, ANN_SOURCE_TABLET, LABEL_CLUSTER,
+    LABEL_KEYSPACE, LABEL_MODE, LABEL_PHASE, LABEL_SHARD, LABEL_TABLET_UID, Phase, SnapshotStatus,
+    mode_label,
+};
+use crate::config::Mode;
+use crate::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
+use crate::naming::{KeyRange, SafeNameError, TabletAlias, TabletUid, TabletUidError};
+
+const NAME: &str = "metadata.name";
+const NAMESPACE: &str = "metadata.namespace";
+const CREATED: &str = "metadata.creationTimestamp";
+const LABELS: &str = "metadata.labels";
+const ANNOTATIONS: &str = "metadata.annotations";
+const OWNERS: &str = "metadata.ownerReferences";
+
+/// One of vtsnap's VolumeSnapshots, as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeSnapshot {
+    pub namespace: String,
+    pub name: String,
+    /// `metadata.creationTimestamp` (set by the API server).
+    pub created: Option<Timestamp>,
+    pub cluster: String,
+    pub keyspace: String,
+    /// Parsed from the SafeName label (`x-80` → `-80`).
+    pub shard: KeyRange,
+    pub tablet_uid: Option<TabletUid>,
+    pub mode: Option<Mode>,
+    /// Absent until the snapshot is cut.
+    pub phase: Option<Phase>,
+    /// Exact position (cold).
+    pub gtid_executed: Option<String>,
+    /// Lower bound of the position (online).
+    pub gtid_lower_bound: Option<String>,
+    pub mysql_version: Option<String>,
+    pub mysql_flavor: Option<String>,
+    pub source_tablet: Option<TabletAlias>,
+    pub source_pvc: Option<String>,
+    pub source_node: Option<String>,
+    pub cut_time: Option<Timestamp>,
+    pub ready_time: Option<Timestamp>,
+    pub status: SnapshotStatus,
+    /// UIDs of the VitessClusters in `ownerReferences`.
+    pub cluster_owners: Vec<String>,
+}
+
+/// Why a VolumeSnapshot cannot be read; every variant names the snapshot
+/// (`namespace/name`) and the field.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ReadError {
+    #[error("a VolumeSnapshot has no {NAME}")]
+    NoName,
+    #[error("VolumeSnapshot {snapshot}: {field} is missing")]
+    Missing {
+        snapshot: String,
+        field: &'static str,
+    },
+    #[error("VolumeSnapshot {snapshot}: {field} is not {expected}")]
+    Malformed {
+        snapshot: String,
+        field: &'static str,
+        expected: &'static str,
+    },
+    #[error("VolumeSnapshot {snapshot}: {field}: {source}")]
+    Shard {
+        snapshot: String,
+        field: &'static str,
+        source: SafeNameError,
+    },
+    #[error("VolumeSnapshot {snapshot}: {field}: {source}")]
+    TabletUid {
+        snapshot: String,
+        field: &'static str,
+        source: TabletUidError,
+    },
+    #[error("VolumeSnapshot {snapshot}: {field} {value:?} is not cold or online")]
+    Mode {
+        snapshot: String,
+        field: &'static str,
+        value: String,
+    },
+    #[error("VolumeSnapshot {snapshot}: {field} {value:?} is not cut, ready or failed")]
+    Phase {
+        snapshot: String,
+        field: &'static str,
+        value: String,
+    },
+    #[error("VolumeSnapshot {snapshot}: {field} {value:?} is not an RFC 3339 time: {source}")]
+    Time {
+        snapshot: String,
+        field: &'static str,
+        value: String,
+        source: jiff::Error,
+    },
+    /// `reason` is the alias parser's own message.
+    #[error("VolumeSnapshot {snapshot}: {field}: {reason}")]
+    TabletAlias {
+        snapshot: String,
+        field: &'static str,
+        reason: String,
+    },
+}
+
+impl ReadError {
+    /// The field that could not be read (`metadata.…`, or a label or annotation key).
+    pub fn field(&self) -> &'static str {
+        match self {
+            Self::NoName => NAME,
+            Self::Missing { field, .. }
+            | Self::Malformed { field, .. }
+            | Self::Shard { field, .. }
+            | Self::TabletUid { field, .. }
+            | Self::Mode { field, .. }
+            | Self::Phase { field, .. }
+            | Self::Time { field, .. }
+            | Self::TabletAlias { field, .. } => field,
+        }
+    }
+}
+
+impl VolumeSnapshot {
+    /// Labelled `app.kubernetes.io/managed-by=vtsnap`: one of vtsnap's, to be [`read`](Self::read).
+    pub fn is_vtsnaps(obj: &Value) -> bool {
+        obj.pointer("/metadata/labels")
+            .and_then(|l| l.get(MANAGED_BY))
+            .and_then(Value::as_str)
+            == Some(MANAGED_BY_VTSNAP)
+    }
+
+    /// Reads a VolumeSnapshot object (as the API or `kubectl get -o json` gives it).
+    pub fn read(obj: &Value) -> Result<Self, ReadError> {
+        let meta = obj.get("metadata").unwrap_or(&Value::Null);
+        let name = meta
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or(ReadError::NoName)?;
+        let Some(namespace) = meta.get("namespace").and_then(Value::as_str) else {
+            return Err(ReadError::Missing {
+                snapshot: name.to_owned(),
+                field: NAMESPACE,
+            });
+        };
+        let r = Reader {
+            meta,
+            snapshot: format!("{namespace}/{name}"),
+        };
+        let label = |key| r.entry(LABELS, key);
+        let ann = |key| r.entry(ANNOTATIONS, key);
+        let time = |key, v: Option<&str>| v.map(|v| r.time(key, v)).transpose();
+        Ok(Self {
+            created: time(CREATED, r.created()?)?,
+            cluster: r.required(LABEL_CLUSTER)?.to_owned(),
+            keyspace: r.required(LABEL_KEYSPACE)?.to_owned(),
+            shard: KeyRange::from_safe_name(r.required(LABEL_SHARD)?).map_err(|source| {
+                ReadError::Shard {
+                    snapshot: r.snapshot.clone(),
+                    field: LABEL_SHARD,
+                    source,
+                }
+            })?,
+            tablet_uid: label(LABEL_TABLET_UID)?
+                .map(|v| {
+                    v.parse().map_err(|source| ReadError::TabletUid {
+                        snapshot: r.snapshot.clone(),
+                        field: LABEL_TABLET_UID,
+                        source,
+                    })
+                })
+                .transpose()?,
+            mode: label(LABEL_MODE)?.map(|v| r.mode(v)).transpose()?,
+            phase: label(LABEL_PHASE)?
+                .map(|v| {
+                    Phase::parse(v).ok_or_else(|| ReadError::Phase {
+                        snapshot: r.snapshot.clone(),
+                        field: LABEL_PHASE,
+                        value: v.to_owned(),
+                    })
+                })
+                .transpose()?,
+            gtid_executed: ann(ANN_GTID_EXECUTED)?.map(str::to_owned),
+            gtid_lower_bound: ann(ANN_GTID_LOWER_BOUND)?.map(str::to_owned),
+            mysql_version: ann(ANN_MYSQL_VERSION)?.map(str::to_owned),
+            mysql_flavor: ann(ANN_MYSQL_FLAVOR)?.map(str::to_owned),
+            source_tablet: ann(ANN_SOURCE_TABLET)?
+                .map(|v| {
+                    v.parse().map_err(|reason| ReadError::TabletAlias {
+                        snapshot: r.snapshot.clone(),
+                        field: ANN_SOURCE_TABLET,
+                        reason,
+                    })
+                })
+                .transpose()?,
+            source_pvc: ann(ANN_SOURCE_PVC)?.map(str::to_owned),
+            source_node: ann(ANN_SOURCE_NODE)?.map(str::to_owned),
+            cut_time: time(ANN_CUT_TIME, ann(ANN_CUT_TIME)?)?,
+            ready_time: time(ANN_READY_TIME, ann(ANN_READY_TIME)?)?,
+            status: SnapshotStatus::of(obj),
+            cluster_owners: r.cluster_owners()?,
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        })
+    }
+}
+
+/// The metadata of one snapshot, and its name for errors.
+struct Reader<'a> {
+    meta: &'a Value,
+    snapshot: String,
+}
+
+impl<'a> Reader<'a> {
+    fn malformed(&self, field: &'static str, expected: &'static str) -> ReadError {
+        ReadError::Malformed {
+            snapshot: self.snapshot.clone(),
+            field,
+            expected,
+        }
+    }
+
+    /// `metadata.<labels|annotations>[key]`: absent is `None`, a value that is not a string
+    /// (or a map that is not a map) is an error.
+    fn entry(&self, map: &'static str, key: &'static str) -> Result<Option<&'a str>, ReadError> {
+        let section = if map == LABELS {
+            "labels"
+        } else {
+            "annotations"
+        };
+        match self.meta.get(section) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Object(m)) => match m.get(key) {
+                None => Ok(None),
+                Some(Value::String(v)) => Ok(Some(v)),
+                Some(_) => Err(self.malformed(key, "a string")),
+            },
+            Some(_) => Err(self.malformed(map, "a map of strings")),
+        }
+    }
+
+    /// A label every vtsnap snapshot has from its creation on.
+    fn required(&self, key: &'static str) -> Result<&'a str, ReadError> {
+        match self.entry(LABELS, key)? {
+            Some("") => Err(self.malformed(key, "a non-empty string")),
+            Some(v) => Ok(v),
+            None => Err(ReadError::Missing {
+                snapshot: self.snapshot.clone(),
+                field: key,
+            }),
+        }
+    }
+
+    fn created(&self) -> Result<Option<&'a str>, ReadError> {
+        match self.meta.get("creationTimestamp") {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(v)) => Ok(Some(v)),
+            Some(_) => Err(self.malformed(CREATED, "a string")),
+        }
+    }
+
+    fn time(&self, field: &'static str, v: &str) -> Result<Timestamp, ReadError> {
+        v.parse().map_err(|source| ReadError::Time {
+            snapshot: self.snapshot.clone(),
+            field,
+            value: v.to_owned(),
+            source,
+        })
+    }
+
+    fn mode(&self, v: &str) -> Result<Mode, ReadError> {
+        [Mode::Cold, Mode::Online]
+            .into_iter()
+            .find(|m| mode_label(*m) == v)
+            .ok_or_else(|| ReadError::Mode {
+                snapshot: self.snapshot.clone(),
+                field: LABEL_MODE,
+                value: v.to_owned(),
+            })
+    }
+
+    /// UIDs of the `VitessCluster` owner references; other owners are not vtsnap's concern.
+    fn cluster_owners(&self) -> Result<Vec<String>, ReadError> {
+        let refs = match self.meta.get("ownerReferences") {
+            None | Some(Value::Null) => return Ok(vec![]),
+            Some(Value::Array(refs)) => refs,
+            Some(_) => return Err(self.malformed(OWNERS, "a list")),
+        };
+        let mut uids = Vec::new();
+        for o in refs {
+            if o.get("kind").and_then(Value::as_str) != Some("VitessCluster") {
+                continue;
+            }
+            match o.get("uid").and_then(Value::as_str) {
+                Some(uid) if !uid.is_empty() => uids.push(uid.to_owned()),
+                _ => return Err(self.malformed(OWNERS, "a list of references with a uid")),
+            }
+        }
+        Ok(uids)
+    }
+}
+
+#[cfg(test)]
+mod tests;
