@@ -289,13 +289,7 @@ pub fn crash_safety(mariadb: bool, values: &[Option<String>]) -> Vec<Violation> 
         .collect()
 }
 
-/// The mode as the config, the labels and the JSON line spell it.
-pub fn mode_name(m: Mode) -> &'static str {
-    match m {
-        Mode::Cold => "cold",
-        Mode::Online => "online",
-    }
-}
+pub use vtsnap_core::snapshot::mode_label as mode_name;
 
 /// The plan as text, for `run --dry-run`.
 pub fn render(p: &SnapshotPlan) -> String {
@@ -342,3 +336,6 @@ pub fn render(p: &SnapshotPlan) -> String {
     ));
     out
 }
+
+#[cfg(test)]
+mod tests;
