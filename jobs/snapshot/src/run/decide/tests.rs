@@ -69,7 +69,12 @@ fn golden(name: &str, got: &str) {
         std::fs::write(&path, got).unwrap();
     }
     let want = std::fs::read_to_string(&path).unwrap_or_default();
-    assert_eq!(got, want, "{} differs (UPDATE_GOLDEN=1 rewrites it)", path.display());
+    assert_eq!(
+        got,
+        want,
+        "{} differs (UPDATE_GOLDEN=1 rewrites it)",
+        path.display()
+    );
 }
 
 #[test]
@@ -123,7 +128,13 @@ fn a_cold_plan_waiting_for_ready_keeps_the_fence_until_ready() {
 
 #[test]
 fn an_online_plan_never_touches_type_replication_or_mysqld() {
-    let p = decide(&shard(), "example/commerce/-80", &policy("{}"), Mode::Online).unwrap();
+    let p = decide(
+        &shard(),
+        "example/commerce/-80",
+        &policy("{}"),
+        Mode::Online,
+    )
+    .unwrap();
     assert_eq!(
         steps(&p),
         [
@@ -186,7 +197,10 @@ fn the_primary_is_never_planned_and_an_unknown_type_refuses() {
 #[test]
 fn the_unwind_is_the_reverse_of_what_was_pushed_with_each_undo_once() {
     assert_eq!(unwind_order(&[]), []);
-    assert_eq!(unwind_order(&[Step::Fence, Step::ProbeLayout]), [Undo::Unfence]);
+    assert_eq!(
+        unwind_order(&[Step::Fence, Step::ProbeLayout]),
+        [Undo::Unfence]
+    );
     assert_eq!(
         unwind_order(&[Step::Fence, Step::ProbeLayout, Step::Drain]),
         [Undo::RestoreType, Undo::Unfence]
@@ -218,7 +232,12 @@ fn crash_safety_names_every_variable_that_does_not_hold() {
     let names: Vec<_> = bad.iter().map(|v| v.variable).collect();
     assert_eq!(
         names,
-        ["sync_binlog", "innodb_flush_log_at_trx_commit", "log_bin", "gtid_mode"]
+        [
+            "sync_binlog",
+            "innodb_flush_log_at_trx_commit",
+            "log_bin",
+            "gtid_mode"
+        ]
     );
     assert_eq!(bad[0].to_string(), "sync_binlog=0 (needs 1)");
     assert_eq!(bad[2].to_string(), "log_bin=OFF (needs 1 or ON)");
