@@ -176,19 +176,6 @@ impl MyCnf {
         })
     }
 
-    /// Every server option as (normalized key, value), in file order.
-    pub fn server_options(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.lines.iter().filter_map(|l| match l {
-            Line::Option {
-                key,
-                value,
-                server: true,
-                ..
-            } => Some((key.as_str(), value.as_deref().unwrap_or(""))),
-            _ => None,
-        })
-    }
-
     /// The effective server-id, if any.
     pub fn server_id(&self) -> Option<u32> {
         self.get("server-id").and_then(|v| v.parse().ok())

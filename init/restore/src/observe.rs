@@ -13,7 +13,7 @@ use vtsnap_core::naming::TabletUid;
 
 use crate::binlog::{self, LastBinlog};
 use crate::journal::{self, Journal};
-use crate::mycnf::{MyCnf, mentions_uid};
+use crate::mycnf::MyCnf;
 use crate::refusal::Refusal;
 pub use vtsnap_core::volume::{VolPath, Volume};
 
@@ -371,27 +371,4 @@ fn last_binlog(
         reason: e.to_string(),
     })?;
     Ok(Some((path, scan)))
-}
-
-/// True if any name under `rel` (not following symlinks, not descending into the data
-/// directories) still names tablet `uid`. Used to verify a finished move.
-pub fn names_left(vol: &Volume, rel: &Path, uid: TabletUid) -> Vec<String> {
-    let mut left = Vec::new();
-    let mut stack = vec![rel.to_path_buf()];
-    while let Some(p) = stack.pop() {
-        let Ok(rd) = fs::read_dir(vol.abs(&p)) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let child = p.join(e.file_name());
-            if mentions_uid(&e.file_name().to_string_lossy(), uid) {
-                left.push(child.display().to_string());
-            }
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(child);
-            }
-        }
-    }
-    left.sort();
-    left
 }

@@ -12,7 +12,9 @@ use serde_json::Value;
 use vtsnap_core::fault::{FAULT_ENV, FAULT_EXIT_CODE};
 use vtsnap_core::naming::TabletUid;
 use vtsnap_restore::mycnf::{MyCnf, mentions_uid};
-use vtsnap_restore::observe::{Volume, names_left};
+mod common;
+
+use common::names_left;
 use vtsnap_testkit::layout::{POD_UID, TabletLayout, resolve};
 use vtsnap_testkit::tree::{Tree, assert_same};
 
@@ -222,7 +224,7 @@ fn assert_moved(v: &Path, layout: &TabletLayout, r: &Run) {
     );
 
     // Nothing on the volume is named after the old tablet any more.
-    let left = names_left(&Volume::new(v), Path::new(""), old);
+    let left = names_left(v, old);
     assert!(left.is_empty(), "names of the old tablet remain: {left:?}");
 
     // my.cnf: every path names the new tablet, a fresh server-id, socket and port kept.

@@ -15,7 +15,9 @@ use std::time::Duration;
 use serde_json::Value;
 use vtsnap_core::naming::TabletUid;
 use vtsnap_restore::mycnf::{MyCnf, mentions_uid};
-use vtsnap_restore::observe::{Volume, names_left};
+mod common;
+
+use common::names_left;
 use vtsnap_testkit::btrfs::BtrfsVolume;
 use vtsnap_testkit::layout::{Flavor, TabletLayout, resolve};
 use vtsnap_testkit::mariadb::{self, MariaDb};
@@ -88,7 +90,7 @@ async fn wait_for_load_rows(db: &MariaDb, at_least: u64) {
 /// Checks the clone after the restore and before any server touched it.
 fn assert_no_old_names(vtdataroot: &Path, new: TabletUid) {
     let old = TabletUid::new(SOURCE);
-    let left = names_left(&Volume::new(vtdataroot), Path::new(""), old);
+    let left = names_left(vtdataroot, old);
     assert!(left.is_empty(), "names of the old tablet remain: {left:?}");
     let t = vtdataroot.join(new.tablet_dir_name());
     let cnf = std::fs::read_to_string(t.join("my.cnf")).unwrap();
