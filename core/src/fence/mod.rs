@@ -55,8 +55,13 @@ pub enum Request {
     Release,
 }
 
+/// A request annotation that names no request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown request {0:?}")]
+pub struct UnknownRequest(pub String);
+
 impl FromStr for Request {
-    type Err = String;
+    type Err = UnknownRequest;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Ok(match s {
             "probe" => Self::Probe,
@@ -64,7 +69,7 @@ impl FromStr for Request {
             "hold" => Self::Hold,
             "fsfreeze" => Self::Fsfreeze,
             "release" => Self::Release,
-            other => return Err(format!("unknown request {other:?}")),
+            other => return Err(UnknownRequest(other.to_owned())),
         })
     }
 }
