@@ -50,6 +50,18 @@ macro_rules! with_policy {
                     vtbackup: self.vtbackup.clone(),
                 }
             }
+
+            /// This level with its policy blocks replaced (for a config read piece by piece).
+            pub(super) fn with_policy(self, b: PolicyBlocks) -> Self {
+                Self {
+                    snapshot: b.snapshot,
+                    retention: b.retention,
+                    deletion_policy: b.deletion_policy,
+                    restore: b.restore,
+                    vtbackup: b.vtbackup,
+                    ..self
+                }
+            }
         }
     };
 }
