@@ -74,6 +74,10 @@ fn parse_error(e: probe::ProbeError) -> ConfigError {
 /// A config that does not parse: every parse error, then every rule broken by what did
 /// parse. Strict parsing stops at the first error, so the file is read again piece by piece.
 fn every_error(text: &str, first: probe::ProbeError) -> ConfigErrors {
+    // Not YAML at all: nothing can be read piece by piece.
+    if serde_yaml_ng::from_str::<serde::de::IgnoredAny>(text).is_err() {
+        return ConfigErrors(vec![parse_error(first)]);
+    }
     let p = partial::partial(text);
     if p.errors.is_empty() {
         // The piecewise read missed what the strict one saw: never report a bad file as fine.

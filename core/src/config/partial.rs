@@ -39,12 +39,11 @@ pub fn partial(text: &str) -> Partial {
     if w.lenient::<Config>(&[], &["clusters"]).is_ok() {
         let p = key(&[], "clusters");
         if let Ok(Some(items)) = w.lenient::<Vec<IgnoredAny>>(&p, &[]) {
-            config.clusters = (0..items.len())
-                .map(|i| w.cluster(&index(&p, i)))
-                .collect();
+            config.clusters = (0..items.len()).map(|i| w.cluster(&index(&p, i))).collect();
         }
     }
-    w.errors.sort_by_key(|(at, _)| at.unwrap_or((usize::MAX, usize::MAX)));
+    w.errors
+        .sort_by_key(|(at, _)| at.unwrap_or((usize::MAX, usize::MAX)));
     Partial {
         config,
         errors: w.errors.into_iter().map(|(_, e)| e).collect(),
@@ -66,14 +65,13 @@ impl Walk<'_> {
     fn report(&mut self, e: ProbeError) {
         let at = e.inner().location().map(|l| (l.line(), l.column()));
         let e = parse_error(e);
-        self.unparsed.push(e.path.clone());
         if !self.errors.iter().any(|(_, seen)| *seen == e) {
             self.errors.push((at, e));
         }
     }
 
-    /// The node at `path` as `T`, leaving out (and reporting) each direct child that does
-    /// not parse; `Err` when the node itself does not.
+    /// The node at `path` as `T`, leaving out (reporting, muting) each direct child that
+    /// does not parse; `Err` when the node itself does not (reported; muting is the caller's).
     fn lenient<T: DeserializeOwned>(
         &mut self,
         path: &[Seg],
@@ -89,6 +87,7 @@ impl Walk<'_> {
             match child_key(path, &e) {
                 Some(k) if !skip.contains(&k) => {
                     self.report(e);
+                    self.unparsed.push(render(&key(path, &k)));
                     skip.insert(k.clone());
                     left_out.insert(k);
                 }

@@ -7,8 +7,8 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use serde::de::{
-    self, DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, IntoDeserializer,
-    MapAccess, SeqAccess, Visitor,
+    self, DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, IntoDeserializer, MapAccess,
+    SeqAccess, Visitor,
 };
 
 /// One step of a path into the document.
@@ -166,7 +166,8 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Skipping<'_, D> {
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
-        self.d.deserialize_option(SkipVisitor { v, skip: self.skip })
+        self.d
+            .deserialize_option(SkipVisitor { v, skip: self.skip })
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
@@ -291,7 +292,9 @@ impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for Key<'_, S> {
         if self.skip.contains(k) {
             Ok(Keyed::Skipped(self.seed))
         } else {
-            self.seed.deserialize(k.into_deserializer()).map(Keyed::Kept)
+            self.seed
+                .deserialize(k.into_deserializer())
+                .map(Keyed::Kept)
         }
     }
 }
