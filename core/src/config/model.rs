@@ -52,15 +52,13 @@ macro_rules! with_policy {
             }
 
             /// This level with its policy blocks replaced (for a config read piece by piece).
-            pub(super) fn with_policy(self, b: PolicyBlocks) -> Self {
-                Self {
-                    snapshot: b.snapshot,
-                    retention: b.retention,
-                    deletion_policy: b.deletion_policy,
-                    restore: b.restore,
-                    vtbackup: b.vtbackup,
-                    ..self
-                }
+            pub(super) fn with_policy(mut self, b: PolicyBlocks) -> Self {
+                self.snapshot = b.snapshot;
+                self.retention = b.retention;
+                self.deletion_policy = b.deletion_policy;
+                self.restore = b.restore;
+                self.vtbackup = b.vtbackup;
+                self
             }
         }
     };
