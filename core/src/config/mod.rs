@@ -2,9 +2,12 @@
 //!
 //! Parsing is strict (unknown fields are errors) and every error names the path of the
 //! field it is about, e.g. `clusters[0].keyspaces.commerce.shards.-80.retention.maxCount`.
+//! A file with several bad values gets all of them reported, not only the first.
 
 mod duration;
 mod model;
+mod partial;
+mod probe;
 mod resolve;
 mod validate;
 
@@ -55,6 +58,36 @@ impl ConfigErrors {
     }
 }
 
+/// A serde error as a path and a message.
+fn parse_error(e: probe::ProbeError) -> ConfigError {
+    let path = e.path().to_string();
+    let path = if path == "." { String::new() } else { path };
+    let message = e.into_inner().to_string();
+    // The YAML library starts some messages with its own copy of the path.
+    let message = match message.split_once(": ") {
+        Some((head, rest)) if !head.contains(' ') => rest.to_owned(),
+        _ => message,
+    };
+    ConfigError { path, message }
+}
+
+/// A config that does not parse: every parse error, then every rule broken by what did
+/// parse. Strict parsing stops at the first error, so the file is read again piece by piece.
+fn every_error(text: &str, first: probe::ProbeError) -> ConfigErrors {
+    // Not YAML at all: nothing can be read piece by piece.
+    if serde_yaml_ng::from_str::<serde::de::IgnoredAny>(text).is_err() {
+        return ConfigErrors(vec![parse_error(first)]);
+    }
+    let p = partial::partial(text);
+    if p.errors.is_empty() {
+        // The piecewise read missed what the strict one saw: never report a bad file as fine.
+        return ConfigErrors(vec![parse_error(first)]);
+    }
+    let mut errors = p.errors;
+    errors.extend(validate::validate_partial(&p.config, &p.unparsed));
+    ConfigErrors(errors)
+}
+
 /// Why a (cluster, keyspace, shard) cannot be resolved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LookupError {
@@ -68,17 +101,10 @@ impl Config {
     /// Parses and validates YAML text.
     pub fn from_yaml(text: &str) -> Result<Self, ConfigErrors> {
         let de = serde_yaml_ng::Deserializer::from_str(text);
-        let config: Config = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let path = if path == "." { String::new() } else { path };
-            let message = e.into_inner().to_string();
-            // The YAML library starts some messages with its own copy of the path.
-            let message = match message.split_once(": ") {
-                Some((head, rest)) if !head.contains(' ') => rest.to_owned(),
-                _ => message,
-            };
-            ConfigErrors::one(path, message)
-        })?;
+        let config: Config = match serde_path_to_error::deserialize(de) {
+            Ok(config) => config,
+            Err(first) => return Err(every_error(text, first)),
+        };
         let errors = validate::validate(&config);
         if errors.is_empty() {
             Ok(config)

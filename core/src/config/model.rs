@@ -50,6 +50,16 @@ macro_rules! with_policy {
                     vtbackup: self.vtbackup.clone(),
                 }
             }
+
+            /// This level with its policy blocks replaced (for a config read piece by piece).
+            pub(super) fn with_policy(mut self, b: PolicyBlocks) -> Self {
+                self.snapshot = b.snapshot;
+                self.retention = b.retention;
+                self.deletion_policy = b.deletion_policy;
+                self.restore = b.restore;
+                self.vtbackup = b.vtbackup;
+                self
+            }
         }
     };
 }

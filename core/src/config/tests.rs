@@ -299,3 +299,113 @@ fn the_documented_worked_example_resolves_as_documented() {
         (Lifecycle::Delete, Lifecycle::Delete, day, 7, None)
     );
 }
+
+/// The path part of each error line.
+fn paths(e: &[String]) -> Vec<&str> {
+    e.iter()
+        .map(|l| l.split_once(": ").map_or(l.as_str(), |(p, _)| p))
+        .collect()
+}
+
+#[test]
+fn every_parse_error_is_reported_with_its_path() {
+    let e = errors(&format!(
+        "{BASE}  keyspaces:\n    commerce:\n      shards:\n        \"-40\": {{snapshot: {{mode: onlne}}}}\n        \
+         40-80: {{retention: {{maxCount: 0}}}}\n        80-:\n          retention: {{maxCont: 3}}\n"
+    ));
+    assert_eq!(
+        e,
+        [
+            "clusters[0].keyspaces.commerce.shards.-40.snapshot.mode: unknown variant `onlne`, expected `cold` or `online` at line 7 column 34",
+            "clusters[0].keyspaces.commerce.shards.80-.retention.maxCont: unknown field `maxCont`, expected one of `maxCount`, `maxAge`, `failedMaxAge` at line 10 column 23",
+            "clusters[0].keyspaces.commerce.shards.40-80.retention.maxCount: must be ≥ 1",
+        ]
+    );
+}
+
+#[test]
+fn a_bad_duration_does_not_hide_other_errors() {
+    let e = errors(
+        "clusters:\n- name: a\n  namespace: vitess\n  snapshot: {cutTimeout: soon, maxHold: 1m}\n  \
+         keyspaces:\n    commerce:\n      retention: {maxAge: 3x}\n      shards:\n        80-40: {}\n\
+         - name: b\n  namespace: vitess\n  snapshot: {maxHold: 1m}\n",
+    );
+    assert_eq!(
+        e,
+        [
+            "clusters[0].snapshot.cutTimeout: \"soon\" is not a duration like 90s, 10m, 1h30m or 2d at line 4 column 13",
+            "clusters[0].keyspaces.commerce.retention.maxAge: \"3x\" is not a duration like 90s, 10m, 1h30m or 2d at line 7 column 18",
+            "clusters[0].keyspaces.commerce.shards.80-40: shard \"80-40\": start must be below end",
+            // The default cut timeout against a 1m hold: judged where cutTimeout is unset, not
+            // in cluster a, whose cutTimeout could not be read.
+            "clusters[1].snapshot.cutTimeout: resolves to 5m which exceeds snapshot.maxHold 1m: a cold cut must end inside the hold",
+        ]
+    );
+}
+
+#[test]
+fn several_bad_values_in_one_block_are_each_reported() {
+    let e = errors(&format!(
+        "{BASE}  snapshot: {{mode: hot, fsfreeze: maybe, target: {{tabletType: x, maxLag: y}}, labels: {{vtsnap.io/x: a}}}}\n  \
+         bogus: 1\n  retention: {{maxCount: 0}}\n"
+    ));
+    assert_eq!(
+        paths(&e),
+        [
+            "clusters[0].snapshot.mode",
+            "clusters[0].snapshot.fsfreeze",
+            // A duration error points at its mapping, which comes first.
+            "clusters[0].snapshot.target.maxLag",
+            "clusters[0].snapshot.target.tabletType",
+            "clusters[0].bogus",
+            "clusters[0].snapshot.labels.vtsnap.io/x",
+            "clusters[0].retention.maxCount",
+        ],
+        "{e:#?}"
+    );
+    assert!(e[4].contains("unknown field `bogus`"), "{e:#?}");
+}
+
+#[test]
+fn a_cluster_that_cannot_be_read_leaves_the_others_checked() {
+    let e = errors(
+        "clusters:\n- namespace: [a]\n  retention: {maxCount: 0}\n- foo\n- name: b\n  namespace: vitess\n  \
+         vtctld: nowhere\n",
+    );
+    assert_eq!(
+        e,
+        [
+            "clusters[0]: missing field `name` at line 2 column 3",
+            "clusters[0].namespace: invalid type: sequence, expected a string at line 2 column 14",
+            "clusters[1]: invalid type: string \"foo\", expected struct ClusterConfig at line 4 column 3",
+            "clusters[0].retention.maxCount: must be ≥ 1",
+            "clusters[2].vtctld: must be `auto` or host:port",
+        ]
+    );
+}
+
+#[test]
+fn text_that_is_not_yaml_is_one_error() {
+    let e = errors("clusters:\n- name: a\n  namespace: x\n  snapshot: [\n");
+    assert_eq!(e.len(), 1, "{e:#?}");
+}
+
+/// The piece-by-piece read must see a valid file exactly as the strict read does.
+#[test]
+fn the_piecewise_read_agrees_with_the_strict_one() {
+    let texts = [
+        BASE.to_owned(),
+        format!(
+            "{BASE}  vtctld: vtctld:15999\n  snapshot: {{mode: online, labels: {{tier: 1, on: yes}}, target: {{maxLag: 10s}}}}\n  \
+             deletionPolicy: null\n  keyspaces:\n    commerce:\n      restore: {{pools: [1, b]}}\n      shards:\n        \
+             -80: {{retention: {{maxCount: 3}}}}\n        80-: {{}}\n        c0-:\n    customer:\n      \
+             vtbackup: {{dataVolumeClaimTemplate: {{resources: {{requests: {{storage: 10Gi}}}}}}}}\n"
+        ),
+    ];
+    for t in texts {
+        let strict = cfg(&t);
+        let p = partial::partial(&t);
+        assert!(p.errors.is_empty(), "{t}\n{:?}", p.errors);
+        assert_eq!(p.config, strict, "{t}");
+    }
+}

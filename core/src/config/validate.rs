@@ -7,16 +7,42 @@ use super::resolve::{ResolvedPolicy, merge, with_defaults};
 use super::{ConfigError, GoDuration};
 use crate::naming::KeyRange;
 
-struct Errors(Vec<ConfigError>);
+/// Paths whose value did not parse (and was left out). A check on such a field, or on one
+/// below it, would judge a stand-in rather than what the file says, so it stays quiet.
+#[derive(Debug, Default)]
+pub struct Unparsed(Vec<String>);
 
-impl Errors {
+impl Unparsed {
+    pub fn new(paths: Vec<String>) -> Self {
+        Self(paths)
+    }
+
+    /// Whether `path` is an unparsed path or lies below one.
+    fn covers(&self, path: &str) -> bool {
+        self.0.iter().any(|u| {
+            path.strip_prefix(u.as_str()).is_some_and(|rest| {
+                rest.is_empty() || rest.starts_with('.') || rest.starts_with('[')
+            })
+        })
+    }
+}
+
+struct Errors<'u> {
+    found: Vec<ConfigError>,
+    unparsed: &'u Unparsed,
+}
+
+impl Errors<'_> {
     fn at(&mut self, path: &str, field: &str, message: impl Into<String>) {
         let path = if field.is_empty() {
             path.to_owned()
         } else {
             format!("{path}.{field}")
         };
-        self.0.push(ConfigError {
+        if self.unparsed.covers(&path) {
+            return;
+        }
+        self.found.push(ConfigError {
             path,
             message: message.into(),
         });
@@ -109,9 +135,21 @@ fn block(e: &mut Errors, path: &str, b: &PolicyBlocks) {
     }
 }
 
-/// Rules that span fields, checked on the policy each level resolves to.
-fn resolved(e: &mut Errors, path: &str, r: &ResolvedPolicy) {
-    if r.snapshot.cut_timeout > r.snapshot.max_hold {
+/// Rules that span fields, checked on the policy each level resolves to. `levels` are
+/// this level and the ones above it: the values it inherits come from there.
+fn resolved(e: &mut Errors, levels: &[&str], r: &ResolvedPolicy) {
+    let Some(path) = levels.last() else {
+        return;
+    };
+    let unread = |field: &str| {
+        levels
+            .iter()
+            .any(|l| e.unparsed.covers(&format!("{l}.{field}")))
+    };
+    if r.snapshot.cut_timeout > r.snapshot.max_hold
+        && !unread("snapshot.cutTimeout")
+        && !unread("snapshot.maxHold")
+    {
         e.at(
             path,
             "snapshot.cutTimeout",
@@ -123,11 +161,23 @@ fn resolved(e: &mut Errors, path: &str, r: &ResolvedPolicy) {
     }
 }
 
+/// Every rule on a config that parsed whole.
 pub fn validate(c: &Config) -> Vec<ConfigError> {
-    let mut e = Errors(Vec::new());
+    validate_partial(c, &Unparsed::default())
+}
+
+/// Every rule on what parsed of a config, quiet on what did not.
+pub fn validate_partial(c: &Config, unparsed: &Unparsed) -> Vec<ConfigError> {
+    let mut e = Errors {
+        found: Vec::new(),
+        unparsed,
+    };
     let mut seen = BTreeSet::new();
     for (i, cl) in c.clusters.iter().enumerate() {
         let path = format!("clusters[{i}]");
+        let identity_unread = ["name", "namespace"]
+            .iter()
+            .any(|f| unparsed.covers(&format!("{path}.{f}")));
         if !is_dns_label(&cl.name) {
             e.at(
                 &path,
@@ -138,7 +188,7 @@ pub fn validate(c: &Config) -> Vec<ConfigError> {
         if !is_dns_label(&cl.namespace) {
             e.at(&path, "namespace", "must be a lowercase DNS label");
         }
-        if !seen.insert((cl.name.clone(), cl.namespace.clone())) {
+        if !identity_unread && !seen.insert((cl.name.clone(), cl.namespace.clone())) {
             e.at(
                 &path,
                 "name",
@@ -156,7 +206,7 @@ pub fn validate(c: &Config) -> Vec<ConfigError> {
         }
         let cluster_blocks = cl.policy();
         block(&mut e, &path, &cluster_blocks);
-        resolved(&mut e, &path, &with_defaults(&cluster_blocks));
+        resolved(&mut e, &[&path], &with_defaults(&cluster_blocks));
         for (ks, k) in &cl.keyspaces {
             let kpath = format!("{path}.keyspaces.{ks}");
             if ks.is_empty() {
@@ -164,7 +214,7 @@ pub fn validate(c: &Config) -> Vec<ConfigError> {
             }
             let ks_blocks = merge(&k.policy(), &cluster_blocks);
             block(&mut e, &kpath, &k.policy());
-            resolved(&mut e, &kpath, &with_defaults(&ks_blocks));
+            resolved(&mut e, &[&path, &kpath], &with_defaults(&ks_blocks));
             for (sh, s) in &k.shards {
                 let spath = format!("{kpath}.shards.{sh}");
                 if let Err(m) = sh.parse::<KeyRange>() {
@@ -173,11 +223,11 @@ pub fn validate(c: &Config) -> Vec<ConfigError> {
                 block(&mut e, &spath, &s.policy());
                 resolved(
                     &mut e,
-                    &spath,
+                    &[&path, &kpath, &spath],
                     &with_defaults(&merge(&s.policy(), &ks_blocks)),
                 );
             }
         }
     }
-    e.0
+    e.found
 }
