@@ -40,7 +40,10 @@ fn log_format_is_global_from_its_env_and_auto_by_default() {
         .get_arguments()
         .find(|a| a.get_long() == Some("log-format"))
         .unwrap();
-    assert_eq!(arg.get_env().and_then(|e| e.to_str()), Some("VTSNAP_LOG_FORMAT"));
+    assert_eq!(
+        arg.get_env().and_then(|e| e.to_str()),
+        Some("VTSNAP_LOG_FORMAT")
+    );
     assert!(arg.is_global_set());
 }
 
@@ -88,7 +91,11 @@ fn block_on_returns_the_mains_exit_without_waiting_for_blocking_work() {
         Exit::Refused
     });
     assert_eq!(exit, Exit::Refused);
-    assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 fn dir_names(dir: &Path) -> Vec<String> {
@@ -119,7 +126,10 @@ fn a_failed_write_leaves_no_temp_file() {
     std::fs::write(p.join("keep"), "x").unwrap();
     assert!(write_atomic(&p, "a 1\n").is_err());
     assert_eq!(dir_names(d.path()), ["vtsnap.prom"]);
-    assert!(write_atomic(Path::new("/"), "a 1\n").is_err(), "no file name");
+    assert!(
+        write_atomic(Path::new("/"), "a 1\n").is_err(),
+        "no file name"
+    );
     // Not logged as success, not a panic: metrics never fail a run.
     write_metrics_file(&p, "a 1\n");
     assert_eq!(dir_names(d.path()), ["vtsnap.prom"]);
@@ -139,7 +149,11 @@ fn a_reader_sees_the_old_file_or_the_new_one_never_a_mix() {
             let mut reads = 0;
             while !done.load(std::sync::atomic::Ordering::Relaxed) || reads == 0 {
                 let seen = std::fs::read_to_string(&p).unwrap();
-                assert!(seen == old || seen == new, "a partial file: {} bytes", seen.len());
+                assert!(
+                    seen == old || seen == new,
+                    "a partial file: {} bytes",
+                    seen.len()
+                );
                 reads += 1;
             }
             reads
