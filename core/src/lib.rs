@@ -6,6 +6,7 @@
 //! - [`fault`]: named fault points that tests use to stop a process after a given step.
 //! - [`logging`]: tracing setup (JSON in containers, human-readable on a terminal).
 
+pub mod cli;
 pub mod config;
 pub mod discover;
 pub mod events;

@@ -55,14 +55,6 @@ pub fn api(kube: &kube::Client, namespace: &str) -> kube::Api<kube::api::Dynamic
     )
 }
 
-/// Writes `text` to `path` atomically (temp file, rename), for Prometheus textfiles: a
-/// reader never sees half a file.
-pub fn write_atomic(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
-}
-
 /// The phase label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

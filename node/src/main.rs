@@ -2,8 +2,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use vtsnap_core::cli::{self, CommonArgs};
 use vtsnap_core::config::GoDuration;
-use vtsnap_core::logging::{self, LogFormat};
+use vtsnap_core::exit::Exit;
 use vtsnap_core::naming::TabletUid;
 use vtsnap_node::cgroup::{Cgroup, Roots};
 use vtsnap_node::{fsfreeze, holdloop, mysqlctl, probe};
@@ -15,8 +16,8 @@ use vtsnap_node::{fsfreeze, holdloop, mysqlctl, probe};
 #[derive(Debug, Parser)]
 #[command(name = "vtsnap-node", version)]
 struct Cli {
-    #[arg(long, global = true, env = "VTSNAP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Auto)]
-    log_format: LogFormat,
+    #[command(flatten)]
+    common: CommonArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -100,37 +101,20 @@ enum Command {
     },
 }
 
-const OK: u8 = 0;
-const FAILED: u8 = 1;
-const REFUSED: u8 = 3;
-
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    logging::init(cli.log_format);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("cannot start the runtime: {e}");
-            return ExitCode::from(FAILED);
-        }
-    };
-    let code = rt.block_on(run(cli.command));
-    // A pending stdin read (the hold loop's) would keep a normal shutdown waiting forever.
-    rt.shutdown_background();
-    ExitCode::from(code)
+    let args = Cli::parse();
+    args.common.init();
+    // The harness does not wait for a pending stdin read (the hold loop's) at exit.
+    cli::block_on(run(args.command)).into()
 }
 
-fn fail(code: u8, e: &dyn std::fmt::Display) -> u8 {
+fn fail(exit: Exit, e: &dyn std::fmt::Display) -> Exit {
     eprintln!("{e}");
     println!("{}", serde_json::json!({"error": e.to_string()}));
-    code
+    exit
 }
 
-async fn run(cmd: Command) -> u8 {
+async fn run(cmd: Command) -> Exit {
     match cmd {
         Command::Run {
             node_name,
@@ -140,9 +124,9 @@ async fn run(cmd: Command) -> u8 {
             listen,
             interval,
         } => {
-            let kube = match kube::Client::try_default().await {
+            let kube = match cli::kube_client().await {
                 Ok(k) => k,
-                Err(e) => return fail(FAILED, &format!("cannot reach the Kubernetes API: {e}")),
+                Err(e) => return fail(e.exit(), &e),
             };
             let cfg = vtsnap_node::daemon::DaemonConfig {
                 node: node_name,
@@ -174,9 +158,9 @@ async fn run(cmd: Command) -> u8 {
                         let _ = tokio::signal::ctrl_c().await;
                     }
                     h.stop().await;
-                    OK
+                    Exit::Ok
                 }
-                Err(e) => fail(FAILED, &e),
+                Err(e) => fail(Exit::Failed, &e),
             }
         }
         Command::Probe {
@@ -185,19 +169,19 @@ async fn run(cmd: Command) -> u8 {
         } => match probe::probe(&vtdataroot, tablet_uid) {
             Ok(l) => {
                 println!("{}", serde_json::to_string(&l).unwrap_or_default());
-                OK
+                Exit::Ok
             }
-            Err(e) => fail(REFUSED, &e),
+            Err(e) => fail(Exit::Refused, &e),
         },
         Command::Stop { socket, timeout } => match mysqlctl::MysqlCtl::new(&socket) {
             Ok(c) => match c.shutdown(timeout.get()).await {
                 Ok(()) => {
                     println!("{}", serde_json::json!({"stopped": true}));
-                    OK
+                    Exit::Ok
                 }
-                Err(e) => fail(FAILED, &e),
+                Err(e) => fail(Exit::Failed, &e),
             },
-            Err(e) => fail(FAILED, &e),
+            Err(e) => fail(Exit::Failed, &e),
         },
         Command::Start {
             socket,
@@ -212,9 +196,9 @@ async fn run(cmd: Command) -> u8 {
             match started.await {
                 Ok(()) => {
                     println!("{}", serde_json::json!({"started": true}));
-                    OK
+                    Exit::Ok
                 }
-                Err(e) => fail(FAILED, &e),
+                Err(e) => fail(Exit::Failed, &e),
             }
         }
         Command::Hold {
@@ -228,11 +212,11 @@ async fn run(cmd: Command) -> u8 {
             };
             let cg = match Cgroup::of_pid(&roots, pid) {
                 Ok(c) => c,
-                Err(e) => return fail(REFUSED, &e),
+                Err(e) => return fail(Exit::Refused, &e),
             };
             let releaser = holdloop::Releaser::arm();
             if let Err(e) = cg.freeze() {
-                return fail(FAILED, &e);
+                return fail(Exit::Failed, &e);
             }
             println!(
                 "{}",
@@ -242,29 +226,29 @@ async fn run(cmd: Command) -> u8 {
             match cg.thaw() {
                 Ok(()) => {
                     println!("{}", serde_json::json!({"released": cause}));
-                    OK
+                    Exit::Ok
                 }
-                Err(e) => fail(FAILED, &e),
+                Err(e) => fail(Exit::Failed, &e),
             }
         }
         Command::Fsfreeze { mount, max_hold } => {
             let releaser = holdloop::Releaser::arm();
             if let Err(e) = fsfreeze::freeze(&mount) {
-                let code = if matches!(e, fsfreeze::FsFreezeError::Ioctl { .. }) {
-                    FAILED
+                let exit = if matches!(e, fsfreeze::FsFreezeError::Ioctl { .. }) {
+                    Exit::Failed
                 } else {
-                    REFUSED
+                    Exit::Refused
                 };
-                return fail(code, &e);
+                return fail(exit, &e);
             }
             println!("{}", serde_json::json!({"frozen": mount}));
             let cause = releaser.wait(max_hold.get()).await;
             match fsfreeze::thaw(&mount) {
                 Ok(()) => {
                     println!("{}", serde_json::json!({"released": cause}));
-                    OK
+                    Exit::Ok
                 }
-                Err(e) => fail(FAILED, &e),
+                Err(e) => fail(Exit::Failed, &e),
             }
         }
     }

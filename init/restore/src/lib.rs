@@ -18,6 +18,7 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use serde::Serialize;
+use vtsnap_core::exit::Exit;
 use vtsnap_core::naming::TabletUid;
 
 use crate::apply::{ApplyError, StepReport};
@@ -72,12 +73,13 @@ pub enum RestoreError {
 }
 
 impl RestoreError {
-    /// Exit codes: 2 usage, 3 refused (nothing changed), 1 failed part-way.
-    pub fn exit_code(&self) -> i32 {
+    /// How the program ends: usage (2), refused with nothing changed (3), or failed
+    /// part-way (1).
+    pub fn exit(&self) -> Exit {
         match self {
-            Self::Usage(_) => 2,
-            Self::Refused(_) => 3,
-            Self::Apply(_) | Self::Random(_) => 1,
+            Self::Usage(_) => Exit::Usage,
+            Self::Refused(_) => Exit::Refused,
+            Self::Apply(_) | Self::Random(_) => Exit::Failed,
         }
     }
 

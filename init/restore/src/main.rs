@@ -2,7 +2,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use vtsnap_core::logging::{self, LogFormat};
+use vtsnap_core::cli::CommonArgs;
+use vtsnap_core::exit::Exit;
 use vtsnap_core::naming::TabletUid;
 use vtsnap_restore::{Options, RestoreError, run};
 
@@ -42,14 +43,13 @@ struct Cli {
     #[arg(long, env = "VTSNAP_DRY_RUN")]
     dry_run: bool,
 
-    /// Log format on stderr.
-    #[arg(long, env = "VTSNAP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Auto)]
-    log_format: LogFormat,
+    #[command(flatten)]
+    common: CommonArgs,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    logging::init(cli.log_format);
+    cli.common.init();
     let opts = Options {
         vtdataroot: cli.vtdataroot,
         tablet_uid: cli.tablet_uid,
@@ -64,20 +64,21 @@ fn main() -> ExitCode {
                 "restore finished"
             );
             println!("{}", serde_json::to_string(&outcome).unwrap_or_default());
-            ExitCode::SUCCESS
+            Exit::Ok
         }
         Err(e) => report_error(&opts, &e),
     }
+    .into()
 }
 
-fn report_error(opts: &Options, e: &RestoreError) -> ExitCode {
+fn report_error(opts: &Options, e: &RestoreError) -> Exit {
     tracing::error!(error = %e, code = e.code(), "restore did not complete");
     let line = serde_json::json!({
-        "action": if e.exit_code() == 3 { "refused" } else { "failed" },
+        "action": if e.exit() == Exit::Refused { "refused" } else { "failed" },
         "dry_run": opts.dry_run,
         "to_uid": opts.tablet_uid,
         "error": { "code": e.code(), "message": e.to_string() },
     });
     println!("{line}");
-    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))
+    e.exit()
 }

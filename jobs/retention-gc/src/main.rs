@@ -2,10 +2,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use k8s_openapi::jiff::Timestamp;
-use vtsnap_core::config::Config;
-use vtsnap_core::logging::{self, LogFormat};
+use vtsnap_core::cli::{self, CommonArgs, Output, exit_from_code};
+use vtsnap_core::exit::Exit;
 use vtsnap_gc::inventory::Inventory;
 use vtsnap_gc::run::{GcOptions, plan_json, run, table};
 
@@ -13,16 +13,10 @@ use vtsnap_gc::run::{GcOptions, plan_json, run, table};
 #[derive(Debug, Parser)]
 #[command(name = "vtsnap-gc", version)]
 struct Cli {
-    #[arg(long, global = true, env = "VTSNAP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Auto)]
-    log_format: LogFormat,
+    #[command(flatten)]
+    common: CommonArgs,
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Output {
-    Table,
-    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -67,9 +61,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    logging::init(cli.log_format);
-    ExitCode::from(match cli.command {
+    let args = Cli::parse();
+    args.common.init();
+    match args.command {
         Command::Plan {
             config,
             objects,
@@ -90,7 +84,8 @@ fn main() -> ExitCode {
             output,
             metrics_file,
         } => online(&config, cluster, dry_run, output, metrics_file.as_deref()),
-    })
+    }
+    .into()
 }
 
 fn offline(
@@ -99,34 +94,31 @@ fn offline(
     now: Option<&str>,
     cluster: Option<&str>,
     output: Output,
-) -> u8 {
-    let config = match Config::load(config) {
+) -> Exit {
+    let config = match cli::load_config(config) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return 2;
-        }
+        Err(exit) => return exit,
     };
     let now = match now.map(str::parse::<Timestamp>) {
         None => Timestamp::now(),
         Some(Ok(t)) => t,
         Some(Err(e)) => {
             eprintln!("--now: {e}");
-            return 2;
+            return Exit::Usage;
         }
     };
     let text = match std::fs::read(objects) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("--objects {}: {e}", objects.display());
-            return 2;
+            return Exit::Usage;
         }
     };
     let inv = match Inventory::from_dump_text(&text, now) {
         Ok(i) => i,
         Err(e) => {
             eprintln!("--objects {}: {e}", objects.display());
-            return 2;
+            return Exit::Usage;
         }
     };
     let p = vtsnap_gc::plan::plan(&config, &inv, now, cluster);
@@ -134,7 +126,7 @@ fn offline(
         Output::Json => println!("{}", plan_json(&p)),
         Output::Table => print!("{}", table(&p)),
     }
-    0
+    Exit::Ok
 }
 
 fn online(
@@ -143,32 +135,8 @@ fn online(
     dry_run: bool,
     output: Output,
     metrics_file: Option<&std::path::Path>,
-) -> u8 {
-    let config = match Config::load(config) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return 2;
-        }
-    };
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("cannot start the runtime: {e}");
-            return 1;
-        }
-    };
-    rt.block_on(async {
-        let kube = match kube::Client::try_default().await {
-            Ok(k) => k,
-            Err(e) => {
-                eprintln!("cannot reach the Kubernetes API: {e}");
-                return 1;
-            }
-        };
+) -> Exit {
+    cli::with_cluster(config, |config, kube| async move {
         let opts = GcOptions {
             dry_run,
             only_cluster: cluster,
@@ -180,12 +148,9 @@ fn online(
         }
         if let Some(p) = metrics_file {
             let now = Timestamp::now().as_second();
-            if let Err(e) = vtsnap_gc::metrics::write(p, &vtsnap_gc::metrics::render(&report, now))
-            {
-                tracing::warn!(error = %e, path = %p.display(), "cannot write the metrics file");
-            }
+            cli::write_metrics_file(p, &vtsnap_gc::metrics::render(&report, now));
         }
         println!("{}", serde_json::to_string(&report).unwrap_or_default());
-        report.exit_code
+        exit_from_code(report.exit_code)
     })
 }

@@ -48,7 +48,7 @@ pub fn render(r: &GcReport, now_seconds: i64) -> String {
     out
 }
 
-pub use vtsnap_core::snapshot::write_atomic as write;
+pub use vtsnap_core::cli::write_atomic as write;
 
 #[cfg(test)]
 mod tests {

@@ -2,25 +2,18 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use vtsnap_core::config::Config;
-use vtsnap_core::logging::{self, LogFormat};
-use vtsnap_snapshot::{exit, plan, render};
+use vtsnap_core::cli::{self, CommonArgs, Output, exit_from_code};
+use vtsnap_core::exit::Exit;
+use vtsnap_snapshot::{plan, render};
 
 /// Volume-snapshot backups of one Vitess shard.
 #[derive(Debug, Parser)]
 #[command(name = "vtsnap-snapshot", version)]
 struct Cli {
-    /// Log format on stderr.
-    #[arg(long, global = true, env = "VTSNAP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Auto)]
-    log_format: LogFormat,
+    #[command(flatten)]
+    common: CommonArgs,
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Output {
-    Table,
-    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -108,18 +101,15 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    logging::init(cli.log_format);
-    ExitCode::from(match cli.command {
-        Command::Validate { config } => match vtsnap_snapshot::validate(&config) {
+    let args = Cli::parse();
+    args.common.init();
+    match args.command {
+        Command::Validate { config } => match cli::load_config(&config) {
             Ok(_) => {
                 println!("{}: valid", config.display());
-                exit::OK
+                Exit::Ok
             }
-            Err(e) => {
-                eprintln!("{e}");
-                exit::USAGE
-            }
+            Err(exit) => exit,
         },
         Command::Plan {
             config,
@@ -173,42 +163,8 @@ fn main() -> ExitCode {
             },
             output,
         ),
-    })
-}
-
-/// Loads the config, starts a runtime and a Kubernetes client, and runs `f` with them.
-fn with_client<F, Fut>(config: &std::path::Path, f: F) -> u8
-where
-    F: FnOnce(Config, kube::Client) -> Fut,
-    Fut: std::future::Future<Output = u8>,
-{
-    let config = match Config::load(config) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return exit::USAGE;
-        }
-    };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("cannot start the runtime: {e}");
-            return exit::FAILED;
-        }
-    };
-    rt.block_on(async {
-        match kube::Client::try_default().await {
-            Ok(kube) => f(config, kube).await,
-            Err(e) => {
-                eprintln!("cannot reach the Kubernetes API: {e}");
-                exit::FAILED
-            }
-        }
-    })
+    }
+    .into()
 }
 
 fn run_plan(
@@ -217,8 +173,8 @@ fn run_plan(
     keyspace: &str,
     shard: &str,
     output: Output,
-) -> u8 {
-    with_client(config, |config, kube| async move {
+) -> Exit {
+    cli::with_cluster(config, |config, kube| async move {
         match plan::plan(&config, cluster, keyspace, shard, kube).await {
             Ok(report) => {
                 match output {
@@ -227,7 +183,7 @@ fn run_plan(
                     }
                     Output::Table => print!("{}", render::table(&report)),
                 }
-                report.exit_code()
+                exit_from_code(report.exit_code())
             }
             Err(e) => {
                 tracing::error!(error = %e, "plan failed");
@@ -239,14 +195,18 @@ fn run_plan(
                 } else {
                     eprintln!("{e}");
                 }
-                e.exit_code()
+                exit_from_code(e.exit_code())
             }
         }
     })
 }
 
-fn run_list(config: &std::path::Path, filter: vtsnap_snapshot::list::Filter, output: Output) -> u8 {
-    with_client(config, |config, kube| async move {
+fn run_list(
+    config: &std::path::Path,
+    filter: vtsnap_snapshot::list::Filter,
+    output: Output,
+) -> Exit {
+    cli::with_cluster(config, |config, kube| async move {
         match vtsnap_snapshot::list::list(&config, &filter, kube).await {
             Ok(rows) => {
                 match output {
@@ -255,11 +215,11 @@ fn run_list(config: &std::path::Path, filter: vtsnap_snapshot::list::Filter, out
                     }
                     Output::Table => print!("{}", vtsnap_snapshot::list::table(&rows)),
                 }
-                exit::OK
+                Exit::Ok
             }
             Err(e) => {
                 eprintln!("{e}");
-                e.exit_code()
+                exit_from_code(e.exit_code())
             }
         }
     })
@@ -272,8 +232,8 @@ fn run_run(
     shard: &str,
     opts: &vtsnap_snapshot::run::RunOptions,
     metrics_file: Option<&std::path::Path>,
-) -> u8 {
-    with_client(config, |config, kube| async move {
+) -> Exit {
+    cli::with_cluster(config, |config, kube| async move {
         let summary =
             vtsnap_snapshot::run::run(&config, cluster, keyspace, shard, opts, kube).await;
         if let Some(p) = metrics_file {
@@ -287,11 +247,9 @@ fn run_run(
                 shard,
                 i64::try_from(now).unwrap_or(0),
             );
-            if let Err(e) = vtsnap_snapshot::metrics::write(p, &text) {
-                tracing::warn!(error = %e, path = %p.display(), "cannot write the metrics file");
-            }
+            cli::write_metrics_file(p, &text);
         }
         println!("{}", serde_json::to_string(&summary).unwrap_or_default());
-        summary.exit_code
+        exit_from_code(summary.exit_code)
     })
 }

@@ -76,7 +76,7 @@ pub fn render(s: &Summary, cluster: &str, keyspace: &str, shard: &str, now_secon
     out
 }
 
-pub use vtsnap_core::snapshot::write_atomic as write;
+pub use vtsnap_core::cli::write_atomic as write;
 
 #[cfg(test)]
 mod tests {
