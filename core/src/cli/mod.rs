@@ -111,11 +111,5 @@ where
     })
 }
 
-/// An exit code a library still reports as a number. A number no vtsnap program
-/// documents is a failure, never success.
-pub fn exit_from_code(code: u8) -> Exit {
-    Exit::from_code(code).unwrap_or(Exit::Failed)
-}
-
 #[cfg(test)]
 mod tests;

@@ -72,15 +72,6 @@ fn a_bad_config_never_starts_the_main() {
 }
 
 #[test]
-fn numeric_codes_map_to_their_exit_and_unknown_ones_fail() {
-    for code in 0..=4 {
-        assert_eq!(exit_from_code(code).code(), code);
-    }
-    assert_eq!(exit_from_code(7), Exit::Failed);
-    assert_eq!(exit_from_code(255), Exit::Failed);
-}
-
-#[test]
 fn block_on_returns_the_mains_exit_without_waiting_for_blocking_work() {
     let started = Instant::now();
     let exit = block_on(async {

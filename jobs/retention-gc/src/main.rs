@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use k8s_openapi::jiff::Timestamp;
-use vtsnap_core::cli::{self, CommonArgs, Output, exit_from_code};
+use vtsnap_core::cli::{self, CommonArgs, Output};
 use vtsnap_core::exit::Exit;
 use vtsnap_gc::inventory::Inventory;
 use vtsnap_gc::run::{GcOptions, plan_json, run, table};
@@ -151,6 +151,6 @@ fn online(
             cli::write_metrics_file(p, &vtsnap_gc::metrics::render(&report, now));
         }
         println!("{}", serde_json::to_string(&report).unwrap_or_default());
-        exit_from_code(report.exit_code)
+        Exit::from_code(report.exit_code).unwrap_or(Exit::Failed)
     })
 }

@@ -3,6 +3,7 @@
 //! the plan entirely: nothing there is deleted on an uncertain read, and the run exits 1.
 
 use std::time::Duration;
+use vtsnap_core::exit::Exit;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -271,10 +272,11 @@ pub async fn run(config: &Config, opts: &GcOptions, kube: kube::Client) -> GcRep
         tracing::info!(snapshot = %format!("{}/{}", d.namespace, d.name), reason = d.reason, dry_run = opts.dry_run, "delete");
     }
     report.exit_code = if report.unreadable.is_empty() && report.errors.is_empty() {
-        0
+        Exit::Ok
     } else {
-        1
-    };
+        Exit::Failed
+    }
+    .code();
     report
 }
 

@@ -47,11 +47,11 @@ async fn main() -> ExitCode {
             } else {
                 print!("{}", render::table(&report));
             }
-            ExitCode::from(report.exit_code())
+            ExitCode::from(report.exit())
         }
         Err(e) => {
             eprintln!("{e}");
-            ExitCode::from(e.exit_code())
+            ExitCode::from(e.exit())
         }
     }
 }

@@ -11,7 +11,7 @@ use vtsnap_core::config::Config;
 use vtsnap_core::labels;
 use vtsnap_core::snapshot::{self, Phase, VolumeSnapshot};
 
-use crate::exit;
+use vtsnap_core::exit::Exit;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ListError {
@@ -25,10 +25,10 @@ pub enum ListError {
 }
 
 impl ListError {
-    pub fn exit_code(&self) -> u8 {
+    pub fn exit(&self) -> Exit {
         match self {
-            Self::UnknownCluster(_) => exit::USAGE,
-            Self::Kube { .. } => exit::FAILED,
+            Self::UnknownCluster(_) => Exit::Usage,
+            Self::Kube { .. } => Exit::Failed,
         }
     }
 }

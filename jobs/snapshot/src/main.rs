@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use vtsnap_core::cli::{self, CommonArgs, Output, exit_from_code};
+use vtsnap_core::cli::{self, CommonArgs, Output};
 use vtsnap_core::exit::Exit;
 use vtsnap_snapshot::{plan, render};
 
@@ -44,9 +44,13 @@ enum Command {
         /// Override the configured mode.
         #[arg(long, env = "VTSNAP_MODE", value_enum)]
         mode: Option<ModeArg>,
-        /// Plan and choose the target, change nothing.
+        /// Observe and decide, change nothing: print the plan (target, steps, undo steps).
         #[arg(long, env = "VTSNAP_DRY_RUN")]
         dry_run: bool,
+        /// With --dry-run: the plan as text before the JSON line (table), or only in the
+        /// JSON line's "plan" (json).
+        #[arg(long, env = "VTSNAP_OUTPUT", value_enum, default_value_t = Output::Table)]
+        output: Output,
         /// The fence lease's duration; renewed every third of it.
         #[arg(long, env = "VTSNAP_LEASE_DURATION", default_value = "30s")]
         lease_duration: vtsnap_core::config::GoDuration,
@@ -125,6 +129,7 @@ fn main() -> ExitCode {
             shard,
             mode,
             dry_run,
+            output,
             lease_duration,
             node_timeout,
             metrics_file,
@@ -145,6 +150,7 @@ fn main() -> ExitCode {
                 &keyspace,
                 &shard,
                 &opts,
+                output,
                 metrics_file.as_deref(),
             )
         }
@@ -183,7 +189,7 @@ fn run_plan(
                     }
                     Output::Table => print!("{}", render::table(&report)),
                 }
-                exit_from_code(report.exit_code())
+                report.exit()
             }
             Err(e) => {
                 tracing::error!(error = %e, "plan failed");
@@ -195,7 +201,7 @@ fn run_plan(
                 } else {
                     eprintln!("{e}");
                 }
-                exit_from_code(e.exit_code())
+                e.exit()
             }
         }
     })
@@ -219,7 +225,7 @@ fn run_list(
             }
             Err(e) => {
                 eprintln!("{e}");
-                exit_from_code(e.exit_code())
+                e.exit()
             }
         }
     })
@@ -231,6 +237,7 @@ fn run_run(
     keyspace: &str,
     shard: &str,
     opts: &vtsnap_snapshot::run::RunOptions,
+    output: Output,
     metrics_file: Option<&std::path::Path>,
 ) -> Exit {
     cli::with_cluster(config, |config, kube| async move {
@@ -249,7 +256,10 @@ fn run_run(
             );
             cli::write_metrics_file(p, &text);
         }
+        if let (Some(plan), Output::Table) = (&summary.plan, output) {
+            print!("{}", vtsnap_snapshot::run::decide::render(plan));
+        }
         println!("{}", serde_json::to_string(&summary).unwrap_or_default());
-        exit_from_code(summary.exit_code)
+        Exit::from_code(summary.exit_code).unwrap_or(Exit::Failed)
     })
 }

@@ -9,7 +9,7 @@ use vtsnap_core::shard::{Issue, Shard, ShardRef};
 use vtsnap_core::vtctld::client::CallLimits;
 use vtsnap_core::vtctld::{VtctldClient, VtctldError};
 
-use crate::exit;
+use vtsnap_core::exit::Exit;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -24,10 +24,10 @@ pub enum PlanError {
 }
 
 impl PlanError {
-    pub fn exit_code(&self) -> u8 {
+    pub fn exit(&self) -> Exit {
         match self {
-            Self::Lookup(_) | Self::BadShard { .. } => exit::USAGE,
-            Self::Discover(_) | Self::Vtctld(_) => exit::FAILED,
+            Self::Lookup(_) | Self::BadShard { .. } => Exit::Usage,
+            Self::Discover(_) | Self::Vtctld(_) => Exit::Failed,
         }
     }
 
@@ -77,11 +77,11 @@ pub struct PlanReport {
 }
 
 impl PlanReport {
-    pub fn exit_code(&self) -> u8 {
+    pub fn exit(&self) -> Exit {
         if self.target.is_some() {
-            exit::OK
+            Exit::Ok
         } else {
-            exit::REFUSED
+            Exit::Refused
         }
     }
 }

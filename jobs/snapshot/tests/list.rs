@@ -158,12 +158,12 @@ async fn lists_every_configured_cluster_and_reports_errors() {
     )
     .await
     .unwrap_err();
-    assert_eq!(e.exit_code(), 2);
+    assert_eq!(e.exit().code(), 2);
     kube.fault(Fault::on(is(Verb::List, "volumesnapshots")).status(500));
     let e = list(&config, &Filter::default(), kube.client())
         .await
         .unwrap_err();
-    assert_eq!(e.exit_code(), 1);
+    assert_eq!(e.exit().code(), 1);
 }
 
 #[tokio::test]

@@ -8,8 +8,8 @@ use std::process::Command;
 
 use serde_json::Value;
 use vtsnap_core::config::Config;
+use vtsnap_core::exit::Exit;
 use vtsnap_core::vtctld::TabletType;
-use vtsnap_snapshot::exit;
 use vtsnap_snapshot::plan::{PlanError, PlanReport, plan};
 use vtsnap_testkit::fake_kube::FakeKube;
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
@@ -75,7 +75,7 @@ async fn a_healthy_shard_gets_a_target() {
     let f = shard().replicas(3).primary(1);
     let w = world(&f).await;
     let r = run(&w, &f).await;
-    assert_eq!(r.exit_code(), exit::OK, "{:?}", r.refusal);
+    assert_eq!(r.exit(), Exit::Ok, "{:?}", r.refusal);
     let t = r.target.as_ref().unwrap();
     assert_eq!(t.alias, lowest_uid(&f, &[2, 3]));
     assert_eq!(r.tablets.len(), 3);
@@ -138,10 +138,7 @@ async fn the_json_report_has_the_documented_shape() {
 async fn no_replica_is_refused() {
     let f = shard().replicas(1).primary(1);
     let r = run(&world(&f).await, &f).await;
-    assert_eq!(
-        (r.exit_code(), refusal(&r)),
-        (exit::REFUSED, "no-candidates")
-    );
+    assert_eq!((r.exit(), refusal(&r)), (Exit::Refused, "no-candidates"));
     assert!(r.target.is_none());
 }
 
@@ -150,10 +147,7 @@ async fn a_single_replica_is_refused_unless_allowed() {
     let f = shard().replicas(2).primary(1);
     let mut w = world(&f).await;
     let r = run(&w, &f).await;
-    assert_eq!(
-        (r.exit_code(), refusal(&r)),
-        (exit::REFUSED, "single-replica")
-    );
+    assert_eq!((r.exit(), refusal(&r)), (Exit::Refused, "single-replica"));
     let endpoint = w._server.endpoint();
     w.config = config_for(
         &endpoint,
@@ -289,8 +283,8 @@ async fn a_primary_that_disagrees_with_vtctld_is_refused() {
         .vtctld_type(2, TabletType::Primary);
     let r = run(&world(&f).await, &f).await;
     assert_eq!(
-        (r.exit_code(), refusal(&r)),
-        (exit::REFUSED, "primary-uncertain")
+        (r.exit(), refusal(&r)),
+        (Exit::Refused, "primary-uncertain")
     );
     // The shard record names 1, but vtctld lists 1 as a replica.
     let f = shard()
@@ -310,7 +304,7 @@ async fn vtctld_unreachable_is_an_error_never_a_target() {
     let e = plan(&config, "example", "commerce", "-", kube.client())
         .await
         .unwrap_err();
-    assert_eq!(e.exit_code(), exit::FAILED);
+    assert_eq!(e.exit(), Exit::Failed);
     assert_eq!(e.code(), "vtctld-unavailable");
     assert!(
         matches!(e, PlanError::Discover(_) | PlanError::Vtctld(_)),
@@ -330,7 +324,7 @@ async fn vtctld_errors_are_errors_too() {
     let e = plan(&w.config, "example", "commerce", "-", w.kube.client())
         .await
         .unwrap_err();
-    assert_eq!(e.exit_code(), exit::FAILED);
+    assert_eq!(e.exit(), Exit::Failed);
 }
 
 #[tokio::test]
@@ -390,11 +384,11 @@ async fn unknown_clusters_and_bad_shards_are_usage_errors() {
     let e = plan(&w.config, "nope", "commerce", "-", w.kube.client())
         .await
         .unwrap_err();
-    assert_eq!(e.exit_code(), exit::USAGE);
+    assert_eq!(e.exit(), Exit::Usage);
     let e = plan(&w.config, "example", "commerce", "80", w.kube.client())
         .await
         .unwrap_err();
-    assert_eq!((e.exit_code(), e.code()), (exit::USAGE, "bad-shard"));
+    assert_eq!((e.exit(), e.code()), (Exit::Usage, "bad-shard"));
 }
 
 #[test]

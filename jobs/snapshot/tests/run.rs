@@ -17,7 +17,7 @@ use vtsnap_core::snapshot::{
 };
 use vtsnap_core::vtctld::TabletType;
 use vtsnap_core::vtctld::messages::replicationdata::STATE_RUNNING;
-use vtsnap_snapshot::run::{Outcome, RunOptions, Summary, run};
+use vtsnap_snapshot::run::{Outcome, RunOptions, Step, Summary, run};
 use vtsnap_testkit::fake_kube::{Fault, Verb, is};
 use vtsnap_testkit::fake_shard::FakeShard;
 use vtsnap_testkit::fixtures::{ShardFixture, shard};
@@ -495,6 +495,18 @@ async fn dry_run_changes_nothing() {
     assert_eq!((s.exit_code, s.dry_run), (0, true));
     assert!(s.target.is_some());
     assert!(w.kube.writes().is_empty(), "{:?}", w.kube.writes());
+    // The plan it would carry out, for the same target, in the JSON line and as text.
+    let plan = s.plan.clone().expect("a dry run carries its plan");
+    assert_eq!(Some(&plan.target.target.alias), s.target.as_ref());
+    assert_eq!(plan.steps.first().map(|p| p.step), Some(Step::Fence));
+    let json = serde_json::to_value(&s).unwrap();
+    assert_eq!(json["plan"]["steps"][2]["step"], "drain");
+    assert_eq!(json["plan"]["steps"][2]["undo"], "restore-type");
+    let text = vtsnap_snapshot::run::decide::render(&plan);
+    assert!(text.contains(s.target.as_deref().unwrap()), "{text}");
+    // Without --dry-run the line has no plan.
+    let real = go(&w, "").await;
+    assert!(real.plan.is_none() && serde_json::to_value(&real).unwrap().get("plan").is_none());
 }
 
 #[tokio::test]
