@@ -116,7 +116,7 @@ pub async fn clone_and_start(lab: &Lab, snapshot: &str, uid: TabletUid) -> NewRe
         out.from_uid
             .map_or_else(|| "?".to_owned(), |u| u.tablet_dir_name()),
         uid.tablet_dir_name(),
-        out.action
+        out.action.as_str()
     ));
 
     let (db, start) = start_server(lab, &volume, uid).await;

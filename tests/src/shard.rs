@@ -230,7 +230,8 @@ impl Lab {
             .unwrap_or_else(|e| panic!("vtsnap-restore for replica {}: {e}", t.alias));
             timeline.mark(format!(
                 "lab: replica {} made from a clone of the primary (vtsnap-restore: {})",
-                t.alias, out.action
+                t.alias,
+                out.action.as_str()
             ));
         }
 

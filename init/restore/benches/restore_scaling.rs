@@ -48,7 +48,7 @@ fn measure(dir: &Path, bytes: u64, files: usize, reps: usize) -> Duration {
         let start = Instant::now();
         let out = run(&opts).unwrap();
         times.push(start.elapsed());
-        assert_eq!(out.action, "moved");
+        assert_eq!(out.action, vtsnap_restore::Action::Moved);
     }
     median(times)
 }

@@ -42,11 +42,38 @@ pub struct Options {
     pub dry_run: bool,
 }
 
+/// What a run did (the JSON `action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// A fresh volume: nothing to restore.
+    Empty,
+    /// The volume is already this tablet's.
+    None,
+    /// Another tablet's data was moved to this tablet.
+    Moved,
+    /// Refused by a precondition; nothing changed (exit 3).
+    Refused,
+    /// Failed (exit 1); a rerun finishes the journaled move.
+    Failed,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Empty => "empty",
+            Action::None => "none",
+            Action::Moved => "moved",
+            Action::Refused => "refused",
+            Action::Failed => "failed",
+        }
+    }
+}
+
 /// What the run did, printed as the last stdout line.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
-    /// `empty` (fresh volume), `none` (already this tablet's), `moved`.
-    pub action: &'static str,
+    pub action: Action,
     pub dry_run: bool,
     /// An interrupted earlier run was finished.
     pub resumed: bool,
@@ -121,7 +148,7 @@ fn check_server_id(id: u32, old: Option<u32>) -> Result<u32, RestoreError> {
     Ok(id)
 }
 
-fn nothing(action: &'static str, opts: &Options, restore_in_progress: bool) -> Outcome {
+fn nothing(action: Action, opts: &Options, restore_in_progress: bool) -> Outcome {
     Outcome {
         action,
         dry_run: opts.dry_run,
@@ -150,10 +177,10 @@ pub fn run(opts: &Options) -> Result<Outcome, RestoreError> {
 
     // decide
     let (plan, resumed): (Plan, bool) = match observed {
-        Observed::Empty => return Ok(nothing("empty", opts, false)),
+        Observed::Empty => return Ok(nothing(Action::Empty, opts, false)),
         Observed::Own {
             restore_in_progress,
-        } => return Ok(nothing("none", opts, restore_in_progress)),
+        } => return Ok(nothing(Action::None, opts, restore_in_progress)),
         Observed::Resume(j) => {
             if j.plan.to != opts.tablet_uid {
                 return Err(Refusal::JournalForOtherTablet {
@@ -184,7 +211,7 @@ pub fn run(opts: &Options) -> Result<Outcome, RestoreError> {
 
     // report
     Ok(Outcome {
-        action: "moved",
+        action: Action::Moved,
         dry_run: opts.dry_run,
         resumed,
         from_uid: Some(plan.from),

@@ -5,7 +5,7 @@ use clap::Parser;
 use vtsnap_core::cli::CommonArgs;
 use vtsnap_core::exit::Exit;
 use vtsnap_core::naming::TabletUid;
-use vtsnap_restore::{Options, RestoreError, run};
+use vtsnap_restore::{Action, Options, RestoreError, run};
 
 /// Make a tablet volume cloned from another tablet's snapshot belong to this tablet.
 ///
@@ -59,7 +59,7 @@ fn main() -> ExitCode {
     match run(&opts) {
         Ok(outcome) => {
             tracing::info!(
-                action = outcome.action,
+                action = outcome.action.as_str(),
                 steps = outcome.steps.len(),
                 "restore finished"
             );
@@ -74,7 +74,7 @@ fn main() -> ExitCode {
 fn report_error(opts: &Options, e: &RestoreError) -> Exit {
     tracing::error!(error = %e, code = e.code(), "restore did not complete");
     let line = serde_json::json!({
-        "action": if e.exit() == Exit::Refused { "refused" } else { "failed" },
+        "action": if e.exit() == Exit::Refused { Action::Refused } else { Action::Failed },
         "dry_run": opts.dry_run,
         "to_uid": opts.tablet_uid,
         "error": { "code": e.code(), "message": e.to_string() },

@@ -19,11 +19,54 @@ use vtsnap_core::naming::KeyRange;
 
 use crate::inventory::{Inventory, Snap};
 
+/// Why a snapshot is deleted or kept (the JSON `reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reason {
+    InUseSource,
+    FailedExpired,
+    FailedWithinMaxAge,
+    ShardRemoved,
+    WithinGracePeriod,
+    NotReadyYet,
+    UnreadyExpired,
+    UnreadyWithinMaxAge,
+    NewestReady,
+    BeyondMaxCount,
+    BeyondMaxAge,
+    WithinMaxCount,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::InUseSource => "in-use-source",
+            Reason::FailedExpired => "failed-expired",
+            Reason::FailedWithinMaxAge => "failed-within-max-age",
+            Reason::ShardRemoved => "shard-removed",
+            Reason::WithinGracePeriod => "within-grace-period",
+            Reason::NotReadyYet => "not-ready-yet",
+            Reason::UnreadyExpired => "unready-expired",
+            Reason::UnreadyWithinMaxAge => "unready-within-max-age",
+            Reason::NewestReady => "newest-ready",
+            Reason::BeyondMaxCount => "beyond-max-count",
+            Reason::BeyondMaxAge => "beyond-max-age",
+            Reason::WithinMaxCount => "within-max-count",
+        }
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Item {
     pub namespace: String,
     pub name: String,
-    pub reason: &'static str,
+    pub reason: Reason,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -115,38 +158,38 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
         for s in snaps {
             let age = age_secs(now, s.created);
             let (delete, reason) = if inv.in_use.contains(&(s.namespace.clone(), s.name.clone())) {
-                (false, "in-use-source")
+                (false, Reason::InUseSource)
             } else if s.failed {
                 if age > failed_max {
-                    (true, "failed-expired")
+                    (true, Reason::FailedExpired)
                 } else {
-                    (false, "failed-within-max-age")
+                    (false, Reason::FailedWithinMaxAge)
                 }
             } else if removed_delete {
                 if past_grace {
-                    (true, "shard-removed")
+                    (true, Reason::ShardRemoved)
                 } else {
-                    (false, "within-grace-period")
+                    (false, Reason::WithinGracePeriod)
                 }
             } else if !s.ready {
                 if age < ready_timeout {
-                    (false, "not-ready-yet")
+                    (false, Reason::NotReadyYet)
                 } else if age > ready_timeout.saturating_add(failed_max) {
-                    (true, "unready-expired")
+                    (true, Reason::UnreadyExpired)
                 } else {
-                    (false, "unready-within-max-age")
+                    (false, Reason::UnreadyWithinMaxAge)
                 }
             } else {
                 let r = rank;
                 rank += 1;
                 if r == 0 {
-                    (false, "newest-ready")
+                    (false, Reason::NewestReady)
                 } else if r >= max_count {
-                    (true, "beyond-max-count")
+                    (true, Reason::BeyondMaxCount)
                 } else if policy.retention.max_age.is_some_and(|m| age > secs(m)) {
-                    (true, "beyond-max-age")
+                    (true, Reason::BeyondMaxAge)
                 } else {
-                    (false, "within-max-count")
+                    (false, Reason::WithinMaxCount)
                 }
             };
             let item = Item {

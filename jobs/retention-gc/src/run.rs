@@ -269,7 +269,7 @@ pub async fn run(config: &Config, opts: &GcOptions, kube: kube::Client) -> GcRep
 
     // report
     for d in &p.delete {
-        tracing::info!(snapshot = %format!("{}/{}", d.namespace, d.name), reason = d.reason, dry_run = opts.dry_run, "delete");
+        tracing::info!(snapshot = %format!("{}/{}", d.namespace, d.name), reason = d.reason.as_str(), dry_run = opts.dry_run, "delete");
     }
     report.exit_code = if report.unreadable.is_empty() && report.errors.is_empty() {
         Exit::Ok

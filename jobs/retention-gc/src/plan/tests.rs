@@ -49,8 +49,12 @@ fn config(extra: &str) -> Config {
 fn reasons(p: &Plan) -> BTreeMap<String, (&'static str, bool)> {
     p.delete
         .iter()
-        .map(|i| (i.name.clone(), (i.reason, true)))
-        .chain(p.keep.iter().map(|i| (i.name.clone(), (i.reason, false))))
+        .map(|i| (i.name.clone(), (i.reason.as_str(), true)))
+        .chain(
+            p.keep
+                .iter()
+                .map(|i| (i.name.clone(), (i.reason.as_str(), false))),
+        )
         .collect()
 }
 
