@@ -216,7 +216,9 @@ impl Daemon {
                         Ok(f) => {
                             let span = tracing::info_span!("lease", lease = %key, tablet = %f.tablet_alias, request = %f.request);
                             let _g = span.enter();
-                            if let Some(problem) = unreadable.iter().find(|p| p.lease() == Some(key.as_str())) {
+                            if let Some(problem) =
+                                unreadable.iter().find(|p| p.lease() == Some(key.as_str()))
+                            {
                                 // Never guessed: nothing is held, released or restored for
                                 // it here; the job's (or GC's) recovery restores the tablet
                                 // from the lease itself.
@@ -589,8 +591,7 @@ impl Daemon {
             };
             if let Some((vtctld, alias, original)) = target {
                 // What the fence changed is not known here: undo all of it (idempotent).
-                let failed =
-                    put_tablet_back_at(vtctld, alias, original, TabletChanges::ALL).await;
+                let failed = put_tablet_back_at(vtctld, alias, original, TabletChanges::ALL).await;
                 if !failed.is_empty() {
                     problems.push(describe(&failed));
                 }

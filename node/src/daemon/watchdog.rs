@@ -108,3 +108,67 @@ pub fn spawn(
             }
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A v1 freezer directory that reads back what was written, as a real one settles.
+    fn fake_frozen_cgroup(dir: &std::path::Path) -> serde_json::Value {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("freezer.state"), "FROZEN").unwrap();
+        serde_json::json!({"version": "v1", "dir": dir})
+    }
+
+    fn thawed(dir: &std::path::Path) -> bool {
+        std::fs::read_to_string(dir.join("freezer.state")).unwrap() == "THAWED"
+    }
+
+    fn entry(lease: &str, alias: &str, cgroup: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({
+            "lease": lease, "pod_uid": "uid", "tablet_alias": alias, "original_type": "replica",
+            "vtctld": "vtctld:15999", "container_id": "c", "volume_mount": null,
+            "mysqlctl_socket": "/s/mysqlctl.sock", "mysqld_socket": "/s/mysql.sock",
+            "stopped_mysqld": true, "cgroup": cgroup, "fs_frozen": null, "hold_since_ms": 0,
+            "max_hold_secs": 1, "watchdog_released": false
+        })
+    }
+
+    #[test]
+    fn the_watchdog_thaws_what_it_can_read_of_an_unreadable_entry_and_keeps_the_rest() {
+        let d = tempfile::tempdir().unwrap();
+        let (good_cg, bad_cg) = (d.path().join("good"), d.path().join("bad"));
+        let holds = serde_json::json!({
+            "ns/good": entry("ns/good", "zone1-0000000102", fake_frozen_cgroup(&good_cg)),
+            "ns/bad": entry("ns/bad", "not an alias", fake_frozen_cgroup(&bad_cg)),
+        });
+        let state = d.path().join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::write(state.join("holds.json"), holds.to_string()).unwrap();
+        let reg = Registry::open(&state).unwrap();
+        assert_eq!(reg.unreadable().len(), 1);
+        let metrics = Metrics::default();
+
+        // Before max-hold nothing is thawed.
+        assert_eq!(sweep(&reg, &metrics, 500), 0);
+        assert!(!thawed(&good_cg) && !thawed(&bad_cg));
+
+        assert_eq!(sweep(&reg, &metrics, 10_000), 2);
+        assert!(thawed(&good_cg) && thawed(&bad_cg));
+        assert_eq!(metrics.releases(Cause::Watchdog), 2);
+
+        // The unreadable entry stays unreadable and in the file, its release recorded.
+        let reopened = Registry::open(&state).unwrap();
+        assert_eq!(reopened.unreadable().len(), 1);
+        let on_disk: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(state.join("holds.json")).unwrap()).unwrap();
+        let bad = &on_disk["ns/bad"];
+        assert_eq!(bad["tablet_alias"], "not an alias");
+        assert_eq!(bad["stopped_mysqld"], true);
+        assert_eq!(bad["cgroup"], serde_json::Value::Null);
+        assert_eq!(bad["watchdog_released"], true);
+        assert!(reopened.get("ns/good").unwrap().watchdog_released);
+        // Nothing left to thaw.
+        assert_eq!(sweep(&reopened, &metrics, 20_000), 0);
+    }
+}
