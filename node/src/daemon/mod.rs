@@ -4,9 +4,11 @@
 //! acts (the steps below) and reports (`node-state`/`node-error` on the lease, by
 //! compare-and-swap). A lease that expired, was deleted or asks `release` is released:
 //! thaw, unfreeze, `Start` mysqld if this helper stopped it, and — for expiry and deletion —
-//! StartReplication and ChangeTabletType back to `original-type`. The [`watchdog`] thread
-//! ends any freeze at max-hold even with the API server gone, and the [`registry`] on disk
-//! lets a restarted helper pick up exactly where it was.
+//! core's put-back (StartReplication, ChangeTabletType back to `original-type`). The
+//! [`watchdog`] thread ends any freeze at max-hold even with the API server gone, and the
+//! [`registry`] on disk lets a restarted helper pick up exactly where it was. A registry
+//! entry that cannot be read is never acted on (no release, no tablet change, no removal)
+//! — only reported.
 
 pub mod decide;
 pub mod http;
