@@ -135,6 +135,22 @@ impl FromStr for TabletAlias {
     }
 }
 
+/// Serde in the printed form (`zone1-0000000101`) rather than the struct form, for records
+/// kept as text (the node helper's hold registry): `#[serde(with = "alias_as_string")]`.
+pub mod alias_as_string {
+    use super::TabletAlias;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(a: &TabletAlias, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(a)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<TabletAlias, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// A shard key range as Vitess names shards: `-`, `-80`, `80-`, `40-80` (lowercase hex).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -494,5 +510,21 @@ mod tests {
         assert_eq!(TabletUid::from_tablet_dir_name("vt_000000010x"), None);
         // 10 digits that overflow u32 are not a Vitess tablet directory either.
         assert_eq!(TabletUid::from_tablet_dir_name("vt_9999999999"), None);
+    }
+
+    #[test]
+    fn an_alias_as_string_reads_and_writes_the_printed_form() {
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        struct R {
+            #[serde(with = "alias_as_string")]
+            a: TabletAlias,
+        }
+        let r = R {
+            a: TabletAlias::new("zone1", 101),
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        assert_eq!(text, r#"{"a":"zone1-0000000101"}"#);
+        assert_eq!(serde_json::from_str::<R>(&text).unwrap(), r);
+        assert!(serde_json::from_str::<R>(r#"{"a":"zone1"}"#).is_err());
     }
 }

@@ -108,7 +108,6 @@ async fn main() {
         listen: None,
         start_timeout: Duration::from_secs(300),
         shutdown_timeout: Duration::from_secs(300),
-        skip_hold_for_tests: false,
     };
     let h = daemon::start(cfg, kube.client()).await.unwrap();
     let lease = |duration: u32| {

@@ -140,7 +140,6 @@ async fn run(cmd: Command) -> Exit {
                 listen: Some(listen),
                 start_timeout: std::time::Duration::from_secs(300),
                 shutdown_timeout: std::time::Duration::from_secs(300),
-                skip_hold_for_tests: false,
             };
             match vtsnap_node::daemon::start(cfg, kube).await {
                 Ok(h) => {

@@ -191,7 +191,6 @@ impl Rig {
             listen: Some("127.0.0.1:0".parse().unwrap()),
             start_timeout: Duration::from_secs(60),
             shutdown_timeout: Duration::from_secs(120),
-            skip_hold_for_tests: false,
         };
         daemon::start(cfg, self.kube.client()).await.unwrap()
     }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::{Value, json};
+use vtsnap_core::fence::put_back::{TabletChanges, put_tablet_back};
 use vtsnap_core::fence::{ANN_NODE_ERROR, ANN_NODE_STATE, Fence, LABEL_NODE, NodeState, Request};
 use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
@@ -138,12 +139,9 @@ async fn serve(kube: &FakeKube, script: &NodeScript, seen: &Arc<Mutex<Seen>>, v:
                 timeout: Duration::from_secs(5),
             },
         ) {
-            let ok = vt.start_replication(&f.tablet_alias).await.is_ok()
-                && vt
-                    .change_tablet_type(&f.tablet_alias, f.original_type)
-                    .await
-                    .is_ok();
-            if ok {
+            let problems =
+                put_tablet_back(&vt, &f.tablet_alias, f.original_type, TabletChanges::ALL).await;
+            if problems.is_empty() {
                 kube.remove("coordination.k8s.io", "leases", &ns, &f.name);
                 if let Ok(mut s) = seen.lock() {
                     s.recovered.push(f.name.clone());

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use vtsnap_core::naming::TabletAlias;
 use vtsnap_node::cgroup::Roots;
-use vtsnap_node::daemon::{self, DaemonConfig};
+use vtsnap_node::daemon::{self, DaemonConfig, TestHooks};
 use vtsnap_testkit::btrfs::BtrfsVolume;
 use vtsnap_testkit::fake_kube::FakeKube;
 use vtsnap_testkit::fake_mysqlctld::{FakeMysqlctld, Serving};
@@ -364,7 +364,7 @@ impl Lab {
     /// Starts the real node daemon for the lab's node (`skip_hold`: the test flag).
     pub async fn start_node(&mut self, skip_hold: bool) {
         self.stop_node().await;
-        let node = daemon::start(
+        let node = daemon::start_for_tests(
             DaemonConfig {
                 node: NODE.into(),
                 kubelet_dir: self.vol.path().join("kubelet"),
@@ -374,9 +374,9 @@ impl Lab {
                 listen: None,
                 start_timeout: Duration::from_secs(120),
                 shutdown_timeout: Duration::from_secs(120),
-                skip_hold_for_tests: skip_hold,
             },
             self.kube.client(),
+            TestHooks { skip_hold },
         )
         .await
         .unwrap_or_else(|e| panic!("node daemon: {e}"));

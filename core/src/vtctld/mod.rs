@@ -56,3 +56,35 @@ impl TabletType {
         }
     }
 }
+
+/// As the lowercase name (`replica`), the form leases and records store; reading accepts
+/// either case and refuses anything else.
+impl serde::Serialize for TabletType {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TabletType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Self::parse(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown tablet type {s:?}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TabletType;
+
+    #[test]
+    fn tablet_types_serialize_as_their_lowercase_names_and_refuse_garbage() {
+        assert_eq!(
+            serde_json::to_string(&TabletType::Rdonly).unwrap(),
+            "\"rdonly\""
+        );
+        let t: TabletType = serde_json::from_str("\"replica\"").unwrap();
+        assert_eq!(t, TabletType::Replica);
+        assert!(serde_json::from_str::<TabletType>("\"replcia\"").is_err());
+    }
+}

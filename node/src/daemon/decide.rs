@@ -149,8 +149,8 @@ mod tests {
         Entry {
             lease: "ns/f".into(),
             pod_uid: "u".into(),
-            tablet_alias: "zone1-0000000101".into(),
-            original_type: "replica".into(),
+            tablet_alias: "zone1-0000000101".parse().unwrap(),
+            original_type: TabletType::Replica,
             vtctld: "v:1".into(),
             container_id: Some("c".into()),
             volume_mount: None,

@@ -37,6 +37,7 @@ impl Cause {
 #[derive(Debug, Default)]
 struct Inner {
     holds_active: AtomicI64,
+    unreadable_entries: AtomicI64,
     released: [AtomicU64; 4],
     hold_ms_sum: AtomicU64,
     hold_count: AtomicU64,
@@ -53,6 +54,17 @@ impl Metrics {
         self.0
             .holds_active
             .store(i64::try_from(n).unwrap_or(i64::MAX), Ordering::SeqCst);
+    }
+
+    /// Hold-registry entries that cannot be read (kept, never acted on).
+    pub fn set_unreadable_entries(&self, n: usize) {
+        self.0
+            .unreadable_entries
+            .store(i64::try_from(n).unwrap_or(i64::MAX), Ordering::SeqCst);
+    }
+
+    pub fn unreadable_entries(&self) -> i64 {
+        self.0.unreadable_entries.load(Ordering::SeqCst)
     }
 
     pub fn released(&self, cause: Cause, held_ms: i64) {
@@ -94,6 +106,12 @@ impl Metrics {
         s.push_str(&format!(
             "vtsnap_node_holds_active {}\n",
             i.holds_active.load(Ordering::SeqCst)
+        ));
+        s.push_str("# HELP vtsnap_node_registry_unreadable_entries Hold-registry entries that cannot be read: kept as they are, never released; fix or remove them by hand.\n");
+        s.push_str("# TYPE vtsnap_node_registry_unreadable_entries gauge\n");
+        s.push_str(&format!(
+            "vtsnap_node_registry_unreadable_entries {}\n",
+            i.unreadable_entries.load(Ordering::SeqCst)
         ));
         s.push_str(
             "# HELP vtsnap_node_hold_duration_seconds How long holds lasted, until released.\n",

@@ -4,9 +4,11 @@
 //! acts (the steps below) and reports (`node-state`/`node-error` on the lease, by
 //! compare-and-swap). A lease that expired, was deleted or asks `release` is released:
 //! thaw, unfreeze, `Start` mysqld if this helper stopped it, and — for expiry and deletion —
-//! StartReplication and ChangeTabletType back to `original-type`. The [`watchdog`] thread
-//! ends any freeze at max-hold even with the API server gone, and the [`registry`] on disk
-//! lets a restarted helper pick up exactly where it was.
+//! core's put-back (StartReplication, ChangeTabletType back to `original-type`). The
+//! [`watchdog`] thread ends any freeze at max-hold even with the API server gone, and the
+//! [`registry`] on disk lets a restarted helper pick up exactly where it was. A registry
+//! entry that cannot be read is never acted on (no release, no tablet change, no removal)
+//! — only reported.
 
 pub mod decide;
 pub mod http;
@@ -15,7 +17,7 @@ pub mod pods;
 pub mod registry;
 pub mod watchdog;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,10 +27,12 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
+use vtsnap_core::events::{self, Subject};
+use vtsnap_core::fence::client::delete_if_unchanged;
+use vtsnap_core::fence::put_back::{TabletChanges, describe, put_tablet_back_at};
 use vtsnap_core::fence::{self, ANN_NODE_ERROR, ANN_NODE_STATE, Fence, NodeState};
-use vtsnap_core::naming::TabletAlias;
 use vtsnap_core::vtctld::client::CallLimits;
 use vtsnap_core::vtctld::{TabletType, VtctldClient};
 
@@ -39,6 +43,9 @@ use decide::{Step, decide};
 use metrics::{Cause, Metrics};
 use registry::{Entry, Registry};
 use watchdog::now_ms;
+
+/// The `source.component` of the Events this helper records.
+const EVENT_COMPONENT: &str = "vtsnap-node";
 
 /// The annotation the probe result is written to.
 pub const ANN_NODE_PROBE: &str = "vtsnap.io/node-probe";
@@ -54,10 +61,16 @@ pub struct DaemonConfig {
     /// How long a `Start` may take until mysqld answers.
     pub start_timeout: Duration,
     pub shutdown_timeout: Duration,
-    /// Tests only: stop mysqld but do not freeze its container, so that whatever restarts
-    /// mysqld (a supervisor's `Start`) can — to show what the hold prevents. Never set in
-    /// the binary.
-    pub skip_hold_for_tests: bool,
+}
+
+/// Switches for tests only, behind the `test-hooks` feature so that no production
+/// configuration can carry them.
+#[cfg(feature = "test-hooks")]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TestHooks {
+    /// Stop mysqld but do not freeze its container, so that whatever restarts mysqld (a
+    /// supervisor's `Start`) can — to show what the hold prevents.
+    pub skip_hold: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -87,6 +100,10 @@ struct Daemon {
     kube: kube::Client,
     reg: Registry,
     metrics: Metrics,
+    /// Tests only (see `TestHooks`); always false otherwise.
+    skip_hold: bool,
+    /// Unreadable registry entries already logged and announced by an Event.
+    announced: std::sync::Mutex<BTreeSet<String>>,
 }
 
 /// A running daemon.
@@ -112,8 +129,28 @@ impl Handle {
 
 /// Starts the watchdog, the health/metrics endpoint and the reconcile loop.
 pub async fn start(cfg: DaemonConfig, kube: kube::Client) -> Result<Handle, DaemonError> {
+    start_with(cfg, kube, false).await
+}
+
+/// [`start`] with test switches.
+#[cfg(feature = "test-hooks")]
+pub async fn start_for_tests(
+    cfg: DaemonConfig,
+    kube: kube::Client,
+    hooks: TestHooks,
+) -> Result<Handle, DaemonError> {
+    start_with(cfg, kube, hooks.skip_hold).await
+}
+
+async fn start_with(
+    cfg: DaemonConfig,
+    kube: kube::Client,
+    skip_hold: bool,
+) -> Result<Handle, DaemonError> {
     let reg = Registry::open(&cfg.state_dir)?;
     let metrics = Metrics::default();
+    // Counted before anything else runs, so it shows even with the API server gone.
+    metrics.set_unreadable_entries(reg.unreadable().len());
     let stop = Arc::new(AtomicBool::new(false));
     // The watchdog first: it must run even if nothing else ever does.
     let watchdog = watchdog::spawn(
@@ -136,6 +173,8 @@ pub async fn start(cfg: DaemonConfig, kube: kube::Client) -> Result<Handle, Daem
         kube,
         reg,
         metrics: metrics.clone(),
+        skip_hold,
+        announced: std::sync::Mutex::new(BTreeSet::new()),
     };
     let s = stop.clone();
     let task = tokio::spawn(async move {
@@ -167,6 +206,7 @@ impl Daemon {
                 self.metrics.set_api_ok(true);
                 let now = Timestamp::now();
                 let mut seen = BTreeMap::new();
+                let unreadable = self.reg.unreadable();
                 for l in &leases {
                     let key = format!(
                         "{}/{}",
@@ -178,6 +218,18 @@ impl Daemon {
                         Ok(f) => {
                             let span = tracing::info_span!("lease", lease = %key, tablet = %f.tablet_alias, request = %f.request);
                             let _g = span.enter();
+                            if let Some(problem) =
+                                unreadable.iter().find(|p| p.lease() == Some(key.as_str()))
+                            {
+                                // Never guessed: nothing is held, released or restored for
+                                // it here; the job's (or GC's) recovery restores the tablet
+                                // from the lease itself.
+                                if f.node_state != Some(NodeState::Failed) {
+                                    self.report(&f, NodeState::Failed, Some(&problem.to_string()))
+                                        .await;
+                                }
+                                continue;
+                            }
                             let steps =
                                 decide(Some(&f), f.expired(now), self.reg.get(&key).as_ref());
                             self.run_steps(Some(&f), &key, steps).await;
@@ -193,11 +245,65 @@ impl Daemon {
                         self.run_steps(None, &e.lease.clone(), steps).await;
                     }
                 }
+                self.announce_unreadable(&unreadable, &seen).await;
             }
         }
         self.metrics
-            .set_holds_active(self.reg.all().iter().filter(|e| e.frozen()).count());
+            .set_unreadable_entries(self.reg.unreadable().len());
+        self.metrics.set_holds_active(self.reg.frozen_count());
         self.metrics.cycle();
+    }
+
+    /// Reports each unreadable registry entry once per start: an error log and a Warning
+    /// Event on its lease (or, with the lease gone, on this node). The metric counts them
+    /// every cycle.
+    async fn announce_unreadable(
+        &self,
+        unreadable: &[registry::RegistryError],
+        leases: &BTreeMap<String, ()>,
+    ) {
+        for problem in unreadable {
+            let Some(key) = problem.lease() else { continue };
+            let new = self
+                .announced
+                .lock()
+                .map(|mut a| a.insert(key.to_owned()))
+                .unwrap_or(false);
+            if !new {
+                continue;
+            }
+            tracing::error!(lease = %key, error = %problem, "hold registry entry unreadable: kept, not released, not restored; fix or remove it by hand");
+            let (namespace, subject) = match key.split_once('/') {
+                Some((ns, name)) if leases.contains_key(key) => (
+                    ns.to_owned(),
+                    Subject {
+                        api_version: "coordination.k8s.io/v1".into(),
+                        kind: "Lease".into(),
+                        name: name.into(),
+                        uid: None,
+                    },
+                ),
+                _ => (
+                    "default".to_owned(),
+                    Subject {
+                        api_version: "v1".into(),
+                        kind: "Node".into(),
+                        name: self.cfg.node.clone(),
+                        uid: None,
+                    },
+                ),
+            };
+            events::emit(
+                &self.kube,
+                EVENT_COMPONENT,
+                &namespace,
+                &subject,
+                "HoldRecordUnreadable",
+                &problem.to_string(),
+                true,
+            )
+            .await;
+        }
     }
 
     async fn run_steps(&self, f: Option<&Fence>, key: &str, steps: Vec<Step>) {
@@ -313,8 +419,8 @@ impl Daemon {
         let entry = Entry {
             lease: f.key(),
             pod_uid: f.target_pod_uid.clone(),
-            tablet_alias: f.tablet_alias.to_string(),
-            original_type: f.original_type.name().to_owned(),
+            tablet_alias: f.tablet_alias.clone(),
+            original_type: f.original_type,
             vtctld: f.vtctld.clone(),
             container_id,
             volume_mount: pods::volume_mount(&self.cfg.kubelet_dir, &f.target_pod_uid).ok(),
@@ -373,7 +479,7 @@ impl Daemon {
     }
 
     fn freeze_cgroup(&self, key: &str) -> Result<(), StepError> {
-        if self.cfg.skip_hold_for_tests {
+        if self.skip_hold {
             tracing::warn!(
                 lease = key,
                 "hold skipped (test flag): mysqld can be restarted"
@@ -481,29 +587,15 @@ impl Daemon {
         }
         if restore {
             let target = match (f, &e) {
-                (Some(f), _) => Some((f.vtctld.clone(), f.tablet_alias.clone(), f.original_type)),
-                (None, Some(e)) => e.tablet_alias.parse::<TabletAlias>().ok().map(|a| {
-                    (
-                        e.vtctld.clone(),
-                        a,
-                        TabletType::parse(&e.original_type).unwrap_or(TabletType::Replica),
-                    )
-                }),
+                (Some(f), _) => Some((&f.vtctld, &f.tablet_alias, f.original_type)),
+                (None, Some(e)) => Some((&e.vtctld, &e.tablet_alias, e.original_type)),
                 (None, None) => None,
             };
             if let Some((vtctld, alias, original)) = target {
-                match VtctldClient::new(&vtctld, CallLimits::default()) {
-                    Ok(vt) => {
-                        if let Err(err) = vt.start_replication(&alias).await {
-                            problems.push(err.to_string());
-                        }
-                        if original != TabletType::Primary
-                            && let Err(err) = vt.change_tablet_type(&alias, original).await
-                        {
-                            problems.push(err.to_string());
-                        }
-                    }
-                    Err(err) => problems.push(err.to_string()),
+                // What the fence changed is not known here: undo all of it (idempotent).
+                let failed = put_tablet_back_at(vtctld, alias, original, TabletChanges::ALL).await;
+                if !failed.is_empty() {
+                    problems.push(describe(&failed));
                 }
             }
         }
@@ -526,22 +618,11 @@ impl Daemon {
         if let Some(f) = f {
             if delete {
                 let api: Api<Lease> = Api::namespaced(self.kube.clone(), &f.namespace);
-                let dp = DeleteParams {
-                    preconditions: Some(Preconditions {
-                        resource_version: f.resource_version.clone(),
-                        uid: None,
-                    }),
-                    ..Default::default()
-                };
-                match api.delete(&f.name, &dp).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(err) => {
-                        return Err(StepError::Failed(format!(
-                            "released, but cannot delete the lease: {err}"
-                        )));
-                    }
-                }
+                delete_if_unchanged(&api, &f.name, f.resource_version.as_deref())
+                    .await
+                    .map_err(|err| {
+                        StepError::Failed(format!("released, but cannot delete the lease: {err}"))
+                    })?;
             } else if report {
                 self.report(f, NodeState::Released, None).await;
             }
