@@ -102,6 +102,8 @@ impl FakeMysqlctld {
             .unwrap_or_default()
     }
 
+    /// The RPCs and supervisor calls so far, oldest first, with a line for each failed
+    /// `Shutdown` and each supervisor outcome.
     pub fn calls(&self) -> Vec<String> {
         self.calls.lock().map(|c| c.clone()).unwrap_or_default()
     }
@@ -154,6 +156,9 @@ impl FakeMysqlctld {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        self.log(&format!(
+            "Shutdown failed: mysqld did not stop within {limit:?}"
+        ));
         Err(tonic::Status::deadline_exceeded("mysqld did not stop"))
     }
 
@@ -166,6 +171,11 @@ impl FakeMysqlctld {
             tokio::time::sleep(delay).await;
             me.log("Start (supervisor)");
             let started = me.start_mysqld().await.is_ok();
+            me.log(if started {
+                "Start (supervisor): mysqld answers"
+            } else {
+                "Start (supervisor): mysqld did not answer"
+            });
             if let Ok(mut v) = me.supervisor_starts.lock() {
                 v.push(started);
             }

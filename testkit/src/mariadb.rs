@@ -70,6 +70,27 @@ fn commands(flavor: Flavor, mycnf: &str) -> Commands {
     }
 }
 
+/// The supervisor loop (PID 1 of a supervised container): starts `server`, then serves
+/// `stop-request` and `start-request` files in `request_dir`. It starts a server only when
+/// the one it started has exited: "does not answer yet" is not "not running" — a second
+/// mariadbd on the same datadir waits on its Aria lock (30 s) and takes over as soon as
+/// the first one is shut down, so mysqld would come back with nobody asking.
+/// `admin` is the admin client with its connection options (`shutdown` is appended).
+pub fn supervisor_script(server: &str, admin: &str, request_dir: &str) -> String {
+    format!(
+        "pid=; \
+         running() {{ [ -n \"$pid\" ] && kill -0 \"$pid\" 2>/dev/null; }}; \
+         start() {{ {server} >/dev/null 2>&1 & pid=$!; }}; \
+         stop() {{ if running; then {admin} shutdown >/dev/null 2>&1 || kill -TERM \"$pid\"; wait \"$pid\"; fi; pid=; }}; \
+         start; \
+         while :; do \
+           if [ -e {request_dir}/stop-request ]; then rm -f {request_dir}/stop-request; stop; fi; \
+           if [ -e {request_dir}/start-request ]; then rm -f {request_dir}/start-request; running || start; fi; \
+           sleep 0.05; \
+         done"
+    )
+}
+
 /// A running server on one tablet directory. Removed (killed) on drop.
 pub struct MariaDb {
     container: ContainerAsync<GenericImage>,
@@ -125,18 +146,16 @@ impl MariaDb {
         let datadir = format!("{MOUNT}/{}/data", uid.tablet_dir_name());
         let c = commands(flavor, &mycnf);
         let script = format!(
-            "set -e; [ -d {datadir}/mysql ] || {init}; set +e; \
-             up() {{ {admin} --socket={SOCKET} -uroot ping >/dev/null 2>&1; }}; \
-             start() {{ {server} --defaults-file={mycnf} --user=root {server_args} >/dev/null 2>&1 & }}; \
-             start; \
-             while :; do \
-               if [ -e /vt/socket/stop-request ]; then rm -f /vt/socket/stop-request; {admin} --socket={SOCKET} -uroot shutdown >/dev/null 2>&1; fi; \
-               if [ -e /vt/socket/start-request ]; then rm -f /vt/socket/start-request; up || start; fi; \
-               sleep 0.05; \
-             done",
+            "set -e; [ -d {datadir}/mysql ] || {init}; set +e; {supervisor}",
             init = c.init,
-            server = c.server,
-            admin = c.admin,
+            supervisor = supervisor_script(
+                &format!(
+                    "{} --defaults-file={mycnf} --user=root {server_args}",
+                    c.server
+                ),
+                &format!("{} --socket={SOCKET} -uroot", c.admin),
+                "/vt/socket",
+            ),
         );
         Self::launch(
             (name, tag, flavor),
@@ -386,5 +405,108 @@ impl MariaDb {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         panic!("server did not stop after shutdown (exec exit {code}: {err})");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::process::{Child, Command};
+    use std::time::{Duration, Instant};
+
+    use super::supervisor_script;
+
+    /// Waits for an event the test has caused; the limit only turns a hang into a failure.
+    fn until(what: &str, cond: impl Fn() -> bool) {
+        let start = Instant::now();
+        while !cond() {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "timed out waiting until {what}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn servers(dir: &Path) -> Vec<i32> {
+        std::fs::read_to_string(dir.join("servers"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect()
+    }
+
+    fn alive(pid: i32) -> bool {
+        Command::new("kill")
+            .args(["-0", &pid.to_string()])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success()
+    }
+
+    fn consumed(dir: &Path, request: &str) {
+        std::fs::write(dir.join(request), b"").unwrap();
+        until(&format!("the supervisor took the {request}"), || {
+            !dir.join(request).exists()
+        });
+    }
+
+    struct Supervisor(Child);
+
+    impl Drop for Supervisor {
+        fn drop(&mut self) {
+            // Its own process group: the supervisor and every server it started.
+            let _ = Command::new("kill")
+                .args(["-s", "KILL", "--", &format!("-{}", self.0.id())])
+                .status();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// The lab's flake: a `Start` while mysqld was still starting (not answering yet)
+    /// started a second mariadbd on the same datadir, which took over after the next
+    /// `Shutdown`. A server that never answers stands for the one still starting.
+    #[test]
+    fn a_start_request_while_the_server_is_starting_starts_no_second_server() {
+        use std::os::unix::process::CommandExt;
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        let server = format!(
+            "sh -c 'echo $$ >> {}/servers; exec sleep 1000'",
+            dir.display()
+        );
+        // An admin client that cannot reach the server: stop falls back to SIGTERM.
+        let script = supervisor_script(&server, "false", &dir.display().to_string());
+        let _sup = Supervisor(
+            Command::new("sh")
+                .args(["-c", &script])
+                .process_group(0)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        until("the first server started", || servers(dir).len() == 1);
+        let first = servers(dir)[0];
+
+        consumed(dir, "start-request");
+        // Taken after the start request's turn of the loop: that turn is complete.
+        consumed(dir, "stop-request");
+        consumed(dir, "start-request");
+        until("a server started after the stop", || {
+            servers(dir).last() != Some(&first)
+        });
+
+        let started = servers(dir);
+        assert!(
+            !alive(first),
+            "the stop request stopped the server the supervisor started first (servers started: {started:?})"
+        );
+        assert_eq!(
+            started.iter().filter(|p| alive(**p)).count(),
+            1,
+            "one server runs (servers started: {started:?})"
+        );
     }
 }

@@ -7,9 +7,42 @@
 
 use std::time::Duration;
 
-use vtsnap_lab::demo::snapshot_report;
+use vtsnap_lab::demo::{SnapshotReport, snapshot_report};
 use vtsnap_lab::shard::{Lab, LabOptions};
 use vtsnap_lab::timeline::Timeline;
+
+/// What the target's mysqlctld and mysqld did: enough to tell a failed run's story.
+fn story(lab: &Lab, r: &SnapshotReport, tl: &str) -> String {
+    let (_, t) = lab.tablet_by_alias(&r.target);
+    let log = std::fs::read_to_string(
+        t.mount
+            .join("vtdataroot")
+            .join(t.alias.uid.tablet_dir_name())
+            .join("error.log"),
+    )
+    .unwrap_or_default();
+    let events: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            [
+                "Starting MariaDB",
+                "ready for connections",
+                "Shutdown complete",
+                "lock",
+                "Aborting",
+            ]
+            .iter()
+            .any(|w| l.contains(w))
+        })
+        .collect();
+    format!(
+        "{r:?}\nmysqlctld of {}: calls {:?}, timings {:?}\nits mysqld's error.log:\n  {}\ntimeline:\n{tl}",
+        r.target,
+        t.ctl.calls(),
+        t.ctl.timings(),
+        events.join("\n  ")
+    )
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hold_defeats_a_supervisor_restart_and_switching_it_off_shows_the_difference() {
@@ -33,21 +66,40 @@ async fn the_hold_defeats_a_supervisor_restart_and_switching_it_off_shows_the_di
     let unheld = snapshot_report(&lab, false, 0).await;
     lab.stop_node().await;
     let tl = timeline.render();
+    let held_story = story(&lab, &held, &tl);
+    let unheld_story = story(&lab, &unheld, &tl);
 
-    assert!(held.image_without_running_mysqld, "held: {held:?}\n{tl}");
+    assert!(
+        held.image_without_running_mysqld,
+        "held: mysqld must be down at the cut: {held_story}"
+    );
     assert!(
         !held.supervisor_starts.is_empty() && held.supervisor_starts.iter().all(|started| !started),
-        "held: the supervisor's Start must fail: {:?}\n{tl}",
+        "held: the supervisor's Start must fail (recorded: {:?}): {held_story}",
         held.supervisor_starts
     );
 
+    // A second mariadbd on the same datadir waits on the Aria lock and takes over at the
+    // next Shutdown: mysqld back with nobody asking, and a Shutdown that never sees it down.
+    for (r, s) in [(&held, &held_story), (&unheld, &unheld_story)] {
+        assert!(
+            !s.contains("Can't lock aria control file"),
+            "{}: two mysqld ran on one datadir: {s}",
+            r.snapshot
+        );
+    }
     assert!(
-        !unheld.image_without_running_mysqld,
-        "without the hold the cut must catch the restarted mysqld: {unheld:?}\n{tl}"
+        !unheld.supervisor_starts.is_empty(),
+        "without the hold the supervisor must have called Start after the Shutdown; \
+         none was recorded (did mysqlctld's Shutdown ever see mysqld down?): {unheld_story}"
     );
     assert!(
         unheld.supervisor_starts.iter().any(|started| *started),
-        "without the hold the supervisor restarts mysqld: {:?}\n{tl}",
+        "without the hold the supervisor's Start must restart mysqld (recorded: {:?}): {unheld_story}",
         unheld.supervisor_starts
+    );
+    assert!(
+        !unheld.image_without_running_mysqld,
+        "without the hold the cut must catch the restarted mysqld: {unheld_story}"
     );
 }

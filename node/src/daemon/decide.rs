@@ -84,7 +84,9 @@ pub fn decide(fence: Option<&Fence>, expired: bool, entry: Option<&Entry>) -> Ve
             if entry.is_none() {
                 steps.push(Step::CheckTarget);
             }
-            let stopped = entry.is_some_and(|e| e.stopped_mysqld);
+            // Stopped only once mysqlctld confirmed it; a frozen cgroup was frozen after that
+            // (and a call into a frozen container would hang).
+            let stopped = entry.is_some_and(|e| e.mysqld_down || e.cgroup.is_some());
             let cgroup = entry.is_some_and(|e| e.cgroup.is_some());
             let fs = entry.is_some_and(|e| e.fs_frozen.is_some());
             match f.request {
@@ -157,6 +159,7 @@ mod tests {
             mysqlctl_socket: "/s".into(),
             mysqld_socket: "/m".into(),
             stopped_mysqld: stopped,
+            mysqld_down: stopped,
             cgroup: frozen.then(|| Cgroup {
                 version: Version::V1,
                 dir: "/cg".into(),
@@ -203,6 +206,25 @@ mod tests {
                 Some(&entry(true, false))
             ),
             vec![Step::FreezeCgroup, Step::Report(NodeState::Held, None)]
+        );
+    }
+
+    #[test]
+    fn a_shutdown_that_did_not_return_is_asked_again_not_reported_stopped() {
+        // Recorded before the call (so the release starts mysqld), but the call failed.
+        let mut e = entry(true, false);
+        e.mysqld_down = false;
+        assert_eq!(
+            decide(Some(&fence(Request::Stop, None)), false, Some(&e)),
+            vec![Step::StopMysqld, Step::Report(NodeState::Stopped, None)]
+        );
+        assert_eq!(
+            decide(Some(&fence(Request::Hold, None)), false, Some(&e)),
+            vec![
+                Step::StopMysqld,
+                Step::FreezeCgroup,
+                Step::Report(NodeState::Held, None)
+            ]
         );
     }
 

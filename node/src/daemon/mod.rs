@@ -427,6 +427,7 @@ impl Daemon {
             mysqlctl_socket: sockets.join("mysqlctl.sock"),
             mysqld_socket: sockets.join("mysql.sock"),
             stopped_mysqld: false,
+            mysqld_down: false,
             cgroup: None,
             fs_frozen: None,
             hold_since_ms: None,
@@ -475,7 +476,9 @@ impl Daemon {
             MysqlCtl::new(&e.mysqlctl_socket).map_err(|err| StepError::Failed(err.to_string()))?;
         ctl.shutdown(self.cfg.shutdown_timeout)
             .await
-            .map_err(|err| StepError::Failed(err.to_string()))
+            .map_err(|err| StepError::Failed(err.to_string()))?;
+        e.mysqld_down = true;
+        self.save(e)
     }
 
     fn freeze_cgroup(&self, key: &str) -> Result<(), StepError> {
@@ -577,6 +580,7 @@ impl Daemon {
                 match started.await {
                     Ok(()) => {
                         e.stopped_mysqld = false;
+                        e.mysqld_down = false;
                         if let Err(err) = self.reg.put(e.clone()) {
                             problems.push(err.to_string());
                         }

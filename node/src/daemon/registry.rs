@@ -37,6 +37,10 @@ pub struct Entry {
     pub mysqld_socket: PathBuf,
     /// This helper asked mysqlctld to stop mysqld (so it must `Start` it on release).
     pub stopped_mysqld: bool,
+    /// mysqlctld's `Shutdown` returned: mysqld is down. Asking is not enough — a
+    /// `Shutdown` that failed or timed out is asked again, never reported as `stopped`.
+    #[serde(default)]
+    pub mysqld_down: bool,
     /// A frozen cgroup.
     pub cgroup: Option<Cgroup>,
     /// A frozen file system (the volume's mount).
