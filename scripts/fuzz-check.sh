@@ -22,8 +22,9 @@ while IFS= read -r manifest; do
   fuzz_dir=$(dirname "$manifest")
   crate_dir=$(dirname "$fuzz_dir")
   for target in $(cd "$crate_dir" && cargo "${toolchain[@]}" fuzz list); do
-    seeds="$fuzz_dir/corpus/$target"
-    [ -d "$seeds" ] || { echo "fuzz-check: $target has no seed corpus at $seeds" >&2; exit 1; }
+    seeds="$fuzz_dir/seeds/$target"
+    [ -d "$seeds" ] || seeds="$fuzz_dir/corpus/$target"
+    [ -d "$seeds" ] || { echo "fuzz-check: $target has no seeds under $fuzz_dir/{seeds,corpus}/" >&2; exit 1; }
     mkdir -p "$scratch/$target"
     echo "fuzz-check: $target (${secs}s, seeds $(ls "$seeds" | wc -l))"
     rm -rf "$fuzz_dir/artifacts/$target"

@@ -24,6 +24,8 @@ deciders=(
 args=()
 for f in "${deciders[@]}"; do args+=(--file "$f"); done
 
+# Its own target dir: builds of mutated copies must never be taken as fresh by a normal build.
+export CARGO_TARGET_DIR="$root/target/mutants"
 out=$(mktemp -d /var/tmp/vtsnap-mutants.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 case "$mode" in

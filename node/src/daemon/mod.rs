@@ -347,18 +347,51 @@ impl Daemon {
     }
 
     /// Writes `node-state` / `node-error`, compare-and-swap on the lease's resourceVersion.
+    /// Writes the node's answer on the lease. The job renews the lease meanwhile, so a
+    /// version conflict is expected: the answer is written again on the fresh version as
+    /// long as the lease still asks the same request of the same pod — never as an answer
+    /// to a request that changed in between.
     async fn report(&self, f: &Fence, state: NodeState, error: Option<&str>) {
+        const ATTEMPTS: usize = 5;
         let api: Api<Lease> = Api::namespaced(self.kube.clone(), &f.namespace);
-        let patch = json!({"metadata": {
-            "resourceVersion": f.resource_version,
-            "annotations": {ANN_NODE_STATE: state.as_str(), ANN_NODE_ERROR: error.unwrap_or("")}
-        }});
-        if let Err(e) = api
-            .patch(&f.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            tracing::warn!(error = %e, state = state.as_str(), "cannot report to the lease; will retry");
+        let mut version = f.resource_version.clone();
+        for _ in 0..ATTEMPTS {
+            let patch = json!({"metadata": {
+                "resourceVersion": version,
+                "annotations": {ANN_NODE_STATE: state.as_str(), ANN_NODE_ERROR: error.unwrap_or("")}
+            }});
+            match api
+                .patch(&f.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => return,
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    let fresh = match api.get_opt(&f.name).await {
+                        Ok(Some(l)) => l,
+                        Ok(None) => return,
+                        Err(e) => {
+                            tracing::warn!(error = %e, state = state.as_str(), "cannot re-read the lease to report; will retry");
+                            return;
+                        }
+                    };
+                    match Fence::from_lease(&fresh) {
+                        Ok(now)
+                            if now.request == f.request
+                                && now.target_pod_uid == f.target_pod_uid =>
+                        {
+                            version = fresh.metadata.resource_version.clone();
+                        }
+                        // The request changed: this answer is stale; the next cycle answers the new one.
+                        _ => return,
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, state = state.as_str(), "cannot report to the lease; will retry");
+                    return;
+                }
+            }
         }
+        tracing::warn!(state = state.as_str(), lease = %f.key(), "the lease kept changing under the report; will retry");
     }
 
     async fn check_target(&self, f: Option<&Fence>) -> Result<(), StepError> {

@@ -316,6 +316,7 @@ mod tests {
             mysqlctl_socket: "/s/mysqlctl.sock".into(),
             mysqld_socket: "/s/mysql.sock".into(),
             stopped_mysqld: true,
+            mysqld_down: true,
             cgroup: None,
             fs_frozen: None,
             hold_since_ms: Some(1),

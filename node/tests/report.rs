@@ -1,0 +1,158 @@
+//! The node helper's answer on the lease survives the job's renewals: a version conflict
+//! is answered on the fresh version of the same request, never dropped (a lost `failed`
+//! once let a later cycle report `stopped` for a mysqld that was still running).
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use vtsnap_core::fence::*;
+use vtsnap_node::cgroup::Roots;
+use vtsnap_node::daemon::{self, DaemonConfig};
+use vtsnap_testkit::fake_kube::{FakeKube, Fault, Verb, is};
+
+const NS: &str = "vitess";
+const LEASE: &str = "vtsnap-example-commerce-x-x";
+
+fn lease(kube: &FakeKube, request: &str) {
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S.%6fZ")
+        .to_string();
+    kube.put_json("coordination.k8s.io", "leases", json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": LEASE, "namespace": NS, "labels": {LABEL_NODE: "node-a"}, "annotations": {
+            ANN_TARGET_POD: "gone-pod", ANN_TARGET_POD_UID: "uid", ANN_TABLET_ALIAS: "zone1-0000000102",
+            ANN_ORIGINAL_TYPE: "replica", ANN_VTCTLD: "127.0.0.1:1", ANN_MODE: "cold",
+            ANN_REQUEST: request, ANN_MAX_HOLD: "600"}},
+        "spec": {"holderIdentity": "snapshot-job", "leaseDurationSeconds": 30, "renewTime": now, "acquireTime": now}
+    }));
+}
+
+fn node_state(kube: &FakeKube) -> Option<String> {
+    kube.get_json("coordination.k8s.io", "leases", NS, LEASE)?["metadata"]["annotations"]
+        [ANN_NODE_STATE]
+        .as_str()
+        .map(str::to_owned)
+}
+
+#[tokio::test]
+async fn a_conflicting_report_is_written_again_on_the_fresh_version() {
+    let kube = FakeKube::new();
+    lease(&kube, "probe");
+    // The job's renewal lands between the node's read and its answer.
+    kube.fault(Fault::on(is(Verb::Patch, "leases")).status(409));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = DaemonConfig {
+        node: "node-a".into(),
+        kubelet_dir: dir.path().join("kubelet"),
+        roots: Roots::default(),
+        state_dir: dir.path().join("state"),
+        // One cycle is all the test needs; the retry must happen inside it.
+        interval: Duration::from_secs(3600),
+        listen: None,
+        start_timeout: Duration::from_secs(5),
+        shutdown_timeout: Duration::from_secs(5),
+    };
+    let _h = daemon::start(cfg, kube.client()).await.unwrap();
+    let start = Instant::now();
+    while node_state(&kube).is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the refusal never reached the lease: {:?}",
+            kube.log()
+                .iter()
+                .map(|l| format!("{:?} {} {}", l.info.verb, l.info.plural, l.status))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The pod does not exist: a refusal, answered in the first cycle despite the conflict.
+    assert_eq!(node_state(&kube).as_deref(), Some("refused"));
+    let lease_calls: Vec<(Verb, u16)> = kube
+        .log()
+        .iter()
+        .filter(|l| l.info.plural == "leases" && l.info.name.is_some())
+        .map(|l| (l.info.verb, l.status))
+        .collect();
+    assert_eq!(
+        lease_calls,
+        [(Verb::Patch, 409), (Verb::Get, 200), (Verb::Patch, 200)]
+    );
+}
+
+#[tokio::test]
+async fn an_answer_to_a_request_that_changed_meanwhile_is_not_written() {
+    let kube = FakeKube::new();
+    lease(&kube, "probe");
+    // The answer is held in flight; meanwhile the job changes its request.
+    let in_flight = Arc::new(AtomicBool::new(false));
+    let seen = in_flight.clone();
+    kube.fault(
+        Fault::on(move |r| {
+            let hit = r.verb == Verb::Patch && r.plural == "leases";
+            if hit {
+                seen.store(true, Ordering::SeqCst);
+            }
+            hit
+        })
+        .delay(Duration::from_secs(2)),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = DaemonConfig {
+        node: "node-a".into(),
+        kubelet_dir: dir.path().join("kubelet"),
+        roots: Roots::default(),
+        state_dir: dir.path().join("state"),
+        interval: Duration::from_secs(3600),
+        listen: None,
+        start_timeout: Duration::from_secs(5),
+        shutdown_timeout: Duration::from_secs(5),
+    };
+    let _h = daemon::start(cfg, kube.client()).await.unwrap();
+    let start = Instant::now();
+    while !in_flight.load(Ordering::SeqCst) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the node never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut v = kube
+        .get_json("coordination.k8s.io", "leases", NS, LEASE)
+        .unwrap();
+    v["metadata"]["annotations"][ANN_REQUEST] = json!("release");
+    kube.put_json("coordination.k8s.io", "leases", v);
+    // Wait until the node re-read the lease after its conflict.
+    loop {
+        let gets = kube
+            .log()
+            .iter()
+            .filter(|l| l.info.plural == "leases" && l.info.verb == Verb::Get)
+            .count();
+        if gets > 0 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no re-read after the conflict"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The node gives up on a stale answer at once; the log shows no further patch.
+    let patches: Vec<u16> = kube
+        .log()
+        .iter()
+        .filter(|l| l.info.plural == "leases" && l.info.verb == Verb::Patch)
+        .map(|l| l.status)
+        .collect();
+    assert_eq!(patches, [409]);
+    assert_eq!(
+        node_state(&kube),
+        None,
+        "a refusal of `probe` must not be written as the answer to `release`"
+    );
+}
