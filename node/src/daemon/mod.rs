@@ -731,12 +731,13 @@ impl Daemon {
 
     async fn probe(&self, f: Option<&Fence>) -> Result<(), StepError> {
         let Some(f) = f else { return Ok(()) };
-        let mount = pods::volume_mount(&self.cfg.kubelet_dir, &f.target_pod_uid).map_err(
-            |source| StepError::Volume {
-                tablet: f.tablet_alias.clone(),
-                source,
-            },
-        )?;
+        let mount =
+            pods::volume_mount(&self.cfg.kubelet_dir, &f.target_pod_uid).map_err(|source| {
+                StepError::Volume {
+                    tablet: f.tablet_alias.clone(),
+                    source,
+                }
+            })?;
         let layout =
             probe::probe(&mount.join("vtdataroot"), f.tablet_alias.uid).map_err(|source| {
                 StepError::Probe {
@@ -781,9 +782,12 @@ impl Daemon {
             return Ok(());
         }
         let mut e = self.entry(key)?;
-        let id = e.container_id.clone().ok_or_else(|| StepError::NoContainerId {
-            pod: e.pod_uid.clone(),
-        })?;
+        let id = e
+            .container_id
+            .clone()
+            .ok_or_else(|| StepError::NoContainerId {
+                pod: e.pod_uid.clone(),
+            })?;
         let (_, cg) = Cgroup::containing(&self.cfg.roots, &id)
             .map_err(|source| StepError::ContainerCgroup {
                 container: id.clone(),

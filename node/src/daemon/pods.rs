@@ -23,7 +23,10 @@ pub enum MountError {
     #[error("no volume of pod {pod_uid} under {dir} holds vtdataroot/")]
     None { pod_uid: String, dir: PathBuf },
     #[error("several volumes of pod {pod_uid} hold vtdataroot/: {found:?}")]
-    Several { pod_uid: String, found: Vec<PathBuf> },
+    Several {
+        pod_uid: String,
+        found: Vec<PathBuf>,
+    },
 }
 
 /// The tablet data volume's mount: the one volume of the pod holding `vtdataroot/`

@@ -447,7 +447,12 @@ impl Registry {
         match std::fs::remove_file(&marker) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(RegistryError::Io { path: marker, source }),
+            Err(source) => {
+                return Err(RegistryError::Io {
+                    path: marker,
+                    source,
+                });
+            }
         }
         *self
             .lost
