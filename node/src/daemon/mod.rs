@@ -189,8 +189,8 @@ enum StepError {
     Registry(#[from] registry::RegistryError),
     #[error(transparent)]
     Mysqlctl(#[from] MysqlCtlError),
-    #[error("pod {pod} reports no mysqld container ID")]
-    NoContainerId { pod: String },
+    #[error("pod (UID {pod_uid}) reports no mysqld container ID")]
+    NoContainerId { pod_uid: String },
     #[error("container {container}: {source}")]
     ContainerCgroup {
         container: String,
@@ -205,8 +205,11 @@ enum StepError {
         #[source]
         source: CgroupError,
     },
-    #[error("the volume of pod {pod} was not found on this node")]
-    NoMount { pod: String },
+    #[error("the volume of pod (UID {pod_uid}) was not found on this node")]
+    NoMount { pod_uid: String },
+    /// The mount may not be frozen (the root file system, not a mount point): final.
+    #[error(transparent)]
+    MountRefused(FsFreezeError),
     #[error(transparent)]
     Mount(#[from] FsFreezeError),
     #[error(transparent)]
@@ -239,10 +242,8 @@ impl StepError {
             | Self::TabletIsPrimary { .. }
             | Self::Volume { .. }
             | Self::Probe { .. }
-            | Self::ContainerCgroup { .. } => NodeState::Refused,
-            // A mount that may not be frozen (root file system, not a mount point) is final;
-            // a failed ioctl is retried.
-            Self::Mount(e) if !matches!(e, FsFreezeError::Ioctl { .. }) => NodeState::Refused,
+            | Self::ContainerCgroup { .. }
+            | Self::MountRefused(_) => NodeState::Refused,
             _ => NodeState::Failed,
         }
     }
@@ -786,7 +787,7 @@ impl Daemon {
             .container_id
             .clone()
             .ok_or_else(|| StepError::NoContainerId {
-                pod: e.pod_uid.clone(),
+                pod_uid: e.pod_uid.clone(),
             })?;
         let (_, cg) = Cgroup::containing(&self.cfg.roots, &id)
             .map_err(|source| StepError::ContainerCgroup {
@@ -820,9 +821,10 @@ impl Daemon {
     fn freeze_fs(&self, key: &str) -> Result<(), StepError> {
         let mut e = self.entry(key)?;
         let m = e.volume_mount.clone().ok_or_else(|| StepError::NoMount {
-            pod: e.pod_uid.clone(),
+            pod_uid: e.pod_uid.clone(),
         })?;
-        // Opened (and checked) before the freeze and kept: the thaw needs no new descriptor.
+        fsfreeze::check_mount(&m).map_err(StepError::MountRefused)?;
+        // Opened before the freeze and kept: the thaw needs no new descriptor.
         let mount = Arc::new(fsfreeze::open(&m)?);
         self.reg.keep(key, None, Some(mount.clone()));
         e.fs_frozen = Some(m);
