@@ -7,6 +7,7 @@
 //! and this helper's own cgroup are always refused.
 
 use std::fs;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -178,30 +179,93 @@ impl Cgroup {
         }
     }
 
-    /// Whether the cgroup is (completely) frozen now.
-    pub fn is_frozen(&self) -> Result<bool, CgroupError> {
+    /// The file that tells whether the cgroup is frozen now.
+    fn state(&self) -> PathBuf {
         match self.version {
-            Version::V1 => {
-                let p = self.control();
-                Ok(fs::read_to_string(&p).map_err(|e| io(&p, &e))?.trim() == "FROZEN")
-            }
-            Version::V2 => {
-                let p = self.dir.join("cgroup.events");
-                let text = fs::read_to_string(&p).map_err(|e| io(&p, &e))?;
-                Ok(text.lines().any(|l| l.trim() == "frozen 1"))
-            }
+            Version::V1 => self.dir.join("freezer.state"),
+            Version::V2 => self.dir.join("cgroup.events"),
         }
     }
 
+    /// Opens the cgroup's freezer files and keeps them open: a hold keeps this from the
+    /// freeze on, so that ending it needs no new file descriptor (DESIGN §6).
+    pub fn open(&self) -> Result<Control, CgroupError> {
+        let open = |p: &Path, write: bool| {
+            fs::OpenOptions::new()
+                .read(true)
+                .write(write)
+                .open(p)
+                .map_err(|e| io(p, &e))
+        };
+        let control = open(&self.control(), true)?;
+        let state = match self.version {
+            Version::V1 => None,
+            Version::V2 => Some(open(&self.state(), false)?),
+        };
+        Ok(Control {
+            cgroup: self.clone(),
+            control,
+            state,
+        })
+    }
+
+    /// Whether the cgroup is (completely) frozen now.
+    pub fn is_frozen(&self) -> Result<bool, CgroupError> {
+        self.open()?.is_frozen()
+    }
+
+    /// Freezes and waits until every task is frozen; thaws again if that does not happen.
+    pub fn freeze(&self) -> Result<(), CgroupError> {
+        self.open()?.freeze()
+    }
+
+    /// Thaws; idempotent.
+    pub fn thaw(&self) -> Result<(), CgroupError> {
+        self.open()?.thaw()
+    }
+}
+
+/// A cgroup's freezer files, held open ([`Cgroup::open`]). Every read and write is
+/// positional on these descriptors, so nothing here opens a file.
+#[derive(Debug)]
+pub struct Control {
+    cgroup: Cgroup,
+    /// `freezer.state` (v1, read and written) or `cgroup.freeze` (v2).
+    control: fs::File,
+    /// `cgroup.events` (v2).
+    state: Option<fs::File>,
+}
+
+impl Control {
+    pub fn cgroup(&self) -> &Cgroup {
+        &self.cgroup
+    }
+
+    /// Whether the cgroup is (completely) frozen now.
+    pub fn is_frozen(&self) -> Result<bool, CgroupError> {
+        let f = self.state.as_ref().unwrap_or(&self.control);
+        // cgroup files are small; kernfs regenerates them on a read at offset 0.
+        let mut buf = [0u8; 512];
+        let n = f
+            .read_at(&mut buf, 0)
+            .map_err(|e| io(&self.cgroup.state(), &e))?;
+        let text = String::from_utf8_lossy(&buf[..n]);
+        Ok(match self.cgroup.version {
+            Version::V1 => text.trim() == "FROZEN",
+            Version::V2 => text.lines().any(|l| l.trim() == "frozen 1"),
+        })
+    }
+
     fn write(&self, frozen: bool) -> Result<(), CgroupError> {
-        let p = self.control();
-        let value = match (self.version, frozen) {
+        let value = match (self.cgroup.version, frozen) {
             (Version::V1, true) => "FROZEN",
             (Version::V1, false) => "THAWED",
             (Version::V2, true) => "1",
             (Version::V2, false) => "0",
         };
-        fs::write(&p, value).map_err(|e| io(&p, &e))
+        self.control
+            .write_all_at(value.as_bytes(), 0)
+            .map_err(|e| io(&self.cgroup.control(), &e))
     }
 
     fn wait(&self, frozen: bool, limit: Duration) -> Result<(), CgroupError> {
@@ -212,7 +276,7 @@ impl Cgroup {
             }
             if start.elapsed() > limit {
                 return Err(CgroupError::Stuck {
-                    path: self.dir.display().to_string(),
+                    path: self.cgroup.dir.display().to_string(),
                     want: if frozen { "frozen" } else { "thawed" },
                     after: limit,
                 });

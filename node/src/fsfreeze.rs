@@ -10,7 +10,7 @@
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 // linux/fs.h: #define FIFREEZE _IOWR('X', 119, int), FITHAW _IOWR('X', 120, int)
 nix::ioctl_readwrite!(fifreeze, b'X', 119, libc::c_int);
@@ -57,40 +57,68 @@ pub fn check_mount(mount: &Path) -> Result<(), FsFreezeError> {
     Ok(())
 }
 
-fn open_mount(mount: &Path) -> Result<File, FsFreezeError> {
+/// A mounted file system held open ([`open`]): freezing and thawing through it need no new
+/// file descriptor, so a hold keeps it from the freeze on (DESIGN §6).
+#[derive(Debug)]
+pub struct Mount {
+    path: PathBuf,
+    file: File,
+}
+
+/// Checks `mount` ([`check_mount`]) and opens it.
+pub fn open(mount: &Path) -> Result<Mount, FsFreezeError> {
     check_mount(mount)?;
-    File::open(mount).map_err(|e| FsFreezeError::NotFound {
+    let file = File::open(mount).map_err(|e| FsFreezeError::NotFound {
         path: mount.display().to_string(),
         reason: e.to_string(),
+    })?;
+    Ok(Mount {
+        path: mount.to_owned(),
+        file,
     })
+}
+
+impl Mount {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Freezes the file system. Already frozen counts as done.
+    pub fn freeze(&self) -> Result<(), FsFreezeError> {
+        let mut arg: libc::c_int = 0;
+        // SAFETY: `self.file` is an open descriptor for the whole call; the kernel ignores `arg`.
+        match unsafe { fifreeze(self.file.as_raw_fd(), &mut arg) } {
+            Ok(_) | Err(nix::errno::Errno::EBUSY) => Ok(()),
+            Err(e) => Err(self.ioctl("FIFREEZE", e)),
+        }
+    }
+
+    /// Thaws the file system. Not frozen counts as done; true if it was frozen.
+    pub fn thaw(&self) -> Result<bool, FsFreezeError> {
+        let mut arg: libc::c_int = 0;
+        // SAFETY: as in `freeze`.
+        match unsafe { fithaw(self.file.as_raw_fd(), &mut arg) } {
+            Ok(_) => Ok(true),
+            Err(nix::errno::Errno::EINVAL) => Ok(false),
+            Err(e) => Err(self.ioctl("FITHAW", e)),
+        }
+    }
+
+    fn ioctl(&self, op: &'static str, e: nix::errno::Errno) -> FsFreezeError {
+        FsFreezeError::Ioctl {
+            op,
+            path: self.path.display().to_string(),
+            reason: e.desc().to_owned(),
+        }
+    }
 }
 
 /// Freezes the file system mounted at `mount`. Already frozen counts as done.
 pub fn freeze(mount: &Path) -> Result<(), FsFreezeError> {
-    let f = open_mount(mount)?;
-    let mut arg: libc::c_int = 0;
-    // SAFETY: `f` is an open descriptor for the whole call; the kernel ignores `arg`.
-    match unsafe { fifreeze(f.as_raw_fd(), &mut arg) } {
-        Ok(_) | Err(nix::errno::Errno::EBUSY) => Ok(()),
-        Err(e) => Err(FsFreezeError::Ioctl {
-            op: "FIFREEZE",
-            path: mount.display().to_string(),
-            reason: e.desc().to_owned(),
-        }),
-    }
+    open(mount)?.freeze()
 }
 
 /// Thaws the file system mounted at `mount`. Not frozen counts as done.
 pub fn thaw(mount: &Path) -> Result<(), FsFreezeError> {
-    let f = open_mount(mount)?;
-    let mut arg: libc::c_int = 0;
-    // SAFETY: as in `freeze`.
-    match unsafe { fithaw(f.as_raw_fd(), &mut arg) } {
-        Ok(_) | Err(nix::errno::Errno::EINVAL) => Ok(()),
-        Err(e) => Err(FsFreezeError::Ioctl {
-            op: "FITHAW",
-            path: mount.display().to_string(),
-            reason: e.desc().to_owned(),
-        }),
-    }
+    open(mount)?.thaw().map(|_| ())
 }

@@ -16,7 +16,7 @@ use vtsnap_node::daemon::metrics::Cause;
 use vtsnap_node::daemon::{self, DaemonConfig, Handle};
 use vtsnap_node::mysqlctl::mysqld_answers;
 use vtsnap_testkit::btrfs::BtrfsVolume;
-use vtsnap_testkit::fake_kube::FakeKube;
+use vtsnap_testkit::fake_kube::{FakeKube, Fault};
 use vtsnap_testkit::fake_mysqlctld::{FakeMysqlctld, Serving};
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
 use vtsnap_testkit::fixtures::shard;
@@ -378,6 +378,32 @@ async fn with_the_api_server_down_the_watchdog_releases_at_max_hold() {
     rig.kube.remove("coordination.k8s.io", "leases", NS, LEASE);
     rig.until_mysqld_up(Duration::from_secs(60)).await;
     rig.until_tablet_restored().await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_api_server_silent_the_watchdog_releases_at_max_hold() {
+    let rig = Rig::new(false).await;
+    let h = rig.daemon().await;
+    rig.lease("node-a", "hold", 600, 3);
+    rig.held().await;
+    // From now on every request is accepted and never answered: the loop's calls hang.
+    rig.kube.fault(
+        Fault::on(|_| true)
+            .always()
+            .delay(Duration::from_secs(3600)),
+    );
+    rig.until(
+        "thawed by the watchdog within max-hold + 2 s",
+        Duration::from_secs(3 + 2),
+        |r| !r.frozen(),
+    )
+    .await;
+    assert_eq!(h.metrics.releases(Cause::Watchdog), 1);
+    assert!(
+        !http_get(h.addr.unwrap(), "/metrics").await.is_empty(),
+        "the listener must still answer"
+    );
     h.stop().await;
 }
 

@@ -146,6 +146,58 @@ fn cgroup_v2_freeze_stops_and_resumes_a_real_process() {
     t.wait_progress();
 }
 
+/// Freezes and thaws twice through one kept [`Control`], reading the state back through the
+/// same descriptors: what the watchdog relies on when no new descriptor can be opened.
+fn kept_control_freezes_and_thaws_repeatedly(cg: &Cgroup, t: &Ticker) {
+    let ctl = cg.open().unwrap();
+    for _ in 0..2 {
+        ctl.freeze().unwrap();
+        assert!(ctl.is_frozen().unwrap());
+        t.assert_no_progress();
+        ctl.thaw().unwrap();
+        assert!(!ctl.is_frozen().unwrap());
+        t.wait_progress();
+    }
+}
+
+#[test]
+fn a_kept_v1_control_reads_fresh_state_through_its_own_descriptor() {
+    let t = Ticker::start(&[PathBuf::from("/sys/fs/cgroup/freezer")]);
+    let cg = Cgroup::of_pid(&Roots::default(), t.child.id()).unwrap();
+    assert_eq!(cg.version, Version::V1);
+    kept_control_freezes_and_thaws_repeatedly(&cg, &t);
+}
+
+#[test]
+fn a_kept_v2_control_reads_fresh_state_through_its_own_descriptor() {
+    let v2 = v2_root();
+    let t = Ticker::start(std::slice::from_ref(&v2));
+    let roots = Roots {
+        cgroup: v2,
+        ..Roots::default()
+    };
+    let cg = Cgroup::of_pid(&roots, t.child.id()).unwrap();
+    assert_eq!(cg.version, Version::V2);
+    kept_control_freezes_and_thaws_repeatedly(&cg, &t);
+}
+
+/// FIFREEZE and FITHAW through one kept descriptor; FITHAW reports whether it was frozen.
+#[test]
+fn a_kept_mount_freezes_and_thaws_through_its_own_descriptor() {
+    let vol = BtrfsVolume::create(1 << 30);
+    let _guard = ThawGuard(vol.path());
+    let m = fsfreeze::open(vol.path()).unwrap();
+    m.freeze().unwrap();
+    let done = write_in_background(vol.path());
+    assert!(done.recv_timeout(Duration::from_millis(500)).is_err());
+    assert!(
+        m.thaw().unwrap(),
+        "FITHAW must say the file system was frozen"
+    );
+    done.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(!m.thaw().unwrap(), "a second FITHAW finds nothing frozen");
+}
+
 fn node_bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_vtsnap-node"))
 }

@@ -1,44 +1,120 @@
 //! `/healthz` (the process serves), `/readyz` (the last lease list succeeded) and
-//! `/metrics` (Prometheus text), over a deliberately tiny HTTP/1.1 responder.
+//! `/metrics` (Prometheus text), served by hyper's HTTP/1.1 server.
+//!
+//! Bounded, so that no client can starve the rest of the helper of file descriptors: at most
+//! [`Limits::max_connections`] connections at once (the rest wait in the kernel's accept
+//! queue, costing this process nothing), request headers within
+//! [`Limits::header_read_timeout`], a whole connection within
+//! [`Limits::connection_timeout`], one request per connection, and a growing pause after a
+//! failed accept (EMFILE) instead of a spin.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use http::{Request, Response, StatusCode, header};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
 
 use super::metrics::Metrics;
 
-/// Binds `addr` and serves in the background; returns the bound address.
-pub async fn serve(addr: SocketAddr, metrics: Metrics) -> std::io::Result<SocketAddr> {
+/// The listener's bounds.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_connections: usize,
+    pub header_read_timeout: Duration,
+    pub connection_timeout: Duration,
+}
+
+impl Limits {
+    /// At most 32 connections, and never more than a quarter of this process's file
+    /// descriptor limit, so the API client and the registry always find one.
+    pub fn for_this_process() -> Self {
+        let fds = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .map_or(u64::MAX, |(soft, _)| soft);
+        let quarter = usize::try_from(fds / 4).unwrap_or(usize::MAX);
+        Self {
+            max_connections: quarter.clamp(1, 32),
+            header_read_timeout: Duration::from_secs(5),
+            connection_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+/// The first and the longest pause after a failed accept.
+const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
+
+/// Binds `addr` and serves in the background; returns the bound address and the task.
+pub async fn serve(
+    addr: SocketAddr,
+    metrics: Metrics,
+    limits: Limits,
+) -> std::io::Result<(SocketAddr, JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    tokio::spawn(async move {
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let task = tokio::spawn(async move {
+        let mut backoff = ACCEPT_BACKOFF.0;
         loop {
-            let Ok((mut sock, _)) = listener.accept().await else {
-                continue;
+            // A slot first: past the cap, connections stay queued in the kernel.
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                return;
+            };
+            let sock = match listener.accept().await {
+                Ok((sock, _)) => {
+                    backoff = ACCEPT_BACKOFF.0;
+                    sock
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, pause = ?backoff, "cannot accept a connection on the metrics listener; pausing");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF.1);
+                    continue;
+                }
             };
             let m = metrics.clone();
             tokio::spawn(async move {
-                let mut buf = [0u8; 2048];
-                let n = sock.read(&mut buf).await.unwrap_or(0);
-                let req = String::from_utf8_lossy(&buf[..n]);
-                let path = req.split_whitespace().nth(1).unwrap_or("/");
-                let (status, body) = match path {
-                    "/healthz" => ("200 OK", "ok\n".to_owned()),
-                    "/readyz" if m.api_ok() => ("200 OK", "ok\n".to_owned()),
-                    "/readyz" => (
-                        "503 Service Unavailable",
-                        "the API server was not reachable on the last pass\n".to_owned(),
-                    ),
-                    "/metrics" => ("200 OK", m.render()),
-                    _ => ("404 Not Found", "not found\n".to_owned()),
-                };
-                let resp = format!(
-                    "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = sock.write_all(resp.as_bytes()).await;
+                let _slot = slot;
+                let svc = service_fn(move |req| {
+                    let resp = respond(&m, &req);
+                    async move { Ok::<_, Infallible>(resp) }
+                });
+                let conn = http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(limits.header_read_timeout)
+                    .keep_alive(false)
+                    .max_buf_size(16 * 1024)
+                    .serve_connection(TokioIo::new(sock), svc);
+                // Either way the connection is closed now.
+                let _ = tokio::time::timeout(limits.connection_timeout, conn).await;
             });
         }
     });
-    Ok(bound)
+    Ok((bound, task))
+}
+
+fn respond(m: &Metrics, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let (status, body) = match req.uri().path() {
+        "/healthz" => (StatusCode::OK, "ok\n".to_owned()),
+        "/readyz" if m.api_ok() => (StatusCode::OK, "ok\n".to_owned()),
+        "/readyz" => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the API server was not reachable on the last pass\n".to_owned(),
+        ),
+        "/metrics" => (StatusCode::OK, m.render()),
+        _ => (StatusCode::NOT_FOUND, "not found\n".to_owned()),
+    };
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    resp
 }

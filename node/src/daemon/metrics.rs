@@ -38,6 +38,7 @@ impl Cause {
 struct Inner {
     holds_active: AtomicI64,
     unreadable_entries: AtomicI64,
+    registry_set_aside: AtomicBool,
     released: [AtomicU64; 4],
     hold_ms_sum: AtomicU64,
     hold_count: AtomicU64,
@@ -61,6 +62,11 @@ impl Metrics {
         self.0
             .unreadable_entries
             .store(i64::try_from(n).unwrap_or(i64::MAX), Ordering::SeqCst);
+    }
+
+    /// This start moved a corrupt hold registry aside.
+    pub fn set_registry_set_aside(&self, yes: bool) {
+        self.0.registry_set_aside.store(yes, Ordering::SeqCst);
     }
 
     pub fn unreadable_entries(&self) -> i64 {
@@ -112,6 +118,12 @@ impl Metrics {
         s.push_str(&format!(
             "vtsnap_node_registry_unreadable_entries {}\n",
             i.unreadable_entries.load(Ordering::SeqCst)
+        ));
+        s.push_str("# HELP vtsnap_node_registry_set_aside 1 if this start found the hold registry corrupt and moved it aside (holds.json.corrupt-<unix-ms>).\n");
+        s.push_str("# TYPE vtsnap_node_registry_set_aside gauge\n");
+        s.push_str(&format!(
+            "vtsnap_node_registry_set_aside {}\n",
+            u8::from(i.registry_set_aside.load(Ordering::SeqCst))
         ));
         s.push_str(
             "# HELP vtsnap_node_hold_duration_seconds How long holds lasted, until released.\n",

@@ -19,7 +19,7 @@ pub mod watchdog;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -30,18 +30,20 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 use vtsnap_core::events::{self, Subject};
-use vtsnap_core::fence::client::delete_if_unchanged;
-use vtsnap_core::fence::put_back::{TabletChanges, describe, put_tablet_back_at};
+use vtsnap_core::fence::client::{FenceClientError, delete_if_unchanged};
+use vtsnap_core::fence::put_back::{PutBackError, TabletChanges, put_tablet_back_at};
 use vtsnap_core::fence::{self, ANN_NODE_ERROR, ANN_NODE_STATE, Fence, NodeState};
+use vtsnap_core::naming::TabletAlias;
 use vtsnap_core::vtctld::client::CallLimits;
-use vtsnap_core::vtctld::{TabletType, VtctldClient};
+use vtsnap_core::vtctld::{TabletType, VtctldClient, VtctldError};
 
-use crate::cgroup::{Cgroup, Roots};
-use crate::mysqlctl::{MysqlCtl, wait_for_mysqld};
+use crate::cgroup::{Cgroup, CgroupError, Roots};
+use crate::fsfreeze::FsFreezeError;
+use crate::mysqlctl::{MysqlCtl, MysqlCtlError, wait_for_mysqld};
 use crate::{fsfreeze, probe};
 use decide::{Step, decide};
 use metrics::{Cause, Metrics};
-use registry::{Entry, Registry};
+use registry::{Entry, Registry, ThawError};
 use watchdog::now_ms;
 
 /// The `source.component` of the Events this helper records.
@@ -76,6 +78,8 @@ pub struct TestHooks {
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
     Registry(#[from] registry::RegistryError),
     #[error("cannot start the watchdog thread: {0}")]
     Watchdog(std::io::Error),
@@ -86,13 +90,184 @@ pub enum DaemonError {
     },
 }
 
-/// Why a step did not complete.
-#[derive(Debug)]
+/// A [`DaemonConfig`] the daemon refuses to run with.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// A zero interval is a busy loop against the API server.
+    #[error("the reconcile interval must be greater than 0")]
+    IntervalZero,
+    /// The node name selects this node's leases (`vtsnap.io/node=<node>`): anything but a
+    /// valid label value would select others, or nothing.
+    #[error(
+        "node name {node:?} is not a valid label value (at most 63 characters: letters, digits, '-', '_', '.', beginning and ending with a letter or digit)"
+    )]
+    NodeName { node: String },
+}
+
+impl DaemonConfig {
+    /// Refuses an interval of 0 and a node name that is not a valid label value.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.interval.is_zero() {
+            return Err(ConfigError::IntervalZero);
+        }
+        if !is_label_value(&self.node) || self.node.is_empty() {
+            return Err(ConfigError::NodeName {
+                node: self.node.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A Kubernetes label value: empty, or at most 63 of `[A-Za-z0-9._-]`, alphanumeric at both ends.
+fn is_label_value(v: &str) -> bool {
+    let b = v.as_bytes();
+    let edge = |c: Option<&u8>| c.is_none_or(u8::is_ascii_alphanumeric);
+    b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && edge(b.first())
+        && edge(b.last())
+}
+
+/// Why a step did not complete. Refusals are final for the lease ([`NodeState::Refused`]);
+/// everything else is reported `failed` and tried again next cycle. The text goes to the
+/// lease's `node-error`.
+#[derive(Debug, thiserror::Error)]
 enum StepError {
-    /// A safety rule said no; final for this lease.
-    Refused(String),
-    /// Failed or uncertain; reported, and tried again next cycle.
-    Failed(String),
+    #[error("pod {pod} does not exist")]
+    PodMissing { pod: String },
+    #[error("cannot read pod {pod}: {source}")]
+    PodUnreadable {
+        pod: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("pod {pod} is not the one the lease names (UID differs: replaced?)")]
+    PodReplaced { pod: String },
+    #[error("pod {pod} runs on node {node:?}, not {this}")]
+    PodElsewhere {
+        pod: String,
+        node: String,
+        this: String,
+    },
+    #[error("vtctld of tablet {tablet}: {source}")]
+    Vtctld {
+        tablet: TabletAlias,
+        #[source]
+        source: VtctldError,
+    },
+    #[error("cannot confirm tablet {tablet} is not the primary: {source}")]
+    TabletUnconfirmed {
+        tablet: TabletAlias,
+        #[source]
+        source: VtctldError,
+    },
+    #[error("tablet {tablet} is the primary")]
+    TabletIsPrimary { tablet: TabletAlias },
+    #[error("the volume of tablet {tablet}: {source}")]
+    Volume {
+        tablet: TabletAlias,
+        #[source]
+        source: pods::MountError,
+    },
+    #[error("tablet {tablet}: {source}")]
+    Probe {
+        tablet: TabletAlias,
+        #[source]
+        source: probe::ProbeError,
+    },
+    #[error("cannot report the probe to lease {lease}: {source}")]
+    ProbeReport {
+        lease: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("no hold record for lease {lease}")]
+    NoRecord { lease: String },
+    #[error(transparent)]
+    Registry(#[from] registry::RegistryError),
+    #[error(transparent)]
+    Mysqlctl(#[from] MysqlCtlError),
+    #[error("pod (UID {pod_uid}) reports no mysqld container ID")]
+    NoContainerId { pod_uid: String },
+    #[error("container {container}: {source}")]
+    ContainerCgroup {
+        container: String,
+        #[source]
+        source: CgroupError,
+    },
+    #[error("no process of container {container} on this node")]
+    NoProcess { container: String },
+    #[error("freezing container {container}: {source}")]
+    Freeze {
+        container: String,
+        #[source]
+        source: CgroupError,
+    },
+    #[error("the volume of pod (UID {pod_uid}) was not found on this node")]
+    NoMount { pod_uid: String },
+    /// The mount may not be frozen (the root file system, not a mount point): final.
+    #[error(transparent)]
+    MountRefused(FsFreezeError),
+    #[error(transparent)]
+    Mount(#[from] FsFreezeError),
+    #[error(transparent)]
+    Thaw(#[from] ThawError),
+    #[error("release incomplete: {}", join(.problems))]
+    ReleaseIncomplete { problems: Vec<ReleaseProblem> },
+    #[error("released, but cannot delete lease {lease}: {source}")]
+    LeaseDelete {
+        lease: String,
+        #[source]
+        source: Box<FenceClientError>,
+    },
+    /// A corrupt hold registry lost this lease's record, and a freeze was found and ended.
+    #[error(
+        "the hold registry was corrupt (moved to {}); a freeze this helper may have begun for tablet {tablet} was found and ended, and is not begun again for this lease",
+        moved_to.display()
+    )]
+    LostHoldEnded {
+        tablet: TabletAlias,
+        moved_to: PathBuf,
+    },
+}
+
+impl StepError {
+    fn state(&self) -> NodeState {
+        match self {
+            Self::PodMissing { .. }
+            | Self::PodReplaced { .. }
+            | Self::PodElsewhere { .. }
+            | Self::TabletIsPrimary { .. }
+            | Self::Volume { .. }
+            | Self::Probe { .. }
+            | Self::ContainerCgroup { .. }
+            | Self::MountRefused(_) => NodeState::Refused,
+            _ => NodeState::Failed,
+        }
+    }
+}
+
+/// One part of a release that did not complete.
+#[derive(Debug, thiserror::Error)]
+enum ReleaseProblem {
+    #[error(transparent)]
+    Thaw(#[from] ThawError),
+    #[error(transparent)]
+    Registry(#[from] registry::RegistryError),
+    #[error(transparent)]
+    Mysqld(#[from] MysqlCtlError),
+    #[error(transparent)]
+    PutBack(#[from] PutBackError),
+}
+
+fn join(problems: &[ReleaseProblem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 struct Daemon {
@@ -104,6 +279,8 @@ struct Daemon {
     skip_hold: bool,
     /// Unreadable registry entries already logged and announced by an Event.
     announced: std::sync::Mutex<BTreeSet<String>>,
+    /// The corrupt registry this start moved aside has been announced by an Event.
+    set_aside_announced: AtomicBool,
 }
 
 /// A running daemon.
@@ -113,6 +290,7 @@ pub struct Handle {
     pub addr: Option<SocketAddr>,
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
+    http: Option<tokio::task::JoinHandle<()>>,
     watchdog: std::thread::JoinHandle<()>,
 }
 
@@ -123,6 +301,9 @@ impl Handle {
         self.stop.store(true, Ordering::SeqCst);
         self.task.abort();
         let _ = self.task.await;
+        if let Some(http) = self.http {
+            http.abort();
+        }
         let _ = tokio::task::spawn_blocking(move || self.watchdog.join()).await;
     }
 }
@@ -147,10 +328,15 @@ async fn start_with(
     kube: kube::Client,
     skip_hold: bool,
 ) -> Result<Handle, DaemonError> {
+    cfg.validate()?;
     let reg = Registry::open(&cfg.state_dir)?;
     let metrics = Metrics::default();
     // Counted before anything else runs, so it shows even with the API server gone.
     metrics.set_unreadable_entries(reg.unreadable().len());
+    if let Some(problem) = reg.set_aside() {
+        metrics.set_registry_set_aside(true);
+        tracing::error!(error = %problem, "hold registry corrupt: moved aside, started with what could be read");
+    }
     let stop = Arc::new(AtomicBool::new(false));
     // The watchdog first: it must run even if nothing else ever does.
     let watchdog = watchdog::spawn(
@@ -160,13 +346,14 @@ async fn start_with(
         stop.clone(),
     )
     .map_err(DaemonError::Watchdog)?;
-    let addr = match cfg.listen {
-        Some(a) => Some(
-            http::serve(a, metrics.clone())
+    let (addr, http) = match cfg.listen {
+        Some(a) => {
+            let (bound, task) = http::serve(a, metrics.clone(), http::Limits::for_this_process())
                 .await
-                .map_err(|source| DaemonError::Listen { addr: a, source })?,
-        ),
-        None => None,
+                .map_err(|source| DaemonError::Listen { addr: a, source })?;
+            (Some(bound), Some(task))
+        }
+        None => (None, None),
     };
     let d = Daemon {
         cfg,
@@ -175,6 +362,7 @@ async fn start_with(
         metrics: metrics.clone(),
         skip_hold,
         announced: std::sync::Mutex::new(BTreeSet::new()),
+        set_aside_announced: AtomicBool::new(false),
     };
     let s = stop.clone();
     let task = tokio::spawn(async move {
@@ -188,6 +376,7 @@ async fn start_with(
         addr,
         stop,
         task,
+        http,
         watchdog,
     })
 }
@@ -207,6 +396,8 @@ impl Daemon {
                 let now = Timestamp::now();
                 let mut seen = BTreeMap::new();
                 let unreadable = self.reg.unreadable();
+                let lost = self.reg.lost_holds();
+                let mut lost_looked_for = true;
                 for l in &leases {
                     let key = format!(
                         "{}/{}",
@@ -230,6 +421,22 @@ impl Daemon {
                                 }
                                 continue;
                             }
+                            if let Some(moved_to) = &lost
+                                && self.reg.get(&key).is_none()
+                            {
+                                match self.recover_lost(&f, moved_to).await {
+                                    Ok(false) => {}
+                                    // Reported; decided on next cycle from the new record.
+                                    Ok(true) => continue,
+                                    Err(e) => {
+                                        // Not acted on before it is known whether it holds a
+                                        // lost freeze (a Shutdown would hang on a frozen pod).
+                                        lost_looked_for = false;
+                                        tracing::warn!(error = %e, "cannot look for a hold lost with the corrupt registry; retrying");
+                                        continue;
+                                    }
+                                }
+                            }
                             let steps =
                                 decide(Some(&f), f.expired(now), self.reg.get(&key).as_ref());
                             self.run_steps(Some(&f), &key, steps).await;
@@ -246,12 +453,111 @@ impl Daemon {
                     }
                 }
                 self.announce_unreadable(&unreadable, &seen).await;
+                self.announce_set_aside().await;
+                if lost.is_some()
+                    && lost_looked_for
+                    && let Err(e) = self.reg.lost_holds_done()
+                {
+                    tracing::warn!(error = %e, "cannot record that the lost holds were looked for; looking again");
+                }
             }
         }
         self.metrics
             .set_unreadable_entries(self.reg.unreadable().len());
         self.metrics.set_holds_active(self.reg.frozen_count());
         self.metrics.cycle();
+    }
+
+    /// After a corrupt registry was moved aside, for a lease with no record: ends a freeze
+    /// found on its target (the mysqld container's cgroup, FITHAW on the tablet volume),
+    /// since only the lost part of the file could have said whether it is ours. The record
+    /// written then keeps the lease from being frozen again (as after the watchdog), and the
+    /// lease is answered `failed`. True if something was ended; an error is an uncertain
+    /// read, looked at again next cycle.
+    async fn recover_lost(&self, f: &Fence, moved_to: &Path) -> Result<bool, StepError> {
+        let pods: Api<Pod> = Api::namespaced(self.kube.clone(), &f.namespace);
+        let pod = match pods.get_opt(&f.target_pod).await {
+            Ok(Some(p)) => p,
+            Ok(None) => return Ok(false),
+            Err(source) => {
+                return Err(StepError::PodUnreadable {
+                    pod: f.target_pod.clone(),
+                    source,
+                });
+            }
+        };
+        if pod.metadata.uid.as_deref() != Some(f.target_pod_uid.as_str())
+            || node_of(&pod) != self.cfg.node
+        {
+            return Ok(false);
+        }
+        let mut ended = false;
+        if let Some(id) = mysqld_container_id(&pod) {
+            let found = Cgroup::containing(&self.cfg.roots, &id).map_err(|source| {
+                StepError::ContainerCgroup {
+                    container: id.clone(),
+                    source,
+                }
+            })?;
+            if let Some((_, cg)) = found {
+                let ctl = cg.open().map_err(ThawError::from)?;
+                if ctl.is_frozen().map_err(ThawError::from)? {
+                    ctl.thaw().map_err(ThawError::from)?;
+                    ended = true;
+                }
+            }
+        }
+        if let Ok(m) = pods::volume_mount(&self.cfg.kubelet_dir, &f.target_pod_uid)
+            && fsfreeze::check_mount(&m).is_ok()
+        {
+            ended |= fsfreeze::open(&m)
+                .and_then(|m| m.thaw())
+                .map_err(ThawError::from)?;
+        }
+        if !ended {
+            return Ok(false);
+        }
+        let mut e = self.new_entry(f, &pod);
+        e.hold_since_ms = Some(now_ms());
+        e.watchdog_released = true;
+        self.reg.put(e)?;
+        let why = StepError::LostHoldEnded {
+            tablet: f.tablet_alias.clone(),
+            moved_to: moved_to.to_owned(),
+        };
+        tracing::error!(error = %why, "a freeze no record covers was ended");
+        self.report(f, why.state(), Some(&why.to_string())).await;
+        Ok(true)
+    }
+
+    /// Reports the corrupt registry this start moved aside, once: a Warning Event on this
+    /// node (the error log and the gauge are written at start).
+    async fn announce_set_aside(&self) {
+        let Some(problem) = self.reg.set_aside() else {
+            return;
+        };
+        if self.set_aside_announced.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        events::emit(
+            &self.kube,
+            EVENT_COMPONENT,
+            "default",
+            &self.node_subject(),
+            "HoldRegistryCorrupt",
+            &problem.to_string(),
+            true,
+        )
+        .await;
+    }
+
+    fn node_subject(&self) -> Subject {
+        Subject {
+            api_version: "v1".into(),
+            kind: "Node".into(),
+            name: self.cfg.node.clone(),
+            uid: None,
+        }
     }
 
     /// Reports each unreadable registry entry once per start: an error log and a Warning
@@ -283,15 +589,7 @@ impl Daemon {
                         uid: None,
                     },
                 ),
-                _ => (
-                    "default".to_owned(),
-                    Subject {
-                        api_version: "v1".into(),
-                        kind: "Node".into(),
-                        name: self.cfg.node.clone(),
-                        uid: None,
-                    },
-                ),
+                _ => ("default".to_owned(), self.node_subject()),
             };
             events::emit(
                 &self.kube,
@@ -333,10 +631,7 @@ impl Daemon {
                 }
             };
             if let Err(e) = result {
-                let (state, msg) = match e {
-                    StepError::Refused(m) => (NodeState::Refused, m),
-                    StepError::Failed(m) => (NodeState::Failed, m),
-                };
+                let (state, msg) = (e.state(), e.to_string());
                 tracing::warn!(?step, error = %msg, "step did not complete");
                 if let Some(f) = f {
                     self.report(f, state, Some(&msg)).await;
@@ -400,62 +695,62 @@ impl Daemon {
         let pod = match pods.get_opt(&f.target_pod).await {
             Ok(Some(p)) => p,
             Ok(None) => {
-                return Err(StepError::Refused(format!(
-                    "pod {} does not exist",
-                    f.target_pod
-                )));
+                return Err(StepError::PodMissing {
+                    pod: f.target_pod.clone(),
+                });
             }
-            Err(e) => {
-                return Err(StepError::Failed(format!(
-                    "cannot read pod {}: {e}",
-                    f.target_pod
-                )));
+            Err(source) => {
+                return Err(StepError::PodUnreadable {
+                    pod: f.target_pod.clone(),
+                    source,
+                });
             }
         };
         if pod.metadata.uid.as_deref() != Some(f.target_pod_uid.as_str()) {
-            return Err(StepError::Refused(format!(
-                "pod {} is not the one the lease names (UID differs: replaced?)",
-                f.target_pod
-            )));
+            return Err(StepError::PodReplaced {
+                pod: f.target_pod.clone(),
+            });
         }
-        let node = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default();
+        let node = node_of(&pod);
         if node != self.cfg.node {
-            return Err(StepError::Refused(format!(
-                "pod {} runs on node {node:?}, not {}",
-                f.target_pod, self.cfg.node
-            )));
+            return Err(StepError::PodElsewhere {
+                pod: f.target_pod.clone(),
+                node,
+                this: self.cfg.node.clone(),
+            });
         }
         // Never the primary; and an uncertain answer is not a yes.
-        let vt = VtctldClient::new(&f.vtctld, CallLimits::default())
-            .map_err(|e| StepError::Failed(e.to_string()))?;
-        let tablet = vt.get_tablet(&f.tablet_alias).await.map_err(|e| {
-            StepError::Failed(format!("cannot confirm the tablet is not the primary: {e}"))
+        let vt = VtctldClient::new(&f.vtctld, CallLimits::default()).map_err(|source| {
+            StepError::Vtctld {
+                tablet: f.tablet_alias.clone(),
+                source,
+            }
+        })?;
+        let tablet = vt.get_tablet(&f.tablet_alias).await.map_err(|source| {
+            StepError::TabletUnconfirmed {
+                tablet: f.tablet_alias.clone(),
+                source,
+            }
         })?;
         if tablet.r#type == TabletType::Primary as i32 {
-            return Err(StepError::Refused(format!(
-                "tablet {} is the primary",
-                f.tablet_alias
-            )));
+            return Err(StepError::TabletIsPrimary {
+                tablet: f.tablet_alias.clone(),
+            });
         }
-        let container_id = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.container_statuses.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.name == "mysqld"))
-            .and_then(|c| c.container_id.clone())
-            .map(|raw| pods::container_id(&raw).to_owned());
+        self.reg.put(self.new_entry(f, &pod))?;
+        Ok(())
+    }
+
+    /// The record of a lease this helper starts to serve, holding nothing yet.
+    fn new_entry(&self, f: &Fence, pod: &Pod) -> Entry {
         let sockets = pods::socket_dir(&self.cfg.kubelet_dir, &f.target_pod_uid);
-        let entry = Entry {
+        Entry {
             lease: f.key(),
             pod_uid: f.target_pod_uid.clone(),
             tablet_alias: f.tablet_alias.clone(),
             original_type: f.original_type,
             vtctld: f.vtctld.clone(),
-            container_id,
+            container_id: mysqld_container_id(pod),
             volume_mount: pods::volume_mount(&self.cfg.kubelet_dir, &f.target_pod_uid).ok(),
             mysqlctl_socket: sockets.join("mysqlctl.sock"),
             mysqld_socket: sockets.join("mysql.sock"),
@@ -466,52 +761,54 @@ impl Daemon {
             hold_since_ms: None,
             max_hold_secs: f.max_hold.as_secs(),
             watchdog_released: false,
-        };
-        self.reg
-            .put(entry)
-            .map_err(|e| StepError::Failed(e.to_string()))
+        }
     }
 
     async fn probe(&self, f: Option<&Fence>) -> Result<(), StepError> {
         let Some(f) = f else { return Ok(()) };
-        let mount = pods::volume_mount(&self.cfg.kubelet_dir, &f.target_pod_uid)
-            .map_err(StepError::Refused)?;
-        let layout = probe::probe(&mount.join("vtdataroot"), f.tablet_alias.uid)
-            .map_err(|e| StepError::Refused(e.to_string()))?;
+        let mount =
+            pods::volume_mount(&self.cfg.kubelet_dir, &f.target_pod_uid).map_err(|source| {
+                StepError::Volume {
+                    tablet: f.tablet_alias.clone(),
+                    source,
+                }
+            })?;
+        let layout =
+            probe::probe(&mount.join("vtdataroot"), f.tablet_alias.uid).map_err(|source| {
+                StepError::Probe {
+                    tablet: f.tablet_alias.clone(),
+                    source,
+                }
+            })?;
         let api: Api<Lease> = Api::namespaced(self.kube.clone(), &f.namespace);
         let patch = json!({"metadata": {"resourceVersion": f.resource_version, "annotations": {
             ANN_NODE_STATE: NodeState::Probed.as_str(), ANN_NODE_ERROR: "",
             ANN_NODE_PROBE: serde_json::to_string(&layout).unwrap_or_default()}}});
         api.patch(&f.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map_err(|e| StepError::Failed(format!("cannot report the probe: {e}")))?;
+            .map_err(|source| StepError::ProbeReport {
+                lease: f.key(),
+                source,
+            })?;
         Ok(())
     }
 
     fn entry(&self, key: &str) -> Result<Entry, StepError> {
-        self.reg
-            .get(key)
-            .ok_or_else(|| StepError::Failed(format!("no record for {key}")))
-    }
-
-    fn save(&self, e: Entry) -> Result<(), StepError> {
-        self.reg
-            .put(e)
-            .map_err(|e| StepError::Failed(e.to_string()))
+        self.reg.get(key).ok_or_else(|| StepError::NoRecord {
+            lease: key.to_owned(),
+        })
     }
 
     async fn stop_mysqld(&self, key: &str) -> Result<(), StepError> {
         let mut e = self.entry(key)?;
         // Recorded first: if we die mid-call, the release still starts mysqld again.
         e.stopped_mysqld = true;
-        self.save(e.clone())?;
-        let ctl =
-            MysqlCtl::new(&e.mysqlctl_socket).map_err(|err| StepError::Failed(err.to_string()))?;
-        ctl.shutdown(self.cfg.shutdown_timeout)
-            .await
-            .map_err(|err| StepError::Failed(err.to_string()))?;
+        self.reg.put(e.clone())?;
+        let ctl = MysqlCtl::new(&e.mysqlctl_socket)?;
+        ctl.shutdown(self.cfg.shutdown_timeout).await?;
+        // Only now is mysqld known to be down: a Shutdown that failed is asked again.
         e.mysqld_down = true;
-        self.save(e)
+        Ok(self.reg.put(e)?)
     }
 
     fn freeze_cgroup(&self, key: &str) -> Result<(), StepError> {
@@ -526,49 +823,64 @@ impl Daemon {
         let id = e
             .container_id
             .clone()
-            .ok_or_else(|| StepError::Failed("the pod reports no mysqld container ID".into()))?;
-        let (_, cg) = Cgroup::containing(&self.cfg.roots, &id)
-            .map_err(|err| StepError::Refused(err.to_string()))?
-            .ok_or_else(|| {
-                StepError::Failed(format!("no process of container {id} on this node"))
+            .ok_or_else(|| StepError::NoContainerId {
+                pod_uid: e.pod_uid.clone(),
             })?;
+        let (_, cg) = Cgroup::containing(&self.cfg.roots, &id)
+            .map_err(|source| StepError::ContainerCgroup {
+                container: id.clone(),
+                source,
+            })?
+            .ok_or_else(|| StepError::NoProcess {
+                container: id.clone(),
+            })?;
+        // Opened before the freeze and kept: the thaw then needs no new file descriptor.
+        let ctl = Arc::new(cg.open().map_err(|source| StepError::Freeze {
+            container: id.clone(),
+            source,
+        })?);
+        self.reg.keep(key, Some(ctl.clone()), None);
         // Recorded before freezing, so the watchdog and a restarted helper can thaw it.
-        e.cgroup = Some(cg.clone());
+        e.cgroup = Some(cg);
         e.hold_since_ms.get_or_insert(now_ms());
-        self.save(e.clone())?;
-        if let Err(err) = cg.freeze() {
+        self.reg.put(e.clone())?;
+        if let Err(source) = ctl.freeze() {
             e.cgroup = None;
-            let _ = self.save(e);
-            return Err(StepError::Failed(err.to_string()));
+            let _ = self.reg.put(e);
+            return Err(StepError::Freeze {
+                container: id,
+                source,
+            });
         }
         Ok(())
     }
 
     fn freeze_fs(&self, key: &str) -> Result<(), StepError> {
         let mut e = self.entry(key)?;
-        let m = e.volume_mount.clone().ok_or_else(|| {
-            StepError::Failed("the tablet volume's mount was not found on this node".into())
+        let m = e.volume_mount.clone().ok_or_else(|| StepError::NoMount {
+            pod_uid: e.pod_uid.clone(),
         })?;
-        fsfreeze::check_mount(&m).map_err(|err| StepError::Refused(err.to_string()))?;
-        e.fs_frozen = Some(m.clone());
+        fsfreeze::check_mount(&m).map_err(StepError::MountRefused)?;
+        // Opened before the freeze and kept: the thaw needs no new descriptor.
+        let mount = Arc::new(fsfreeze::open(&m)?);
+        self.reg.keep(key, None, Some(mount.clone()));
+        e.fs_frozen = Some(m);
         e.hold_since_ms.get_or_insert(now_ms());
-        self.save(e.clone())?;
-        if let Err(err) = fsfreeze::freeze(&m) {
+        self.reg.put(e.clone())?;
+        if let Err(err) = mount.freeze() {
             e.fs_frozen = None;
-            let _ = self.save(e);
-            return Err(StepError::Failed(err.to_string()));
+            let _ = self.reg.put(e);
+            return Err(err.into());
         }
         Ok(())
     }
 
     fn thaw_cgroup(&self, key: &str) -> Result<(), StepError> {
-        let mut e = self.entry(key)?;
-        if let Some(cg) = &e.cgroup {
-            cg.thaw()
-                .map_err(|err| StepError::Failed(err.to_string()))?;
+        self.entry(key)?;
+        match self.reg.end_freezes(key, true, false).into_iter().next() {
+            Some(err) => Err(err.into()),
+            None => Ok(()),
         }
-        e.cgroup = None;
-        self.save(e)
     }
 
     /// Every part is attempted even if an earlier one failed; the record stays until all succeed.
@@ -581,45 +893,39 @@ impl Daemon {
         delete: bool,
         report: bool,
     ) -> Result<(), StepError> {
-        let mut problems = Vec::new();
-        let mut e = self.reg.get(key);
-        let held_since = e.as_ref().and_then(|e| e.hold_since_ms);
+        let mut problems: Vec<ReleaseProblem> = Vec::new();
+        let before = self.reg.get(key);
+        let held_since = before.as_ref().and_then(|e| e.hold_since_ms);
         // A freeze the watchdog already ended was counted then.
-        let count_it = e
+        let count_it = before
             .as_ref()
             .is_some_and(|e| e.frozen() || !e.watchdog_released);
-        if let Some(e) = e.as_mut() {
-            if let Some(cg) = &e.cgroup {
-                match cg.thaw() {
-                    Ok(()) => e.cgroup = None,
-                    Err(err) => problems.push(err.to_string()),
-                }
-            }
-            if let Some(m) = &e.fs_frozen {
-                match fsfreeze::thaw(m) {
-                    Ok(()) => e.fs_frozen = None,
-                    Err(err) => problems.push(err.to_string()),
-                }
-            }
-            if let Err(err) = self.reg.put(e.clone()) {
-                problems.push(err.to_string());
-            }
-            if e.stopped_mysqld {
-                let started = async {
-                    let ctl = MysqlCtl::new(&e.mysqlctl_socket)?;
-                    ctl.start(self.cfg.start_timeout).await?;
-                    wait_for_mysqld(&e.mysqld_socket, self.cfg.start_timeout).await
-                };
-                match started.await {
-                    Ok(()) => {
-                        e.stopped_mysqld = false;
-                        e.mysqld_down = false;
-                        if let Err(err) = self.reg.put(e.clone()) {
-                            problems.push(err.to_string());
-                        }
+        if before.is_some() {
+            problems.extend(
+                self.reg
+                    .end_freezes(key, true, true)
+                    .into_iter()
+                    .map(ReleaseProblem::from),
+            );
+        }
+        let mut e = self.reg.get(key);
+        if let Some(e) = e.as_mut()
+            && e.stopped_mysqld
+        {
+            let started = async {
+                let ctl = MysqlCtl::new(&e.mysqlctl_socket)?;
+                ctl.start(self.cfg.start_timeout).await?;
+                wait_for_mysqld(&e.mysqld_socket, self.cfg.start_timeout).await
+            };
+            match started.await {
+                Ok(()) => {
+                    e.stopped_mysqld = false;
+                    e.mysqld_down = false;
+                    if let Err(err) = self.reg.put(e.clone()) {
+                        problems.push(err.into());
                     }
-                    Err(err) => problems.push(err.to_string()),
                 }
+                Err(err) => problems.push(err.into()),
             }
         }
         if restore {
@@ -631,22 +937,15 @@ impl Daemon {
             if let Some((vtctld, alias, original)) = target {
                 // What the fence changed is not known here: undo all of it (idempotent).
                 let failed = put_tablet_back_at(vtctld, alias, original, TabletChanges::ALL).await;
-                if !failed.is_empty() {
-                    problems.push(describe(&failed));
-                }
+                problems.extend(failed.into_iter().map(ReleaseProblem::from));
             }
         }
         if !problems.is_empty() {
-            return Err(StepError::Failed(format!(
-                "release incomplete: {}",
-                problems.join("; ")
-            )));
+            return Err(StepError::ReleaseIncomplete { problems });
         }
         // Local bookkeeping first, so whoever sees the lease change sees it done.
         if e.is_some() {
-            self.reg
-                .remove(key)
-                .map_err(|err| StepError::Failed(err.to_string()))?;
+            self.reg.remove(key)?;
             if count_it {
                 self.metrics
                     .released(cause, held_since.map_or(0, |s| now_ms() - s));
@@ -657,8 +956,9 @@ impl Daemon {
                 let api: Api<Lease> = Api::namespaced(self.kube.clone(), &f.namespace);
                 delete_if_unchanged(&api, &f.name, f.resource_version.as_deref())
                     .await
-                    .map_err(|err| {
-                        StepError::Failed(format!("released, but cannot delete the lease: {err}"))
+                    .map_err(|source| StepError::LeaseDelete {
+                        lease: f.key(),
+                        source: Box::new(source),
                     })?;
             } else if report {
                 self.report(f, NodeState::Released, None).await;
@@ -667,4 +967,22 @@ impl Daemon {
         tracing::info!(cause = cause.as_str(), "released");
         Ok(())
     }
+}
+
+/// The node a pod is scheduled on ("" if none).
+fn node_of(pod: &Pod) -> String {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default()
+}
+
+/// The ID of the pod's mysqld container, as its cgroup path contains it.
+fn mysqld_container_id(pod: &Pod) -> Option<String> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == "mysqld"))
+        .and_then(|c| c.container_id.clone())
+        .map(|raw| pods::container_id(&raw).to_owned())
 }

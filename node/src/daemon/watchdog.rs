@@ -1,7 +1,9 @@
 //! The watchdog: a plain thread, independent of the API server and of the async runtime,
 //! that thaws any freeze older than its max-hold. It only thaws (local, synchronous, safe);
-//! starting mysqld and restoring the tablet are left to the reconcile loop.
+//! starting mysqld and restoring the tablet are left to the reconcile loop. It thaws through
+//! the descriptors the registry keeps open, so running out of them cannot stop it.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,9 +11,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::metrics::{Cause, Metrics};
-use super::registry::Registry;
+use super::registry::{Holds, Kept, Registry, end_freezes};
 use crate::cgroup::Cgroup;
-use crate::fsfreeze;
 
 pub fn now_ms() -> i64 {
     k8s_openapi::jiff::Timestamp::now().as_millisecond()
@@ -23,28 +24,19 @@ fn due(since: i64, max_hold_secs: u64, now_ms: i64) -> bool {
     now_ms.saturating_sub(since) >= limit
 }
 
-/// Thaws what `cgroup` and `fs_frozen` name, clearing each that thawed. True if all did.
-fn thaw(lease: &str, cgroup: &mut Option<Cgroup>, fs_frozen: &mut Option<PathBuf>) -> bool {
-    let mut ok = true;
-    if let Some(cg) = cgroup {
-        match cg.thaw() {
-            Ok(()) => *cgroup = None,
-            Err(err) => {
-                ok = false;
-                tracing::error!(lease, error = %err, "watchdog could not thaw the cgroup");
-            }
-        }
+/// Thaws what `cgroup` and `fs_frozen` name (through the descriptors kept for `lease`),
+/// clearing each that thawed. True if all did.
+fn thaw(
+    kept: &mut BTreeMap<String, Kept>,
+    lease: &str,
+    cgroup: &mut Option<Cgroup>,
+    fs_frozen: &mut Option<PathBuf>,
+) -> bool {
+    let problems = end_freezes(kept, lease, Some(cgroup), Some(fs_frozen));
+    for err in &problems {
+        tracing::error!(lease, error = %err, "watchdog could not end a freeze");
     }
-    if let Some(m) = fs_frozen {
-        match fsfreeze::thaw(m) {
-            Ok(()) => *fs_frozen = None,
-            Err(err) => {
-                ok = false;
-                tracing::error!(lease, error = %err, "watchdog could not thaw the file system");
-            }
-        }
-    }
-    ok
+    problems.is_empty()
 }
 
 /// One pass: thaws what has been frozen for max-hold or longer — including the hold of an
@@ -52,21 +44,26 @@ fn thaw(lease: &str, cgroup: &mut Option<Cgroup>, fs_frozen: &mut Option<PathBuf
 pub fn sweep(reg: &Registry, metrics: &Metrics, now_ms: i64) -> usize {
     let mut released = 0;
     let mut g = reg.lock();
-    for e in g.entries.values_mut() {
+    let Holds {
+        entries,
+        unreadable,
+        kept,
+    } = &mut *g;
+    for e in entries.values_mut() {
         let Some(since) = e.hold_since_ms else {
             continue;
         };
         if !e.frozen() || !due(since, e.max_hold_secs, now_ms) {
             continue;
         }
-        if thaw(&e.lease, &mut e.cgroup, &mut e.fs_frozen) {
+        if thaw(kept, &e.lease, &mut e.cgroup, &mut e.fs_frozen) {
             e.watchdog_released = true;
             released += 1;
             metrics.released(Cause::Watchdog, now_ms - since);
             tracing::warn!(lease = %e.lease, max_hold_secs = e.max_hold_secs, "max-hold reached: released by the watchdog");
         }
     }
-    for u in g.unreadable.values_mut() {
+    for u in unreadable.values_mut() {
         let Some(mut h) = u.hold() else { continue };
         let Some(since) = h.hold_since_ms else {
             continue;
@@ -74,7 +71,7 @@ pub fn sweep(reg: &Registry, metrics: &Metrics, now_ms: i64) -> usize {
         if !h.frozen() || !due(since, h.max_hold_secs, now_ms) {
             continue;
         }
-        if thaw(&u.lease, &mut h.cgroup, &mut h.fs_frozen) {
+        if thaw(kept, &u.lease, &mut h.cgroup, &mut h.fs_frozen) {
             if let Err(err) = u.mark_thawed() {
                 tracing::error!(lease = %u.lease, error = %err, "cannot record the watchdog's release of an unreadable entry");
             }
