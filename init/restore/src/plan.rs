@@ -176,15 +176,20 @@ pub fn plan(src: &MoveSource, to: TabletUid, server_id: u32) -> Plan {
             });
         }
     }
+    // Only the directories move; these files keep their names until they are removed.
+    let moved_dir = |p: &Path| match (p.parent(), p.file_name()) {
+        (Some(d), Some(n)) => mv(d).join(n),
+        _ => mv(p),
+    };
     for p in &src.relay_files {
         steps.push(Step::RemoveFile {
-            path: mv(p),
+            path: moved_dir(p),
             why: RemoveWhy::StaleRelayLogInfo,
         });
     }
     if let Some(a) = &src.auto_cnf {
         steps.push(Step::RemoveFile {
-            path: mv(a),
+            path: moved_dir(a),
             why: RemoveWhy::ServerUuidOfSource,
         });
     }

@@ -88,10 +88,10 @@ impl Check<'_> {
         self.writable(p.parent().unwrap_or(Path::new("")))
     }
 
-    /// The temporary name a replacement of `p` (now) uses: nothing, or a leftover regular
-    /// file, may be there; a symlink or anything else is refused.
+    /// The temporary name a replacement of `p` (as named at step time) uses: nothing, or
+    /// a leftover regular file, may be there; a symlink or anything else is refused.
     fn tmp_free(&self, p: &Path) -> Result<(), Refusal> {
-        let tmp = tmp_name(p);
+        let tmp = self.now(&tmp_name(p));
         match self.lstat(&tmp)? {
             None => Ok(()),
             Some(m) if m.kind == Kind::File => Ok(()),
@@ -137,7 +137,7 @@ impl Check<'_> {
             Step::RetargetSymlink { link, .. } => {
                 let l = self.now(link);
                 self.is(&l, Kind::Symlink)?;
-                self.tmp_free(&l)?;
+                self.tmp_free(link)?;
                 self.parent_writable(&l)?;
             }
             Step::RenameFile { from, to } => {
@@ -185,7 +185,7 @@ impl Check<'_> {
                         .and_then(|c| c.rewrite(plan.from, plan.to, plan.server_id))
                         .map_err(|e| bad(e.to_string()))?;
                 }
-                self.tmp_free(&p)?;
+                self.tmp_free(path)?;
                 self.parent_writable(&p)?;
                 self.can_keep_owner(&p, &m)?;
             }
