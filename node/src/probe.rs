@@ -73,7 +73,10 @@ fn read_mycnf(path: &Path) -> std::io::Result<String> {
     }
     let max = vtsnap_core::mycnf::MAX_LEN as u64;
     if meta.len() > max {
-        return Err(bad(format!("{} bytes, more than the {max} read", meta.len())));
+        return Err(bad(format!(
+            "{} bytes, more than the {max} read",
+            meta.len()
+        )));
     }
     let mut text = String::new();
     f.take(max + 1).read_to_string(&mut text)?;

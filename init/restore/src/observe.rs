@@ -424,9 +424,9 @@ fn observe_move(
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let inside_relay_dir = relay_logs.as_ref().is_some_and(|r| {
-            p.parent() == Some(r.dir.as_path()) && r.files.iter().any(|f| *f == name)
-        });
+        let inside_relay_dir = relay_logs
+            .as_ref()
+            .is_some_and(|r| p.parent() == Some(r.dir.as_path()) && r.files.contains(&name));
         if inside_relay_dir {
             return Ok(());
         }
