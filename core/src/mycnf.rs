@@ -26,6 +26,10 @@ pub enum MyCnfError {
     Unparsable { line: usize, text: String },
     #[error("line {line}: server-id {value:?} is not a number")]
     BadServerId { line: usize, value: String },
+    #[error("line {line}: server-id {value} is out of range (0 to {max})", max = u32::MAX)]
+    ServerIdOutOfRange { line: usize, value: String },
+    #[error("{len} bytes is too large for an option file (at most {MAX_LEN})")]
+    TooLarge { len: usize },
     #[error("no [mysqld] section to hold server-id")]
     NoServerSection,
 }
@@ -45,6 +49,10 @@ enum Line {
         server: bool,
     },
 }
+
+/// The largest option file read: real ones are a few KiB, and parsing keeps a copy of
+/// every line, so an unbounded file would cost many times its size in memory.
+pub const MAX_LEN: usize = 1 << 20;
 
 /// A parsed option file that remembers its original text line by line.
 #[derive(Debug, Clone)]
@@ -87,6 +95,9 @@ fn clean_value(raw: &str) -> String {
 
 impl MyCnf {
     pub fn parse(text: &str) -> Result<Self, MyCnfError> {
+        if text.len() > MAX_LEN {
+            return Err(MyCnfError::TooLarge { len: text.len() });
+        }
         let mut lines = Vec::new();
         let mut in_section: Option<bool> = None;
         for (idx, raw_line) in text.lines().enumerate() {
@@ -143,9 +154,17 @@ impl MyCnf {
             if normalize_key(key) == "server_id" && server {
                 let v = value.clone().unwrap_or_default();
                 if v.parse::<u32>().is_err() {
-                    return Err(MyCnfError::BadServerId {
-                        line: line_no,
-                        value: v,
+                    let digits = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
+                    return Err(if digits {
+                        MyCnfError::ServerIdOutOfRange {
+                            line: line_no,
+                            value: v,
+                        }
+                    } else {
+                        MyCnfError::BadServerId {
+                            line: line_no,
+                            value: v,
+                        }
                     });
                 }
             }
@@ -420,11 +439,20 @@ mod tests {
             ("port = 1\n", "before any [section]"),
             ("[mysqld]\nthis is not an option\n", "cannot parse"),
             ("[mysqld]\nserver-id = abc\n", "not a number"),
+            (
+                "[mysqld]\nserver-id = 99999999999\n",
+                "out of range (0 to 4294967295)",
+            ),
             ("[mysqld]\n!includ /etc\n", "cannot parse"),
         ] {
             let err = MyCnf::parse(text).unwrap_err().to_string();
             assert!(err.contains(want), "{text:?}: {err}");
         }
+        let huge = format!("[mysqld]\n{}", "#".repeat(MAX_LEN));
+        assert!(matches!(
+            MyCnf::parse(&huge),
+            Err(MyCnfError::TooLarge { .. })
+        ));
         assert_eq!(
             MyCnf::parse("[client]\nport=1\n")
                 .unwrap()

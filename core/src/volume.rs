@@ -14,6 +14,8 @@ use std::path::{Component, Path, PathBuf};
 pub enum VolumeError {
     #[error("symlink {link} -> {target} leaves the volume")]
     LeavesVolume { link: String, target: String },
+    #[error("symlink {link} is part of a loop (more than 40 links to follow)")]
+    SymlinkLoop { link: String },
     #[error("cannot read {path}: {reason}")]
     Unreadable { path: String, reason: String },
 }
@@ -89,7 +91,9 @@ impl Volume {
                 target: t.clone(),
             };
             if hops > 40 {
-                return Err(leaves());
+                return Err(VolumeError::SymlinkLoop {
+                    link: next.display().to_string(),
+                });
             }
             let base = if target.is_absolute() {
                 Self::container_to_rel(mount, &t).ok_or_else(leaves)?

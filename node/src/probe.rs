@@ -57,6 +57,32 @@ pub struct Layout {
     pub server_id: Option<u32>,
 }
 
+/// Reads my.cnf without ever blocking: a FIFO (or anything but a regular file) is an
+/// error, not a read that waits for a writer; so is a file larger than any real my.cnf.
+fn read_mycnf(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let meta = f.metadata()?;
+    let bad = |msg: String| std::io::Error::new(std::io::ErrorKind::InvalidData, msg);
+    if !meta.is_file() {
+        return Err(bad("not a regular file".into()));
+    }
+    let max = vtsnap_core::mycnf::MAX_LEN as u64;
+    if meta.len() > max {
+        return Err(bad(format!(
+            "{} bytes, more than the {max} read",
+            meta.len()
+        )));
+    }
+    let mut text = String::new();
+    f.take(max + 1).read_to_string(&mut text)?;
+    Ok(text)
+}
+
 /// Probes the tablet `uid` on the volume whose `vtdataroot` directory is `vtdataroot`.
 pub fn probe(vtdataroot: &Path, uid: TabletUid) -> Result<Layout, ProbeError> {
     let tdir = vtdataroot.join(uid.tablet_dir_name());
@@ -67,7 +93,7 @@ pub fn probe(vtdataroot: &Path, uid: TabletUid) -> Result<Layout, ProbeError> {
         });
     }
     let cnf_path = tdir.join("my.cnf");
-    let text = std::fs::read_to_string(&cnf_path).map_err(|e| ProbeError::MyCnf {
+    let text = read_mycnf(&cnf_path).map_err(|e| ProbeError::MyCnf {
         path: cnf_path.display().to_string(),
         reason: e.to_string(),
     })?;
@@ -129,4 +155,28 @@ pub fn probe(vtdataroot: &Path, uid: TabletUid) -> Result<Layout, ProbeError> {
         restore_in_progress: tdir.join("restore_in_progress").exists(),
         server_id: cnf.server_id(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fifo_my_cnf_is_an_error_not_a_hang() {
+        let d = tempfile::tempdir().unwrap();
+        let t = d.path().join(TabletUid::new(7).tablet_dir_name());
+        std::fs::create_dir(&t).unwrap();
+        let st = std::process::Command::new("mkfifo")
+            .arg(t.join("my.cnf"))
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let root = d.path().to_path_buf();
+        std::thread::spawn(move || tx.send(probe(&root, TabletUid::new(7)).is_err()));
+        let failed = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("probe hung on a FIFO my.cnf");
+        assert!(failed);
+    }
 }

@@ -5,17 +5,17 @@
 //! the next run. A named fault point follows each step (`restore.journal-written`,
 //! `restore.step-<n>`), so tests can stop the process exactly there.
 
-use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
 use vtsnap_core::fault;
 
+use crate::beneath::Root;
 use crate::binlog;
 use crate::durable::{self, Renamed};
 use crate::journal::{self, Journal};
-use crate::mycnf::{MyCnf, replace_uid_refs};
+use crate::mycnf::{self, MyCnf, replace_uid_refs};
 use crate::plan::{Plan, Step};
 
 /// What happened to one step.
@@ -65,18 +65,36 @@ fn done(changed: bool) -> StepResult {
     }
 }
 
-fn run_step(root: &Path, plan: &Plan, step: &Step) -> io::Result<StepResult> {
-    let abs = |p: &PathBuf| root.join(p);
+fn invalid(e: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e.to_string())
+}
+
+/// Rewrites a small text file with `f`, keeping owner and mode.
+fn rewrite_text(
+    root: &Root,
+    path: &Path,
+    max: u64,
+    f: impl FnOnce(&str) -> io::Result<String>,
+) -> io::Result<bool> {
+    let (bytes, meta) = root.read_small(path, max)?;
+    let text = std::str::from_utf8(&bytes).map_err(invalid)?;
+    let new = f(text)?;
+    durable::replace_contents(root, path, &bytes, &meta, new.as_bytes())
+}
+
+fn run_step(root: &Root, plan: &Plan, step: &Step) -> io::Result<StepResult> {
     match step {
-        Step::RenameDir { from, to } | Step::RenameFile { from, to } => Ok(done(
-            durable::rename_once(&abs(from), &abs(to))? == Renamed::Now,
-        )),
+        Step::RenameDir { from, to } | Step::RenameFile { from, to } => {
+            Ok(done(durable::rename_once(root, from, to)? == Renamed::Now))
+        }
         Step::RetargetSymlink { link, target } => {
-            Ok(done(durable::retarget_symlink(&abs(link), target)?))
+            Ok(done(durable::retarget_symlink(root, link, target)?))
         }
         Step::PatchBinlogCheckpoints { file, offsets } => {
+            let (f, _) = root.open_file(file, true)?;
             let n = binlog::patch_checkpoints(
-                &abs(file),
+                &f,
+                &file.display().to_string(),
                 offsets,
                 &plan.from.log_file_prefix(),
                 &plan.to.log_file_prefix(),
@@ -84,33 +102,39 @@ fn run_step(root: &Path, plan: &Plan, step: &Step) -> io::Result<StepResult> {
             .map_err(io::Error::other)?;
             Ok(done(n > 0))
         }
-        Step::RewriteIndex { path } => {
-            let text = fs::read_to_string(abs(path))?;
-            let new: String = text
-                .split_inclusive('\n')
-                .map(|line| replace_uid_refs(line, plan.from, plan.to))
-                .collect();
-            Ok(done(durable::replace_contents(&abs(path), new.as_bytes())?))
-        }
-        Step::RemoveFile { path, .. } => Ok(done(durable::remove_if_present(&abs(path))?)),
-        Step::RewriteMyCnf { path } => {
-            let text = fs::read_to_string(abs(path))?;
-            let cnf =
-                MyCnf::parse(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            let (new, _) = cnf
-                .rewrite(plan.from, plan.to, plan.server_id)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            Ok(done(durable::replace_contents(&abs(path), new.as_bytes())?))
-        }
+        Step::RewriteIndex { path } => Ok(done(rewrite_text(
+            root,
+            path,
+            binlog::MAX_INDEX_LEN,
+            |text| {
+                Ok(text
+                    .split_inclusive('\n')
+                    .map(|line| replace_uid_refs(line, plan.from, plan.to))
+                    .collect())
+            },
+        )?)),
+        Step::RemoveFile { path, .. } => Ok(done(durable::remove_file_if_present(root, path)?)),
+        Step::RewriteMyCnf { path } => Ok(done(rewrite_text(
+            root,
+            path,
+            mycnf::MAX_LEN as u64,
+            |text| {
+                let cnf = MyCnf::parse(text).map_err(invalid)?;
+                let (new, _) = cnf
+                    .rewrite(plan.from, plan.to, plan.server_id)
+                    .map_err(invalid)?;
+                Ok(new)
+            },
+        )?)),
     }
 }
 
 /// Executes `plan` on the volume at `root`. With `resumed`, the journal is already there.
-pub fn apply(root: &Path, plan: &Plan, resumed: bool) -> Result<Vec<StepReport>, ApplyError> {
+pub fn apply(root: &Root, plan: &Plan, resumed: bool) -> Result<Vec<StepReport>, ApplyError> {
     let journal_err = |source| ApplyError {
         index: 0,
         op: "journal",
-        path: journal::path(root).display().to_string(),
+        path: journal::JOURNAL_NAME.to_owned(),
         source,
     };
     if !resumed {

@@ -17,9 +17,8 @@
 //! Binlog_checkpoint (type 161): body = name length u32 + name.
 
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufReader, Read, Seek};
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 
 const MAGIC: [u8; 4] = [0xfe, b'b', b'i', b'n'];
 const HEADER_LEN: usize = 19;
@@ -28,6 +27,12 @@ const BINLOG_CHECKPOINT_EVENT: u8 = 161;
 const START_ENCRYPTION_EVENT: u8 = 164;
 const IN_USE_FLAG: u16 = 0x1;
 const CRC_LEN: usize = 4;
+/// The largest checkpoint event read: header, name length, a name of at most
+/// `FN_REFLEN` (512) bytes with room to spare, and a CRC. A larger one is malformed, and
+/// reading it whole would cost its size in memory.
+pub const MAX_CHECKPOINT_EVENT: u64 = (HEADER_LEN + 4 + 4096 + CRC_LEN) as u64;
+/// The largest binlog index read (a line per binlog file: far more than any server keeps).
+pub const MAX_INDEX_LEN: u64 = 16 << 20;
 
 /// What a scan of the last binlog found.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -62,15 +67,38 @@ fn header_fields(h: &[u8; HEADER_LEN]) -> (u8, u32, u16) {
     (ty, size, flags)
 }
 
+/// The file a binlog index lists last (its last non-empty line), as a bare file name.
+pub fn last_index_entry(index: &str) -> Option<&str> {
+    let last = index.lines().map(str::trim).rfind(|l| !l.is_empty())?;
+    let name = last.rsplit('/').next().unwrap_or(last);
+    (!name.is_empty() && name != "." && name != "..").then_some(name)
+}
+
 /// Scans the last binlog of a tablet for checkpoint events that name files starting with
 /// `old_prefix`. Only reads event headers and the bodies of checkpoint events.
 /// A torn event at the end (normal in a crash image) ends the scan, as it ends recovery.
-pub fn scan_last(path: &Path, old_prefix: &str) -> Result<LastBinlog, BinlogError> {
-    let p = || path.display().to_string();
+/// `path` names the file in errors.
+pub fn scan_last(file: &File, path: &str, old_prefix: &str) -> Result<LastBinlog, BinlogError> {
+    let len = file
+        .metadata()
+        .map_err(|source| BinlogError::Io {
+            path: path.to_owned(),
+            source,
+        })?
+        .len();
+    scan(file, len, path, old_prefix)
+}
+
+/// [`scan_last`] over any reader of `len` bytes.
+pub fn scan<R: Read + Seek>(
+    reader: R,
+    len: u64,
+    path: &str,
+    old_prefix: &str,
+) -> Result<LastBinlog, BinlogError> {
+    let p = || path.to_owned();
     let io_err = |source| BinlogError::Io { path: p(), source };
-    let file = File::open(path).map_err(io_err)?;
-    let len = file.metadata().map_err(io_err)?.len();
-    let mut r = BufReader::with_capacity(64 * 1024, file);
+    let mut r = BufReader::with_capacity(64 * 1024, reader);
     let mut magic = [0u8; 4];
     if r.read_exact(&mut magic).is_err() || magic != MAGIC {
         return Err(BinlogError::BadMagic { path: p() });
@@ -103,6 +131,12 @@ pub fn scan_last(path: &Path, old_prefix: &str) -> Result<LastBinlog, BinlogErro
                 return Err(BinlogError::EncryptedInUse { path: p() });
             }
             BINLOG_CHECKPOINT_EVENT => {
+                if size > MAX_CHECKPOINT_EVENT {
+                    return Err(BinlogError::BadCheckpoint {
+                        path: p(),
+                        offset: pos,
+                    });
+                }
                 let mut body = vec![0u8; usize::try_from(body_len).unwrap_or(0)];
                 r.read_exact(&mut body).map_err(io_err)?;
                 let name = checkpoint_name(&body).ok_or(BinlogError::BadCheckpoint {
@@ -133,14 +167,19 @@ fn checkpoint_name(body: &[u8]) -> Option<&[u8]> {
 }
 
 /// Whether the binlog's events carry a CRC32 (from its Format_description event).
-fn has_crc(file: &File, path: &Path) -> Result<bool, BinlogError> {
+fn has_crc(file: &File, path: &str) -> Result<bool, BinlogError> {
     let io_err = |source| BinlogError::Io {
-        path: path.display().to_string(),
+        path: path.to_owned(),
         source,
     };
     let mut h = [0u8; HEADER_LEN];
     file.read_exact_at(&mut h, 4).map_err(io_err)?;
-    let (_, size, _) = header_fields(&h);
+    let (ty, size, _) = header_fields(&h);
+    if ty != FORMAT_DESCRIPTION_EVENT || (size as usize) < HEADER_LEN + 5 {
+        return Err(BinlogError::NoFormatDescription {
+            path: path.to_owned(),
+        });
+    }
     let mut alg = [0u8; 1];
     file.read_exact_at(&mut alg, 4 + u64::from(size) - 5)
         .map_err(io_err)?;
@@ -149,14 +188,16 @@ fn has_crc(file: &File, path: &Path) -> Result<bool, BinlogError> {
 
 /// Rewrites the file name in the checkpoint events at `offsets` from `old_prefix` to
 /// `new_prefix` (same length), fixing each event's CRC32, then fsyncs. Idempotent: an
-/// event that already names `new_prefix` is left alone.
+/// event that already names `new_prefix` is left alone. `file` is open for writing;
+/// `path` names it in errors.
 pub fn patch_checkpoints(
-    path: &Path,
+    file: &File,
+    path: &str,
     offsets: &[u64],
     old_prefix: &str,
     new_prefix: &str,
 ) -> Result<usize, BinlogError> {
-    let p = || path.display().to_string();
+    let p = || path.to_owned();
     let io_err = |source| BinlogError::Io { path: p(), source };
     if old_prefix.len() != new_prefix.len() {
         return Err(BinlogError::BadCheckpoint {
@@ -164,18 +205,16 @@ pub fn patch_checkpoints(
             offset: 0,
         });
     }
-    let file = File::options()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(io_err)?;
-    let crc = has_crc(&file, path)?;
+    let crc = has_crc(file, path)?;
     let mut patched = 0;
     for &offset in offsets {
         let mut h = [0u8; HEADER_LEN];
         file.read_exact_at(&mut h, offset).map_err(io_err)?;
         let (ty, size, _) = header_fields(&h);
-        if ty != BINLOG_CHECKPOINT_EVENT || (size as usize) < HEADER_LEN + 4 {
+        if ty != BINLOG_CHECKPOINT_EVENT
+            || (size as usize) < HEADER_LEN + 4 + if crc { CRC_LEN } else { 0 }
+            || u64::from(size) > MAX_CHECKPOINT_EVENT
+        {
             return Err(BinlogError::BadCheckpoint { path: p(), offset });
         }
         let mut event = vec![0u8; size as usize];
@@ -208,6 +247,15 @@ mod tests {
 
     use vtsnap_testkit::binlog::{MAGIC as M, event, file as binlog, format_description};
 
+    fn scan_path(path: &std::path::Path, prefix: &str) -> Result<LastBinlog, BinlogError> {
+        scan_last(&File::open(path).unwrap(), "b", prefix)
+    }
+
+    fn patch(path: &std::path::Path, offsets: &[u64]) -> usize {
+        let f = File::options().read(true).write(true).open(path).unwrap();
+        patch_checkpoints(&f, "b", offsets, "vt-0000000101-", "vt-0000000202-").unwrap()
+    }
+
     fn binlog_torn(in_use: bool, names: &[&str]) -> Vec<u8> {
         let mut f = binlog(in_use, names);
         f.extend(&event(2, 0, b"a torn event", true)[..10]);
@@ -221,17 +269,11 @@ mod tests {
         let names = ["vt-0000000101-bin.000002", "vt-0000000101-bin.000003"];
         std::fs::write(&path, binlog_torn(true, &names)).unwrap();
 
-        let scan = scan_last(&path, "vt-0000000101-").unwrap();
+        let scan = scan_path(&path, "vt-0000000101-").unwrap();
         assert!(scan.in_use);
         assert_eq!(scan.checkpoints_to_patch.len(), 2);
 
-        let n = patch_checkpoints(
-            &path,
-            &scan.checkpoints_to_patch,
-            "vt-0000000101-",
-            "vt-0000000202-",
-        )
-        .unwrap();
+        let n = patch(&path, &scan.checkpoints_to_patch);
         assert_eq!(n, 2);
         let want = binlog_torn(
             true,
@@ -244,17 +286,11 @@ mod tests {
         );
 
         // Idempotent: patching again changes nothing.
-        let n = patch_checkpoints(
-            &path,
-            &scan.checkpoints_to_patch,
-            "vt-0000000101-",
-            "vt-0000000202-",
-        )
-        .unwrap();
+        let n = patch(&path, &scan.checkpoints_to_patch);
         assert_eq!(n, 0);
         assert_eq!(std::fs::read(&path).unwrap(), want);
         assert!(
-            scan_last(&path, "vt-0000000101-")
+            scan_path(&path, "vt-0000000101-")
                 .unwrap()
                 .checkpoints_to_patch
                 .is_empty()
@@ -267,7 +303,7 @@ mod tests {
         let path = dir.path().join("b.000001");
         std::fs::write(&path, binlog(false, &["vt-0000000101-bin.000001"])).unwrap();
         assert_eq!(
-            scan_last(&path, "vt-0000000101-").unwrap(),
+            scan_path(&path, "vt-0000000101-").unwrap(),
             LastBinlog::default()
         );
     }
@@ -281,7 +317,7 @@ mod tests {
         f.extend(event(START_ENCRYPTION_EVENT, 0, &[0u8; 17], true));
         std::fs::write(&path, f).unwrap();
         assert!(matches!(
-            scan_last(&path, "vt-"),
+            scan_path(&path, "vt-"),
             Err(BinlogError::EncryptedInUse { .. })
         ));
     }
@@ -292,8 +328,30 @@ mod tests {
         let path = dir.path().join("b.000001");
         std::fs::write(&path, b"hello world, not a binlog").unwrap();
         assert!(matches!(
-            scan_last(&path, "vt-"),
+            scan_path(&path, "vt-"),
             Err(BinlogError::BadMagic { .. })
         ));
+    }
+
+    #[test]
+    fn an_oversized_checkpoint_event_is_refused_unread() {
+        let mut f = binlog(true, &[]);
+        let mut h = event(BINLOG_CHECKPOINT_EVENT, 0, &[], true);
+        h.truncate(HEADER_LEN);
+        h[9..13].copy_from_slice(&(512u32 << 20).to_le_bytes());
+        f.extend(&h);
+        let len = f.len() as u64 + (512 << 20);
+        let r = scan(std::io::Cursor::new(&f), len, "b", "vt-");
+        assert!(matches!(r, Err(BinlogError::BadCheckpoint { .. })), "{r:?}");
+    }
+
+    #[test]
+    fn the_index_names_its_last_file() {
+        assert_eq!(
+            last_index_entry("/a/b.000001\n./b.000002\n\n"),
+            Some("b.000002")
+        );
+        assert_eq!(last_index_entry("\n \n"), None);
+        assert_eq!(last_index_entry("/a/..\n"), None);
     }
 }

@@ -1,18 +1,15 @@
 //! Crash-safe file system steps: every change is either done or not, and is on disk
-//! (data and directory entry) before the next step starts.
+//! (data and directory entry) before the next step starts. All of them go through
+//! [`Root`], so none can reach outside the volume.
 
-use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 
-/// Flushes a directory so the renames and removals in it survive a crash.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
+use crate::beneath::{Kind, Meta, Root};
 
 fn parent(path: &Path) -> &Path {
-    path.parent().unwrap_or_else(|| Path::new("."))
+    path.parent().unwrap_or_else(|| Path::new(""))
 }
 
 /// How an idempotent rename ended.
@@ -24,15 +21,15 @@ pub enum Renamed {
 
 /// Renames `from` to `to` unless that already happened. Both present, or neither, is an
 /// error: the state is not one this program leaves behind, and guessing could lose data.
-pub fn rename_once(from: &Path, to: &Path) -> io::Result<Renamed> {
-    let from_there = fs::symlink_metadata(from).is_ok();
-    let to_there = fs::symlink_metadata(to).is_ok();
+pub fn rename_once(root: &Root, from: &Path, to: &Path) -> io::Result<Renamed> {
+    let from_there = root.lstat(from)?.is_some();
+    let to_there = root.lstat(to)?.is_some();
     match (from_there, to_there) {
         (true, false) => {
-            fs::rename(from, to)?;
-            sync_dir(parent(to))?;
+            root.rename(from, to)?;
+            root.sync_dir(parent(to))?;
             if parent(from) != parent(to) {
-                sync_dir(parent(from))?;
+                root.sync_dir(parent(from))?;
             }
             Ok(Renamed::Now)
         }
@@ -48,7 +45,8 @@ pub fn rename_once(from: &Path, to: &Path) -> io::Result<Renamed> {
     }
 }
 
-fn tmp_name(path: &Path) -> std::path::PathBuf {
+/// The temporary name a replacement of `path` is written under, next to it.
+pub fn tmp_name(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -56,79 +54,116 @@ fn tmp_name(path: &Path) -> std::path::PathBuf {
     parent(path).join(format!(".{name}.vtsnap-tmp"))
 }
 
-/// Replaces the contents of `path` atomically (temp file, fsync, rename, fsync dir),
-/// keeping its owner and mode. Does nothing if the contents are already `contents`.
-pub fn replace_contents(path: &Path, contents: &[u8]) -> io::Result<bool> {
-    let meta = fs::metadata(path)?;
-    if fs::read(path)? == contents {
+/// Removes a temporary file a killed run left (the entry itself: a symlink is removed,
+/// never followed).
+fn clear_tmp(root: &Root, tmp: &Path) -> io::Result<()> {
+    match root.unlink(tmp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Replaces the contents of `path` (now `old`, with owner and mode `meta`) by `new`
+/// atomically, keeping owner and mode. Does nothing if they are already equal.
+pub fn replace_contents(
+    root: &Root,
+    path: &Path,
+    old: &[u8],
+    meta: &Meta,
+    new: &[u8],
+) -> io::Result<bool> {
+    if old == new {
         return Ok(false);
     }
-    write_new(path, contents, Some(&meta))?;
+    write_new(root, path, new, Some(meta))?;
     Ok(true)
 }
 
-/// Writes `path` atomically; with `like`, the new file takes that owner and mode.
-pub fn write_new(path: &Path, contents: &[u8], like: Option<&fs::Metadata>) -> io::Result<()> {
+/// Writes `path` atomically (temp file created with `O_EXCL | O_NOFOLLOW`, fsync, rename,
+/// fsync dir); with `like`, the new file takes that owner and mode, set on the open file.
+pub fn write_new(root: &Root, path: &Path, contents: &[u8], like: Option<&Meta>) -> io::Result<()> {
     let tmp = tmp_name(path);
+    clear_tmp(root, &tmp)?;
     {
-        let mut f = File::create(&tmp)?;
+        let mut f = root.create_new(&tmp)?;
         f.write_all(contents)?;
         if let Some(m) = like {
-            fs::set_permissions(&tmp, fs::Permissions::from_mode(m.mode() & 0o7777))?;
-            std::os::unix::fs::chown(&tmp, Some(m.uid()), Some(m.gid()))?;
+            // Owner first: a chown clears set-id bits that the mode then restores.
+            std::os::unix::fs::fchown(&f, Some(m.uid), Some(m.gid))?;
+            f.set_permissions(std::fs::Permissions::from_mode(m.mode))?;
         }
         f.sync_all()?;
     }
-    fs::rename(&tmp, path)?;
-    sync_dir(parent(path))
+    root.rename(&tmp, path)?;
+    root.sync_dir(parent(path))
 }
 
 /// Points the symlink `link` at `target` atomically (new link, then rename over the old).
-pub fn retarget_symlink(link: &Path, target: &str) -> io::Result<bool> {
-    if fs::read_link(link)?.as_os_str() == target {
+pub fn retarget_symlink(root: &Root, link: &Path, target: &str) -> io::Result<bool> {
+    let meta = root
+        .lstat(link)?
+        .filter(|m| m.kind == Kind::Symlink)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is not a symlink", link.display()),
+            )
+        })?;
+    if root.read_link(link)?.as_os_str() == target {
         return Ok(false);
     }
-    let meta = fs::symlink_metadata(link)?;
     let tmp = tmp_name(link);
-    let _ = fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(target, &tmp)?;
-    std::os::unix::fs::lchown(&tmp, Some(meta.uid()), Some(meta.gid()))?;
-    fs::rename(&tmp, link)?;
-    sync_dir(parent(link))?;
+    clear_tmp(root, &tmp)?;
+    root.symlink(target, &tmp)?;
+    root.lchown(&tmp, meta.uid, meta.gid)?;
+    root.rename(&tmp, link)?;
+    root.sync_dir(parent(link))?;
     Ok(true)
 }
 
-/// Removes a file if it is there.
-pub fn remove_if_present(path: &Path) -> io::Result<bool> {
-    match fs::remove_file(path) {
-        Ok(()) => {
-            sync_dir(parent(path))?;
+/// Removes a regular file if it is there; anything else in its place is an error.
+pub fn remove_file_if_present(root: &Root, path: &Path) -> io::Result<bool> {
+    match root.lstat(path)? {
+        None => Ok(false),
+        Some(m) if m.kind == Kind::File => {
+            root.unlink(path)?;
+            root.sync_dir(parent(path))?;
             Ok(true)
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
+        Some(m) => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} is a {}, not a regular file; not removed",
+                path.display(),
+                m.kind.as_str()
+            ),
+        )),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn rename_once_is_idempotent_and_refuses_conflicts() {
         let d = tempfile::tempdir().unwrap();
-        let (a, b) = (d.path().join("a"), d.path().join("b"));
-        fs::write(&a, "x").unwrap();
-        assert_eq!(rename_once(&a, &b).unwrap(), Renamed::Now);
-        assert_eq!(rename_once(&a, &b).unwrap(), Renamed::Already);
-        fs::write(&a, "y").unwrap();
+        let root = Root::open(d.path()).unwrap();
+        let (a, b) = (Path::new("a"), Path::new("b"));
+        fs::write(d.path().join(a), "x").unwrap();
+        assert_eq!(rename_once(&root, a, b).unwrap(), Renamed::Now);
+        assert_eq!(rename_once(&root, a, b).unwrap(), Renamed::Already);
+        fs::write(d.path().join(a), "y").unwrap();
         assert_eq!(
-            rename_once(&a, &b).unwrap_err().kind(),
+            rename_once(&root, a, b).unwrap_err().kind(),
             io::ErrorKind::AlreadyExists
         );
-        let c = d.path().join("c");
         assert_eq!(
-            rename_once(&c, &d.path().join("e")).unwrap_err().kind(),
+            rename_once(&root, Path::new("c"), Path::new("e"))
+                .unwrap_err()
+                .kind(),
             io::ErrorKind::NotFound
         );
     }
@@ -136,26 +171,48 @@ mod tests {
     #[test]
     fn replace_contents_keeps_mode_and_skips_equal_contents() {
         let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("my.cnf");
-        fs::write(&p, "old").unwrap();
-        fs::set_permissions(&p, fs::Permissions::from_mode(0o640)).unwrap();
-        assert!(replace_contents(&p, b"new").unwrap());
-        assert_eq!(fs::read_to_string(&p).unwrap(), "new");
-        assert_eq!(fs::metadata(&p).unwrap().mode() & 0o777, 0o640);
-        assert!(!replace_contents(&p, b"new").unwrap());
-        assert!(!tmp_name(&p).exists());
+        let root = Root::open(d.path()).unwrap();
+        let p = Path::new("my.cnf");
+        fs::write(d.path().join(p), "old").unwrap();
+        fs::set_permissions(d.path().join(p), fs::Permissions::from_mode(0o640)).unwrap();
+        let (old, meta) = root.read_small(p, 100).unwrap();
+        assert!(replace_contents(&root, p, &old, &meta, b"new").unwrap());
+        assert_eq!(fs::read_to_string(d.path().join(p)).unwrap(), "new");
+        assert_eq!(
+            fs::metadata(d.path().join(p)).unwrap().mode() & 0o777,
+            0o640
+        );
+        assert!(!replace_contents(&root, p, b"new", &meta, b"new").unwrap());
+        assert!(!d.path().join(tmp_name(p)).exists());
+    }
+
+    #[test]
+    fn a_planted_temp_symlink_is_removed_not_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        fs::write(out.path().join("victim"), "outside").unwrap();
+        let root = Root::open(d.path()).unwrap();
+        std::os::unix::fs::symlink(out.path().join("victim"), d.path().join(".j.vtsnap-tmp"))
+            .unwrap();
+        write_new(&root, Path::new("j"), b"journal", None).unwrap();
+        assert_eq!(fs::read_to_string(d.path().join("j")).unwrap(), "journal");
+        assert_eq!(
+            fs::read_to_string(out.path().join("victim")).unwrap(),
+            "outside"
+        );
     }
 
     #[test]
     fn retarget_symlink_swaps_the_target() {
         let d = tempfile::tempdir().unwrap();
-        let l = d.path().join("data");
-        std::os::unix::fs::symlink("/vt/vtdataroot/data/vt_0000000001", &l).unwrap();
-        assert!(retarget_symlink(&l, "/vt/vtdataroot/data/vt_0000000002").unwrap());
+        let root = Root::open(d.path()).unwrap();
+        let l = Path::new("data");
+        std::os::unix::fs::symlink("/vt/vtdataroot/data/vt_0000000001", d.path().join(l)).unwrap();
+        assert!(retarget_symlink(&root, l, "/vt/vtdataroot/data/vt_0000000002").unwrap());
         assert_eq!(
-            fs::read_link(&l).unwrap().to_str(),
+            fs::read_link(d.path().join(l)).unwrap().to_str(),
             Some("/vt/vtdataroot/data/vt_0000000002")
         );
-        assert!(!retarget_symlink(&l, "/vt/vtdataroot/data/vt_0000000002").unwrap());
+        assert!(!retarget_symlink(&root, l, "/vt/vtdataroot/data/vt_0000000002").unwrap());
     }
 }

@@ -6,12 +6,14 @@
 //! [`apply::apply`] carries them out under a journal, and [`Outcome`] is the report.
 
 pub mod apply;
+pub mod beneath;
 pub mod binlog;
 pub mod durable;
 pub mod journal;
 pub use vtsnap_core::mycnf;
 pub mod observe;
 pub mod plan;
+pub mod preflight;
 pub mod refusal;
 
 use std::io::Read;
@@ -22,7 +24,8 @@ use vtsnap_core::exit::Exit;
 use vtsnap_core::naming::TabletUid;
 
 use crate::apply::{ApplyError, StepReport};
-use crate::observe::{Observed, Volume};
+use crate::beneath::Root;
+use crate::observe::Observed;
 use crate::plan::Plan;
 use crate::refusal::Refusal;
 
@@ -164,16 +167,15 @@ fn nothing(action: Action, opts: &Options, restore_in_progress: bool) -> Outcome
 
 /// Runs the restore on one volume.
 pub fn run(opts: &Options) -> Result<Outcome, RestoreError> {
-    if !opts.vtdataroot.is_dir() {
-        return Err(RestoreError::Usage(format!(
-            "--vtdataroot {} is not a directory",
+    let root = Root::open(&opts.vtdataroot).map_err(|e| {
+        RestoreError::Usage(format!(
+            "--vtdataroot {} is not a directory ({e})",
             opts.vtdataroot.display()
-        )));
-    }
-    let vol = Volume::new(&opts.vtdataroot);
+        ))
+    })?;
 
     // observe
-    let observed = observe::observe(&vol, opts.tablet_uid)?;
+    let observed = observe::observe(&root, opts.tablet_uid)?;
 
     // decide
     let (plan, resumed): (Plan, bool) = match observed {
@@ -196,7 +198,10 @@ pub fn run(opts: &Options) -> Result<Outcome, RestoreError> {
                 Some(id) => check_server_id(id, src.old_server_id)?,
                 None => random_server_id(src.old_server_id).map_err(RestoreError::Random)?,
             };
-            (plan::plan(&src, opts.tablet_uid, server_id), false)
+            let plan = plan::plan(&src, opts.tablet_uid, server_id);
+            // Everything the move will touch, checked before the first change.
+            preflight::check(&root, &src.mount, &plan)?;
+            (plan, false)
         }
     };
 
@@ -206,7 +211,7 @@ pub fn run(opts: &Options) -> Result<Outcome, RestoreError> {
     } else {
         let span = tracing::info_span!("move", from = %plan.from, to = %plan.to, resumed);
         let _g = span.enter();
-        apply::apply(&vol.dir, &plan, resumed)?
+        apply::apply(&root, &plan, resumed)?
     };
 
     // report

@@ -5,21 +5,28 @@
 //! mount; [`Volume`] maps them onto the directory we were given and refuses any path that
 //! leaves it.
 
-use std::fs;
+use std::ffi::OsString;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use vtsnap_core::naming::TabletUid;
 
+use crate::beneath::{Kind, Meta, Root};
 use crate::binlog::{self, LastBinlog};
 use crate::journal::{self, Journal};
-use crate::mycnf::MyCnf;
+use crate::mycnf::{self, MyCnf};
+use crate::plan::is_numbered_log;
 use crate::refusal::Refusal;
 pub use vtsnap_core::volume::{VolPath, Volume};
 
 /// Directories under the tablet directory that Vitess may turn into symlinks to
 /// `$VTDATAROOT/<name>/vt_<uid>` (`go/vt/mysqlctl/mycnf_gen.go`, `TopLevelDirs`).
 pub const TOP_LEVEL_DIRS: [&str; 4] = ["data", "innodb", "relay-logs", "bin-logs"];
+
+/// Where vitess-operator mounts the volume; my.cnf's datadir tells the mount actually
+/// used, so this only classifies a symlinked my.cnf, read before that is known.
+const POD_MOUNT: &str = "/vt/vtdataroot";
 
 /// A tablet-directory child that is a symlink into `<top>/vt_<old>` on the volume.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,28 +88,70 @@ fn unreadable(path: &Path, e: &io::Error) -> Refusal {
     }
 }
 
-fn list_dir(vol: &Volume, rel: &Path) -> Result<Vec<String>, Refusal> {
-    let abs = vol.abs(rel);
-    let mut names = Vec::new();
-    for entry in fs::read_dir(&abs).map_err(|e| unreadable(&abs, &e))? {
-        let entry = entry.map_err(|e| unreadable(&abs, &e))?;
-        names.push(entry.file_name().to_string_lossy().into_owned());
+fn lstat(root: &Root, rel: &Path) -> Result<Option<Meta>, Refusal> {
+    root.lstat(rel).map_err(|e| unreadable(rel, &e))
+}
+
+fn list_dir(root: &Root, rel: &Path) -> Result<Vec<OsString>, Refusal> {
+    root.list(rel).map_err(|e| unreadable(rel, &e))
+}
+
+/// Why the entry at `rel` (of kind `found`) is not the `expected` kind: a symlink that
+/// leaves the volume or loops is named as such, anything else is the wrong type.
+pub fn wrong_kind(vol: &Volume, mount: &str, rel: &Path, found: Kind, expected: Kind) -> Refusal {
+    if found == Kind::Symlink
+        && let Err(e) = vol.resolve(mount, rel)
+    {
+        return e.into();
     }
-    names.sort();
-    Ok(names)
+    Refusal::WrongFileType {
+        path: rel.display().to_string(),
+        found: found.as_str(),
+        expected: expected.as_str(),
+    }
+}
+
+/// The entry at `rel` if it is of kind `want`; `None` if absent; refused if it is
+/// anything else (a symlink included: the restore never acts through one).
+fn expect(
+    root: &Root,
+    vol: &Volume,
+    mount: &str,
+    rel: &Path,
+    want: Kind,
+) -> Result<Option<Meta>, Refusal> {
+    match lstat(root, rel)? {
+        None => Ok(None),
+        Some(m) if m.kind == want => Ok(Some(m)),
+        Some(m) => Err(wrong_kind(vol, mount, rel, m.kind, want)),
+    }
+}
+
+fn utf8(dir: &Path, name: &OsString) -> Result<String, Refusal> {
+    name.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| Refusal::BadFileName {
+            path: dir.join(name).display().to_string(),
+            reason: "the name is not valid UTF-8; the restore cannot record it in its journal"
+                .into(),
+        })
 }
 
 /// Reads the volume. `mine` is the UID of the tablet this pod runs.
-pub fn observe(vol: &Volume, mine: TabletUid) -> Result<Observed, Refusal> {
-    if let Some(j) = journal::read(&vol.dir)? {
+pub fn observe(root: &Root, mine: TabletUid) -> Result<Observed, Refusal> {
+    if let Some(j) = journal::read(root)? {
         return Ok(Observed::Resume(j));
     }
-    let names = list_dir(vol, Path::new(""))?;
+    let names = list_dir(root, Path::new(""))?;
     let mut tablets = Vec::new();
     for name in &names {
-        if name.starts_with("vt_") {
-            let uid = TabletUid::from_tablet_dir_name(name)
-                .ok_or_else(|| Refusal::StrangeTabletDir { name: name.clone() })?;
+        if name.as_bytes().starts_with(b"vt_") {
+            let lossy = name.to_string_lossy();
+            let uid = TabletUid::from_tablet_dir_name(&lossy).ok_or_else(|| {
+                Refusal::StrangeTabletDir {
+                    name: lossy.clone().into_owned(),
+                }
+            })?;
             tablets.push(uid);
         }
     }
@@ -111,11 +160,9 @@ pub fn observe(vol: &Volume, mine: TabletUid) -> Result<Observed, Refusal> {
     match (has_mine, others.as_slice()) {
         (false, []) => Ok(Observed::Empty),
         (true, []) => {
-            let rip = vol
-                .abs(Path::new(&mine.tablet_dir_name()))
-                .join("restore_in_progress");
+            let rip = Path::new(&mine.tablet_dir_name()).join("restore_in_progress");
             Ok(Observed::Own {
-                restore_in_progress: rip.exists(),
+                restore_in_progress: lstat(root, &rip)?.is_some(),
             })
         }
         (true, [other, ..]) => Err(Refusal::BothPresent {
@@ -123,7 +170,7 @@ pub fn observe(vol: &Volume, mine: TabletUid) -> Result<Observed, Refusal> {
             new: mine,
         }),
         (false, [one]) => {
-            observe_move(vol, *one, mine, &names).map(|m| Observed::Move(Box::new(m)))
+            observe_move(root, *one, mine, &names).map(|m| Observed::Move(Box::new(m)))
         }
         (false, several) => Err(Refusal::SeveralTablets {
             uids: several.to_vec(),
@@ -159,16 +206,54 @@ fn data_path(
     Ok(Some(vol.resolve(mount, &rel)?))
 }
 
+fn bad_cnf(path: &Path, reason: String) -> Refusal {
+    Refusal::BadMyCnf {
+        path: path.display().to_string(),
+        reason,
+    }
+}
+
+/// Reads and parses my.cnf: a regular file of at most [`mycnf::MAX_LEN`] bytes.
+fn read_mycnf(root: &Root, vol: &Volume, path: &Path) -> Result<MyCnf, Refusal> {
+    // No mount is known yet: a symlinked my.cnf is refused by type (or as leaving).
+    match lstat(root, path)? {
+        None => {
+            return Err(Refusal::Unreadable {
+                path: path.display().to_string(),
+                reason: "no such file".into(),
+            });
+        }
+        Some(m) if m.kind != Kind::File => {
+            return Err(wrong_kind(vol, POD_MOUNT, path, m.kind, Kind::File));
+        }
+        Some(m) if m.len > mycnf::MAX_LEN as u64 => {
+            return Err(bad_cnf(
+                path,
+                mycnf::MyCnfError::TooLarge {
+                    len: usize::try_from(m.len).unwrap_or(usize::MAX),
+                }
+                .to_string(),
+            ));
+        }
+        Some(_) => {}
+    }
+    let (bytes, _) = root
+        .read_small(path, mycnf::MAX_LEN as u64)
+        .map_err(|e| unreadable(path, &e))?;
+    let text = String::from_utf8(bytes).map_err(|_| bad_cnf(path, "not valid UTF-8".into()))?;
+    MyCnf::parse(&text).map_err(|e| bad_cnf(path, e.to_string()))
+}
+
 fn observe_move(
-    vol: &Volume,
+    root: &Root,
     from: TabletUid,
     to: TabletUid,
-    root_names: &[String],
+    root_names: &[OsString],
 ) -> Result<MoveSource, Refusal> {
+    let vol = &Volume::new(root.path());
     let tdir = PathBuf::from(from.tablet_dir_name());
-    let tmeta =
-        fs::symlink_metadata(vol.abs(&tdir)).map_err(|e| unreadable(&vol.abs(&tdir), &e))?;
-    if !tmeta.is_dir() {
+    let tmeta = lstat(root, &tdir)?;
+    if !tmeta.is_some_and(|m| m.kind == Kind::Dir) {
         return Err(Refusal::TabletDirNotADirectory {
             name: tdir.display().to_string(),
         });
@@ -176,26 +261,21 @@ fn observe_move(
 
     // my.cnf: must be there and parse; it tells where everything else is.
     let mycnf = tdir.join("my.cnf");
-    let text = fs::read_to_string(vol.abs(&mycnf)).map_err(|e| unreadable(&vol.abs(&mycnf), &e))?;
-    let cnf = MyCnf::parse(&text).map_err(|e| Refusal::BadMyCnf {
-        path: mycnf.display().to_string(),
-        reason: e.to_string(),
-    })?;
-    let datadir = cnf.get("datadir").ok_or_else(|| Refusal::BadMyCnf {
-        path: mycnf.display().to_string(),
-        reason: "no datadir".into(),
-    })?;
+    let cnf = read_mycnf(root, vol, &mycnf)?;
+    let datadir = cnf
+        .get("datadir")
+        .ok_or_else(|| bad_cnf(&mycnf, "no datadir".into()))?;
     let marker = format!("/{}", from.tablet_dir_name());
     let mount = match datadir.find(&marker) {
         Some(i) if datadir.starts_with('/') => datadir[..i].to_owned(),
         _ => {
-            return Err(Refusal::BadMyCnf {
-                path: mycnf.display().to_string(),
-                reason: format!(
+            return Err(bad_cnf(
+                &mycnf,
+                format!(
                     "datadir {datadir:?} is not inside {}",
                     from.tablet_dir_name()
                 ),
-            });
+            ));
         }
     };
     let mount = if mount.is_empty() {
@@ -206,19 +286,21 @@ fn observe_move(
 
     // Symlinked children of the tablet directory must stay on the volume.
     let mut top_links = Vec::new();
-    for name in list_dir(vol, &tdir)? {
+    for name in list_dir(root, &tdir)? {
         let link = tdir.join(&name);
-        let meta =
-            fs::symlink_metadata(vol.abs(&link)).map_err(|e| unreadable(&vol.abs(&link), &e))?;
-        if !meta.file_type().is_symlink() {
+        let Some(meta) = lstat(root, &link)? else {
+            continue;
+        };
+        if meta.kind != Kind::Symlink {
             continue;
         }
         let target = vol.resolve(&mount, &link)?;
-        let text = fs::read_link(vol.abs(&link))
-            .map_err(|e| unreadable(&vol.abs(&link), &e))?
+        let text = root
+            .read_link(&link)
+            .map_err(|e| unreadable(&link, &e))?
             .to_string_lossy()
             .into_owned();
-        if !vol.abs(&target).exists() {
+        if lstat(root, &target)?.is_none() {
             return Err(Refusal::DanglingSymlink {
                 link: link.display().to_string(),
                 target: text,
@@ -228,6 +310,7 @@ fn observe_move(
             .file_name()
             .is_some_and(|n| n == from.tablet_dir_name().as_str())
         {
+            utf8(&tdir, &name)?;
             top_links.push(TopDirLink {
                 link,
                 target_text: text,
@@ -238,15 +321,17 @@ fn observe_move(
 
     // Every `<top>/vt_*` on the volume must be one of ours and linked from the tablet.
     for top in TOP_LEVEL_DIRS {
-        if !root_names.iter().any(|n| n == top) || !vol.abs(Path::new(top)).is_dir() {
+        if !root_names.iter().any(|n| n == top)
+            || !lstat(root, Path::new(top))?.is_some_and(|m| m.kind == Kind::Dir)
+        {
             continue;
         }
-        for name in list_dir(vol, Path::new(top))? {
-            if !name.starts_with("vt_") {
+        for name in list_dir(root, Path::new(top))? {
+            if !name.as_bytes().starts_with(b"vt_") {
                 continue;
             }
             let p = Path::new(top).join(&name);
-            if name == to.tablet_dir_name() {
+            if name == to.tablet_dir_name().as_str() {
                 return Err(Refusal::BothPresent { old: from, new: to });
             }
             if !top_links.iter().any(|l| l.target == p) {
@@ -266,67 +351,130 @@ fn observe_move(
         data_path(vol, &cnf, &mount, key, datadir)?;
     }
 
-    let prefix = from.log_file_prefix();
-    let log_dir = |key: &str| -> Result<Option<LogDir>, Refusal> {
-        let Some(path) = data_path(vol, &cnf, &mount, key, datadir)? else {
-            return Ok(None);
+    // A log directory and the files in it the move acts on: each a regular file with a
+    // UTF-8 name. `keep` picks those names from the ones starting with `<base>.`.
+    let log_dir =
+        |key: &str, keep: &dyn Fn(&str, &str) -> bool| -> Result<Option<LogDir>, Refusal> {
+            let Some(path) = data_path(vol, &cnf, &mount, key, datadir)? else {
+                return Ok(None);
+            };
+            let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            let base = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let dotted = format!("{base}.");
+            let mut files = Vec::new();
+            if expect(root, vol, &mount, &dir, Kind::Dir)?.is_some() {
+                for name in list_dir(root, &dir)? {
+                    if !name.as_bytes().starts_with(dotted.as_bytes()) {
+                        continue;
+                    }
+                    let name = utf8(&dir, &name)?;
+                    if !keep(&name, &base) {
+                        continue;
+                    }
+                    expect(root, vol, &mount, &dir.join(&name), Kind::File)?;
+                    files.push(name);
+                }
+            }
+            Ok(Some(LogDir { dir, base, files }))
         };
-        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let base = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let dotted = format!("{base}.");
-        let files = if vol.abs(&dir).is_dir() {
-            list_dir(vol, &dir)?
-                .into_iter()
-                .filter(|n| n.starts_with(&dotted))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        Ok(Some(LogDir { dir, base, files }))
-    };
-    let binlogs = log_dir("log_bin")?;
-    let relay_logs = log_dir("relay_log")?;
+    let binlogs = log_dir("log_bin", &|_, _| true)?;
+    // Only numbered relay logs and the relay index are ever removed: a relay-log base
+    // that names something else (a table, my.cnf) must not take its files along.
+    let relay_logs = log_dir("relay_log", &|n, b| {
+        is_numbered_log(n, b) || n == format!("{b}.index")
+    })?;
+    if let (Some(b), Some(r)) = (&binlogs, &relay_logs)
+        && b.dir == r.dir
+        && b.base == r.base
+    {
+        return Err(bad_cnf(
+            &mycnf,
+            format!(
+                "log-bin and relay-log both name {}/{}",
+                b.dir.display(),
+                b.base
+            ),
+        ));
+    }
 
     // The binlog index: explicit key, else `<log-bin>.index`.
     let binlog_index = match data_path(vol, &cnf, &mount, "log_bin_index", datadir)? {
         Some(p) => Some(p),
         None => data_path(vol, &cnf, &mount, "log_bin", datadir)?
             .map(|b| PathBuf::from(format!("{}.index", b.display()))),
-    }
-    .filter(|p| vol.abs(p).is_file());
+    };
+    let binlog_index = match binlog_index {
+        Some(p) => expect(root, vol, &mount, &p, Kind::File)?.map(|_| p),
+        None => None,
+    };
 
     let last_binlog = match (&binlog_index, &binlogs) {
-        (Some(index), Some(dir)) => last_binlog(vol, index, dir, &prefix)?,
+        (Some(index), Some(dir)) => {
+            last_binlog(root, vol, &mount, index, dir, &from.log_file_prefix())?
+        }
         _ => None,
     };
 
     let mut relay_files = Vec::new();
-    for key in ["relay_log_index", "relay_log_info_file"] {
-        if let Some(p) = data_path(vol, &cnf, &mount, key, datadir)? {
-            let inside_relay_dir = relay_logs.as_ref().is_some_and(|r| {
-                p.parent() == Some(r.dir.as_path())
-                    && p.file_name()
-                        .is_some_and(|n| r.files.iter().any(|f| f.as_str() == n))
-            });
-            if vol.abs(&p).is_file() && !inside_relay_dir {
-                relay_files.push(p);
-            }
+    let mut relay_file = |p: VolPath, suffix: &str| -> Result<(), Refusal> {
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let inside_relay_dir = relay_logs
+            .as_ref()
+            .is_some_and(|r| p.parent() == Some(r.dir.as_path()) && r.files.contains(&name));
+        if inside_relay_dir {
+            return Ok(());
         }
-    }
-    if cnf.get("relay_log_info_file").is_none() {
-        // Server default: relay-log.info in the datadir.
-        let d = data_path(vol, &cnf, &mount, "datadir", datadir)?.unwrap_or_default();
-        let p = d.join("relay-log.info");
-        if vol.abs(&p).is_file() {
+        if !(name.len() > suffix.len() && name.ends_with(suffix)) {
+            return Err(bad_cnf(
+                &mycnf,
+                format!(
+                    "{} does not end in {suffix}; the restore removes only relay-log bookkeeping",
+                    p.display()
+                ),
+            ));
+        }
+        if expect(root, vol, &mount, &p, Kind::File)?.is_some() {
             relay_files.push(p);
         }
+        Ok(())
+    };
+    if let Some(p) = data_path(vol, &cnf, &mount, "relay_log_index", datadir)? {
+        relay_file(p, ".index")?;
+    }
+    match data_path(vol, &cnf, &mount, "relay_log_info_file", datadir)? {
+        Some(p) => relay_file(p, ".info")?,
+        None if cnf.get("relay_log_info_file").is_none() => {
+            // Server default: relay-log.info in the datadir.
+            let d = data_path(vol, &cnf, &mount, "datadir", datadir)?.unwrap_or_default();
+            relay_file(d.join("relay-log.info"), ".info")?;
+        }
+        None => {}
+    }
+    if let Some(b) = &binlogs
+        && let Some(p) = relay_files.iter().find(|p| {
+            p.parent() == Some(b.dir.as_path())
+                && p.file_name()
+                    .is_some_and(|n| b.files.iter().any(|f| n == f.as_str()))
+        })
+    {
+        return Err(bad_cnf(
+            &mycnf,
+            format!(
+                "{} is both a binlog file and relay-log bookkeeping",
+                p.display()
+            ),
+        ));
     }
 
     let data = data_path(vol, &cnf, &mount, "datadir", datadir)?.unwrap_or_default();
-    let auto_cnf = Some(data.join("auto.cnf")).filter(|p| vol.abs(p).is_file());
+    let auto = data.join("auto.cnf");
+    let auto_cnf = expect(root, vol, &mount, &auto, Kind::File)?.map(|_| auto);
 
     Ok(MoveSource {
         from,
@@ -340,35 +488,42 @@ fn observe_move(
         relay_logs,
         relay_files,
         auto_cnf,
-        restore_in_progress: vol.abs(&tdir).join("restore_in_progress").exists(),
+        restore_in_progress: lstat(root, &tdir.join("restore_in_progress"))?.is_some(),
     })
 }
 
 /// Scans the binlog the index lists last; a crash image needs its checkpoints patched.
 fn last_binlog(
+    root: &Root,
     vol: &Volume,
+    mount: &str,
     index: &Path,
     dir: &LogDir,
     prefix: &str,
 ) -> Result<Option<(VolPath, LastBinlog)>, Refusal> {
-    let text = fs::read_to_string(vol.abs(index)).map_err(|e| unreadable(&vol.abs(index), &e))?;
-    let Some(last) = text.lines().map(str::trim).rfind(|l| !l.is_empty()) else {
+    let bad = |path: &Path, reason: String| Refusal::BadBinlog {
+        path: path.display().to_string(),
+        reason,
+    };
+    let (bytes, _) = root
+        .read_small(index, binlog::MAX_INDEX_LEN)
+        .map_err(|e| unreadable(index, &e))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| bad(index, "binlog index is not valid UTF-8".into()))?;
+    let Some(name) = binlog::last_index_entry(&text) else {
         return Ok(None);
     };
-    let name = Path::new(last)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned());
-    let Some(name) = name else { return Ok(None) };
-    let path = dir.dir.join(&name);
-    if !vol.abs(&path).is_file() {
+    let path = dir.dir.join(name);
+    if expect(root, vol, mount, &path, Kind::File)?.is_none() {
         return Err(Refusal::Unreadable {
             path: path.display().to_string(),
             reason: format!("listed last in {} but missing", index.display()),
         });
     }
-    let scan = binlog::scan_last(&vol.abs(&path), prefix).map_err(|e| Refusal::BadBinlog {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    })?;
+    let (file, _) = root
+        .open_file(&path, false)
+        .map_err(|e| unreadable(&path, &e))?;
+    let scan = binlog::scan_last(&file, &path.display().to_string(), prefix)
+        .map_err(|e| bad(&path, e.to_string()))?;
     Ok(Some((path, scan)))
 }

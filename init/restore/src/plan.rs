@@ -36,11 +36,51 @@ pub enum Step {
     },
     RemoveFile {
         path: PathBuf,
-        why: String,
+        why: RemoveWhy,
     },
     RewriteMyCnf {
         path: PathBuf,
     },
+}
+
+/// Why a file is removed: the only three kinds of file the restore ever deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RemoveWhy {
+    /// A numbered relay log or the relay-log index.
+    StaleRelayLog,
+    /// The relay-log index or info file named in my.cnf.
+    StaleRelayLogInfo,
+    /// MySQL's `auto.cnf`, which holds the source's server_uuid.
+    ServerUuidOfSource,
+}
+
+/// `<base>.<digits>`: a numbered binlog or relay log of `base`.
+pub fn is_numbered_log(name: &str, base: &str) -> bool {
+    name.strip_prefix(base)
+        .and_then(|r| r.strip_prefix('.'))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Whether the restore may delete a file named `name` for `why` (`base` is the relay-log
+/// base name, if known). Checked when planning and again on a journal read back.
+pub fn may_remove(name: &str, why: RemoveWhy, base: Option<&str>) -> bool {
+    let numbered_any = || {
+        name.rsplit_once('.').is_some_and(|(b, n)| {
+            !b.is_empty() && !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit())
+        })
+    };
+    match why {
+        RemoveWhy::StaleRelayLog => match base {
+            Some(b) => is_numbered_log(name, b) || name == format!("{b}.index"),
+            None => numbered_any() || (name.len() > ".index".len() && name.ends_with(".index")),
+        },
+        RemoveWhy::StaleRelayLogInfo => {
+            (name.len() > ".info".len() && name.ends_with(".info"))
+                || (name.len() > ".index".len() && name.ends_with(".index"))
+        }
+        RemoveWhy::ServerUuidOfSource => name == "auto.cnf",
+    }
 }
 
 impl Step {
@@ -132,20 +172,25 @@ pub fn plan(src: &MoveSource, to: TabletUid, server_id: u32) -> Plan {
         for f in &r.files {
             steps.push(Step::RemoveFile {
                 path: dir.join(f),
-                why: "stale-relay-log".into(),
+                why: RemoveWhy::StaleRelayLog,
             });
         }
     }
+    // Only the directories move; these files keep their names until they are removed.
+    let moved_dir = |p: &Path| match (p.parent(), p.file_name()) {
+        (Some(d), Some(n)) => mv(d).join(n),
+        _ => mv(p),
+    };
     for p in &src.relay_files {
         steps.push(Step::RemoveFile {
-            path: mv(p),
-            why: "stale-relay-log-info".into(),
+            path: moved_dir(p),
+            why: RemoveWhy::StaleRelayLogInfo,
         });
     }
     if let Some(a) = &src.auto_cnf {
         steps.push(Step::RemoveFile {
-            path: mv(a),
-            why: "server-uuid-of-source".into(),
+            path: moved_dir(a),
+            why: RemoveWhy::ServerUuidOfSource,
         });
     }
 

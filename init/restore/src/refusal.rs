@@ -8,8 +8,9 @@ pub enum Refusal {
     #[error("{name:?} looks like a tablet directory but is not vt_ followed by ten digits")]
     StrangeTabletDir { name: String },
     #[error(
-        "both vt_{old:010} and vt_{new:010} are on the volume; cannot tell which one is the \
-         tablet's data"
+        "both {} and {} are on the volume; cannot tell which one is the tablet's data",
+        old.tablet_dir_name(),
+        new.tablet_dir_name()
     )]
     BothPresent { old: TabletUid, new: TabletUid },
     #[error("several tablet directories on the volume ({}); cannot tell which one to adopt", fmt_uids(.uids))]
@@ -22,6 +23,20 @@ pub enum Refusal {
     BadMyCnf { path: String, reason: String },
     #[error("symlink {link} -> {target} leaves the volume")]
     SymlinkLeavesVolume { link: String, target: String },
+    #[error("symlink {link} is part of a loop (more than 40 links to follow)")]
+    SymlinkLoop { link: String },
+    #[error("{path} is a {found}, expected a {expected}")]
+    WrongFileType {
+        path: String,
+        found: &'static str,
+        expected: &'static str,
+    },
+    #[error("{path}: {reason}")]
+    BadFileName { path: String, reason: String },
+    #[error("{from} would be renamed to {to}, which already exists")]
+    TargetExists { from: String, to: String },
+    #[error("{path}: {reason}")]
+    NotWritable { path: String, reason: String },
     #[error("symlink {link} -> {target} points at nothing")]
     DanglingSymlink { link: String, target: String },
     #[error("{path} is on the volume but no tablet directory links to it")]
@@ -37,7 +52,9 @@ pub enum Refusal {
     #[error("{path}: {reason}")]
     BadBinlog { path: String, reason: String },
     #[error(
-        "an unfinished restore journal moves the volume to vt_{journal_to:010}, not to this tablet vt_{mine:010}"
+        "an unfinished restore journal moves the volume to {}, not to this tablet {}",
+        journal_to.tablet_dir_name(),
+        mine.tablet_dir_name()
     )]
     JournalForOtherTablet {
         journal_to: TabletUid,
@@ -65,6 +82,11 @@ impl Refusal {
             Self::Unreadable { .. } => "unreadable",
             Self::BadMyCnf { .. } => "bad-my-cnf",
             Self::SymlinkLeavesVolume { .. } => "symlink-leaves-volume",
+            Self::SymlinkLoop { .. } => "symlink-loop",
+            Self::WrongFileType { .. } => "wrong-file-type",
+            Self::BadFileName { .. } => "bad-file-name",
+            Self::TargetExists { .. } => "target-exists",
+            Self::NotWritable { .. } => "not-writable",
             Self::DanglingSymlink { .. } => "dangling-symlink",
             Self::UnlinkedTopDir { .. } => "unlinked-top-dir",
             Self::OffVolume { .. } => "off-volume",
@@ -80,6 +102,7 @@ impl From<vtsnap_core::volume::VolumeError> for Refusal {
         use vtsnap_core::volume::VolumeError as V;
         match e {
             V::LeavesVolume { link, target } => Self::SymlinkLeavesVolume { link, target },
+            V::SymlinkLoop { link } => Self::SymlinkLoop { link },
             V::Unreadable { path, reason } => Self::Unreadable { path, reason },
         }
     }
