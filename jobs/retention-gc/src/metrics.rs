@@ -45,6 +45,11 @@ pub fn render(r: &GcReport, now_seconds: i64) -> String {
         "Namespaces left out because a LIST failed.",
         r.unreadable.len().to_string(),
     );
+    gauge(
+        "vtsnap_gc_skipped_objects",
+        "Snapshots and fence leases left alone because they could not be read completely.",
+        r.plan.skipped.len().to_string(),
+    );
     out
 }
 
