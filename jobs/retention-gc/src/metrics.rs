@@ -64,7 +64,16 @@ mod tests {
     fn renders_the_counts() {
         let r = GcReport {
             dry_run: false,
-            plan: Plan::default(),
+            plan: Plan {
+                skipped: vec![crate::plan::Skipped {
+                    kind: crate::inventory::Kind::Lease,
+                    namespace: "ns".into(),
+                    name: "l".into(),
+                    reason: crate::plan::SkipReason::Unreadable,
+                    message: "Lease ns/l: spec.renewTime is missing".into(),
+                }],
+                ..Plan::default()
+            },
             deleted: vec!["a".into(), "b".into()],
             owner_refs_changed: 1,
             fences_recovered: vec![],
@@ -76,5 +85,6 @@ mod tests {
         assert!(t.contains("vtsnap_gc_snapshots_deleted 2\n"), "{t}");
         assert!(t.contains("vtsnap_gc_unreadable_namespaces 1\n"), "{t}");
         assert!(t.contains("vtsnap_gc_last_exit_code 1\n"), "{t}");
+        assert!(t.contains("vtsnap_gc_skipped_objects 1\n"), "{t}");
     }
 }
