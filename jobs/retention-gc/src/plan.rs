@@ -195,11 +195,8 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
     let twice = |kind, ns: &str, name: &str| seen.get(&(kind, ns, name)).is_some_and(|n| *n > 1);
     let mut maybe: Vec<MaybeShard> = Vec::new();
     for u in &inv.unreadable {
-        let cluster = u
-            .cluster
-            .as_deref()
-            .filter(|_| u.kind == Kind::VolumeSnapshot);
-        if !in_scope(&u.namespace, cluster) {
+        // A lease has no cluster label: in scope by its namespace.
+        if !in_scope(&u.namespace, u.cluster.as_deref()) {
             continue;
         }
         if u.kind == Kind::VolumeSnapshot {
