@@ -24,6 +24,11 @@ const CREATED: &str = "metadata.creationTimestamp";
 const LABELS: &str = "metadata.labels";
 const ANNOTATIONS: &str = "metadata.annotations";
 const OWNERS: &str = "metadata.ownerReferences";
+const STATUS: &str = "status";
+const READY_TO_USE: &str = "status.readyToUse";
+const BOUND_CONTENT: &str = "status.boundVolumeSnapshotContentName";
+const STATUS_CREATION_TIME: &str = "status.creationTime";
+const STATUS_ERROR: &str = "status.error";
 
 /// One of vtsnap's VolumeSnapshots, as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,7 +212,7 @@ impl VolumeSnapshot {
             source_node: ann(ANN_SOURCE_NODE)?.map(str::to_owned),
             cut_time: time(ANN_CUT_TIME, ann(ANN_CUT_TIME)?)?,
             ready_time: time(ANN_READY_TIME, ann(ANN_READY_TIME)?)?,
-            status: SnapshotStatus::of(obj),
+            status: r.status(obj)?,
             cluster_owners: r.cluster_owners()?,
             namespace: namespace.to_owned(),
             name: name.to_owned(),
@@ -276,6 +281,37 @@ impl<'a> Reader<'a> {
             value: v.to_owned(),
             source,
         })
+    }
+
+    /// `status`, strictly: "ready" is decided from it, so a field of the wrong type (say
+    /// `readyToUse: "true"`) is an error rather than "not ready" (which the GC may delete).
+    fn status(&self, obj: &Value) -> Result<SnapshotStatus, ReadError> {
+        let st = match obj.get(STATUS) {
+            None | Some(Value::Null) => return Ok(SnapshotStatus::default()),
+            Some(Value::Object(st)) => st,
+            Some(_) => return Err(self.malformed(STATUS, "an object")),
+        };
+        match st.get("readyToUse") {
+            None | Some(Value::Null | Value::Bool(_)) => {}
+            Some(_) => return Err(self.malformed(READY_TO_USE, "a boolean")),
+        }
+        match st.get("boundVolumeSnapshotContentName") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(v)) if !v.is_empty() => {}
+            Some(_) => return Err(self.malformed(BOUND_CONTENT, "a non-empty string")),
+        }
+        match st.get("creationTime") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(v)) => {
+                self.time(STATUS_CREATION_TIME, v)?;
+            }
+            Some(_) => return Err(self.malformed(STATUS_CREATION_TIME, "a string")),
+        }
+        match st.get("error") {
+            None | Some(Value::Null | Value::Object(_)) => {}
+            Some(_) => return Err(self.malformed(STATUS_ERROR, "an object")),
+        }
+        Ok(SnapshotStatus::of(obj))
     }
 
     fn mode(&self, v: &str) -> Result<Mode, ReadError> {

@@ -5,10 +5,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
 use serde_json::Value;
 use vtsnap_core::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
 use vtsnap_core::naming::KeyRange;
-use vtsnap_core::snapshot::{Phase, ReadError, VolumeSnapshot};
+use vtsnap_core::snapshot::{
+    LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, Phase, ReadError, VolumeSnapshot,
+};
 
 use crate::partitioning::cluster_shards;
 
@@ -29,8 +32,15 @@ pub struct Snap {
     pub cluster_owners: Vec<String>,
 }
 
-/// Why one of vtsnap's snapshots is left out of the plan (so never deleted): the GC deletes
-/// only what it read completely.
+/// The kinds of object the GC acts on, or on whose reading it acts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Kind {
+    VolumeSnapshot,
+    Lease,
+}
+
+/// Why one of vtsnap's objects is left out of the plan (so never deleted, counted or
+/// recovered): the GC acts only on what it read completely.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Unreadable {
     #[error(transparent)]
@@ -38,11 +48,70 @@ pub enum Unreadable {
     /// Its age is unknown, so no retention rule can place it.
     #[error("VolumeSnapshot {namespace}/{name} has no metadata.creationTimestamp")]
     NoCreationTime { namespace: String, name: String },
+    #[error("Lease {lease}: {field} is missing")]
+    LeaseMissing { lease: String, field: &'static str },
+    #[error("Lease {lease}: {field} is not {expected}")]
+    LeaseMalformed {
+        lease: String,
+        field: &'static str,
+        expected: &'static str,
+    },
 }
+
+impl Unreadable {
+    /// The field that could not be read.
+    pub fn field(&self) -> &'static str {
+        match self {
+            Self::Read(e) => e.field(),
+            Self::NoCreationTime { .. } => "metadata.creationTimestamp",
+            Self::LeaseMissing { field, .. } | Self::LeaseMalformed { field, .. } => field,
+        }
+    }
+}
+
+/// An object the GC could not read, with what could be told of it: where it is, and (for
+/// a snapshot) the identity labels that are strings, to know which shards it may be of.
+#[derive(Debug, Clone)]
+pub struct UnreadableObject {
+    pub kind: Kind,
+    /// `""` when not a string.
+    pub namespace: String,
+    /// `""` when not a string.
+    pub name: String,
+    pub cluster: Option<String>,
+    pub keyspace: Option<String>,
+    /// The shard's SafeName label.
+    pub shard: Option<String>,
+    pub error: Unreadable,
+}
+
+impl UnreadableObject {
+    fn of(kind: Kind, v: &Value, error: Unreadable) -> Self {
+        let text = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_owned);
+        let label = |k: &str| text(&format!("/metadata/labels/{}", k.replace('/', "~1")));
+        let identity = kind == Kind::VolumeSnapshot;
+        Self {
+            kind,
+            namespace: text("/metadata/namespace").unwrap_or_default(),
+            name: text("/metadata/name").unwrap_or_default(),
+            cluster: label(LABEL_CLUSTER).filter(|_| identity),
+            keyspace: label(LABEL_KEYSPACE).filter(|_| identity),
+            shard: label(LABEL_SHARD).filter(|_| identity),
+            error,
+        }
+    }
+}
+
+/// The largest `--objects` dump read (a dump of 100,000 snapshots is about 150 MiB).
+pub const MAX_DUMP_BYTES: u64 = 512 << 20;
 
 /// Why a dump cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum DumpError {
+    #[error("cannot read the dump: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the dump is larger than {} MiB", MAX_DUMP_BYTES >> 20)]
+    TooLarge,
     #[error("not a List of objects: {0}")]
     NotAList(serde_json::Error),
     #[error("item {index} of the List: {source}")]
@@ -76,8 +145,19 @@ pub struct Inventory {
     pub leases: Vec<LeaseRef>,
     /// Keyed by `(namespace, name)`.
     pub clusters: BTreeMap<(String, String), Cluster>,
-    /// vtsnap's snapshots that could not be read.
-    pub unreadable: Vec<Unreadable>,
+    /// vtsnap's snapshots and leases that could not be read.
+    pub unreadable: Vec<UnreadableObject>,
+}
+
+/// Everything `r` gives, refused once it is longer than `cap` bytes.
+fn read_capped(r: impl std::io::Read, cap: u64) -> Result<Vec<u8>, DumpError> {
+    use std::io::Read;
+    let mut text = Vec::new();
+    r.take(cap.saturating_add(1)).read_to_end(&mut text)?;
+    if u64::try_from(text.len()).unwrap_or(u64::MAX) > cap {
+        return Err(DumpError::TooLarge);
+    }
+    Ok(text)
 }
 
 fn s(v: &Value, p: &str) -> String {
@@ -108,7 +188,8 @@ impl Inventory {
             Ok(s) => self.snapshots.push(s),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read a VolumeSnapshot; it is left out of the plan");
-                self.unreadable.push(e);
+                self.unreadable
+                    .push(UnreadableObject::of(Kind::VolumeSnapshot, v, e));
             }
         }
     }
@@ -136,21 +217,20 @@ impl Inventory {
         }
     }
 
+    /// One of vtsnap's fence leases; one that cannot be read (name, renewTime,
+    /// leaseDurationSeconds) is kept apart in `unreadable`: never recovered on a guess.
     pub fn add_lease(&mut self, v: &Value, now: Timestamp) {
         if label(v, MANAGED_BY) != MANAGED_BY_VTSNAP {
             return;
         }
-        let renew = s(v, "/spec/renewTime").parse::<Timestamp>().ok();
-        let dur = v
-            .pointer("/spec/leaseDurationSeconds")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        let expired = renew.is_none_or(|r| now.as_second() > r.as_second() + dur);
-        self.leases.push(LeaseRef {
-            namespace: s(v, "/metadata/namespace"),
-            name: s(v, "/metadata/name"),
-            expired,
-        });
+        match LeaseRef::read(v, now) {
+            Ok(l) => self.leases.push(l),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read a fence Lease; it is not recovered");
+                self.unreadable
+                    .push(UnreadableObject::of(Kind::Lease, v, e));
+            }
+        }
     }
 
     pub fn add_cluster(&mut self, v: &Value) {
@@ -163,9 +243,21 @@ impl Inventory {
         );
     }
 
+    /// Reads a dump file (or pipe) of at most [`MAX_DUMP_BYTES`], then
+    /// [`from_dump_text`](Self::from_dump_text).
+    pub fn read_dump(path: &std::path::Path, now: Timestamp) -> Result<Self, DumpError> {
+        let f = std::fs::File::open(path)?;
+        // A file says its size; a pipe or device is read up to the cap.
+        if f.metadata()?.len() > MAX_DUMP_BYTES {
+            return Err(DumpError::TooLarge);
+        }
+        Self::from_dump_text(&read_capped(f, MAX_DUMP_BYTES)?, now)
+    }
+
     /// From a `kubectl get volumesnapshots,persistentvolumeclaims,leases,vitessclusters -A -o json`
     /// dump (a `List` of objects with their `kind`), one item at a time: only the inventory
-    /// is kept in memory, never the whole parsed dump.
+    /// is kept in memory, never the whole parsed dump. Nesting deeper than serde_json's
+    /// recursion limit (128) is an error, not a deep recursion.
     pub fn from_dump_text(text: &[u8], now: Timestamp) -> Result<Self, DumpError> {
         #[derive(serde::Deserialize)]
         struct List<'a> {
@@ -194,9 +286,70 @@ impl Inventory {
     }
 }
 
+impl LeaseRef {
+    fn read(v: &Value, now: Timestamp) -> Result<Self, Unreadable> {
+        let text = |p: &str| v.pointer(p).and_then(Value::as_str);
+        let lease = format!(
+            "{}/{}",
+            text("/metadata/namespace").unwrap_or(""),
+            text("/metadata/name").unwrap_or("")
+        );
+        let missing = |field| Unreadable::LeaseMissing {
+            lease: lease.clone(),
+            field,
+        };
+        let malformed = |field, expected| Unreadable::LeaseMalformed {
+            lease: lease.clone(),
+            field,
+            expected,
+        };
+        let ident = |p: &str, field| match v.pointer(p) {
+            None | Some(Value::Null) => Err(missing(field)),
+            Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+            Some(_) => Err(malformed(field, "a non-empty string")),
+        };
+        let namespace = ident("/metadata/namespace", "metadata.namespace")?;
+        let name = ident("/metadata/name", "metadata.name")?;
+        let renew: Timestamp = match v.pointer("/spec/renewTime") {
+            None | Some(Value::Null) => return Err(missing("spec.renewTime")),
+            Some(t) => t
+                .as_str()
+                .and_then(|t| t.parse().ok())
+                .ok_or_else(|| malformed("spec.renewTime", "an RFC 3339 time"))?,
+        };
+        // The API's type is int32 and it requires > 0; anything else is not a duration.
+        let secs = match v.pointer("/spec/leaseDurationSeconds") {
+            None | Some(Value::Null) => return Err(missing("spec.leaseDurationSeconds")),
+            Some(d) => d
+                .as_i64()
+                .and_then(|d| i32::try_from(d).ok())
+                .filter(|d| *d > 0)
+                .ok_or_else(|| {
+                    malformed(
+                        "spec.leaseDurationSeconds",
+                        "a whole number of seconds from 1 to 2147483647",
+                    )
+                })?,
+        };
+        Ok(Self {
+            expired: now.as_second() > renew.as_second().saturating_add(i64::from(secs)),
+            namespace,
+            name,
+        })
+    }
+}
+
 impl Snap {
     fn read(v: &Value) -> Result<Self, Unreadable> {
         let s = VolumeSnapshot::read(v)?;
+        if s.namespace.is_empty() {
+            return Err(ReadError::Malformed {
+                snapshot: format!("/{}", s.name),
+                field: "metadata.namespace",
+                expected: "a non-empty string",
+            }
+            .into());
+        }
         let Some(created) = s.created else {
             return Err(Unreadable::NoCreationTime {
                 namespace: s.namespace,
@@ -231,6 +384,20 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_is_read_up_to_the_cap_only() {
+        let endless = std::io::repeat(b' ');
+        assert!(matches!(
+            read_capped(endless, 1000),
+            Err(DumpError::TooLarge)
+        ));
+        assert_eq!(read_capped(&b"12345"[..], 5).unwrap(), b"12345");
+        assert!(matches!(
+            read_capped(&b"123456"[..], 5),
+            Err(DumpError::TooLarge)
+        ));
+    }
+
+    #[test]
     fn unreadable_snapshots_are_kept_apart_and_others_ignored() {
         let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let mut inv = Inventory::default();
@@ -254,14 +421,14 @@ mod tests {
                 .collect::<Vec<_>>(),
             [("good", "-80".to_owned(), true)]
         );
-        let why: Vec<String> = inv.unreadable.iter().map(ToString::to_string).collect();
+        let why: Vec<String> = inv.unreadable.iter().map(|u| u.error.to_string()).collect();
         assert_eq!(why.len(), 2, "{why:?}");
         assert!(
             why[0].contains("vitess/bad-phase") && why[0].contains("vtsnap.io/phase"),
             "{why:?}"
         );
         assert!(
-            matches!(&inv.unreadable[1], Unreadable::NoCreationTime { name, .. } if name == "undated")
+            matches!(&inv.unreadable[1].error, Unreadable::NoCreationTime { name, .. } if name == "undated")
         );
     }
 }

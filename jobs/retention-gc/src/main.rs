@@ -107,14 +107,7 @@ fn offline(
             return Exit::Usage;
         }
     };
-    let text = match std::fs::read(objects) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("--objects {}: {e}", objects.display());
-            return Exit::Usage;
-        }
-    };
-    let inv = match Inventory::from_dump_text(&text, now) {
+    let inv = match Inventory::read_dump(objects, now) {
         Ok(i) => i,
         Err(e) => {
             eprintln!("--objects {}: {e}", objects.display());

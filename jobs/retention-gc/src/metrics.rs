@@ -45,6 +45,11 @@ pub fn render(r: &GcReport, now_seconds: i64) -> String {
         "Namespaces left out because a LIST failed.",
         r.unreadable.len().to_string(),
     );
+    gauge(
+        "vtsnap_gc_skipped_objects",
+        "Snapshots and fence leases left alone because they could not be read completely.",
+        r.plan.skipped.len().to_string(),
+    );
     out
 }
 
@@ -59,7 +64,16 @@ mod tests {
     fn renders_the_counts() {
         let r = GcReport {
             dry_run: false,
-            plan: Plan::default(),
+            plan: Plan {
+                skipped: vec![crate::plan::Skipped {
+                    kind: crate::inventory::Kind::Lease,
+                    namespace: "ns".into(),
+                    name: "l".into(),
+                    reason: crate::plan::SkipReason::Unreadable,
+                    message: "Lease ns/l: spec.renewTime is missing".into(),
+                }],
+                ..Plan::default()
+            },
             deleted: vec!["a".into(), "b".into()],
             owner_refs_changed: 1,
             fences_recovered: vec![],
@@ -71,5 +85,6 @@ mod tests {
         assert!(t.contains("vtsnap_gc_snapshots_deleted 2\n"), "{t}");
         assert!(t.contains("vtsnap_gc_unreadable_namespaces 1\n"), "{t}");
         assert!(t.contains("vtsnap_gc_last_exit_code 1\n"), "{t}");
+        assert!(t.contains("vtsnap_gc_skipped_objects 1\n"), "{t}");
     }
 }

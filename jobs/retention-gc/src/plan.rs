@@ -9,6 +9,13 @@
 //! its snapshots after `gracePeriod` under `whenScaled: Delete` (measured from its newest
 //! snapshot: the shard was still being snapshotted until it was removed). ownerReferences
 //! to the VitessCluster follow `whenDeleted`.
+//!
+//! What the GC could not read completely (and every copy of a name seen twice) is
+//! skipped: never deleted, recovered or counted, and listed in `skipped`. Leaving a
+//! snapshot out of the count never deletes more: a readable snapshot's rank among the
+//! readable ones is at most its true rank, and its own age is read. Only a removed shard's
+//! grace period depends on the others (its newest snapshot), so a shard that may have a
+//! skipped snapshot is not deleted as removed (`skipped-in-shard`).
 
 use std::collections::BTreeMap;
 
@@ -17,7 +24,11 @@ use serde::Serialize;
 use vtsnap_core::config::{Config, Lifecycle};
 use vtsnap_core::naming::KeyRange;
 
-use crate::inventory::{Inventory, Snap};
+use crate::inventory::{Inventory, Kind, Snap};
+
+/// A creation time later than now by more than this (clock skew) cannot be real: the API
+/// server sets it.
+const FUTURE_SLACK_SECS: i64 = 3600;
 
 /// Why a snapshot is deleted or kept (the JSON `reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -35,6 +46,7 @@ pub enum Reason {
     BeyondMaxCount,
     BeyondMaxAge,
     WithinMaxCount,
+    SkippedInShard,
 }
 
 impl Reason {
@@ -52,6 +64,7 @@ impl Reason {
             Reason::BeyondMaxCount => "beyond-max-count",
             Reason::BeyondMaxAge => "beyond-max-age",
             Reason::WithinMaxCount => "within-max-count",
+            Reason::SkippedInShard => "skipped-in-shard",
         }
     }
 }
@@ -89,6 +102,38 @@ pub struct FenceItem {
     pub name: String,
 }
 
+/// Why an object is skipped (the JSON `reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SkipReason {
+    /// A field it is planned by is missing or does not parse (`message` names it).
+    Unreadable,
+    /// Another object has the same namespace and name: which one is real is unknown.
+    Duplicate,
+    /// Created after now (beyond clock skew).
+    CreatedInTheFuture,
+}
+
+impl SkipReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unreadable => "unreadable",
+            Self::Duplicate => "duplicate",
+            Self::CreatedInTheFuture => "created-in-the-future",
+        }
+    }
+}
+
+/// An object left alone because it was not read completely.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    pub kind: Kind,
+    pub namespace: String,
+    pub name: String,
+    pub reason: SkipReason,
+    pub message: String,
+}
+
 /// The plan; `--dry-run` and `plan` print it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Plan {
@@ -96,6 +141,15 @@ pub struct Plan {
     pub keep: Vec<Item>,
     pub owner_refs: OwnerRefs,
     pub recover_fences: Vec<FenceItem>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// Where a skipped snapshot may belong (`None`: could be any).
+type MaybeShard = (String, Option<String>, Option<String>, Option<String>);
+
+fn may_be_of(m: &MaybeShard, (ns, cluster, keyspace, shard): &ShardKey) -> bool {
+    let fits = |v: &Option<String>, want: &String| v.as_ref().is_none_or(|v| v == want);
+    m.0 == *ns && fits(&m.1, cluster) && fits(&m.2, keyspace) && fits(&m.3, shard)
 }
 
 /// `(namespace, cluster, keyspace, shard SafeName)`.
@@ -113,13 +167,87 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
         .filter(|c| only_cluster.is_none_or(|o| o == c.name))
         .map(|c| (c.namespace.clone(), c.name.clone()))
         .collect();
+    let in_scope = |ns: &str, c: Option<&str>| {
+        scope
+            .iter()
+            .any(|(sns, sc)| sns == ns && c.is_none_or(|c| c == sc))
+    };
+    let mut out = Plan::default();
+    // Every copy of a name seen twice is skipped: which one is real is unknown.
+    let mut seen: BTreeMap<(Kind, &str, &str), usize> = BTreeMap::new();
+    let names = inv
+        .snapshots
+        .iter()
+        .map(|s| (Kind::VolumeSnapshot, &s.namespace, &s.name))
+        .chain(
+            inv.leases
+                .iter()
+                .map(|l| (Kind::Lease, &l.namespace, &l.name)),
+        )
+        .chain(
+            inv.unreadable
+                .iter()
+                .map(|u| (u.kind, &u.namespace, &u.name)),
+        );
+    for (kind, ns, name) in names {
+        *seen.entry((kind, ns.as_str(), name.as_str())).or_default() += 1;
+    }
+    let twice = |kind, ns: &str, name: &str| seen.get(&(kind, ns, name)).is_some_and(|n| *n > 1);
+    let mut maybe: Vec<MaybeShard> = Vec::new();
+    for u in &inv.unreadable {
+        // A lease has no cluster label: in scope by its namespace.
+        if !in_scope(&u.namespace, u.cluster.as_deref()) {
+            continue;
+        }
+        if u.kind == Kind::VolumeSnapshot {
+            maybe.push((
+                u.namespace.clone(),
+                u.cluster.clone(),
+                u.keyspace.clone(),
+                u.shard.clone(),
+            ));
+        }
+        out.skipped.push(Skipped {
+            kind: u.kind,
+            namespace: u.namespace.clone(),
+            name: u.name.clone(),
+            reason: SkipReason::Unreadable,
+            message: u.error.to_string(),
+        });
+    }
     // Shards in SafeName order (the order plans have always been printed in).
     let mut groups: BTreeMap<ShardKey, (&KeyRange, Vec<&Snap>)> = BTreeMap::new();
     for s in &inv.snapshots {
-        if scope
-            .iter()
-            .any(|(ns, c)| *ns == s.namespace && *c == s.cluster)
-        {
+        if in_scope(&s.namespace, Some(&s.cluster)) {
+            let skip = if twice(Kind::VolumeSnapshot, &s.namespace, &s.name) {
+                Some((
+                    SkipReason::Duplicate,
+                    "another VolumeSnapshot has this name".to_owned(),
+                ))
+            } else if age_secs(now, s.created) < -FUTURE_SLACK_SECS {
+                Some((
+                    SkipReason::CreatedInTheFuture,
+                    format!("metadata.creationTimestamp {} is after now", s.created),
+                ))
+            } else {
+                None
+            };
+            if let Some((reason, message)) = skip {
+                maybe.push((
+                    s.namespace.clone(),
+                    Some(s.cluster.clone()),
+                    Some(s.keyspace.clone()),
+                    Some(s.shard.safe_name()),
+                ));
+                out.skipped.push(Skipped {
+                    kind: Kind::VolumeSnapshot,
+                    namespace: s.namespace.clone(),
+                    name: s.name.clone(),
+                    reason,
+                    message,
+                });
+                continue;
+            }
             groups
                 .entry((
                     s.namespace.clone(),
@@ -132,8 +260,9 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
                 .push(s);
         }
     }
-    let mut out = Plan::default();
-    for ((ns, cluster, keyspace, _), (shard, mut snaps)) in groups {
+    for (key, (shard, mut snaps)) in groups {
+        let held = maybe.iter().any(|m| may_be_of(m, &key));
+        let (ns, cluster, keyspace, _) = key;
         let shard = shard.to_string();
         let Ok(policy) = config.resolve(&cluster, &keyspace, &shard) else {
             continue;
@@ -166,10 +295,12 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
                     (false, Reason::FailedWithinMaxAge)
                 }
             } else if removed_delete {
-                if past_grace {
-                    (true, Reason::ShardRemoved)
-                } else {
+                if !past_grace {
                     (false, Reason::WithinGracePeriod)
+                } else if held {
+                    (false, Reason::SkippedInShard)
+                } else {
+                    (true, Reason::ShardRemoved)
                 }
             } else if !s.ready {
                 if age < ready_timeout {
@@ -220,13 +351,26 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
         }
     }
     for l in &inv.leases {
-        if l.expired && scope.iter().any(|(ns, _)| *ns == l.namespace) {
+        if !in_scope(&l.namespace, None) {
+            continue;
+        }
+        if twice(Kind::Lease, &l.namespace, &l.name) {
+            out.skipped.push(Skipped {
+                kind: Kind::Lease,
+                namespace: l.namespace.clone(),
+                name: l.name.clone(),
+                reason: SkipReason::Duplicate,
+                message: "another Lease has this name".to_owned(),
+            });
+        } else if l.expired {
             out.recover_fences.push(FenceItem {
                 namespace: l.namespace.clone(),
                 name: l.name.clone(),
             });
         }
     }
+    out.skipped
+        .sort_by(|a, b| (&a.namespace, &a.name, a.kind).cmp(&(&b.namespace, &b.name, b.kind)));
     out
 }
 

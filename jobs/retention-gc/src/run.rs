@@ -309,17 +309,28 @@ pub fn table(p: &Plan) -> String {
             f.namespace, f.name
         ));
     }
+    for s in &p.skipped {
+        out.push_str(&format!(
+            "SKIP    {}/{}  {:?} {}: {}\n",
+            s.namespace,
+            s.name,
+            s.kind,
+            s.reason.as_str(),
+            s.message
+        ));
+    }
     out.push_str(&format!(
-        "{} to delete, {} kept, {} ownerReference changes, {} fences to recover\n",
+        "{} to delete, {} kept, {} ownerReference changes, {} fences to recover, {} skipped\n",
         p.delete.len(),
         p.keep.len(),
         p.owner_refs.add.len() + p.owner_refs.remove.len(),
-        p.recover_fences.len()
+        p.recover_fences.len(),
+        p.skipped.len()
     ));
     out
 }
 
-/// JSON of a plan: `{"delete","keep","owner_refs":{"add","remove"},"recover_fences"}`.
+/// JSON of a plan: `{"delete","keep","owner_refs":{"add","remove"},"recover_fences","skipped"}`.
 pub fn plan_json(p: &Plan) -> Value {
     json!(p)
 }

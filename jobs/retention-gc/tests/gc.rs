@@ -112,6 +112,21 @@ async fn an_unreadable_snapshot_is_never_deleted() {
             .all(|i| i.name != "snap-unreadable"),
         "{r:?}"
     );
+    // Reported in the JSON line, with the field, and the run is not failed for it.
+    let line = serde_json::to_value(&r).unwrap();
+    assert_eq!(
+        line["plan"]["skipped"][0]["name"], "snap-unreadable",
+        "{line}"
+    );
+    assert_eq!(line["plan"]["skipped"][0]["reason"], "unreadable");
+    assert!(
+        line["plan"]["skipped"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("vtsnap.io/phase"),
+        "{line}"
+    );
+    assert_eq!(r.exit_code, 0);
 }
 
 #[tokio::test]

@@ -271,3 +271,54 @@ fn each_malformed_field_is_its_own_named_error() {
         );
     }
 }
+
+/// "Ready" decides what the GC may delete: a status field of the wrong type is an error
+/// naming it, never "not ready".
+#[test]
+fn a_status_of_the_wrong_shape_is_an_error_not_unready() {
+    let with = |field: &str, v: Value| {
+        let mut o = complete();
+        o["status"][field] = v;
+        o
+    };
+    let mut not_an_object = complete();
+    not_an_object["status"] = json!("ready");
+    let cases = [
+        (with("readyToUse", json!("true")), READY_TO_USE),
+        (with("readyToUse", json!(1)), READY_TO_USE),
+        (
+            with("boundVolumeSnapshotContentName", json!(7)),
+            BOUND_CONTENT,
+        ),
+        (
+            with("boundVolumeSnapshotContentName", json!("")),
+            BOUND_CONTENT,
+        ),
+        (with("creationTime", json!(0)), STATUS_CREATION_TIME),
+        (
+            with("creationTime", json!("yesterday")),
+            STATUS_CREATION_TIME,
+        ),
+        (with("error", json!("boom")), STATUS_ERROR),
+        (not_an_object, STATUS),
+    ];
+    for (o, field) in cases {
+        let e = VolumeSnapshot::read(&o).unwrap_err();
+        assert_eq!(e.field(), field, "{e}");
+        assert!(e.to_string().contains(field), "{e}");
+    }
+    // Booleans, nulls and absent fields read as before.
+    for (field, v, ready) in [
+        ("readyToUse", json!(true), true),
+        ("readyToUse", json!(false), false),
+        ("readyToUse", json!(null), false),
+        ("error", json!(null), true),
+        ("error", json!({"message": "retrying"}), false),
+    ] {
+        let s = VolumeSnapshot::read(&with(field, v)).unwrap();
+        assert_eq!(s.status.is_ready(), ready, "{field}");
+    }
+    let mut no_status = complete();
+    no_status.as_object_mut().unwrap().remove("status");
+    assert!(!VolumeSnapshot::read(&no_status).unwrap().status.is_ready());
+}

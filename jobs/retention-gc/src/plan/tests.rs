@@ -3,7 +3,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 
 use super::*;
-use crate::inventory::{Cluster, LeaseRef};
+use crate::inventory::{Cluster, LeaseRef, Unreadable, UnreadableObject};
 
 const NOW: &str = "2026-11-29T12:00:00Z";
 
@@ -320,6 +320,276 @@ fn expired_fences_are_recovered_and_other_clusters_are_left_alone() {
     assert!(
         p.delete.is_empty() && p.keep.is_empty(),
         "snapshots of unconfigured clusters are out of scope"
+    );
+}
+
+/// `snap` created `secs` seconds before now (negative: after).
+fn snap_secs(name: &str, shard: &str, secs: i64, ready: bool, failed: bool) -> Snap {
+    let mut s = snap(name, "commerce", shard, 0, ready, failed);
+    s.created = Timestamp::from_second(now().as_second() - secs).unwrap();
+    s
+}
+
+/// The reason of the one snapshot `s` (with `cluster: -`), under `extra`.
+fn reason_of(
+    extra: &str,
+    snaps: Vec<Snap>,
+    shards: &[(&str, &str)],
+    name: &str,
+) -> (&'static str, bool) {
+    let inv = Inventory {
+        snapshots: snaps,
+        clusters: cluster(shards),
+        ..Inventory::default()
+    };
+    reasons(&plan(&config(extra), &inv, now(), None))[name]
+}
+
+const H: i64 = 3600;
+
+#[test]
+fn every_age_limit_is_exclusive_to_the_second() {
+    let limits = "  snapshot: {readyTimeout: 1h}\n  retention: {failedMaxAge: 2h, maxAge: 3h, maxCount: 10}\n";
+    let one = |s: Snap| reason_of(limits, vec![s], &[("commerce", "-")], "s");
+    assert_eq!(
+        one(snap_secs("s", "x-x", 2 * H, false, true)),
+        ("failed-within-max-age", false)
+    );
+    assert_eq!(
+        one(snap_secs("s", "x-x", 2 * H + 1, false, true)),
+        ("failed-expired", true)
+    );
+    assert_eq!(
+        one(snap_secs("s", "x-x", H - 1, false, false)),
+        ("not-ready-yet", false)
+    );
+    assert_eq!(
+        one(snap_secs("s", "x-x", H, false, false)),
+        ("unready-within-max-age", false)
+    );
+    assert_eq!(
+        one(snap_secs("s", "x-x", 3 * H, false, false)),
+        ("unready-within-max-age", false)
+    );
+    assert_eq!(
+        one(snap_secs("s", "x-x", 3 * H + 1, false, false)),
+        ("unready-expired", true)
+    );
+    let two = |age| {
+        reason_of(
+            limits,
+            vec![
+                snap_secs("new", "x-x", 0, true, false),
+                snap_secs("s", "x-x", age, true, false),
+            ],
+            &[("commerce", "-")],
+            "s",
+        )
+    };
+    assert_eq!(two(3 * H), ("within-max-count", false));
+    assert_eq!(two(3 * H + 1), ("beyond-max-age", true));
+    // A removed shard: the grace period from its newest snapshot.
+    let removed = |age| {
+        reason_of(
+            "  deletionPolicy: {whenScaled: Delete, gracePeriod: 5h}\n",
+            vec![snap_secs("s", "x-x", age, true, false)],
+            &[("commerce", "-80"), ("commerce", "80-")],
+            "s",
+        )
+    };
+    assert_eq!(removed(5 * H), ("within-grace-period", false));
+    assert_eq!(removed(5 * H + 1), ("shard-removed", true));
+}
+
+#[test]
+fn reasons_print_as_in_the_json() {
+    for r in [
+        Reason::BeyondMaxCount,
+        Reason::SkippedInShard,
+        Reason::InUseSource,
+    ] {
+        assert_eq!(
+            r.to_string(),
+            serde_json::to_value(r).unwrap().as_str().unwrap()
+        );
+    }
+    assert_eq!(Reason::SkippedInShard.to_string(), "skipped-in-shard");
+    for r in [
+        SkipReason::Unreadable,
+        SkipReason::Duplicate,
+        SkipReason::CreatedInTheFuture,
+    ] {
+        assert_eq!(
+            r.as_str(),
+            serde_json::to_value(r).unwrap().as_str().unwrap()
+        );
+    }
+}
+
+/// `example` in `vitess` and `other` in `elsewhere`.
+fn two_clusters() -> Config {
+    Config::from_yaml(
+        "clusters:\n- name: example\n  namespace: vitess\n- name: other\n  namespace: elsewhere\n",
+    )
+    .unwrap()
+}
+
+fn of(name: &str, namespace: &str, cluster: &str) -> Snap {
+    let mut s = snap(name, "commerce", "x-x", 1, true, false);
+    s.namespace = namespace.into();
+    s.cluster = cluster.into();
+    s
+}
+
+#[test]
+fn a_snapshot_is_planned_only_under_its_own_cluster_and_namespace() {
+    let inv = Inventory {
+        snapshots: vec![
+            of("mine", "vitess", "example"),
+            of("theirs", "elsewhere", "other"),
+            // Named by the config, but not in these namespaces: no policy applies.
+            of("other-in-vitess", "vitess", "other"),
+            of("example-elsewhere", "elsewhere", "example"),
+        ],
+        ..Inventory::default()
+    };
+    let planned = |only| {
+        let p = plan(&two_clusters(), &inv, now(), only);
+        let mut n: Vec<String> = p
+            .keep
+            .iter()
+            .chain(&p.delete)
+            .map(|i| i.name.clone())
+            .collect();
+        n.sort();
+        n
+    };
+    assert_eq!(planned(None), ["mine", "theirs"]);
+    assert_eq!(planned(Some("other")), ["theirs"]);
+    assert_eq!(planned(Some("example")), ["mine"]);
+}
+
+fn unreadable(namespace: &str, ident: [Option<&str>; 3]) -> UnreadableObject {
+    let [cluster, keyspace, shard] = ident.map(|v| v.map(str::to_owned));
+    UnreadableObject {
+        kind: Kind::VolumeSnapshot,
+        namespace: namespace.into(),
+        name: "broken".into(),
+        cluster,
+        keyspace,
+        shard,
+        error: Unreadable::NoCreationTime {
+            namespace: namespace.into(),
+            name: "broken".into(),
+        },
+    }
+}
+
+#[test]
+fn a_skipped_snapshot_holds_the_removal_of_only_the_shards_it_may_be_of() {
+    let cfg = config("  deletionPolicy: {whenScaled: Delete, gracePeriod: 1h}\n");
+    let removed = |u: UnreadableObject| {
+        let inv = Inventory {
+            snapshots: vec![snap("gone", "commerce", "x-x", 48, true, false)],
+            clusters: cluster(&[("commerce", "-80"), ("commerce", "80-")]),
+            unreadable: vec![u],
+            ..Inventory::default()
+        };
+        let p = plan(&cfg, &inv, now(), None);
+        (reasons(&p)["gone"], p.skipped.len())
+    };
+    let (c, k, s) = (Some("example"), Some("commerce"), Some("x-x"));
+    let held = (("skipped-in-shard", false), 1);
+    assert_eq!(removed(unreadable("vitess", [c, k, s])), held);
+    assert_eq!(removed(unreadable("vitess", [None, k, s])), held);
+    assert_eq!(removed(unreadable("vitess", [c, None, s])), held);
+    assert_eq!(removed(unreadable("vitess", [c, k, None])), held);
+    assert_eq!(removed(unreadable("vitess", [None, None, None])), held);
+    let free = (("shard-removed", true), 1);
+    assert_eq!(
+        removed(unreadable("vitess", [c, Some("customer"), s])),
+        free
+    );
+    assert_eq!(removed(unreadable("vitess", [c, k, Some("x-80")])), free);
+    // Out of scope: neither holding nor reported.
+    assert_eq!(
+        removed(unreadable("elsewhere", [c, k, s])),
+        (("shard-removed", true), 0)
+    );
+    assert_eq!(
+        removed(unreadable("vitess", [Some("other"), k, s])),
+        (("shard-removed", true), 0)
+    );
+    // An unreadable lease holds no snapshot.
+    let mut lease = unreadable("vitess", [None, None, None]);
+    lease.kind = Kind::Lease;
+    assert_eq!(removed(lease), free);
+}
+
+#[test]
+fn a_creation_time_up_to_an_hour_ahead_is_clock_skew_beyond_it_is_skipped() {
+    let inv = Inventory {
+        snapshots: vec![
+            snap_secs("skewed", "x-x", -H, true, false),
+            snap_secs("future", "x-x", -H - 1, true, false),
+            snap_secs("now", "x-x", 0, true, false),
+        ],
+        clusters: cluster(&[("commerce", "-")]),
+        ..Inventory::default()
+    };
+    let p = plan(&config("  retention: {maxCount: 1}\n"), &inv, now(), None);
+    let r = reasons(&p);
+    assert_eq!(r["skewed"], ("newest-ready", false));
+    assert_eq!(r["now"], ("beyond-max-count", true));
+    assert_eq!(
+        p.skipped
+            .iter()
+            .map(|s| (s.name.as_str(), s.reason))
+            .collect::<Vec<_>>(),
+        [("future", SkipReason::CreatedInTheFuture)]
+    );
+}
+
+#[test]
+fn every_copy_of_a_name_is_skipped_and_other_names_are_not() {
+    let lease = |name: &str| LeaseRef {
+        namespace: "vitess".into(),
+        name: name.into(),
+        expired: true,
+    };
+    let inv = Inventory {
+        snapshots: vec![
+            snap("twin", "commerce", "x-x", 1, true, false),
+            snap("twin", "commerce", "x-x", 50, true, false),
+            snap("single", "commerce", "x-x", 2, true, false),
+        ],
+        leases: vec![lease("fence"), lease("fence"), lease("alone")],
+        clusters: cluster(&[("commerce", "-")]),
+        ..Inventory::default()
+    };
+    let p = plan(&config("  retention: {maxCount: 1}\n"), &inv, now(), None);
+    assert_eq!(reasons(&p).len(), 1);
+    assert_eq!(reasons(&p)["single"], ("newest-ready", false));
+    assert_eq!(
+        p.recover_fences,
+        [FenceItem {
+            namespace: "vitess".into(),
+            name: "alone".into()
+        }]
+    );
+    let skipped: Vec<(Kind, &str, SkipReason)> = p
+        .skipped
+        .iter()
+        .map(|s| (s.kind, s.name.as_str(), s.reason))
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            (Kind::Lease, "fence", SkipReason::Duplicate),
+            (Kind::Lease, "fence", SkipReason::Duplicate),
+            (Kind::VolumeSnapshot, "twin", SkipReason::Duplicate),
+            (Kind::VolumeSnapshot, "twin", SkipReason::Duplicate),
+        ]
     );
 }
 

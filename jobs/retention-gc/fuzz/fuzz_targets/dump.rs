@@ -1,0 +1,48 @@
+//! The `--objects` dump reader and the planner on what it reads: no panic, and whatever
+//! the dump, nothing is both deleted and kept, and nothing skipped is deleted or recovered.
+
+#![no_main]
+
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+use k8s_openapi::jiff::Timestamp;
+use libfuzzer_sys::fuzz_target;
+use vtsnap_core::config::Config;
+use vtsnap_gc::inventory::{Inventory, Kind};
+use vtsnap_gc::plan::plan;
+
+const CONFIG: &str = "clusters:\n- name: example\n  namespace: vitess\n  \
+    retention: {maxCount: 2, maxAge: 7d}\n  deletionPolicy: {whenScaled: Delete, gracePeriod: 1h}\n";
+
+fn config() -> &'static Config {
+    static C: OnceLock<Config> = OnceLock::new();
+    C.get_or_init(|| Config::from_yaml(CONFIG).expect("the fuzz config is valid"))
+}
+
+fuzz_target!(|data: &[u8]| {
+    let now: Timestamp = "2026-11-29T12:00:00Z".parse().expect("a time");
+    let Ok(inv) = Inventory::from_dump_text(data, now) else {
+        return;
+    };
+    let p = plan(config(), &inv, now, None);
+    let key = |ns: &str, name: &str| (ns.to_owned(), name.to_owned());
+    let deleted: BTreeSet<_> = p.delete.iter().map(|i| key(&i.namespace, &i.name)).collect();
+    assert_eq!(deleted.len(), p.delete.len(), "a snapshot deleted twice");
+    for i in &p.keep {
+        assert!(!deleted.contains(&key(&i.namespace, &i.name)), "deleted and kept: {i:?}");
+    }
+    for i in &p.delete {
+        assert!(!i.namespace.is_empty() && !i.name.is_empty(), "{i:?}");
+    }
+    for s in &p.skipped {
+        let k = key(&s.namespace, &s.name);
+        match s.kind {
+            Kind::VolumeSnapshot => assert!(!deleted.contains(&k), "skipped and deleted: {s:?}"),
+            Kind::Lease => assert!(
+                !p.recover_fences.iter().any(|f| key(&f.namespace, &f.name) == k),
+                "skipped and recovered: {s:?}"
+            ),
+        }
+    }
+});
