@@ -6,7 +6,7 @@ export DOCKER_HOST ?= unix:///run/podman/podman.sock
 DEMO_DIR ?= $(shell mktemp -d -u /tmp/vtsnap-demo.XXXXXX)
 NEW_UID ?= 2548885007
 
-.PHONY: demo demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check
+.PHONY: demo demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check
 
 # The local lab (tests/): cold and online snapshots under load, a new replica from each,
 # checksums, GC, a timeline and one JSON line. Cleans up even when interrupted.
@@ -67,4 +67,21 @@ bench:
 	cargo bench -p vtsnap-restore --bench restore_scaling
 	cargo bench -p vtsnap-gc --bench plan_scaling
 
-test: images lint bench-check unit
+# Pinned cargo tools the checks below need (cargo-fuzz, cargo-mutants).
+dev-tools:
+	bash scripts/dev-tools.sh
+
+# Every fuzz target, FUZZ_SECONDS each, from its committed seeds (a crash fails).
+FUZZ_SECONDS ?= 20
+fuzz-check: dev-tools
+	bash scripts/fuzz-check.sh $(FUZZ_SECONDS)
+
+# Mutation testing of the pure deciders: every mutant (slow), or only those on lines
+# changed since the last full run (.ci/mutants-baseline). A surviving mutant fails unless
+# it is listed as equivalent, with its reason, in the mutants-equivalent.md beside its file.
+mutants: dev-tools
+	bash scripts/mutants.sh full
+mutants-check: dev-tools
+	bash scripts/mutants.sh changed
+
+test: images lint bench-check fuzz-check mutants-check unit

@@ -29,7 +29,7 @@ while IFS= read -r manifest; do
     echo "fuzz-check: $target (${secs}s, seeds $(ls "$seeds" | wc -l))"
     rm -rf "$fuzz_dir/artifacts/$target"
     log="$scratch/$target.log"
-    if ! (cd "$crate_dir" && cargo "${toolchain[@]}" fuzz run --sanitizer none \
+    if ! (cd "$crate_dir" && cargo "${toolchain[@]}" fuzz run --dev --sanitizer none \
       --target-dir "$root/target/fuzz" "$target" "$scratch/$target" "$seeds" -- \
       -max_total_time="$secs" -rss_limit_mb=2048 -print_final_stats=1) >"$log" 2>&1; then
       tail -n 60 "$log" >&2

@@ -11,64 +11,68 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export PATH="$HOME/.cargo/bin:$PATH"
 mode=${1:-changed}
-
-deciders=(
-  jobs/retention-gc/src/plan.rs
-  core/src/select.rs
-  core/src/config/resolve.rs
-  core/src/config/validate.rs
-  init/restore/src/observe.rs
-  init/restore/src/plan.rs
-  node/src/daemon/decide.rs
-)
-args=()
-for f in "${deciders[@]}"; do args+=(--file "$f"); done
-
 # Its own target dir: builds of mutated copies must never be taken as fresh by a normal build.
 export CARGO_TARGET_DIR="$root/target/mutants"
-out=$(mktemp -d /var/tmp/vtsnap-mutants.XXXXXX)
-trap 'rm -rf "$out"' EXIT
+
+# package | decider files | the tests that judge them (cargo test arguments)
+groups=(
+  "vtsnap-gc|jobs/retention-gc/src/plan.rs|"
+  "vtsnap-core|core/src/select.rs core/src/config/resolve.rs core/src/config/validate.rs|--lib"
+  "vtsnap-restore|init/restore/src/observe.rs init/restore/src/plan.rs|--lib --test layouts --test hostile"
+  "vtsnap-node|node/src/daemon/decide.rs|--lib"
+)
+
 case "$mode" in
-  full) ;;
-  changed)
-    base=$(tr -d '[:space:]' < .ci/mutants-baseline)
-    git diff --unified=0 "$base" -- "${deciders[@]}" > "$out/diff.patch"
-    if [ ! -s "$out/diff.patch" ]; then
-      echo "mutants: no decider changed since $base (the last full run)"
-      exit 0
-    fi
-    args+=(--in-diff "$out/diff.patch")
-    ;;
+  full|changed) ;;
   *) echo "usage: scripts/mutants.sh full|changed" >&2; exit 2 ;;
 esac
-
-set +e
-cargo mutants --no-shuffle --timeout 120 --output "$out" "${args[@]}" -- --quiet
-status=$?
-set -e
-# 0: all caught; 2: some missed (checked against the equivalents below); 3: some timed
-# out (a hang the tests noticed counts as caught); others fail.
-case $status in
-  0|2|3) ;;
-  *) echo "mutants: cargo mutants failed with exit $status" >&2; exit 1 ;;
-esac
+base=$(tr -d '[:space:]' < .ci/mutants-baseline)
+out=$(mktemp -d /var/tmp/vtsnap-mutants.XXXXXX)
+trap 'rm -rf "$out"' EXIT
 unexpected=0
-while IFS= read -r line; do
-  [ -n "$line" ] || continue
-  file=${line%%:*}
-  # "path:line:col: replace X with Y" → "replace X with Y"
-  what=${line#*: }
-  list=""
-  for l in "${file%.rs}/mutants-equivalent.md" "$(dirname "$file")/mutants-equivalent.md"; do
-    if [ -f "$l" ] && grep -qF -- "$what" "$l"; then list=$l; fi
-  done
-  if [ -n "$list" ]; then
-    echo "mutants: equivalent (listed in $list): $line"
-  else
-    echo "mutants: MISSED: $line" >&2
-    unexpected=$((unexpected + 1))
+caught=0
+for g in "${groups[@]}"; do
+  IFS='|' read -r package files test_args <<<"$g"
+  read -ra files <<<"$files"
+  read -ra test_args <<<"$test_args"
+  args=(--package "$package")
+  for f in "${files[@]}"; do args+=(--file "$f"); done
+  if [ "$mode" = changed ]; then
+    git diff --unified=0 "$base" -- "${files[@]}" > "$out/$package.patch"
+    if [ ! -s "$out/$package.patch" ]; then
+      echo "mutants: $package: no decider changed since $base (the last full run)"
+      continue
+    fi
+    args+=(--in-diff "$out/$package.patch")
   fi
-done < "$out/mutants.out/missed.txt"
-caught=$(wc -l < "$out/mutants.out/caught.txt")
+  echo "mutants: $package: ${files[*]}"
+  set +e
+  cargo mutants --no-shuffle --timeout 300 --output "$out/$package" "${args[@]}" -- "${test_args[@]}"
+  status=$?
+  set -e
+  # 0: all caught; 2: some missed (checked against the equivalents below); 3: some timed
+  # out (a hang the tests noticed counts as caught); others: the run itself failed.
+  case $status in
+    0|2|3) ;;
+    *) echo "mutants: cargo mutants failed for $package (exit $status)" >&2; exit 1 ;;
+  esac
+  results="$out/$package/mutants.out"
+  caught=$((caught + $(cat "$results/caught.txt" "$results/timeout.txt" 2>/dev/null | wc -l)))
+  while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    file=${line%%:*}
+    what=${line#*: }
+    list=""
+    for l in "${file%.rs}/mutants-equivalent.md" "$(dirname "$file")/mutants-equivalent.md"; do
+      if [ -f "$l" ] && grep -qF -- "$what" "$l"; then list=$l; fi
+    done
+    if [ -n "$list" ]; then
+      echo "mutants: equivalent (listed in $list): $line"
+    else
+      echo "mutants: MISSED: $line" >&2
+      unexpected=$((unexpected + 1))
+    fi
+  done < <(cat "$results/missed.txt" 2>/dev/null)
+done
 echo "mutants: $caught caught, $unexpected missed and not listed as equivalent"
 [ "$unexpected" -eq 0 ]
