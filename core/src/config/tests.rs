@@ -397,7 +397,7 @@ fn the_piecewise_read_agrees_with_the_strict_one() {
         BASE.to_owned(),
         format!(
             "{BASE}  vtctld: vtctld:15999\n  snapshot: {{mode: online, labels: {{tier: 1, on: yes}}, target: {{maxLag: 10s}}}}\n  \
-             deletionPolicy: null\n  keyspaces:\n    commerce:\n      restore: {{pools: [1, b]}}\n      shards:\n        \
+             deletionPolicy: null\n  keyspaces:\n    commerce:\n      restore: {{pools: [replica, rdonly]}}\n      shards:\n        \
              -80: {{retention: {{maxCount: 3}}}}\n        80-: {{}}\n        c0-:\n    customer:\n      \
              vtbackup: {{dataVolumeClaimTemplate: {{resources: {{requests: {{storage: 10Gi}}}}}}}}\n"
         ),
@@ -408,4 +408,227 @@ fn the_piecewise_read_agrees_with_the_strict_one() {
         assert!(p.errors.is_empty(), "{t}\n{:?}", p.errors);
         assert_eq!(p.config, strict, "{t}");
     }
+}
+
+/// Everything here parses, and the Kubernetes API or Vitess would refuse it only once a
+/// tablet is fenced: validation must refuse it first, each at its path.
+#[test]
+fn what_the_api_would_reject_is_refused_up_front() {
+    let long = "v".repeat(64);
+    let e = errors(&format!(
+        "{BASE}  snapshot:\n    volumeSnapshotClassName: ../../etc\n    \
+         labels: {{\"a b\": x, \"\": x, VTSNAP.IO/y: x, long: {long}, spaced: \"a b\", empty: \"\"}}\n    \
+         annotations: {{\"\": x, ok/fine: \"any text at all\"}}\n  \
+         restore: {{pools: [primary, bogus, externalreplica, replica, rdonly]}}\n  \
+         keyspaces:\n    commerce:\n      shards:\n        \"-8\": {{}}\n        \"8-\": {{}}\n        \"-80\": {{}}\n"
+    ));
+    let want = [
+        "clusters[0].snapshot.volumeSnapshotClassName: \"../../etc\" is not a VolumeSnapshotClass name: must be a lowercase DNS subdomain: lowercase letters, digits, '-' and '.', each part starting and ending with a letter or digit",
+        "clusters[0].snapshot.labels.\"\": key \"\" is not a valid labels key: must not be empty",
+        "clusters[0].snapshot.labels.VTSNAP.IO/y: key \"VTSNAP.IO/y\" is not a valid labels key: prefix \"VTSNAP.IO\" (before '/'): must be a lowercase DNS subdomain: lowercase letters, digits, '-' and '.', each part starting and ending with a letter or digit",
+        "clusters[0].snapshot.labels.a b: key \"a b\" is not a valid labels key: must consist of letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+        "clusters[0].snapshot.labels.long: value \"vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv\" is not a valid label value: must be at most 63 characters (is 64)",
+        "clusters[0].snapshot.labels.spaced: value \"a b\" is not a valid label value: must consist of letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+        "clusters[0].snapshot.annotations.\"\": key \"\" is not a valid annotations key: must not be empty",
+        "clusters[0].restore.pools[0]: is a tablet type, not a pool type (pools are `replica` or `rdonly`)",
+        "clusters[0].restore.pools[1]: \"bogus\" is not a tablet pool type (pools are `replica` or `rdonly`)",
+        "clusters[0].restore.pools[2]: is a pool of externally managed MySQL: it has no data volume to restore (pools are `replica` or `rdonly`)",
+        "clusters[0].keyspaces.commerce.shards.-8: shard \"-8\": bound \"8\" has an odd number of hex digits (each byte is two)",
+        "clusters[0].keyspaces.commerce.shards.8-: shard \"8-\": bound \"8\" has an odd number of hex digits (each byte is two)",
+    ];
+    assert_eq!(e, want, "{e:#?}");
+}
+
+#[test]
+fn fsfreeze_with_a_cold_mode_is_reported_where_the_combination_is_made() {
+    // At the cluster: fsfreeze with the default mode (cold).
+    let e = errors(&format!("{BASE}  snapshot: {{fsfreeze: true}}\n"));
+    assert_eq!(
+        e,
+        [
+            "clusters[0].snapshot.fsfreeze: is for online snapshots only, and this level resolves to mode cold (set mode: online, or leave fsfreeze out)"
+        ]
+    );
+    // At a shard that turns an online, fsfreezing keyspace cold; the levels that inherit
+    // the combination do not repeat it.
+    let e = errors(&format!(
+        "{BASE}  snapshot: {{mode: online, fsfreeze: true}}\n  keyspaces:\n    commerce:\n      \
+         shards:\n        \"-80\": {{snapshot: {{mode: cold}}}}\n        \"80-\": {{}}\n    \
+         customer:\n      snapshot: {{fsfreeze: true, mode: cold}}\n      shards:\n        \"-\": {{}}\n"
+    ));
+    assert_eq!(
+        e,
+        [
+            "clusters[0].keyspaces.commerce.shards.-80.snapshot.mode: cold, with fsfreeze: true inherited: fsfreeze is for online snapshots only (set fsfreeze: false here)",
+            "clusters[0].keyspaces.customer.snapshot.fsfreeze: is for online snapshots only, and this level resolves to mode cold (set mode: online, or leave fsfreeze out)",
+        ]
+    );
+    // Online with fsfreeze, or cold without it, is fine; so is a cold shard that turns it off.
+    cfg(&format!(
+        "{BASE}  snapshot: {{mode: online, fsfreeze: true}}\n  keyspaces:\n    commerce:\n      \
+         shards:\n        \"-80\": {{snapshot: {{mode: cold, fsfreeze: false}}}}\n"
+    ));
+    cfg(&format!(
+        "{BASE}  snapshot: {{mode: cold, fsfreeze: false}}\n"
+    ));
+}
+
+#[test]
+fn configured_annotations_must_leave_room_for_vtsnaps_own() {
+    let limit = crate::k8s_names::ANNOTATIONS_TOTAL_MAX - validate::RESERVED_ANNOTATION_BYTES;
+    // Two levels, each under the limit, that merge to more.
+    let half = "x".repeat(limit / 2);
+    let e = errors(&format!(
+        "{BASE}  snapshot: {{annotations: {{a: {half}}}}}\n  keyspaces:\n    commerce:\n      \
+         snapshot: {{annotations: {{bb: {half}}}}}\n"
+    ));
+    assert_eq!(e.len(), 1, "{e:#?}");
+    assert!(
+        e[0].starts_with(&format!(
+            "clusters[0].keyspaces.commerce.snapshot.annotations: resolve to {} bytes, more than {limit}",
+            limit + 3
+        )),
+        "{e:#?}"
+    );
+    // Exactly at the limit is fine.
+    let fits = "x".repeat(limit - 1);
+    cfg(&format!(
+        "{BASE}  snapshot: {{annotations: {{a: {fits}}}}}\n"
+    ));
+}
+
+#[test]
+fn max_count_out_of_range_says_which_way() {
+    let e = errors(&format!("{BASE}  retention: {{maxCount: 4294967296}}\n"));
+    assert_eq!(
+        e,
+        ["clusters[0].retention.maxCount: 4294967296 is too large (at most 4294967295)"]
+    );
+    let e = errors(&format!("{BASE}  retention: {{maxCount: -1}}\n"));
+    assert_eq!(e, ["clusters[0].retention.maxCount: must be ≥ 1"]);
+    let r = cfg(&format!("{BASE}  retention: {{maxCount: 4294967295}}\n"))
+        .resolve("example", "k", "-")
+        .unwrap();
+    assert_eq!(r.retention.max_count, u32::MAX);
+    let r = cfg(&format!("{BASE}  retention: {{maxCount: 1}}\n"))
+        .resolve("example", "k", "-")
+        .unwrap();
+    assert_eq!(r.retention.max_count, 1);
+}
+
+#[test]
+fn an_empty_file_is_not_a_config() {
+    for text in ["", "\n", "# only a comment\n", "clusters: []\n"] {
+        assert_eq!(
+            errors(text),
+            ["clusters: lists no cluster (is the file empty?)"],
+            "{text:?}"
+        );
+    }
+}
+
+fn load_error(path: &std::path::Path) -> String {
+    Config::load(path)
+        .expect_err("the file must be refused")
+        .to_string()
+}
+
+#[test]
+fn only_regular_files_are_read() {
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // Opening a FIFO with no writer would wait forever: refused before opening.
+    let started = std::time::Instant::now();
+    assert_eq!(
+        load_error(&fifo),
+        format!("{} is not a regular file (a FIFO)", fifo.display())
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(
+        load_error(d.path()),
+        format!("{} is not a regular file (a directory)", d.path().display())
+    );
+    assert_eq!(
+        load_error(std::path::Path::new("/dev/zero")),
+        "/dev/zero is not a regular file (a character device)"
+    );
+    // A symlink to a regular file (how a ConfigMap is mounted) is read.
+    let real = d.path().join("real.yaml");
+    std::fs::write(&real, BASE).unwrap();
+    let link = d.path().join("config.yaml");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    assert_eq!(Config::load(&link).unwrap().clusters[0].name, "example");
+}
+
+#[test]
+fn a_file_over_the_size_cap_is_refused_without_reading_it_all() {
+    let d = tempfile::tempdir().unwrap();
+    let big = d.path().join("big.yaml");
+    // Valid YAML all the way: only the cap refuses it.
+    let mut text = BASE.to_owned();
+    text.push_str("  snapshot:\n    annotations:\n");
+    let mut i = 0;
+    while text.len() as u64 <= MAX_BYTES {
+        text.push_str(&format!("      k{i}: v\n"));
+        i += 1;
+    }
+    std::fs::write(&big, &text).unwrap();
+    assert_eq!(
+        load_error(&big),
+        format!(
+            "{} is larger than 1048576 bytes, the most a config file may have",
+            big.display()
+        )
+    );
+    // A sparse 8 GiB file: refused as quickly.
+    let sparse = d.path().join("sparse.yaml");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(8 << 30)
+        .unwrap();
+    let started = std::time::Instant::now();
+    assert!(load_error(&sparse).contains("is larger than"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // Just under the cap is read.
+    let fits = d.path().join("fits.yaml");
+    let mut text = format!("{BASE}# ");
+    text.push_str(&"x".repeat(usize::try_from(MAX_BYTES).unwrap() - text.len() - 1));
+    text.push('\n');
+    std::fs::write(&fits, &text).unwrap();
+    assert!(Config::load(&fits).is_ok());
+}
+
+#[test]
+fn deep_nesting_is_refused_quickly() {
+    for deep in [
+        format!("{BASE}  snapshot: {{labels: {}}}}}\n", "[".repeat(100_000)),
+        format!("clusters:\n{}x\n", "- ".repeat(100_000)),
+        format!(
+            "{BASE}  vtbackup: {{dataVolumeClaimTemplate: {}}}}}\n",
+            "{a: ".repeat(50_000)
+        ),
+    ] {
+        let started = std::time::Instant::now();
+        let e = errors(&deep);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].ends_with("nested deeper than 100 levels, the most a config may have"),
+            "{e:?}"
+        );
+    }
+    // A PVC template nested as deep as a real one is fine.
+    cfg(&format!(
+        "{BASE}  keyspaces:\n    commerce:\n      shards:\n        \"-80\":\n          vtbackup:\n            \
+         dataVolumeClaimTemplate:\n              resources:\n                requests:\n                  storage: 10Gi\n"
+    ));
 }
