@@ -71,7 +71,11 @@ mod tests {
             let s = Style::of(f, t);
             (s.json, s.ansi)
         };
-        assert_eq!(style(LogFormat::Text, false), (false, false), "text into a pipe");
+        assert_eq!(
+            style(LogFormat::Text, false),
+            (false, false),
+            "text into a pipe"
+        );
         assert_eq!(style(LogFormat::Text, true), (false, true));
         assert_eq!(style(LogFormat::Auto, true), (false, true));
         assert_eq!(style(LogFormat::Auto, false), (true, false));

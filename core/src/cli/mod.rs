@@ -228,11 +228,7 @@ where
 
 /// [`with_cluster`], and `on_error` is told why it could not start (after the reason
 /// was written to stderr): a command that promises a JSON line prints it there.
-pub fn with_cluster_or<F, Fut>(
-    config: &Path,
-    on_error: impl FnOnce(&StartupError),
-    main: F,
-) -> Exit
+pub fn with_cluster_or<F, Fut>(config: &Path, on_error: impl FnOnce(&StartupError), main: F) -> Exit
 where
     F: FnOnce(Config, kube::Client) -> Fut,
     Fut: Future<Output = Exit>,

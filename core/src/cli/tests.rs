@@ -206,17 +206,21 @@ fn a_usage_error_is_handed_on_with_its_subcommand() {
         panic!("not a usage error")
     })
     .unwrap();
-    assert!(matches!(ok.command, FakeCommand::Run { dry_run: false, .. }));
+    assert!(matches!(
+        ok.command,
+        FakeCommand::Run { dry_run: false, .. }
+    ));
 }
 
 #[test]
 fn boolean_flags_take_the_usual_spellings() {
     let parse = |args: &[&str]| {
-        FakeWithCommands::try_parse_from(["fake", "run", "--shard", "-"].iter().chain(args))
-            .map(|c| match c.command {
+        FakeWithCommands::try_parse_from(["fake", "run", "--shard", "-"].iter().chain(args)).map(
+            |c| match c.command {
                 FakeCommand::Run { dry_run, .. } => dry_run,
                 FakeCommand::Plan => unreachable!(),
-            })
+            },
+        )
     };
     assert!(parse(&["--dry-run"]).unwrap());
     assert!(!parse(&[]).unwrap());
@@ -225,10 +229,22 @@ fn boolean_flags_take_the_usual_spellings() {
 
 #[test]
 fn a_zero_duration_is_refused_where_it_must_be_positive() {
-    assert_eq!(positive_duration("250ms").unwrap(), "250ms".parse().unwrap());
-    assert!(matches!(positive_duration("0"), Err(PositiveDurationError::Zero)));
-    assert!(matches!(positive_duration("0s"), Err(PositiveDurationError::Zero)));
-    assert!(matches!(positive_duration("soon"), Err(PositiveDurationError::Parse(_))));
+    assert_eq!(
+        positive_duration("250ms").unwrap(),
+        "250ms".parse().unwrap()
+    );
+    assert!(matches!(
+        positive_duration("0"),
+        Err(PositiveDurationError::Zero)
+    ));
+    assert!(matches!(
+        positive_duration("0s"),
+        Err(PositiveDurationError::Zero)
+    ));
+    assert!(matches!(
+        positive_duration("soon"),
+        Err(PositiveDurationError::Parse(_))
+    ));
     let (sub, message) = usage_of(&["run", "--shard", "-", "--interval", "0s"]);
     assert_eq!(sub.as_deref(), Some("run"));
     assert!(message.contains("must be greater than 0"), "{message}");
