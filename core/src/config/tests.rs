@@ -632,3 +632,183 @@ fn deep_nesting_is_refused_quickly() {
          dataVolumeClaimTemplate:\n              resources:\n                requests:\n                  storage: 10Gi\n"
     ));
 }
+
+/// Every documented default (docs/config.md), exactly: a changed default is a changed
+/// product, never a refactoring.
+#[test]
+fn every_default_is_the_documented_value() {
+    let r = cfg(BASE).resolve("example", "commerce", "-80").unwrap();
+    let s = &r.snapshot;
+    assert_eq!(s.volume_snapshot_class_name, None);
+    assert_eq!(s.cut_timeout, GoDuration::secs(300), "cutTimeout 5m");
+    assert_eq!(s.ready_timeout, GoDuration::secs(21_600), "readyTimeout 6h");
+    assert_eq!(s.max_hold, GoDuration::secs(600), "maxHold 10m");
+    assert_eq!(s.target.max_lag, GoDuration::secs(30), "maxLag 30s");
+    assert!(!s.fsfreeze);
+    assert!(s.labels.is_empty() && s.annotations.is_empty(), "{s:?}");
+    assert_eq!(r.retention.max_count, 7);
+    assert_eq!(
+        r.retention.failed_max_age,
+        GoDuration::secs(86_400),
+        "failedMaxAge 24h"
+    );
+    assert_eq!(
+        r.deletion_policy.grace_period,
+        GoDuration::secs(259_200),
+        "gracePeriod 72h"
+    );
+    assert!(!r.restore.enabled);
+    assert!(r.restore.pools.is_empty());
+    assert_eq!(
+        r.restore.max_snapshot_age,
+        GoDuration::secs(172_800),
+        "maxSnapshotAge 48h"
+    );
+}
+
+/// The admission webhook decides from this: each restore field inherits on its own.
+#[test]
+fn restore_fields_inherit_one_by_one() {
+    let c = cfg(&format!(
+        "{BASE}  restore: {{enabled: true, pools: [replica], maxSnapshotAge: 24h}}\n  keyspaces:\n    commerce:\n      \
+         restore: {{pools: [rdonly]}}\n      shards:\n        \"-80\": {{restore: {{enabled: false}}}}\n        \
+         \"80-\": {{restore: {{maxSnapshotAge: 12h}}}}\n"
+    ));
+    let restore = |ks: &str, sh: &str| c.resolve("example", ks, sh).unwrap().restore;
+    let day = GoDuration::secs(86_400);
+    let r = restore("commerce", "-80");
+    assert_eq!(
+        (r.enabled, r.pools, r.max_snapshot_age),
+        (false, vec!["rdonly".to_owned()], day)
+    );
+    let r = restore("commerce", "80-");
+    assert_eq!(
+        (r.enabled, r.pools, r.max_snapshot_age),
+        (true, vec!["rdonly".to_owned()], GoDuration::secs(43_200))
+    );
+    let r = restore("customer", "-");
+    assert_eq!(
+        (r.enabled, r.pools, r.max_snapshot_age),
+        (true, vec!["replica".to_owned()], day)
+    );
+}
+
+#[test]
+fn every_duration_that_bounds_something_must_be_greater_than_zero() {
+    let e = errors(&format!(
+        "{BASE}  snapshot: {{cutTimeout: 0s, readyTimeout: 0s, maxHold: 0s, target: {{maxLag: 0s}}}}\n  \
+         retention: {{maxAge: 0s, failedMaxAge: 0s}}\n  restore: {{maxSnapshotAge: 0s}}\n"
+    ));
+    for field in [
+        "snapshot.cutTimeout",
+        "snapshot.readyTimeout",
+        "snapshot.maxHold",
+        "snapshot.target.maxLag",
+        "retention.maxAge",
+        "retention.failedMaxAge",
+        "restore.maxSnapshotAge",
+    ] {
+        let want = format!("clusters[0].{field}: must be greater than 0");
+        assert!(e.contains(&want), "missing {want:?} in {e:#?}");
+    }
+    cfg(&format!(
+        "{BASE}  snapshot: {{cutTimeout: 1s, readyTimeout: 1s, maxHold: 1s, target: {{maxLag: 1ms}}}}\n  \
+         retention: {{maxAge: 1s, failedMaxAge: 1s}}\n  restore: {{maxSnapshotAge: 1s}}\n"
+    ));
+}
+
+#[test]
+fn vtctld_is_auto_or_a_host_and_a_port() {
+    for ok in [
+        "auto",
+        "vtctld:15999",
+        "10.0.0.1:1",
+        "example-vtctld.vitess.svc:65535",
+    ] {
+        assert_eq!(
+            cfg(&format!("{BASE}  vtctld: \"{ok}\"\n")).clusters[0].vtctld,
+            ok
+        );
+    }
+    for bad in [
+        "nowhere",
+        ":15999",
+        "vtctld:0",
+        "vtctld:65536",
+        "vtctld:",
+        "vtctld:x",
+    ] {
+        assert_eq!(
+            errors(&format!("{BASE}  vtctld: \"{bad}\"\n")),
+            ["clusters[0].vtctld: must be `auto` or host:port"],
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn boundaries_of_the_cross_field_rules() {
+    // A cut timeout equal to the hold still ends inside it.
+    cfg(&format!(
+        "{BASE}  snapshot: {{cutTimeout: 10m, maxHold: 10m}}\n"
+    ));
+    // The owner label is vtsnap's too.
+    assert_eq!(
+        errors(&format!(
+            "{BASE}  snapshot: {{labels: {{app.kubernetes.io/managed-by: me}}}}\n"
+        )),
+        [
+            "clusters[0].snapshot.labels.app.kubernetes.io/managed-by: is set by vtsnap itself and cannot be configured"
+        ]
+    );
+    // A vtbackup choice of `false` with a template is no conflict; a template that is
+    // not a mapping is.
+    cfg(&format!(
+        "{BASE}  vtbackup: {{useEmptyDirForInitialBackup: false, dataVolumeClaimTemplate: {{storageClassName: x}}}}\n"
+    ));
+    assert_eq!(
+        errors(&format!(
+            "{BASE}  vtbackup: {{dataVolumeClaimTemplate: 5}}\n"
+        )),
+        [
+            "clusters[0].vtbackup.dataVolumeClaimTemplate: must be a PersistentVolumeClaim spec (a mapping)"
+        ]
+    );
+    // A mode that is only ever online or cold never trips the fsfreeze rule.
+    cfg(&format!(
+        "{BASE}  snapshot: {{mode: online}}\n  keyspaces:\n    commerce:\n      shards:\n        \"-80\": {{snapshot: {{mode: cold}}}}\n"
+    ));
+}
+
+#[test]
+fn the_configured_annotations_get_192_kib() {
+    // The key `a` is one byte.
+    let at = |n: usize| {
+        format!(
+            "{BASE}  snapshot: {{annotations: {{a: {}}}}}\n",
+            "x".repeat(n - 1)
+        )
+    };
+    cfg(&at(196_608));
+    let e = errors(&at(196_609));
+    assert_eq!(
+        e,
+        [
+            "clusters[0].snapshot.annotations: resolve to 196609 bytes, more than 196608: the API allows 262144 for all of an object's annotations, and vtsnap's own need the rest"
+        ]
+    );
+}
+
+#[test]
+fn a_bad_fsfreeze_value_is_reported_once_not_judged_with_the_mode() {
+    let e = errors(&format!(
+        "{BASE}  snapshot: {{mode: online, fsfreeze: true}}\n  keyspaces:\n    commerce:\n      \
+         snapshot: {{mode: cold, fsfreeze: maybe}}\n"
+    ));
+    assert_eq!(
+        paths(&e),
+        ["clusters[0].keyspaces.commerce.snapshot.fsfreeze"],
+        "{e:#?}"
+    );
+    assert!(e[0].contains("invalid type"), "{e:#?}");
+}

@@ -352,3 +352,29 @@ pub fn validate_partial(c: &Config, unparsed: &Unparsed) -> Vec<ConfigError> {
     }
     e.found
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unparsed_path_covers_itself_and_what_is_below_it_only() {
+        let u = Unparsed::new(vec!["clusters[0].snapshot".to_owned()]);
+        for covered in [
+            "clusters[0].snapshot",
+            "clusters[0].snapshot.mode",
+            "clusters[0].snapshot[1]",
+        ] {
+            assert!(u.covers(covered), "{covered}");
+        }
+        for not in [
+            "clusters[0].snapshots",
+            "clusters[0]",
+            "clusters[1].snapshot",
+            "",
+        ] {
+            assert!(!u.covers(not), "{not}");
+        }
+        assert!(!Unparsed::default().covers("clusters[0]"));
+    }
+}
