@@ -1,6 +1,8 @@
 //! The command line as an init container meets it: the JSON line on usage errors, boolean
 //! settings in the usual spellings, and no colour codes in piped logs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::{Command, Output};
 
 use serde_json::Value;

@@ -1,5 +1,7 @@
 //! Boolean settings take the usual spellings.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::Command;
 
 #[test]

@@ -1,6 +1,8 @@
 //! The command line as a CronJob meets it: `run` ends with its JSON line whatever stops it
 //! before it starts, and boolean settings take the usual spellings.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::{Command, Output};
 
 use serde_json::Value;
