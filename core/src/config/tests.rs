@@ -812,3 +812,23 @@ fn a_bad_fsfreeze_value_is_reported_once_not_judged_with_the_mode() {
     );
     assert!(e[0].contains("invalid type"), "{e:#?}");
 }
+
+#[test]
+fn an_empty_class_name_says_how_to_get_the_default() {
+    assert_eq!(
+        errors(&format!(
+            "{BASE}  snapshot: {{volumeSnapshotClassName: \"\"}}\n"
+        )),
+        [
+            "clusters[0].snapshot.volumeSnapshotClassName: must not be empty (leave it out for the default class)"
+        ]
+    );
+    let c = cfg(&format!(
+        "{BASE}  snapshot: {{volumeSnapshotClassName: csi-hostpath.snapclass}}\n"
+    ));
+    let r = c.resolve("example", "k", "-").unwrap();
+    assert_eq!(
+        r.snapshot.volume_snapshot_class_name.as_deref(),
+        Some("csi-hostpath.snapclass")
+    );
+}
