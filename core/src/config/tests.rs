@@ -430,9 +430,9 @@ fn what_the_api_would_reject_is_refused_up_front() {
         "clusters[0].snapshot.labels.long: value \"vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv\" is not a valid label value: must be at most 63 characters (is 64)",
         "clusters[0].snapshot.labels.spaced: value \"a b\" is not a valid label value: must consist of letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
         "clusters[0].snapshot.annotations.\"\": key \"\" is not a valid annotations key: must not be empty",
-        "clusters[0].restore.pools[0]: is a tablet type, not a pool type (pools are `replica` or `rdonly`)",
+        "clusters[0].restore.pools[0]: \"primary\" is a tablet type, not a pool type (pools are `replica` or `rdonly`)",
         "clusters[0].restore.pools[1]: \"bogus\" is not a tablet pool type (pools are `replica` or `rdonly`)",
-        "clusters[0].restore.pools[2]: is a pool of externally managed MySQL: it has no data volume to restore (pools are `replica` or `rdonly`)",
+        "clusters[0].restore.pools[2]: \"externalreplica\" is a pool of externally managed MySQL: it has no data volume to restore (pools are `replica` or `rdonly`)",
         "clusters[0].keyspaces.commerce.shards.-8: shard \"-8\": bound \"8\" has an odd number of hex digits (each byte is two)",
         "clusters[0].keyspaces.commerce.shards.8-: shard \"8-\": bound \"8\" has an odd number of hex digits (each byte is two)",
     ];

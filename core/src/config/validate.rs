@@ -73,16 +73,16 @@ fn pool_type(e: &mut Errors, path: &str, i: usize, pool: &str) {
         return;
     }
     let why = match pool {
-        "primary" | "master" => "is a tablet type, not a pool type".to_owned(),
+        "primary" | "master" => "is a tablet type, not a pool type",
         p if p.starts_with("external") => {
-            "is a pool of externally managed MySQL: it has no data volume to restore".to_owned()
+            "is a pool of externally managed MySQL: it has no data volume to restore"
         }
-        p => format!("{p:?} is not a tablet pool type"),
+        _ => "is not a tablet pool type",
     };
     e.at(
         path,
         &format!("pools[{i}]"),
-        format!("{why} (pools are `replica` or `rdonly`)"),
+        format!("{pool:?} {why} (pools are `replica` or `rdonly`)"),
     );
 }
 
@@ -113,7 +113,7 @@ fn snapshot_block(e: &mut Errors, p: &str, s: &SnapshotPolicy) {
     for (field, map) in [("labels", &s.labels), ("annotations", &s.annotations)] {
         let fp = format!("{p}.{field}");
         for (k, v) in map.iter().flatten() {
-            // An empty key prints as the map's own path.
+            // An empty key would leave the path ending in '.': shown as "".
             let key_path = if k.is_empty() { "\"\"" } else { k.as_str() };
             if let Err(why) = k8s_names::qualified_name(k) {
                 e.at(
