@@ -80,7 +80,15 @@ fn every_error(text: &str, first: probe::ProbeError) -> ConfigErrors {
     if serde_yaml_ng::from_str::<serde::de::IgnoredAny>(text).is_err() {
         return ConfigErrors(vec![parse_error(first)]);
     }
-    let p = partial::partial(text);
+    let Some(p) = partial::partial(text) else {
+        return ConfigErrors(vec![
+            parse_error(first),
+            ConfigError {
+                path: String::new(),
+                message: "(further errors were not searched for: the file is too large to be read piece by piece)".to_owned(),
+            },
+        ]);
+    };
     if p.errors.is_empty() {
         // The piecewise read missed what the strict one saw: never report a bad file as fine.
         return ConfigErrors(vec![parse_error(first)]);

@@ -404,7 +404,7 @@ fn the_piecewise_read_agrees_with_the_strict_one() {
     ];
     for t in texts {
         let strict = cfg(&t);
-        let p = partial::partial(&t);
+        let p = partial::partial(&t).expect("within the budget");
         assert!(p.errors.is_empty(), "{t}\n{:?}", p.errors);
         assert_eq!(p.config, strict, "{t}");
     }
@@ -830,5 +830,33 @@ fn an_empty_class_name_says_how_to_get_the_default() {
     assert_eq!(
         r.snapshot.volume_snapshot_class_name.as_deref(),
         Some("csi-hostpath.snapclass")
+    );
+}
+
+/// Reading piece by piece parses the text once per piece: a large file with many pieces
+/// and one error must not take minutes (it took over five for this one).
+#[test]
+fn a_large_file_with_an_error_is_reported_quickly() {
+    let mut text = String::from("clusters:\n");
+    let mut i = 0;
+    while text.len() < 200_000 {
+        text.push_str(&format!(
+            "- name: c{i}\n  namespace: vitess\n  retention: {{maxCount: 3}}\n"
+        ));
+        i += 1;
+    }
+    text.push_str("- name: bad\n  namespace: vitess\n  bogus: 1\n");
+    let started = std::time::Instant::now();
+    let e = errors(&text);
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    assert_eq!(e.len(), 2, "{e:#?}");
+    assert!(
+        e[0].starts_with(&format!("clusters[{i}].bogus: unknown field `bogus`")),
+        "{e:#?}"
+    );
+    assert!(
+        e[1].contains("further errors were not searched for"),
+        "{e:#?}"
     );
 }
