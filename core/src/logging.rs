@@ -18,18 +18,39 @@ pub enum LogFormat {
     Text,
 }
 
+/// What the log lines look like, given the format asked for and whether stderr is a
+/// terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    pub json: bool,
+    /// Colour escapes: only for a terminal, whatever the format (a pipe or a file would
+    /// get them as raw bytes).
+    pub ansi: bool,
+}
+
+impl Style {
+    pub fn of(format: LogFormat, terminal: bool) -> Self {
+        let json = match format {
+            LogFormat::Json => true,
+            LogFormat::Text => false,
+            LogFormat::Auto => !terminal,
+        };
+        Self {
+            json,
+            ansi: terminal && !json,
+        }
+    }
+}
+
 /// Installs the global subscriber. Calling it twice is harmless (the second call is ignored).
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_env("VTSNAP_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let json = match format {
-        LogFormat::Json => true,
-        LogFormat::Text => false,
-        LogFormat::Auto => !std::io::stderr().is_terminal(),
-    };
+    let style = Style::of(format, std::io::stderr().is_terminal());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(style.ansi)
         .with_writer(std::io::stderr);
-    let _ = if json {
+    let _ = if style.json {
         builder
             .json()
             .flatten_event(true)
@@ -38,4 +59,26 @@ pub fn init(format: LogFormat) {
     } else {
         builder.with_target(false).try_init()
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_only_on_a_terminal() {
+        let style = |f, t| {
+            let s = Style::of(f, t);
+            (s.json, s.ansi)
+        };
+        assert_eq!(
+            style(LogFormat::Text, false),
+            (false, false),
+            "text into a pipe"
+        );
+        assert_eq!(style(LogFormat::Text, true), (false, true));
+        assert_eq!(style(LogFormat::Auto, true), (false, true));
+        assert_eq!(style(LogFormat::Auto, false), (true, false));
+        assert_eq!(style(LogFormat::Json, true), (true, false));
+    }
 }

@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::config::Mode;
+use crate::k8s_names::is_dns_subdomain;
 use crate::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
 use crate::naming::join_with_limit;
 use crate::shard::ShardRef;
@@ -92,15 +93,6 @@ pub fn mode_label(mode: Mode) -> &'static str {
         Mode::Cold => "cold",
         Mode::Online => "online",
     }
-}
-
-fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
 /// `<cluster>-<keyspace>-<shardSafe>-<UTC yyyymmddhhmmss>`; a name that would be invalid

@@ -29,7 +29,8 @@ enum Command {
         vtsnap-node run --node-name $NODE_NAME --kubelet-dir /var/lib/kubelet --state-dir /var/lib/vtsnap-node --listen 0.0.0.0:9464\n\n\
         Endpoints: /healthz, /readyz, /metrics (Prometheus).")]
     Run {
-        #[arg(long, env = "VTSNAP_NODE_NAME")]
+        /// This node's name (`spec.nodeName`): it selects this node's leases by label.
+        #[arg(long, env = "VTSNAP_NODE_NAME", value_parser = node_name)]
         node_name: String,
         #[arg(long, env = "VTSNAP_KUBELET_DIR", default_value = "/var/lib/kubelet")]
         kubelet_dir: PathBuf,
@@ -39,7 +40,8 @@ enum Command {
         state_dir: PathBuf,
         #[arg(long, env = "VTSNAP_LISTEN", default_value = "0.0.0.0:9464")]
         listen: std::net::SocketAddr,
-        #[arg(long, env = "VTSNAP_INTERVAL", default_value = "250ms")]
+        /// How often leases are read (greater than 0).
+        #[arg(long, env = "VTSNAP_INTERVAL", default_value = "250ms", value_parser = cli::positive_duration)]
         interval: GoDuration,
     },
     /// Check that a tablet's data, InnoDB, binlog and relay-log directories are on its volume.
@@ -99,6 +101,22 @@ enum Command {
         #[arg(long)]
         max_hold: GoDuration,
     },
+}
+
+/// A node name that is also a label value: leases are selected by
+/// `vtsnap.io/node=<name>`, and a name like `a,b=c` would change the selector itself.
+#[derive(Debug, thiserror::Error)]
+enum NodeNameError {
+    #[error("not a node name: {0}")]
+    NotNodeName(vtsnap_core::k8s_names::NameError),
+    #[error("cannot be a label value, which the lease selector needs: {0}")]
+    NotLabelValue(vtsnap_core::k8s_names::NameError),
+}
+
+fn node_name(s: &str) -> Result<String, NodeNameError> {
+    vtsnap_core::k8s_names::dns_subdomain(s).map_err(NodeNameError::NotNodeName)?;
+    vtsnap_core::k8s_names::label_value(s).map_err(NodeNameError::NotLabelValue)?;
+    Ok(s.to_owned())
 }
 
 fn main() -> ExitCode {
@@ -250,5 +268,45 @@ async fn run(cmd: Command) -> Exit {
                 Err(e) => fail(Exit::Failed, &e),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(extra: &[&str]) -> Result<Cli, clap::Error> {
+        let mut args = vec!["vtsnap-node", "run", "--node-name", "node-1"];
+        args.extend_from_slice(extra);
+        Cli::try_parse_from(args)
+    }
+
+    #[test]
+    fn the_interval_must_be_greater_than_zero() {
+        for zero in ["0", "0s", "0ms"] {
+            let e = run_args(&["--interval", zero]).unwrap_err();
+            assert!(e.to_string().contains("must be greater than 0"), "{e}");
+        }
+        assert!(run_args(&["--interval", "1s"]).is_ok());
+        assert!(run_args(&[]).is_ok(), "the default");
+    }
+
+    #[test]
+    fn the_node_name_must_be_a_node_name_and_a_label_value() {
+        let named = |n: &str| {
+            Cli::try_parse_from(["vtsnap-node", "run", "--node-name", n]).map(|c| match c.command {
+                Command::Run { node_name, .. } => node_name,
+                _ => unreachable!(),
+            })
+        };
+        for ok in ["node-1", "ip-10-0-0-1.ec2.internal", "k3d-lab-agent-0"] {
+            assert_eq!(named(ok).unwrap(), ok);
+        }
+        // `a,b=c` would turn `vtsnap.io/node=a,b=c` into two selector terms.
+        for bad in ["a,b=c", "", "Node_1", "a b", "-a", &"n".repeat(64)] {
+            assert!(named(bad).is_err(), "{bad:?}");
+        }
+        let e = named("a,b=c").unwrap_err().to_string();
+        assert!(e.contains("not a node name"), "{e}");
     }
 }

@@ -7,10 +7,11 @@ mod textfile;
 
 use std::future::Future;
 use std::path::Path;
+use std::time::Duration;
 
 pub use textfile::{write_atomic, write_metrics_file};
 
-use crate::config::Config;
+use crate::config::{Config, ConfigErrors, GoDuration};
 use crate::exit::Exit;
 use crate::logging::{self, LogFormat};
 
@@ -62,10 +63,69 @@ where
     exit
 }
 
+/// Parses the command line. Help and version are printed and end the process as clap
+/// does; a usage error is printed to stderr, handed to `on_usage` with the subcommand it
+/// was for (a command that promises a JSON line prints it there), and ends as
+/// [`Exit::Usage`].
+pub fn parse<P: clap::Parser>(on_usage: impl FnOnce(Option<&str>, &str)) -> Result<P, Exit> {
+    parse_from(std::env::args_os(), on_usage)
+}
+
+/// [`parse`] from given arguments (the first is the program name).
+pub fn parse_from<P, I, T>(args: I, on_usage: impl FnOnce(Option<&str>, &str)) -> Result<P, Exit>
+where
+    P: clap::Parser,
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    match P::try_parse_from(&args) {
+        Ok(p) => Ok(p),
+        // --help and --version: not errors.
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            let _ = e.print();
+            // Read again, leniently, only to learn which subcommand was meant.
+            let sub = P::command()
+                .ignore_errors(true)
+                .try_get_matches_from(&args)
+                .ok()
+                .and_then(|m| m.subcommand_name().map(str::to_owned));
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            let message = first.strip_prefix("error: ").unwrap_or(first);
+            on_usage(sub.as_deref(), message);
+            Err(Exit::Usage)
+        }
+    }
+}
+
+/// A duration flag that must be greater than zero (`--interval 0` would spin).
+#[derive(Debug, thiserror::Error)]
+pub enum PositiveDurationError {
+    #[error("{0}")]
+    Parse(String),
+    #[error("must be greater than 0")]
+    Zero,
+}
+
+/// A clap value parser: a [`GoDuration`] greater than zero.
+pub fn positive_duration(s: &str) -> Result<GoDuration, PositiveDurationError> {
+    let d: GoDuration = s.parse().map_err(PositiveDurationError::Parse)?;
+    if d.get().is_zero() {
+        return Err(PositiveDurationError::Zero);
+    }
+    Ok(d)
+}
+
 /// The Kubernetes API could not be reached (no kubeconfig, no in-cluster account, …).
 #[derive(Debug, thiserror::Error)]
-#[error("cannot reach the Kubernetes API: {0}")]
-pub struct KubeUnreachable(#[source] pub kube::Error);
+pub enum KubeUnreachable {
+    #[error("cannot reach the Kubernetes API: no usable kubeconfig or in-cluster account: {0}")]
+    Config(#[source] kube::config::InferConfigError),
+    #[error("cannot reach the Kubernetes API: {0}")]
+    Client(#[source] kube::Error),
+}
 
 impl KubeUnreachable {
     /// Nothing was read or changed, but the program could not do its job.
@@ -74,10 +134,50 @@ impl KubeUnreachable {
     }
 }
 
+/// Bounds on every Kubernetes API call of the harness's client: without them a server
+/// that accepts a connection and never answers holds a call (and a fence) forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiTimeouts {
+    /// Establishing the TCP (and TLS) connection.
+    pub connect: Duration,
+    /// The longest silence while waiting for response bytes; counted from when the
+    /// request was written, so an idle pooled connection does not eat into it.
+    pub read: Duration,
+    /// Sending the request.
+    pub write: Duration,
+}
+
+impl ApiTimeouts {
+    pub const DEFAULT: Self = Self {
+        connect: Duration::from_secs(10),
+        read: Duration::from_secs(60),
+        write: Duration::from_secs(30),
+    };
+}
+
+/// The most a watch or long poll through the harness's client may ask the server to
+/// wait (`timeoutSeconds`): the server must end it before the read timeout does.
+pub const MAX_WATCH_SECONDS: u32 = 50;
+
+/// A client for `config`, with `timeouts` on every call.
+pub fn client_with(
+    mut config: kube::Config,
+    timeouts: ApiTimeouts,
+) -> Result<kube::Client, KubeUnreachable> {
+    config.connect_timeout = Some(timeouts.connect);
+    config.read_timeout = Some(timeouts.read);
+    config.write_timeout = Some(timeouts.write);
+    config.reset_reader_on_write = true;
+    kube::Client::try_from(config).map_err(KubeUnreachable::Client)
+}
+
 /// The Kubernetes client of every binary: the kubeconfig if there is one, else the pod's
-/// service account (kube's inference order).
+/// service account (kube's inference order), with [`ApiTimeouts::DEFAULT`].
 pub async fn kube_client() -> Result<kube::Client, KubeUnreachable> {
-    kube::Client::try_default().await.map_err(KubeUnreachable)
+    let config = kube::Config::infer()
+        .await
+        .map_err(KubeUnreachable::Config)?;
+    client_with(config, ApiTimeouts::DEFAULT)
 }
 
 /// Loads and validates the config file. On an error every problem is written to stderr,
@@ -89,6 +189,33 @@ pub fn load_config(path: &Path) -> Result<Config, Exit> {
     })
 }
 
+/// Why a command that reads the cluster could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("{0}")]
+    Config(ConfigErrors),
+    #[error(transparent)]
+    Kube(KubeUnreachable),
+}
+
+impl StartupError {
+    /// A bad config is a usage error; an unreachable API a failure. Nothing was touched.
+    pub const fn exit(&self) -> Exit {
+        match self {
+            StartupError::Config(_) => Exit::Usage,
+            StartupError::Kube(e) => e.exit(),
+        }
+    }
+
+    /// The stable code a JSON line gives it.
+    pub const fn code(&self) -> &'static str {
+        match self {
+            StartupError::Config(_) => "bad-config",
+            StartupError::Kube(_) => "kubernetes-unavailable",
+        }
+    }
+}
+
 /// Loads the config, starts the runtime, connects to Kubernetes and runs `main` with
 /// both: the spine of every command that reads the cluster.
 pub fn with_cluster<F, Fut>(config: &Path, main: F) -> Exit
@@ -96,17 +223,29 @@ where
     F: FnOnce(Config, kube::Client) -> Fut,
     Fut: Future<Output = Exit>,
 {
-    let config = match load_config(config) {
+    with_cluster_or(config, |_| {}, main)
+}
+
+/// [`with_cluster`], and `on_error` is told why it could not start (after the reason
+/// was written to stderr): a command that promises a JSON line prints it there.
+pub fn with_cluster_or<F, Fut>(config: &Path, on_error: impl FnOnce(&StartupError), main: F) -> Exit
+where
+    F: FnOnce(Config, kube::Client) -> Fut,
+    Fut: Future<Output = Exit>,
+{
+    let fail = |e: StartupError| {
+        eprintln!("{e}");
+        on_error(&e);
+        e.exit()
+    };
+    let config = match Config::load(config) {
         Ok(c) => c,
-        Err(exit) => return exit,
+        Err(e) => return fail(StartupError::Config(e)),
     };
     block_on(async {
         match kube_client().await {
             Ok(kube) => main(config, kube).await,
-            Err(e) => {
-                eprintln!("{e}");
-                e.exit()
-            }
+            Err(e) => fail(StartupError::Kube(e)),
         }
     })
 }

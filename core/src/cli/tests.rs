@@ -157,3 +157,166 @@ fn a_reader_sees_the_old_file_or_the_new_one_never_a_mix() {
     assert!(reader.join().unwrap() > 0);
     assert_eq!(dir_names(d.path()), ["vtsnap.prom"]);
 }
+
+/// A parser with subcommands, as the mains build theirs.
+#[derive(Debug, Parser)]
+struct FakeWithCommands {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(subcommand)]
+    command: FakeCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum FakeCommand {
+    Run {
+        #[arg(long)]
+        shard: String,
+        #[arg(long, env = "VTSNAP_FAKE_DRY_RUN", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+        dry_run: bool,
+        #[arg(long, value_parser = positive_duration)]
+        interval: Option<GoDuration>,
+    },
+    Plan,
+}
+
+fn usage_of(args: &[&str]) -> (Option<String>, String) {
+    let mut seen = None;
+    let r = parse_from::<FakeWithCommands, _, _>(
+        std::iter::once("fake").chain(args.iter().copied()),
+        |sub, message| seen = Some((sub.map(str::to_owned), message.to_owned())),
+    );
+    assert_eq!(r.unwrap_err(), Exit::Usage);
+    seen.expect("the usage error was handed on")
+}
+
+#[test]
+fn a_usage_error_is_handed_on_with_its_subcommand() {
+    let (sub, message) = usage_of(&["--log-format", "text", "run", "--bogus"]);
+    assert_eq!(sub.as_deref(), Some("run"));
+    assert!(message.contains("--bogus"), "{message}");
+    assert!(!message.starts_with("error:"), "{message}");
+    let (sub, _) = usage_of(&["run"]);
+    assert_eq!(sub.as_deref(), Some("run"), "a missing required flag");
+    let (sub, _) = usage_of(&["plan", "x"]);
+    assert_eq!(sub.as_deref(), Some("plan"));
+    let (sub, _) = usage_of(&[]);
+    assert_eq!(sub, None, "no subcommand at all");
+    let ok = parse_from::<FakeWithCommands, _, _>(["fake", "run", "--shard", "-"], |_, _| {
+        panic!("not a usage error")
+    })
+    .unwrap();
+    assert!(matches!(
+        ok.command,
+        FakeCommand::Run { dry_run: false, .. }
+    ));
+}
+
+#[test]
+fn boolean_flags_take_the_usual_spellings() {
+    let parse = |args: &[&str]| {
+        FakeWithCommands::try_parse_from(["fake", "run", "--shard", "-"].iter().chain(args)).map(
+            |c| match c.command {
+                FakeCommand::Run { dry_run, .. } => dry_run,
+                FakeCommand::Plan => unreachable!(),
+            },
+        )
+    };
+    assert!(parse(&["--dry-run"]).unwrap());
+    assert!(!parse(&[]).unwrap());
+    // The env spellings are checked through the binaries (tests/cli.rs of each).
+}
+
+#[test]
+fn a_zero_duration_is_refused_where_it_must_be_positive() {
+    assert_eq!(
+        positive_duration("250ms").unwrap(),
+        "250ms".parse().unwrap()
+    );
+    assert!(matches!(
+        positive_duration("0"),
+        Err(PositiveDurationError::Zero)
+    ));
+    assert!(matches!(
+        positive_duration("0s"),
+        Err(PositiveDurationError::Zero)
+    ));
+    assert!(matches!(
+        positive_duration("soon"),
+        Err(PositiveDurationError::Parse(_))
+    ));
+    let (sub, message) = usage_of(&["run", "--shard", "-", "--interval", "0s"]);
+    assert_eq!(sub.as_deref(), Some("run"));
+    assert!(message.contains("must be greater than 0"), "{message}");
+}
+
+#[test]
+fn every_api_call_is_bounded_and_a_watch_fits_inside_the_read_timeout() {
+    let t = ApiTimeouts::DEFAULT;
+    assert!(t.connect > Duration::ZERO && t.write > Duration::ZERO);
+    assert!(
+        Duration::from_secs(u64::from(MAX_WATCH_SECONDS)) + Duration::from_secs(5) <= t.read,
+        "a watch's server-side timeout must end before the read timeout"
+    );
+}
+
+/// An API server that accepts connections and never answers.
+async fn silent_api_server() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = listener.accept().await {
+            held.push(conn);
+        }
+    });
+    (addr, task)
+}
+
+#[tokio::test]
+async fn a_call_to_a_server_that_never_answers_ends_within_its_bound() {
+    let (addr, server) = silent_api_server().await;
+    let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    let bound = ApiTimeouts {
+        connect: Duration::from_secs(1),
+        read: Duration::from_millis(500),
+        write: Duration::from_secs(1),
+    };
+    let client = client_with(config, bound).unwrap();
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(client, "vitess");
+    let started = Instant::now();
+    let got = tokio::time::timeout(Duration::from_secs(20), leases.get("fence")).await;
+    let took = started.elapsed();
+    let result = got.expect("the call must end on its own, not hang");
+    assert!(result.is_err(), "{result:?}");
+    assert!(took >= bound.read, "ended before the bound: {took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    server.abort();
+}
+
+#[tokio::test]
+async fn without_the_harness_the_same_call_would_hang() {
+    // Why the harness sets a read timeout: kube's own default has none.
+    let (addr, server) = silent_api_server().await;
+    let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    assert_eq!(config.read_timeout, None);
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(kube::Client::try_from(config).unwrap(), "vitess");
+    let got = tokio::time::timeout(Duration::from_secs(2), leases.get("fence")).await;
+    assert!(got.is_err(), "kube's default gave up by itself: {got:?}");
+    server.abort();
+}
+
+#[test]
+fn a_startup_error_names_its_code_and_exit() {
+    let d = tempfile::tempdir().unwrap();
+    let mut seen = None;
+    let exit = with_cluster_or(
+        &d.path().join("missing.yaml"),
+        |e| seen = Some((e.code(), e.exit())),
+        |_, _| async { panic!("must not run") },
+    );
+    assert_eq!(exit, Exit::Usage);
+    assert_eq!(seen, Some(("bad-config", Exit::Usage)));
+}

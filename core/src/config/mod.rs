@@ -5,6 +5,7 @@
 //! A file with several bad values gets all of them reported, not only the first.
 
 mod duration;
+mod input;
 mod model;
 mod partial;
 mod probe;
@@ -15,6 +16,7 @@ use std::fmt;
 use std::path::Path;
 
 pub use duration::GoDuration;
+pub use input::{InputError, MAX_BYTES, MAX_DEPTH};
 pub use model::*;
 pub use resolve::{
     ResolvedDeletion, ResolvedPolicy, ResolvedRestore, ResolvedRetention, ResolvedSnapshot,
@@ -78,7 +80,15 @@ fn every_error(text: &str, first: probe::ProbeError) -> ConfigErrors {
     if serde_yaml_ng::from_str::<serde::de::IgnoredAny>(text).is_err() {
         return ConfigErrors(vec![parse_error(first)]);
     }
-    let p = partial::partial(text);
+    let Some(p) = partial::partial(text) else {
+        return ConfigErrors(vec![
+            parse_error(first),
+            ConfigError {
+                path: String::new(),
+                message: "(further errors were not searched for: the file is too large to be read piece by piece)".to_owned(),
+            },
+        ]);
+    };
     if p.errors.is_empty() {
         // The piecewise read missed what the strict one saw: never report a bad file as fine.
         return ConfigErrors(vec![parse_error(first)]);
@@ -100,6 +110,7 @@ pub enum LookupError {
 impl Config {
     /// Parses and validates YAML text.
     pub fn from_yaml(text: &str) -> Result<Self, ConfigErrors> {
+        input::check_depth(text).map_err(|e| ConfigErrors::one("", e.to_string()))?;
         let de = serde_yaml_ng::Deserializer::from_str(text);
         let config: Config = match serde_path_to_error::deserialize(de) {
             Ok(config) => config,
@@ -113,10 +124,10 @@ impl Config {
         }
     }
 
-    /// Reads, parses and validates a file.
+    /// Reads, parses and validates a file: a regular file of at most [`MAX_BYTES`],
+    /// nested at most [`MAX_DEPTH`] deep.
     pub fn load(path: &Path) -> Result<Self, ConfigErrors> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigErrors::one("", format!("cannot read {}: {e}", path.display())))?;
+        let text = input::read(path).map_err(|e| ConfigErrors::one("", e.to_string()))?;
         Self::from_yaml(&text)
     }
 

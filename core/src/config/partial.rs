@@ -20,6 +20,11 @@ const BLOCKS: [&str; 5] = [
     "vtbackup",
 ];
 
+/// Each piece is read by parsing the whole text again, so the work grows with the size of
+/// the text times the number of pieces: past this many bytes parsed in all, the search
+/// for further errors is given up (a hostile 1 MiB file would otherwise take hours).
+pub const BUDGET_BYTES: usize = 16 << 20;
+
 /// What a config that failed strict parsing still yields.
 pub struct Partial {
     pub config: Config,
@@ -28,11 +33,13 @@ pub struct Partial {
     pub unparsed: Unparsed,
 }
 
-pub fn partial(text: &str) -> Partial {
+/// `None` when reading it piece by piece would cost more than [`BUDGET_BYTES`].
+pub fn partial(text: &str) -> Option<Partial> {
     let mut w = Walk {
         text,
         errors: Vec::new(),
         unparsed: Vec::new(),
+        spent: 0,
     };
     let mut config = Config::default();
     // A root that does not parse (bad YAML, not a mapping) hides everything below it.
@@ -42,13 +49,16 @@ pub fn partial(text: &str) -> Partial {
             config.clusters = (0..items.len()).map(|i| w.cluster(&index(&p, i))).collect();
         }
     }
+    if w.spent > BUDGET_BYTES {
+        return None;
+    }
     w.errors
         .sort_by_key(|(at, _)| at.unwrap_or((usize::MAX, usize::MAX)));
-    Partial {
+    Some(Partial {
         config,
         errors: w.errors.into_iter().map(|(_, e)| e).collect(),
         unparsed: Unparsed::new(w.unparsed),
-    }
+    })
 }
 
 /// The node itself does not parse (already reported).
@@ -59,9 +69,25 @@ struct Walk<'t> {
     /// With (line, column) where known, for sorting.
     errors: Vec<(Option<(usize, usize)>, ConfigError)>,
     unparsed: Vec<String>,
+    /// Bytes parsed so far.
+    spent: usize,
 }
 
 impl Walk<'_> {
+    /// [`probe`] within the budget; nothing is found once it is spent (and the caller
+    /// throws the walk away).
+    fn probe<T: DeserializeOwned>(
+        &mut self,
+        path: &[Seg],
+        skip: &BTreeSet<String>,
+    ) -> Result<Option<T>, ProbeError> {
+        self.spent = self.spent.saturating_add(self.text.len().max(1));
+        if self.spent > BUDGET_BYTES {
+            return Ok(None);
+        }
+        probe(self.text, path, skip)
+    }
+
     fn report(&mut self, e: ProbeError) {
         let at = e.inner().location().map(|l| (l.line(), l.column()));
         let e = parse_error(e);
@@ -80,7 +106,7 @@ impl Walk<'_> {
         let mut skip: BTreeSet<String> = skip.iter().map(|s| (*s).to_owned()).collect();
         let mut left_out = BTreeSet::new();
         loop {
-            let e = match probe::<T>(self.text, path, &skip) {
+            let e = match self.probe::<T>(path, &skip) {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
@@ -178,9 +204,9 @@ impl Walk<'_> {
         }
     }
 
-    fn is_mapping(&self, p: &[Seg]) -> bool {
+    fn is_mapping(&mut self, p: &[Seg]) -> bool {
         matches!(
-            probe::<BTreeMap<String, IgnoredAny>>(self.text, p, &BTreeSet::new()),
+            self.probe::<BTreeMap<String, IgnoredAny>>(p, &BTreeSet::new()),
             Ok(Some(_))
         )
     }
@@ -189,7 +215,7 @@ impl Walk<'_> {
     /// else empty and muted (a missing one is reported here unless serde already did).
     fn required(&mut self, p: &[Seg], field: &str) -> String {
         let fp = key(p, field);
-        match probe::<String>(self.text, &fp, &BTreeSet::new()) {
+        match self.probe::<String>(&fp, &BTreeSet::new()) {
             Ok(Some(s)) => return s,
             Ok(None) => {
                 let message = format!("missing field `{field}`");

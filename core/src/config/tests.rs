@@ -397,15 +397,466 @@ fn the_piecewise_read_agrees_with_the_strict_one() {
         BASE.to_owned(),
         format!(
             "{BASE}  vtctld: vtctld:15999\n  snapshot: {{mode: online, labels: {{tier: 1, on: yes}}, target: {{maxLag: 10s}}}}\n  \
-             deletionPolicy: null\n  keyspaces:\n    commerce:\n      restore: {{pools: [1, b]}}\n      shards:\n        \
+             deletionPolicy: null\n  keyspaces:\n    commerce:\n      restore: {{pools: [replica, rdonly]}}\n      shards:\n        \
              -80: {{retention: {{maxCount: 3}}}}\n        80-: {{}}\n        c0-:\n    customer:\n      \
              vtbackup: {{dataVolumeClaimTemplate: {{resources: {{requests: {{storage: 10Gi}}}}}}}}\n"
         ),
     ];
     for t in texts {
         let strict = cfg(&t);
-        let p = partial::partial(&t);
+        let p = partial::partial(&t).expect("within the budget");
         assert!(p.errors.is_empty(), "{t}\n{:?}", p.errors);
         assert_eq!(p.config, strict, "{t}");
     }
+}
+
+/// Everything here parses, and the Kubernetes API or Vitess would refuse it only once a
+/// tablet is fenced: validation must refuse it first, each at its path.
+#[test]
+fn what_the_api_would_reject_is_refused_up_front() {
+    let long = "v".repeat(64);
+    let e = errors(&format!(
+        "{BASE}  snapshot:\n    volumeSnapshotClassName: ../../etc\n    \
+         labels: {{\"a b\": x, \"\": x, VTSNAP.IO/y: x, long: {long}, spaced: \"a b\", empty: \"\"}}\n    \
+         annotations: {{\"\": x, ok/fine: \"any text at all\"}}\n  \
+         restore: {{pools: [primary, bogus, externalreplica, replica, rdonly]}}\n  \
+         keyspaces:\n    commerce:\n      shards:\n        \"-8\": {{}}\n        \"8-\": {{}}\n        \"-80\": {{}}\n"
+    ));
+    let want = [
+        "clusters[0].snapshot.volumeSnapshotClassName: \"../../etc\" is not a VolumeSnapshotClass name: must be a lowercase DNS subdomain: lowercase letters, digits, '-' and '.', each part starting and ending with a letter or digit",
+        "clusters[0].snapshot.labels.\"\": key \"\" is not a valid labels key: must not be empty",
+        "clusters[0].snapshot.labels.VTSNAP.IO/y: key \"VTSNAP.IO/y\" is not a valid labels key: prefix \"VTSNAP.IO\" (before '/'): must be a lowercase DNS subdomain: lowercase letters, digits, '-' and '.', each part starting and ending with a letter or digit",
+        "clusters[0].snapshot.labels.a b: key \"a b\" is not a valid labels key: must consist of letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+        "clusters[0].snapshot.labels.long: value \"vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv\" is not a valid label value: must be at most 63 characters (is 64)",
+        "clusters[0].snapshot.labels.spaced: value \"a b\" is not a valid label value: must consist of letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+        "clusters[0].snapshot.annotations.\"\": key \"\" is not a valid annotations key: must not be empty",
+        "clusters[0].restore.pools[0]: \"primary\" is a tablet type, not a pool type (pools are `replica` or `rdonly`)",
+        "clusters[0].restore.pools[1]: \"bogus\" is not a tablet pool type (pools are `replica` or `rdonly`)",
+        "clusters[0].restore.pools[2]: \"externalreplica\" is a pool of externally managed MySQL: it has no data volume to restore (pools are `replica` or `rdonly`)",
+        "clusters[0].keyspaces.commerce.shards.-8: shard \"-8\": bound \"8\" has an odd number of hex digits (each byte is two)",
+        "clusters[0].keyspaces.commerce.shards.8-: shard \"8-\": bound \"8\" has an odd number of hex digits (each byte is two)",
+    ];
+    assert_eq!(e, want, "{e:#?}");
+}
+
+#[test]
+fn fsfreeze_with_a_cold_mode_is_reported_where_the_combination_is_made() {
+    // At the cluster: fsfreeze with the default mode (cold).
+    let e = errors(&format!("{BASE}  snapshot: {{fsfreeze: true}}\n"));
+    assert_eq!(
+        e,
+        [
+            "clusters[0].snapshot.fsfreeze: is for online snapshots only, and this level resolves to mode cold (set mode: online, or leave fsfreeze out)"
+        ]
+    );
+    // At a shard that turns an online, fsfreezing keyspace cold; the levels that inherit
+    // the combination do not repeat it.
+    let e = errors(&format!(
+        "{BASE}  snapshot: {{mode: online, fsfreeze: true}}\n  keyspaces:\n    commerce:\n      \
+         shards:\n        \"-80\": {{snapshot: {{mode: cold}}}}\n        \"80-\": {{}}\n    \
+         customer:\n      snapshot: {{fsfreeze: true, mode: cold}}\n      shards:\n        \"-\": {{}}\n"
+    ));
+    assert_eq!(
+        e,
+        [
+            "clusters[0].keyspaces.commerce.shards.-80.snapshot.mode: cold, with fsfreeze: true inherited: fsfreeze is for online snapshots only (set fsfreeze: false here)",
+            "clusters[0].keyspaces.customer.snapshot.fsfreeze: is for online snapshots only, and this level resolves to mode cold (set mode: online, or leave fsfreeze out)",
+        ]
+    );
+    // Online with fsfreeze, or cold without it, is fine; so is a cold shard that turns it off.
+    cfg(&format!(
+        "{BASE}  snapshot: {{mode: online, fsfreeze: true}}\n  keyspaces:\n    commerce:\n      \
+         shards:\n        \"-80\": {{snapshot: {{mode: cold, fsfreeze: false}}}}\n"
+    ));
+    cfg(&format!(
+        "{BASE}  snapshot: {{mode: cold, fsfreeze: false}}\n"
+    ));
+}
+
+#[test]
+fn configured_annotations_must_leave_room_for_vtsnaps_own() {
+    let limit = crate::k8s_names::ANNOTATIONS_TOTAL_MAX - validate::RESERVED_ANNOTATION_BYTES;
+    // Two levels, each under the limit, that merge to more.
+    let half = "x".repeat(limit / 2);
+    let e = errors(&format!(
+        "{BASE}  snapshot: {{annotations: {{a: {half}}}}}\n  keyspaces:\n    commerce:\n      \
+         snapshot: {{annotations: {{bb: {half}}}}}\n"
+    ));
+    assert_eq!(e.len(), 1, "{e:#?}");
+    assert!(
+        e[0].starts_with(&format!(
+            "clusters[0].keyspaces.commerce.snapshot.annotations: resolve to {} bytes, more than {limit}",
+            limit + 3
+        )),
+        "{e:#?}"
+    );
+    // Exactly at the limit is fine.
+    let fits = "x".repeat(limit - 1);
+    cfg(&format!(
+        "{BASE}  snapshot: {{annotations: {{a: {fits}}}}}\n"
+    ));
+}
+
+#[test]
+fn max_count_out_of_range_says_which_way() {
+    let e = errors(&format!("{BASE}  retention: {{maxCount: 4294967296}}\n"));
+    assert_eq!(
+        e,
+        ["clusters[0].retention.maxCount: 4294967296 is too large (at most 4294967295)"]
+    );
+    let e = errors(&format!("{BASE}  retention: {{maxCount: -1}}\n"));
+    assert_eq!(e, ["clusters[0].retention.maxCount: must be ≥ 1"]);
+    let r = cfg(&format!("{BASE}  retention: {{maxCount: 4294967295}}\n"))
+        .resolve("example", "k", "-")
+        .unwrap();
+    assert_eq!(r.retention.max_count, u32::MAX);
+    let r = cfg(&format!("{BASE}  retention: {{maxCount: 1}}\n"))
+        .resolve("example", "k", "-")
+        .unwrap();
+    assert_eq!(r.retention.max_count, 1);
+}
+
+#[test]
+fn an_empty_file_is_not_a_config() {
+    for text in ["", "\n", "# only a comment\n", "clusters: []\n"] {
+        assert_eq!(
+            errors(text),
+            ["clusters: lists no cluster (is the file empty?)"],
+            "{text:?}"
+        );
+    }
+}
+
+fn load_error(path: &std::path::Path) -> String {
+    Config::load(path)
+        .expect_err("the file must be refused")
+        .to_string()
+}
+
+#[test]
+fn only_regular_files_are_read() {
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // Opening a FIFO with no writer would wait forever: refused before opening.
+    let started = std::time::Instant::now();
+    assert_eq!(
+        load_error(&fifo),
+        format!("{} is not a regular file (a FIFO)", fifo.display())
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(
+        load_error(d.path()),
+        format!("{} is not a regular file (a directory)", d.path().display())
+    );
+    assert_eq!(
+        load_error(std::path::Path::new("/dev/zero")),
+        "/dev/zero is not a regular file (a character device)"
+    );
+    // A symlink to a regular file (how a ConfigMap is mounted) is read.
+    let real = d.path().join("real.yaml");
+    std::fs::write(&real, BASE).unwrap();
+    let link = d.path().join("config.yaml");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    assert_eq!(Config::load(&link).unwrap().clusters[0].name, "example");
+}
+
+#[test]
+fn a_file_over_the_size_cap_is_refused_without_reading_it_all() {
+    let d = tempfile::tempdir().unwrap();
+    let big = d.path().join("big.yaml");
+    // Valid YAML all the way: only the cap refuses it.
+    let mut text = BASE.to_owned();
+    text.push_str("  snapshot:\n    annotations:\n");
+    let mut i = 0;
+    while text.len() as u64 <= MAX_BYTES {
+        text.push_str(&format!("      k{i}: v\n"));
+        i += 1;
+    }
+    std::fs::write(&big, &text).unwrap();
+    assert_eq!(
+        load_error(&big),
+        format!(
+            "{} is larger than 1048576 bytes, the most a config file may have",
+            big.display()
+        )
+    );
+    // A sparse 8 GiB file: refused as quickly.
+    let sparse = d.path().join("sparse.yaml");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(8 << 30)
+        .unwrap();
+    let started = std::time::Instant::now();
+    assert!(load_error(&sparse).contains("is larger than"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // Just under the cap is read.
+    let fits = d.path().join("fits.yaml");
+    let mut text = format!("{BASE}# ");
+    text.push_str(&"x".repeat(usize::try_from(MAX_BYTES).unwrap() - text.len() - 1));
+    text.push('\n');
+    std::fs::write(&fits, &text).unwrap();
+    assert!(Config::load(&fits).is_ok());
+}
+
+#[test]
+fn deep_nesting_is_refused_quickly() {
+    for deep in [
+        format!("{BASE}  snapshot: {{labels: {}}}}}\n", "[".repeat(100_000)),
+        format!("clusters:\n{}x\n", "- ".repeat(100_000)),
+        format!(
+            "{BASE}  vtbackup: {{dataVolumeClaimTemplate: {}}}}}\n",
+            "{a: ".repeat(50_000)
+        ),
+    ] {
+        let started = std::time::Instant::now();
+        let e = errors(&deep);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].ends_with("nested deeper than 100 levels, the most a config may have"),
+            "{e:?}"
+        );
+    }
+    // A PVC template nested as deep as a real one is fine.
+    cfg(&format!(
+        "{BASE}  keyspaces:\n    commerce:\n      shards:\n        \"-80\":\n          vtbackup:\n            \
+         dataVolumeClaimTemplate:\n              resources:\n                requests:\n                  storage: 10Gi\n"
+    ));
+}
+
+/// Every documented default (docs/config.md), exactly: a changed default is a changed
+/// product, never a refactoring.
+#[test]
+fn every_default_is_the_documented_value() {
+    let r = cfg(BASE).resolve("example", "commerce", "-80").unwrap();
+    let s = &r.snapshot;
+    assert_eq!(s.volume_snapshot_class_name, None);
+    assert_eq!(s.cut_timeout, GoDuration::secs(300), "cutTimeout 5m");
+    assert_eq!(s.ready_timeout, GoDuration::secs(21_600), "readyTimeout 6h");
+    assert_eq!(s.max_hold, GoDuration::secs(600), "maxHold 10m");
+    assert_eq!(s.target.max_lag, GoDuration::secs(30), "maxLag 30s");
+    assert!(!s.fsfreeze);
+    assert!(s.labels.is_empty() && s.annotations.is_empty(), "{s:?}");
+    assert_eq!(r.retention.max_count, 7);
+    assert_eq!(
+        r.retention.failed_max_age,
+        GoDuration::secs(86_400),
+        "failedMaxAge 24h"
+    );
+    assert_eq!(
+        r.deletion_policy.grace_period,
+        GoDuration::secs(259_200),
+        "gracePeriod 72h"
+    );
+    assert!(!r.restore.enabled);
+    assert!(r.restore.pools.is_empty());
+    assert_eq!(
+        r.restore.max_snapshot_age,
+        GoDuration::secs(172_800),
+        "maxSnapshotAge 48h"
+    );
+}
+
+/// The admission webhook decides from this: each restore field inherits on its own.
+#[test]
+fn restore_fields_inherit_one_by_one() {
+    let c = cfg(&format!(
+        "{BASE}  restore: {{enabled: true, pools: [replica], maxSnapshotAge: 24h}}\n  keyspaces:\n    commerce:\n      \
+         restore: {{pools: [rdonly]}}\n      shards:\n        \"-80\": {{restore: {{enabled: false}}}}\n        \
+         \"80-\": {{restore: {{maxSnapshotAge: 12h}}}}\n"
+    ));
+    let restore = |ks: &str, sh: &str| c.resolve("example", ks, sh).unwrap().restore;
+    let day = GoDuration::secs(86_400);
+    let r = restore("commerce", "-80");
+    assert_eq!(
+        (r.enabled, r.pools, r.max_snapshot_age),
+        (false, vec!["rdonly".to_owned()], day)
+    );
+    let r = restore("commerce", "80-");
+    assert_eq!(
+        (r.enabled, r.pools, r.max_snapshot_age),
+        (true, vec!["rdonly".to_owned()], GoDuration::secs(43_200))
+    );
+    let r = restore("customer", "-");
+    assert_eq!(
+        (r.enabled, r.pools, r.max_snapshot_age),
+        (true, vec!["replica".to_owned()], day)
+    );
+}
+
+#[test]
+fn every_duration_that_bounds_something_must_be_greater_than_zero() {
+    let e = errors(&format!(
+        "{BASE}  snapshot: {{cutTimeout: 0s, readyTimeout: 0s, maxHold: 0s, target: {{maxLag: 0s}}}}\n  \
+         retention: {{maxAge: 0s, failedMaxAge: 0s}}\n  restore: {{maxSnapshotAge: 0s}}\n"
+    ));
+    for field in [
+        "snapshot.cutTimeout",
+        "snapshot.readyTimeout",
+        "snapshot.maxHold",
+        "snapshot.target.maxLag",
+        "retention.maxAge",
+        "retention.failedMaxAge",
+        "restore.maxSnapshotAge",
+    ] {
+        let want = format!("clusters[0].{field}: must be greater than 0");
+        assert!(e.contains(&want), "missing {want:?} in {e:#?}");
+    }
+    cfg(&format!(
+        "{BASE}  snapshot: {{cutTimeout: 1s, readyTimeout: 1s, maxHold: 1s, target: {{maxLag: 1ms}}}}\n  \
+         retention: {{maxAge: 1s, failedMaxAge: 1s}}\n  restore: {{maxSnapshotAge: 1s}}\n"
+    ));
+}
+
+#[test]
+fn vtctld_is_auto_or_a_host_and_a_port() {
+    for ok in [
+        "auto",
+        "vtctld:15999",
+        "10.0.0.1:1",
+        "example-vtctld.vitess.svc:65535",
+    ] {
+        assert_eq!(
+            cfg(&format!("{BASE}  vtctld: \"{ok}\"\n")).clusters[0].vtctld,
+            ok
+        );
+    }
+    for bad in [
+        "nowhere",
+        ":15999",
+        "vtctld:0",
+        "vtctld:65536",
+        "vtctld:",
+        "vtctld:x",
+    ] {
+        assert_eq!(
+            errors(&format!("{BASE}  vtctld: \"{bad}\"\n")),
+            ["clusters[0].vtctld: must be `auto` or host:port"],
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn boundaries_of_the_cross_field_rules() {
+    // A cut timeout equal to the hold still ends inside it.
+    cfg(&format!(
+        "{BASE}  snapshot: {{cutTimeout: 10m, maxHold: 10m}}\n"
+    ));
+    // The owner label is vtsnap's too.
+    assert_eq!(
+        errors(&format!(
+            "{BASE}  snapshot: {{labels: {{app.kubernetes.io/managed-by: me}}}}\n"
+        )),
+        [
+            "clusters[0].snapshot.labels.app.kubernetes.io/managed-by: is set by vtsnap itself and cannot be configured"
+        ]
+    );
+    // A vtbackup choice of `false` with a template is no conflict; a template that is
+    // not a mapping is.
+    cfg(&format!(
+        "{BASE}  vtbackup: {{useEmptyDirForInitialBackup: false, dataVolumeClaimTemplate: {{storageClassName: x}}}}\n"
+    ));
+    assert_eq!(
+        errors(&format!(
+            "{BASE}  vtbackup: {{dataVolumeClaimTemplate: 5}}\n"
+        )),
+        [
+            "clusters[0].vtbackup.dataVolumeClaimTemplate: must be a PersistentVolumeClaim spec (a mapping)"
+        ]
+    );
+    // A mode that is only ever online or cold never trips the fsfreeze rule.
+    cfg(&format!(
+        "{BASE}  snapshot: {{mode: online}}\n  keyspaces:\n    commerce:\n      shards:\n        \"-80\": {{snapshot: {{mode: cold}}}}\n"
+    ));
+}
+
+#[test]
+fn the_configured_annotations_get_192_kib() {
+    // The key `a` is one byte.
+    let at = |n: usize| {
+        format!(
+            "{BASE}  snapshot: {{annotations: {{a: {}}}}}\n",
+            "x".repeat(n - 1)
+        )
+    };
+    cfg(&at(196_608));
+    let e = errors(&at(196_609));
+    assert_eq!(
+        e,
+        [
+            "clusters[0].snapshot.annotations: resolve to 196609 bytes, more than 196608: the API allows 262144 for all of an object's annotations, and vtsnap's own need the rest"
+        ]
+    );
+}
+
+#[test]
+fn a_bad_fsfreeze_value_is_reported_once_not_judged_with_the_mode() {
+    let e = errors(&format!(
+        "{BASE}  snapshot: {{mode: online, fsfreeze: true}}\n  keyspaces:\n    commerce:\n      \
+         snapshot: {{mode: cold, fsfreeze: maybe}}\n"
+    ));
+    assert_eq!(
+        paths(&e),
+        ["clusters[0].keyspaces.commerce.snapshot.fsfreeze"],
+        "{e:#?}"
+    );
+    assert!(e[0].contains("invalid type"), "{e:#?}");
+}
+
+#[test]
+fn an_empty_class_name_says_how_to_get_the_default() {
+    assert_eq!(
+        errors(&format!(
+            "{BASE}  snapshot: {{volumeSnapshotClassName: \"\"}}\n"
+        )),
+        [
+            "clusters[0].snapshot.volumeSnapshotClassName: must not be empty (leave it out for the default class)"
+        ]
+    );
+    let c = cfg(&format!(
+        "{BASE}  snapshot: {{volumeSnapshotClassName: csi-hostpath.snapclass}}\n"
+    ));
+    let r = c.resolve("example", "k", "-").unwrap();
+    assert_eq!(
+        r.snapshot.volume_snapshot_class_name.as_deref(),
+        Some("csi-hostpath.snapclass")
+    );
+}
+
+/// Reading piece by piece parses the text once per piece: a large file with many pieces
+/// and one error must not take minutes (it took over five for this one).
+#[test]
+fn a_large_file_with_an_error_is_reported_quickly() {
+    let mut text = String::from("clusters:\n");
+    let mut i = 0;
+    while text.len() < 200_000 {
+        text.push_str(&format!(
+            "- name: c{i}\n  namespace: vitess\n  retention: {{maxCount: 3}}\n"
+        ));
+        i += 1;
+    }
+    text.push_str("- name: bad\n  namespace: vitess\n  bogus: 1\n");
+    let started = std::time::Instant::now();
+    let e = errors(&text);
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    assert_eq!(e.len(), 2, "{e:#?}");
+    assert!(
+        e[0].starts_with(&format!("clusters[{i}].bogus: unknown field `bogus`")),
+        "{e:#?}"
+    );
+    assert!(
+        e[1].contains("further errors were not searched for"),
+        "{e:#?}"
+    );
 }

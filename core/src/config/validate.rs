@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use super::model::*;
 use super::resolve::{ResolvedPolicy, merge, with_defaults};
 use super::{ConfigError, GoDuration};
+use crate::k8s_names::{self, ANNOTATIONS_TOTAL_MAX, is_dns_label};
 use crate::naming::KeyRange;
 
 /// Paths whose value did not parse (and was left out). A check on such a field, or on one
@@ -49,16 +50,6 @@ impl Errors<'_> {
     }
 }
 
-/// DNS-1123 label: what Kubernetes accepts for a namespace or a VitessCluster name.
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
 fn positive(e: &mut Errors, path: &str, field: &str, d: Option<GoDuration>) {
     if let Some(d) = d
         && d.get().is_zero()
@@ -69,40 +60,97 @@ fn positive(e: &mut Errors, path: &str, field: &str, d: Option<GoDuration>) {
 
 const RESERVED_LABEL_PREFIX: &str = "vtsnap.io/";
 
-fn block(e: &mut Errors, path: &str, b: &PolicyBlocks) {
-    if let Some(s) = &b.snapshot {
-        let p = format!("{path}.snapshot");
-        if s.volume_snapshot_class_name.as_deref() == Some("") {
-            e.at(
-                &p,
-                "volumeSnapshotClassName",
-                "must not be empty (leave it out for the default class)",
-            );
+/// Annotations vtsnap writes itself (GTID sets among them) get this much of the API's
+/// total; the configured ones share the rest.
+pub const RESERVED_ANNOTATION_BYTES: usize = 64 * 1024;
+
+/// The tablet pool types that have a data volume (vitess-operator's `VitessTabletPoolType`,
+/// `pkg/apis/planetscale/v2/vitessshard_types.go`; the `external*` pools have none).
+const POOL_TYPES: [&str; 2] = ["replica", "rdonly"];
+
+fn pool_type(e: &mut Errors, path: &str, i: usize, pool: &str) {
+    if POOL_TYPES.contains(&pool) {
+        return;
+    }
+    let why = match pool {
+        "primary" | "master" => "is a tablet type, not a pool type",
+        p if p.starts_with("external") => {
+            "is a pool of externally managed MySQL: it has no data volume to restore"
         }
-        positive(e, &p, "cutTimeout", s.cut_timeout);
-        positive(e, &p, "readyTimeout", s.ready_timeout);
-        positive(e, &p, "maxHold", s.max_hold);
-        if let Some(t) = &s.target {
-            positive(e, &format!("{p}.target"), "maxLag", t.max_lag);
+        _ => "is not a tablet pool type",
+    };
+    e.at(
+        path,
+        &format!("pools[{i}]"),
+        format!("{pool:?} {why} (pools are `replica` or `rdonly`)"),
+    );
+}
+
+fn snapshot_block(e: &mut Errors, p: &str, s: &SnapshotPolicy) {
+    match s.volume_snapshot_class_name.as_deref() {
+        Some("") => e.at(
+            p,
+            "volumeSnapshotClassName",
+            "must not be empty (leave it out for the default class)",
+        ),
+        Some(class) => {
+            if let Err(why) = k8s_names::dns_subdomain(class) {
+                e.at(
+                    p,
+                    "volumeSnapshotClassName",
+                    format!("{class:?} is not a VolumeSnapshotClass name: {why}"),
+                );
+            }
         }
-        for (field, map) in [("labels", &s.labels), ("annotations", &s.annotations)] {
-            for k in map.iter().flatten().map(|(k, _)| k) {
-                if k.starts_with(RESERVED_LABEL_PREFIX) || k == crate::labels::MANAGED_BY {
-                    e.at(
-                        &format!("{p}.{field}"),
-                        k,
-                        "is set by vtsnap itself and cannot be configured",
-                    );
-                }
+        None => {}
+    }
+    positive(e, p, "cutTimeout", s.cut_timeout);
+    positive(e, p, "readyTimeout", s.ready_timeout);
+    positive(e, p, "maxHold", s.max_hold);
+    if let Some(t) = &s.target {
+        positive(e, &format!("{p}.target"), "maxLag", t.max_lag);
+    }
+    for (field, map) in [("labels", &s.labels), ("annotations", &s.annotations)] {
+        let fp = format!("{p}.{field}");
+        for (k, v) in map.iter().flatten() {
+            // An empty key would leave the path ending in '.': shown as "".
+            let key_path = if k.is_empty() { "\"\"" } else { k.as_str() };
+            if let Err(why) = k8s_names::qualified_name(k) {
+                e.at(
+                    &fp,
+                    key_path,
+                    format!("key {k:?} is not a valid {field} key: {why}"),
+                );
+            } else if k.starts_with(RESERVED_LABEL_PREFIX) || k == crate::labels::MANAGED_BY {
+                e.at(&fp, k, "is set by vtsnap itself and cannot be configured");
+            }
+            if field == "labels"
+                && let Err(why) = k8s_names::label_value(v)
+            {
+                e.at(
+                    &fp,
+                    key_path,
+                    format!("value {v:?} is not a valid label value: {why}"),
+                );
             }
         }
     }
+}
+
+fn block(e: &mut Errors, path: &str, b: &PolicyBlocks) {
+    if let Some(s) = &b.snapshot {
+        snapshot_block(e, &format!("{path}.snapshot"), s);
+    }
     if let Some(r) = &b.retention {
         let p = format!("{path}.retention");
-        if let Some(n) = r.max_count
-            && !(1..=i64::from(u32::MAX)).contains(&n)
-        {
-            e.at(&p, "maxCount", "must be ≥ 1");
+        match r.max_count {
+            Some(n) if n < 1 => e.at(&p, "maxCount", "must be ≥ 1"),
+            Some(n) if n > i64::from(u32::MAX) => e.at(
+                &p,
+                "maxCount",
+                format!("{n} is too large (at most {})", u32::MAX),
+            ),
+            _ => {}
         }
         positive(e, &p, "maxAge", r.max_age);
         positive(e, &p, "failedMaxAge", r.failed_max_age);
@@ -111,9 +159,7 @@ fn block(e: &mut Errors, path: &str, b: &PolicyBlocks) {
         let p = format!("{path}.restore");
         positive(e, &p, "maxSnapshotAge", r.max_snapshot_age);
         for (i, pool) in r.pools.iter().flatten().enumerate() {
-            if pool.is_empty() {
-                e.at(&p, &format!("pools[{i}]"), "must not be empty");
-            }
+            pool_type(e, &p, i, pool);
         }
     }
     if let Some(v) = &b.vtbackup {
@@ -136,8 +182,10 @@ fn block(e: &mut Errors, path: &str, b: &PolicyBlocks) {
 }
 
 /// Rules that span fields, checked on the policy each level resolves to. `levels` are
-/// this level and the ones above it: the values it inherits come from there.
-fn resolved(e: &mut Errors, levels: &[&str], r: &ResolvedPolicy) {
+/// this level and the ones above it: the values it inherits come from there. `own` is
+/// what this level itself sets: a rule on a combination is reported where it is made,
+/// not again at every level that inherits it.
+fn resolved(e: &mut Errors, levels: &[&str], own: &PolicyBlocks, r: &ResolvedPolicy) {
     let Some(path) = levels.last() else {
         return;
     };
@@ -159,11 +207,60 @@ fn resolved(e: &mut Errors, levels: &[&str], r: &ResolvedPolicy) {
             ),
         );
     }
+    let own_snapshot = own.snapshot.clone().unwrap_or_default();
+    if r.snapshot.fsfreeze
+        && r.snapshot.mode == Mode::Cold
+        && !unread("snapshot.fsfreeze")
+        && !unread("snapshot.mode")
+    {
+        if own_snapshot.fsfreeze.is_some() {
+            e.at(
+                path,
+                "snapshot.fsfreeze",
+                "is for online snapshots only, and this level resolves to mode cold (set mode: online, or leave fsfreeze out)",
+            );
+        } else if own_snapshot.mode.is_some() {
+            e.at(
+                path,
+                "snapshot.mode",
+                "cold, with fsfreeze: true inherited: fsfreeze is for online snapshots only (set fsfreeze: false here)",
+            );
+        }
+    }
+    if let Some(own_annotations) = &own_snapshot.annotations
+        && !unread("snapshot.annotations")
+    {
+        let size = k8s_names::annotations_size(
+            r.snapshot
+                .annotations
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        );
+        let limit = ANNOTATIONS_TOTAL_MAX - RESERVED_ANNOTATION_BYTES;
+        if size > limit && !own_annotations.is_empty() {
+            e.at(
+                path,
+                "snapshot.annotations",
+                format!(
+                    "resolve to {size} bytes, more than {limit}: the API allows {ANNOTATIONS_TOTAL_MAX} for all of an object's annotations, and vtsnap's own need the rest"
+                ),
+            );
+        }
+    }
 }
 
 /// Every rule on a config that parsed whole.
 pub fn validate(c: &Config) -> Vec<ConfigError> {
-    validate_partial(c, &Unparsed::default())
+    let mut found = Vec::new();
+    // An empty file parses as a config without clusters: every program would do nothing.
+    if c.clusters.is_empty() {
+        found.push(ConfigError {
+            path: "clusters".to_owned(),
+            message: "lists no cluster (is the file empty?)".to_owned(),
+        });
+    }
+    found.extend(validate_partial(c, &Unparsed::default()));
+    found
 }
 
 /// Every rule on what parsed of a config, quiet on what did not.
@@ -206,7 +303,12 @@ pub fn validate_partial(c: &Config, unparsed: &Unparsed) -> Vec<ConfigError> {
         }
         let cluster_blocks = cl.policy();
         block(&mut e, &path, &cluster_blocks);
-        resolved(&mut e, &[&path], &with_defaults(&cluster_blocks));
+        resolved(
+            &mut e,
+            &[&path],
+            &cluster_blocks,
+            &with_defaults(&cluster_blocks),
+        );
         for (ks, k) in &cl.keyspaces {
             let kpath = format!("{path}.keyspaces.{ks}");
             if ks.is_empty() {
@@ -214,20 +316,65 @@ pub fn validate_partial(c: &Config, unparsed: &Unparsed) -> Vec<ConfigError> {
             }
             let ks_blocks = merge(&k.policy(), &cluster_blocks);
             block(&mut e, &kpath, &k.policy());
-            resolved(&mut e, &[&path, &kpath], &with_defaults(&ks_blocks));
+            resolved(
+                &mut e,
+                &[&path, &kpath],
+                &k.policy(),
+                &with_defaults(&ks_blocks),
+            );
             for (sh, s) in &k.shards {
                 let spath = format!("{kpath}.shards.{sh}");
-                if let Err(m) = sh.parse::<KeyRange>() {
-                    e.at(&spath, "", m);
+                match sh.parse::<KeyRange>() {
+                    Err(m) => e.at(&spath, "", m),
+                    Ok(k) => {
+                        // Vitess reads each bound as bytes: an odd digit count does not
+                        // decode (hex.DecodeString in go/vt/key/key.go ParseKeyRangeParts).
+                        if let Some(b) = [&k.start, &k.end].into_iter().find(|b| b.len() % 2 == 1) {
+                            e.at(
+                                &spath,
+                                "",
+                                format!(
+                                    "shard {sh:?}: bound {b:?} has an odd number of hex digits (each byte is two)"
+                                ),
+                            );
+                        }
+                    }
                 }
                 block(&mut e, &spath, &s.policy());
                 resolved(
                     &mut e,
                     &[&path, &kpath, &spath],
+                    &s.policy(),
                     &with_defaults(&merge(&s.policy(), &ks_blocks)),
                 );
             }
         }
     }
     e.found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unparsed_path_covers_itself_and_what_is_below_it_only() {
+        let u = Unparsed::new(vec!["clusters[0].snapshot".to_owned()]);
+        for covered in [
+            "clusters[0].snapshot",
+            "clusters[0].snapshot.mode",
+            "clusters[0].snapshot[1]",
+        ] {
+            assert!(u.covers(covered), "{covered}");
+        }
+        for not in [
+            "clusters[0].snapshots",
+            "clusters[0]",
+            "clusters[1].snapshot",
+            "",
+        ] {
+            assert!(!u.covers(not), "{not}");
+        }
+        assert!(!Unparsed::default().covers("clusters[0]"));
+    }
 }

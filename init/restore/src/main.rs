@@ -40,7 +40,7 @@ struct Cli {
     server_id: Option<u32>,
 
     /// Print the plan and change nothing.
-    #[arg(long, env = "VTSNAP_DRY_RUN")]
+    #[arg(long, env = "VTSNAP_DRY_RUN", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
     dry_run: bool,
 
     #[command(flatten)]
@@ -48,7 +48,19 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // The last stdout line is a JSON summary, usage errors included.
+    let cli: Cli = match vtsnap_core::cli::parse(|_, message| {
+        let line = serde_json::json!({
+            "action": Action::Failed,
+            "dry_run": false,
+            "to_uid": null,
+            "error": { "code": "usage", "message": message },
+        });
+        println!("{line}");
+    }) {
+        Ok(c) => c,
+        Err(exit) => return exit.into(),
+    };
     cli.common.init();
     let opts = Options {
         vtdataroot: cli.vtdataroot,

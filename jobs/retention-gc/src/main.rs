@@ -32,7 +32,7 @@ enum Command {
         #[arg(long, env = "VTSNAP_CLUSTER")]
         cluster: Option<String>,
         /// Print the plan; change nothing.
-        #[arg(long, env = "VTSNAP_DRY_RUN")]
+        #[arg(long, env = "VTSNAP_DRY_RUN", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
         dry_run: bool,
         #[arg(long, env = "VTSNAP_OUTPUT", value_enum, default_value_t = Output::Json)]
         output: Output,

@@ -45,7 +45,7 @@ enum Command {
         #[arg(long, env = "VTSNAP_MODE", value_enum)]
         mode: Option<ModeArg>,
         /// Observe and decide, change nothing: print the plan (target, steps, undo steps).
-        #[arg(long, env = "VTSNAP_DRY_RUN")]
+        #[arg(long, env = "VTSNAP_DRY_RUN", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
         dry_run: bool,
         /// With --dry-run: the plan as text before the JSON line (table), or only in the
         /// JSON line's "plan" (json).
@@ -105,7 +105,15 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let args = Cli::parse();
+    // `run` promises a JSON line as its last stdout line, usage errors included.
+    let args: Cli = match cli::parse(|sub, message| {
+        if sub == Some("run") {
+            print_early_summary(Exit::Usage, "usage", message, false);
+        }
+    }) {
+        Ok(a) => a,
+        Err(exit) => return exit.into(),
+    };
     args.common.init();
     match args.command {
         Command::Validate { config } => match cli::load_config(&config) {
@@ -240,7 +248,11 @@ fn run_run(
     output: Output,
     metrics_file: Option<&std::path::Path>,
 ) -> Exit {
-    cli::with_cluster(config, |config, kube| async move {
+    let dry_run = opts.dry_run;
+    let on_error = |e: &cli::StartupError| {
+        print_early_summary(e.exit(), e.code(), &e.to_string(), dry_run);
+    };
+    cli::with_cluster_or(config, on_error, |config, kube| async move {
         let summary =
             vtsnap_snapshot::run::run(&config, cluster, keyspace, shard, opts, kube).await;
         if let Some(p) = metrics_file {
@@ -262,4 +274,26 @@ fn run_run(
         println!("{}", serde_json::to_string(&summary).unwrap_or_default());
         Exit::from_code(summary.exit_code).unwrap_or(Exit::Failed)
     })
+}
+
+/// The JSON line of a run that stopped before it started (usage, config, API client).
+fn print_early_summary(exit: Exit, code: &'static str, message: &str, dry_run: bool) {
+    use vtsnap_snapshot::run::{ErrorReport, Outcome, Summary};
+    let outcome = match exit {
+        Exit::Usage => Outcome::Usage,
+        Exit::Refused => Outcome::Refused,
+        Exit::UnfenceIncomplete => Outcome::FailedUnfenceIncomplete,
+        Exit::Failed | Exit::Ok => Outcome::Failed,
+    };
+    let summary = Summary {
+        outcome,
+        exit_code: exit.code(),
+        dry_run,
+        error: Some(ErrorReport {
+            code,
+            message: message.to_owned(),
+        }),
+        ..Summary::default()
+    };
+    println!("{}", serde_json::to_string(&summary).unwrap_or_default());
 }

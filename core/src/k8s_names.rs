@@ -1,0 +1,225 @@
+//! What the Kubernetes API accepts as a name, a label or an annotation, checked before
+//! anything is changed: a VolumeSnapshot the API rejects is found out only after the
+//! tablet was fenced. The rules and limits are apimachinery's
+//! (`pkg/util/validation/validation.go`, `pkg/api/validation/objectmeta.go`).
+
+/// Longest DNS-1123 label (a namespace, a Service, a VitessCluster name).
+pub const DNS_LABEL_MAX: usize = 63;
+/// Longest DNS-1123 subdomain (most object names, a qualified name's prefix).
+pub const DNS_SUBDOMAIN_MAX: usize = 253;
+/// Longest name part of a qualified name, and longest label value.
+pub const NAME_PART_MAX: usize = 63;
+/// All annotations of one object together, keys and values (`TotalAnnotationSizeLimitB`).
+pub const ANNOTATIONS_TOTAL_MAX: usize = 256 * 1024;
+
+/// Why a string is not what the API wants. The messages follow apimachinery's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("must not be empty")]
+    Empty,
+    #[error("must be at most {max} characters (is {len})")]
+    TooLong { len: usize, max: usize },
+    #[error(
+        "must be a lowercase DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit"
+    )]
+    NotDnsLabel,
+    #[error(
+        "must be a lowercase DNS subdomain: lowercase letters, digits, '-' and '.', each part starting and ending with a letter or digit"
+    )]
+    NotDnsSubdomain,
+    #[error("prefix {prefix:?} (before '/'): {reason}")]
+    BadPrefix {
+        prefix: String,
+        reason: Box<NameError>,
+    },
+    #[error("has more than one '/'")]
+    TwoSlashes,
+    #[error(
+        "must consist of letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+    )]
+    BadNameChars,
+}
+
+fn check_len(s: &str, max: usize) -> Result<(), NameError> {
+    if s.len() > max {
+        return Err(NameError::TooLong { len: s.len(), max });
+    }
+    Ok(())
+}
+
+fn is_label_part(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// A DNS-1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+pub fn dns_label(s: &str) -> Result<(), NameError> {
+    if s.is_empty() {
+        return Err(NameError::Empty);
+    }
+    check_len(s, DNS_LABEL_MAX)?;
+    if !is_label_part(s) {
+        return Err(NameError::NotDnsLabel);
+    }
+    Ok(())
+}
+
+/// A DNS-1123 subdomain: labels joined by '.', at most 253 characters.
+pub fn dns_subdomain(s: &str) -> Result<(), NameError> {
+    if s.is_empty() {
+        return Err(NameError::Empty);
+    }
+    check_len(s, DNS_SUBDOMAIN_MAX)?;
+    if !s.split('.').all(is_label_part) {
+        return Err(NameError::NotDnsSubdomain);
+    }
+    Ok(())
+}
+
+pub fn is_dns_label(s: &str) -> bool {
+    dns_label(s).is_ok()
+}
+
+pub fn is_dns_subdomain(s: &str) -> bool {
+    dns_subdomain(s).is_ok()
+}
+
+/// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`: a qualified name's name part, a label value.
+fn name_part_chars(s: &str) -> Result<(), NameError> {
+    let inner_ok = s
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    let ends_ok = s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if inner_ok && ends_ok {
+        Ok(())
+    } else {
+        Err(NameError::BadNameChars)
+    }
+}
+
+/// A label key or an annotation key: `[prefix/]name`, the prefix a DNS subdomain, the
+/// name at most 63 characters of letters, digits, `-`, `_`, `.`.
+pub fn qualified_name(s: &str) -> Result<(), NameError> {
+    let name = match s.split_once('/') {
+        None => s,
+        Some((_, name)) if name.contains('/') => return Err(NameError::TwoSlashes),
+        Some((prefix, name)) => {
+            dns_subdomain(prefix).map_err(|reason| NameError::BadPrefix {
+                prefix: prefix.to_owned(),
+                reason: Box::new(reason),
+            })?;
+            name
+        }
+    };
+    if name.is_empty() {
+        return Err(NameError::Empty);
+    }
+    check_len(name, NAME_PART_MAX)?;
+    name_part_chars(name)
+}
+
+/// A label value: empty, or at most 63 characters as a qualified name's name part.
+pub fn label_value(s: &str) -> Result<(), NameError> {
+    if s.is_empty() {
+        return Ok(());
+    }
+    check_len(s, NAME_PART_MAX)?;
+    name_part_chars(s)
+}
+
+/// The size the API counts for a set of annotations: every key and value, in bytes.
+pub fn annotations_size<'a>(annotations: impl IntoIterator<Item = (&'a str, &'a str)>) -> usize {
+    annotations
+        .into_iter()
+        .map(|(k, v)| k.len() + v.len())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_labels_and_subdomains() {
+        for ok in ["a", "example", "a-b", "0", &"a".repeat(63)] {
+            assert_eq!(dns_label(ok), Ok(()), "{ok}");
+            assert_eq!(dns_subdomain(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "-a", "a-", "A", "a_b", "a.b", &"a".repeat(64)] {
+            assert!(dns_label(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            dns_label(&"a".repeat(64)),
+            Err(NameError::TooLong { len: 64, max: 63 })
+        );
+        for ok in ["a.b", "csi-hostpath.snapclass", &"a".repeat(253)] {
+            assert_eq!(dns_subdomain(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            "../../etc",
+            "a..b",
+            ".a",
+            "a.",
+            "a.-b",
+            "a-.b",
+            "A.b",
+            "a/b",
+            &"a".repeat(254),
+        ] {
+            assert!(dns_subdomain(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn qualified_names_as_the_api_checks_label_and_annotation_keys() {
+        for ok in [
+            "team",
+            "Team_1.x",
+            "example.com/team",
+            "a/b",
+            &format!("{}/{}", "p".repeat(253), "n".repeat(63)),
+        ] {
+            assert_eq!(qualified_name(ok), Ok(()), "{ok}");
+        }
+        assert_eq!(qualified_name(""), Err(NameError::Empty));
+        assert_eq!(qualified_name("a b"), Err(NameError::BadNameChars));
+        assert_eq!(qualified_name("example.com/"), Err(NameError::Empty));
+        assert_eq!(qualified_name("a/b/c"), Err(NameError::TwoSlashes));
+        assert_eq!(qualified_name("-a"), Err(NameError::BadNameChars));
+        assert_eq!(qualified_name("a."), Err(NameError::BadNameChars));
+        assert!(matches!(
+            qualified_name("VTSNAP.IO/y"),
+            Err(NameError::BadPrefix { ref prefix, .. }) if prefix == "VTSNAP.IO"
+        ));
+        assert!(matches!(
+            qualified_name("/y"),
+            Err(NameError::BadPrefix { .. })
+        ));
+        assert_eq!(
+            qualified_name(&"n".repeat(64)),
+            Err(NameError::TooLong { len: 64, max: 63 })
+        );
+        assert!(qualified_name(&format!("{}/n", "p".repeat(254))).is_err());
+    }
+
+    #[test]
+    fn label_values_may_be_empty_but_not_long_or_odd() {
+        for ok in ["", "a", "db", "A.b-c_d", &"v".repeat(63)] {
+            assert_eq!(label_value(ok), Ok(()), "{ok:?}");
+        }
+        for bad in [" ", "a b", "-a", "a-", "a/b", "é", &"v".repeat(64)] {
+            assert!(label_value(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn annotation_size_counts_keys_and_values() {
+        assert_eq!(annotations_size([("ab", "cde"), ("f", "")]), 6);
+        assert_eq!(annotations_size([]), 0);
+    }
+}
