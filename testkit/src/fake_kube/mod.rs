@@ -13,7 +13,10 @@
 //! with any status code, or drop the connection; [`FakeKube::set_down`] makes every request
 //! fail as if the server were unreachable. Every request is logged for assertions.
 
+mod http_front;
 mod selector;
+
+pub use http_front::HttpFront;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
