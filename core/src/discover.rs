@@ -72,6 +72,21 @@ pub fn tablet_selector(r: &ShardRef) -> String {
 }
 
 /// Finds vtctld's gRPC address from its Service: `<service>.<namespace>.svc:<grpc port>`.
+/// The vtctld endpoint of a cluster: `setting` as configured, or with `auto` the one its
+/// vtctld Service names.
+pub async fn vtctld_endpoint(
+    client: &Client,
+    namespace: &str,
+    cluster: &str,
+    setting: &str,
+) -> Result<String, DiscoverError> {
+    if setting == "auto" {
+        find_vtctld(client, namespace, cluster).await
+    } else {
+        Ok(setting.to_owned())
+    }
+}
+
 pub async fn find_vtctld(
     client: &Client,
     namespace: &str,

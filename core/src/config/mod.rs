@@ -99,6 +99,24 @@ fn every_error(text: &str, first: probe::ProbeError) -> ConfigErrors {
 }
 
 /// Why a (cluster, keyspace, shard) cannot be resolved.
+/// A shard named on the command line, as the config sees it.
+#[derive(Debug, Clone)]
+pub struct ConfiguredShard {
+    pub shard: crate::shard::ShardRef,
+    pub policy: ResolvedPolicy,
+    /// `auto` (find the vtctld Service) or host:port.
+    pub vtctld: String,
+}
+
+/// Why a shard named on the command line cannot be worked on.
+#[derive(Debug, thiserror::Error)]
+pub enum ShardLookupError {
+    #[error(transparent)]
+    Cluster(#[from] LookupError),
+    #[error("--shard {shard:?}: {reason}")]
+    BadShard { shard: String, reason: String },
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LookupError {
     #[error("cluster {0:?} is not in the config")]
@@ -144,6 +162,32 @@ impl Config {
 
     /// The fully resolved policy of one shard. Keyspaces and shards that the config does
     /// not list get the levels above them.
+    /// The shard a run works on: its reference (cluster, namespace, keyspace, key range),
+    /// its resolved policy and the cluster's `vtctld` setting (`auto` or host:port).
+    pub fn shard(
+        &self,
+        cluster: &str,
+        keyspace: &str,
+        shard: &str,
+    ) -> Result<ConfiguredShard, ShardLookupError> {
+        let cl = self.cluster(cluster)?;
+        let key_range: crate::naming::KeyRange =
+            shard.parse().map_err(|reason| ShardLookupError::BadShard {
+                shard: shard.into(),
+                reason,
+            })?;
+        Ok(ConfiguredShard {
+            shard: crate::shard::ShardRef {
+                cluster: cluster.into(),
+                namespace: cl.namespace.clone(),
+                keyspace: keyspace.into(),
+                shard: key_range,
+            },
+            policy: resolve_in(cl, keyspace, shard),
+            vtctld: cl.vtctld.clone(),
+        })
+    }
+
     pub fn resolve(
         &self,
         cluster: &str,

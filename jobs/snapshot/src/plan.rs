@@ -1,9 +1,8 @@
 //! `plan`: observe the shard, decide the target, report. Changes nothing.
 
 use serde::Serialize;
-use vtsnap_core::config::{Config, LookupError, ResolvedPolicy};
+use vtsnap_core::config::{Config, ConfiguredShard, LookupError, ResolvedPolicy, ShardLookupError};
 use vtsnap_core::discover::{self, DiscoverError};
-use vtsnap_core::naming::KeyRange;
 use vtsnap_core::select::{self, Refusal, Target};
 use vtsnap_core::shard::{Issue, Shard, ShardRef};
 use vtsnap_core::vtctld::client::CallLimits;
@@ -124,27 +123,22 @@ pub async fn plan(
     shard: &str,
     kube: kube::Client,
 ) -> Result<PlanReport, PlanError> {
-    let cl = config.cluster(cluster)?;
-    let key_range: KeyRange = shard.parse().map_err(|reason| PlanError::BadShard {
-        shard: shard.into(),
-        reason,
-    })?;
-    let policy = config.resolve(cluster, keyspace, shard)?;
-    let shard_ref = ShardRef {
-        cluster: cluster.into(),
-        namespace: cl.namespace.clone(),
-        keyspace: keyspace.into(),
-        shard: key_range,
-    };
+    let ConfiguredShard {
+        shard: shard_ref,
+        policy,
+        vtctld: setting,
+    } = config
+        .shard(cluster, keyspace, shard)
+        .map_err(|e| match e {
+            ShardLookupError::Cluster(l) => PlanError::Lookup(l),
+            ShardLookupError::BadShard { shard, reason } => PlanError::BadShard { shard, reason },
+        })?;
     let span = tracing::info_span!("plan", shard = %shard_ref);
     let _g = span.enter();
 
     // observe
-    let endpoint = if cl.vtctld == "auto" {
-        discover::find_vtctld(&kube, &cl.namespace, cluster).await?
-    } else {
-        cl.vtctld.clone()
-    };
+    let endpoint =
+        discover::vtctld_endpoint(&kube, &shard_ref.namespace, cluster, &setting).await?;
     let vtctld = VtctldClient::new(&endpoint, CallLimits::default())?;
     let observed = discover::observe(&kube, &vtctld, &shard_ref).await?;
     let found = discover::build(&shard_ref, &observed);

@@ -7,11 +7,11 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
-use vtsnap_core::config::{Config, ResolvedPolicy};
+use vtsnap_core::config::{Config, ConfiguredShard, ResolvedPolicy, ShardLookupError};
 use vtsnap_core::discover;
 use vtsnap_core::fence::client as fence_client;
 use vtsnap_core::fence::{Fence, lease_name};
-use vtsnap_core::naming::{KeyRange, TabletAlias};
+use vtsnap_core::naming::TabletAlias;
 use vtsnap_core::shard::{Shard, ShardRef};
 use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
@@ -49,29 +49,23 @@ pub async fn context(
     shard: &str,
     kube: &kube::Client,
 ) -> Result<Context, RunError> {
-    let cl = config.cluster(cluster)?;
-    let key_range: KeyRange = shard.parse().map_err(|reason| RunError::BadShard {
-        shard: shard.into(),
-        reason,
-    })?;
-    let policy = config.resolve(cluster, keyspace, shard)?;
-    let shard_ref = ShardRef {
-        cluster: cluster.into(),
-        namespace: cl.namespace.clone(),
-        keyspace: keyspace.into(),
-        shard: key_range,
-    };
-    let endpoint = if cl.vtctld == "auto" {
-        discover::find_vtctld(kube, &cl.namespace, cluster)
-            .await
-            .map_err(RunError::NoVtctld)?
-    } else {
-        cl.vtctld.clone()
-    };
+    let ConfiguredShard {
+        shard,
+        policy,
+        vtctld,
+    } = config
+        .shard(cluster, keyspace, shard)
+        .map_err(|e| match e {
+            ShardLookupError::Cluster(l) => RunError::UnknownCluster(l),
+            ShardLookupError::BadShard { shard, reason } => RunError::BadShard { shard, reason },
+        })?;
+    let endpoint = discover::vtctld_endpoint(kube, &shard.namespace, cluster, &vtctld)
+        .await
+        .map_err(RunError::NoVtctld)?;
     let vtctld =
         VtctldClient::new(&endpoint, CallLimits::default()).map_err(RunError::BadVtctld)?;
     Ok(Context {
-        shard: shard_ref,
+        shard,
         policy,
         vtctld,
     })
