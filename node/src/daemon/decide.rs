@@ -313,4 +313,54 @@ mod tests {
             .is_empty()
         );
     }
+
+    #[test]
+    fn a_probe_is_answered_once_whatever_the_answer() {
+        assert_eq!(
+            decide(Some(&fence(Request::Probe, None)), false, None),
+            vec![Step::Probe]
+        );
+        // A stale answer to an earlier request is no answer to the probe.
+        assert_eq!(
+            decide(
+                Some(&fence(Request::Probe, Some(NodeState::Released))),
+                false,
+                None
+            ),
+            vec![Step::Probe]
+        );
+        for done in [NodeState::Probed, NodeState::Refused] {
+            assert!(
+                decide(Some(&fence(Request::Probe, Some(done))), false, None).is_empty(),
+                "{done:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_fsfreeze_freezes_once_and_reports_once() {
+        assert_eq!(
+            decide(Some(&fence(Request::Fsfreeze, None)), false, None),
+            vec![
+                Step::CheckTarget,
+                Step::FreezeFs,
+                Step::Report(NodeState::Fsfrozen, None)
+            ]
+        );
+        let mut frozen = entry(false, false);
+        frozen.fs_frozen = Some("/vol".into());
+        // Frozen but not yet reported (a restarted helper): report only, never freeze twice.
+        assert_eq!(
+            decide(Some(&fence(Request::Fsfreeze, None)), false, Some(&frozen)),
+            vec![Step::Report(NodeState::Fsfrozen, None)]
+        );
+        assert!(
+            decide(
+                Some(&fence(Request::Fsfreeze, Some(NodeState::Fsfrozen))),
+                false,
+                Some(&frozen)
+            )
+            .is_empty()
+        );
+    }
 }
