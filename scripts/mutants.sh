@@ -44,6 +44,11 @@ for g in "${groups[@]}"; do
       continue
     fi
     args+=(--in-diff "$out/$package.patch")
+    # Changed lines with nothing to mutate (tests, comments) leave nothing to run.
+    if [ -z "$(cargo mutants --list "${args[@]}" 2>/dev/null)" ]; then
+      echo "mutants: $package: the changes since $base have nothing to mutate"
+      continue
+    fi
   fi
   echo "mutants: $package: ${files[*]}"
   set +e
@@ -57,6 +62,7 @@ for g in "${groups[@]}"; do
     *) echo "mutants: cargo mutants failed for $package (exit $status)" >&2; exit 1 ;;
   esac
   results="$out/$package/mutants.out"
+  [ -f "$results/caught.txt" ] || { echo "mutants: no results from cargo mutants for $package" >&2; exit 1; }
   caught=$((caught + $(cat "$results/caught.txt" "$results/timeout.txt" 2>/dev/null | wc -l)))
   while IFS= read -r line; do
     [ -n "$line" ] || continue

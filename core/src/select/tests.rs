@@ -199,3 +199,17 @@ fn tablets_vtctld_does_not_know_are_never_chosen() {
     at(&mut s, 101).vt_type = None;
     assert_eq!(select(&s, &policy()).unwrap().alias, "zone1-0000000102");
 }
+
+#[test]
+fn a_lag_equal_to_the_limit_is_still_healthy() {
+    let mut s = shard(2);
+    at(&mut s, 101).replication.as_mut().unwrap().lag_seconds = 30;
+    at(&mut s, 102).replication.as_mut().unwrap().lag_seconds = 30;
+    assert_eq!(select(&s, &policy()).unwrap().alias, "zone1-0000000101");
+    at(&mut s, 101).replication.as_mut().unwrap().lag_seconds = 31;
+    at(&mut s, 102).replication.as_mut().unwrap().lag_seconds = 31;
+    assert_eq!(
+        select(&s, &policy()).unwrap_err().code(),
+        "no-healthy-candidate"
+    );
+}
