@@ -39,6 +39,22 @@ fn node_state(kube: &FakeKube) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The node helper on node-a, whose first cycle is its only one in a test's time: any retry
+/// must happen inside that cycle.
+async fn one_cycle_daemon(kube: &FakeKube, dir: &std::path::Path) -> daemon::Handle {
+    let cfg = DaemonConfig {
+        node: "node-a".into(),
+        kubelet_dir: dir.join("kubelet"),
+        roots: Roots::default(),
+        state_dir: dir.join("state"),
+        interval: Duration::from_secs(3600),
+        listen: None,
+        start_timeout: Duration::from_secs(5),
+        shutdown_timeout: Duration::from_secs(5),
+    };
+    daemon::start(cfg, kube.client()).await.unwrap()
+}
+
 #[tokio::test]
 async fn a_conflicting_report_is_written_again_on_the_fresh_version() {
     let kube = FakeKube::new();
@@ -46,18 +62,7 @@ async fn a_conflicting_report_is_written_again_on_the_fresh_version() {
     // The job's renewal lands between the node's read and its answer.
     kube.fault(Fault::on(is(Verb::Patch, "leases")).status(409));
     let dir = tempfile::tempdir().unwrap();
-    let cfg = DaemonConfig {
-        node: "node-a".into(),
-        kubelet_dir: dir.path().join("kubelet"),
-        roots: Roots::default(),
-        state_dir: dir.path().join("state"),
-        // One cycle is all the test needs; the retry must happen inside it.
-        interval: Duration::from_secs(3600),
-        listen: None,
-        start_timeout: Duration::from_secs(5),
-        shutdown_timeout: Duration::from_secs(5),
-    };
-    let _h = daemon::start(cfg, kube.client()).await.unwrap();
+    let _h = one_cycle_daemon(&kube, dir.path()).await;
     let start = Instant::now();
     while node_state(&kube).is_none() {
         assert!(
@@ -102,17 +107,7 @@ async fn an_answer_to_a_request_that_changed_meanwhile_is_not_written() {
         .delay(Duration::from_secs(2)),
     );
     let dir = tempfile::tempdir().unwrap();
-    let cfg = DaemonConfig {
-        node: "node-a".into(),
-        kubelet_dir: dir.path().join("kubelet"),
-        roots: Roots::default(),
-        state_dir: dir.path().join("state"),
-        interval: Duration::from_secs(3600),
-        listen: None,
-        start_timeout: Duration::from_secs(5),
-        shutdown_timeout: Duration::from_secs(5),
-    };
-    let _h = daemon::start(cfg, kube.client()).await.unwrap();
+    let _h = one_cycle_daemon(&kube, dir.path()).await;
     let start = Instant::now();
     while !in_flight.load(Ordering::SeqCst) {
         assert!(
