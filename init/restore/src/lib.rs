@@ -191,6 +191,9 @@ pub fn run(opts: &Options) -> Result<Outcome, RestoreError> {
                 }
                 .into());
             }
+            // What an earlier run left, and anything planted since, checked before the
+            // first change of this run.
+            preflight::check_resume(&root, observe::POD_MOUNT, &j.plan)?;
             (j.plan, true)
         }
         Observed::Move(src) => {

@@ -25,8 +25,9 @@ pub use vtsnap_core::volume::{VolPath, Volume};
 pub const TOP_LEVEL_DIRS: [&str; 4] = ["data", "innodb", "relay-logs", "bin-logs"];
 
 /// Where vitess-operator mounts the volume; my.cnf's datadir tells the mount actually
-/// used, so this only classifies a symlinked my.cnf, read before that is known.
-const POD_MOUNT: &str = "/vt/vtdataroot";
+/// used, so this only classifies a symlink met before that is known (a symlinked my.cnf,
+/// or anything a resumed run finds: the journal does not record the mount).
+pub const POD_MOUNT: &str = "/vt/vtdataroot";
 
 /// A tablet-directory child that is a symlink into `<top>/vt_<old>` on the volume.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -352,9 +353,10 @@ fn observe_move(
     }
 
     // A log directory and the files in it the move acts on: each a regular file with a
-    // UTF-8 name. `keep` picks those names from the ones starting with `<base>.`.
+    // UTF-8 name. `keep` sorts the names starting with `<base>.`: act on it, pass over
+    // it, or refuse the whole volume (the setting points at something that is no log).
     let log_dir =
-        |key: &str, keep: &dyn Fn(&str, &str) -> bool| -> Result<Option<LogDir>, Refusal> {
+        |key: &str, keep: &dyn Fn(&str, &str) -> LogFile| -> Result<Option<LogDir>, Refusal> {
             let Some(path) = data_path(vol, &cnf, &mount, key, datadir)? else {
                 return Ok(None);
             };
@@ -371,8 +373,19 @@ fn observe_move(
                         continue;
                     }
                     let name = utf8(&dir, &name)?;
-                    if !keep(&name, &base) {
-                        continue;
+                    match keep(&name, &base) {
+                        LogFile::Keep => {}
+                        LogFile::Skip => continue,
+                        LogFile::NotALog => {
+                            return Err(bad_cnf(
+                                &mycnf,
+                                format!(
+                                    "{key} names {}/{base}, but {name} there is not a log of it; \
+                                     the setting points at something else",
+                                    dir.display()
+                                ),
+                            ));
+                        }
                     }
                     expect(root, vol, &mount, &dir.join(&name), Kind::File)?;
                     files.push(name);
@@ -380,12 +393,10 @@ fn observe_move(
             }
             Ok(Some(LogDir { dir, base, files }))
         };
-    let binlogs = log_dir("log_bin", &|_, _| true)?;
-    // Only numbered relay logs and the relay index are ever removed: a relay-log base
-    // that names something else (a table, my.cnf) must not take its files along.
-    let relay_logs = log_dir("relay_log", &|n, b| {
-        is_numbered_log(n, b) || n == format!("{b}.index")
-    })?;
+    let binlogs = log_dir("log_bin", &|_, _| LogFile::Keep)?;
+    // Only numbered relay logs and the relay index are ever removed, and a relay-log base
+    // that also names something else (a table's `.ibd`, `my.cnf`) is refused.
+    let relay_logs = log_dir("relay_log", &relay_log_file)?;
     if let (Some(b), Some(r)) = (&binlogs, &relay_logs)
         && b.dir == r.dir
         && b.base == r.base
@@ -492,6 +503,30 @@ fn observe_move(
     })
 }
 
+/// How the move treats a file named `<log base>.<suffix>` in a log directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFile {
+    /// Part of the log: the move acts on it.
+    Keep,
+    /// The server's own bookkeeping of the log: left as it is.
+    Skip,
+    /// Not part of any log: the setting names something else.
+    NotALog,
+}
+
+/// Sorts a file whose name starts with `<base>.` in the relay-log directory. Besides the
+/// numbered logs and the index, MySQL writes `<index>_crash_safe` and `<base>.~rec~`
+/// while it rewrites the index (`sql/binlog.cc`), and the info file may share the base.
+pub fn relay_log_file(name: &str, base: &str) -> LogFile {
+    if is_numbered_log(name, base) || name == format!("{base}.index") {
+        return LogFile::Keep;
+    }
+    match name.strip_prefix(base).and_then(|r| r.strip_prefix('.')) {
+        Some("index_crash_safe" | "~rec~" | "info") => LogFile::Skip,
+        _ => LogFile::NotALog,
+    }
+}
+
 /// Scans the binlog the index lists last; a crash image needs its checkpoints patched.
 fn last_binlog(
     root: &Root,
@@ -526,4 +561,29 @@ fn last_binlog(
     let scan = binlog::scan_last(&file, &path.display().to_string(), prefix)
         .map_err(|e| bad(&path, e.to_string()))?;
     Ok(Some((path, scan)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relay_log_files_are_sorted_by_suffix() {
+        let b = "vt-0000000101-relay-bin";
+        for (name, want) in [
+            ("vt-0000000101-relay-bin.000001", LogFile::Keep),
+            ("vt-0000000101-relay-bin.index", LogFile::Keep),
+            ("vt-0000000101-relay-bin.index_crash_safe", LogFile::Skip),
+            ("vt-0000000101-relay-bin.~rec~", LogFile::Skip),
+            ("vt-0000000101-relay-bin.info", LogFile::Skip),
+            ("vt-0000000101-relay-bin.", LogFile::NotALog),
+            ("vt-0000000101-relay-bin.00a1", LogFile::NotALog),
+            ("vt-0000000101-relay-bin.ibd", LogFile::NotALog),
+            ("vt-0000000101-relay-bin.index.bak", LogFile::NotALog),
+        ] {
+            assert_eq!(relay_log_file(name, b), want, "{name}");
+        }
+        assert_eq!(relay_log_file("t0.ibd", "t0"), LogFile::NotALog);
+        assert_eq!(relay_log_file("my.cnf", "my"), LogFile::NotALog);
+    }
 }

@@ -26,6 +26,15 @@ struct Check<'a> {
     mount: &'a str,
     /// Directory renames planned so far: (where it is now, where it will be).
     renamed: Vec<(PathBuf, PathBuf)>,
+    /// A journaled plan being finished: each step may already be done.
+    resumed: bool,
+}
+
+/// Where a rename stands: still to do, or done by an earlier run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RenameState {
+    Pending,
+    Done,
 }
 
 fn shown(p: &Path) -> String {
@@ -119,20 +128,48 @@ impl Check<'_> {
         })
     }
 
+    /// A rename of `from` to `to` (both now), of an entry of kind `want`: to do (the
+    /// source there, the target not), or, when resuming, done (the other way round).
+    fn rename(&self, f: &Path, t: &Path, want: Kind) -> Result<RenameState, Refusal> {
+        let (at_from, at_to) = (self.lstat(f)?, self.lstat(t)?);
+        if self.resumed
+            && at_from.is_none()
+            && let Some(m) = &at_to
+        {
+            if m.kind != want {
+                return Err(wrong_kind(&self.vol, self.mount, t, m.kind, want));
+            }
+            return Ok(RenameState::Done);
+        }
+        self.is(f, want)?;
+        if at_to.is_some() {
+            return Err(Refusal::TargetExists {
+                from: shown(f),
+                to: shown(t),
+            });
+        }
+        Ok(RenameState::Pending)
+    }
+
+    /// Where the file a step names at step time (`path`) is now: before the plan's file
+    /// renames, or, when resuming, wherever an earlier run left it.
+    fn file_now(&self, plan: &Plan, path: &Path) -> Result<PathBuf, Refusal> {
+        let before = self.now(&self.before_file_renames(plan, path));
+        if self.resumed && self.lstat(&before)?.is_none() {
+            return Ok(self.now(path));
+        }
+        Ok(before)
+    }
+
     fn step(&mut self, plan: &Plan, step: &Step) -> Result<(), Refusal> {
         match step {
             Step::RenameDir { from, to } => {
                 let (f, t) = (self.now(from), self.now(to));
-                self.is(&f, Kind::Dir)?;
-                if self.lstat(&t)?.is_some() {
-                    return Err(Refusal::TargetExists {
-                        from: shown(&f),
-                        to: shown(&t),
-                    });
+                if self.rename(&f, &t, Kind::Dir)? == RenameState::Pending {
+                    self.parent_writable(&f)?;
+                    self.parent_writable(&t)?;
+                    self.renamed.push((from.clone(), to.clone()));
                 }
-                self.parent_writable(&f)?;
-                self.parent_writable(&t)?;
-                self.renamed.push((from.clone(), to.clone()));
             }
             Step::RetargetSymlink { link, .. } => {
                 let l = self.now(link);
@@ -142,23 +179,18 @@ impl Check<'_> {
             }
             Step::RenameFile { from, to } => {
                 let (f, t) = (self.now(from), self.now(to));
-                self.is(&f, Kind::File)?;
-                if self.lstat(&t)?.is_some() {
-                    return Err(Refusal::TargetExists {
-                        from: shown(&f),
-                        to: shown(&t),
-                    });
+                if self.rename(&f, &t, Kind::File)? == RenameState::Pending {
+                    self.parent_writable(&f)?;
                 }
-                self.parent_writable(&f)?;
             }
             Step::PatchBinlogCheckpoints { file, .. } => {
                 // Patched after its rename: look for it under its current name.
-                let f = self.now(&self.before_file_renames(plan, file));
+                let f = self.file_now(plan, file)?;
                 self.is(&f, Kind::File)?;
                 self.writable(&f)?;
             }
             Step::RewriteIndex { path } | Step::RewriteMyCnf { path } => {
-                let p = self.now(&self.before_file_renames(plan, path));
+                let p = self.file_now(plan, path)?;
                 let m = self.is(&p, Kind::File)?;
                 let max = if matches!(step, Step::RewriteMyCnf { .. }) {
                     mycnf::MAX_LEN as u64
@@ -191,6 +223,9 @@ impl Check<'_> {
             }
             Step::RemoveFile { path, .. } => {
                 let p = self.now(path);
+                if self.resumed && self.lstat(&p)?.is_none() {
+                    return Ok(());
+                }
                 self.is(&p, Kind::File)?;
                 self.parent_writable(&p)?;
             }
@@ -218,22 +253,45 @@ pub fn check(root: &Root, mount: &str, plan: &Plan) -> Result<(), Refusal> {
         vol: Volume::new(root.path()),
         mount,
         renamed: Vec::new(),
+        resumed: false,
     };
     // The journal goes first, into the volume root.
     c.writable(Path::new(""))?;
     c.tmp_free(Path::new(JOURNAL_NAME))?;
-    for step in &plan.steps {
-        for p in step_paths(step) {
-            if p.to_str().is_none() {
-                return Err(Refusal::BadFileName {
-                    path: p.to_string_lossy().into_owned(),
-                    reason: "the name is not valid UTF-8".into(),
-                });
+    c.steps(plan)
+}
+
+/// Checks that every step of a journaled `plan` is either done or can still be carried
+/// out, so that finishing it cannot stop on a planted symlink, FIFO or name clash.
+/// `mount` only tells a symlink that leaves the volume from one of the wrong type.
+pub fn check_resume(root: &Root, mount: &str, plan: &Plan) -> Result<(), Refusal> {
+    let mut c = Check {
+        root,
+        vol: Volume::new(root.path()),
+        mount,
+        renamed: Vec::new(),
+        resumed: true,
+    };
+    // The journal is removed at the end: the volume root must stay writable.
+    c.writable(Path::new(""))?;
+    c.steps(plan)
+}
+
+impl Check<'_> {
+    fn steps(&mut self, plan: &Plan) -> Result<(), Refusal> {
+        for step in &plan.steps {
+            for p in step_paths(step) {
+                if p.to_str().is_none() {
+                    return Err(Refusal::BadFileName {
+                        path: p.to_string_lossy().into_owned(),
+                        reason: "the name is not valid UTF-8".into(),
+                    });
+                }
             }
+            self.step(plan, step)?;
         }
-        c.step(plan, step)?;
+        Ok(())
     }
-    Ok(())
 }
 
 fn step_paths(step: &Step) -> Vec<&Path> {

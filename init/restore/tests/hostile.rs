@@ -240,7 +240,7 @@ fn a_binlog_symlinked_to_a_system_file_is_refused() {
 // 5. Only relay logs are deleted as relay logs.
 
 #[test]
-fn a_relay_log_base_naming_a_table_deletes_no_table() {
+fn a_relay_log_base_naming_a_table_is_refused() {
     let s = Scene::mariadb();
     s.edit_mycnf(|c| {
         c.replace(
@@ -248,19 +248,12 @@ fn a_relay_log_base_naming_a_table_deletes_no_table() {
             "relay-log = /vt/vtdataroot/vt_0000000101/data/vt_commerce/t0",
         )
     });
-    let table = s.t.join("data/vt_commerce/t0.ibd");
-    let bytes = std::fs::read(&table).unwrap();
-    s.assert_moved();
-    let moved = s.v.join("vt_0000000202/data/vt_commerce/t0.ibd");
-    assert_eq!(
-        std::fs::read(moved).unwrap(),
-        bytes,
-        "t0.ibd was deleted or changed"
-    );
+    let r = s.assert_refused("bad-my-cnf");
+    assert!(Scene::message(&r).contains("t0.ibd"), "{}", r.json);
 }
 
 #[test]
-fn a_relay_log_base_naming_my_cnf_keeps_my_cnf() {
+fn a_relay_log_base_naming_my_cnf_is_refused() {
     let s = Scene::mariadb();
     s.edit_mycnf(|c| {
         c.replace(
@@ -268,16 +261,78 @@ fn a_relay_log_base_naming_my_cnf_keeps_my_cnf() {
             "relay-log = /vt/vtdataroot/vt_0000000101/my",
         )
     });
+    let r = s.assert_refused("bad-my-cnf");
+    assert!(Scene::message(&r).contains("my.cnf"), "{}", r.json);
+}
+
+#[test]
+fn mysql_index_bookkeeping_beside_the_relay_logs_is_left_alone() {
+    let s = Scene::mariadb();
+    let kept =
+        s.t.join("relay-logs/vt-0000000101-relay-bin.index_crash_safe");
+    std::fs::write(&kept, "left by a crash mid index rewrite\n").unwrap();
     s.assert_moved();
     assert!(
-        s.v.join("vt_0000000202/my.cnf").is_file(),
-        "my.cnf was deleted"
+        s.v.join("vt_0000000202/relay-logs/vt-0000000101-relay-bin.index_crash_safe")
+            .is_file()
     );
-    let again = restore(&s.v);
-    assert_eq!(
-        (again.code, again.json["action"].as_str()),
-        (0, Some("none"))
-    );
+}
+
+// 6b. A resumed move is pre-flighted too: what was planted after the kill is refused.
+
+impl Scene {
+    /// Runs the restore until it is killed at fault point `point`, leaving its journal.
+    fn kill_at(&self, point: &str) {
+        let out = Command::new(env!("CARGO_BIN_EXE_vtsnap-restore"))
+            .arg("--vtdataroot")
+            .arg(&self.v)
+            .args(["--tablet-uid", NEW])
+            .env(FAULT_ENV, point)
+            .env("VTSNAP_LOG_FORMAT", "text")
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(vtsnap_core::fault::FAULT_EXIT_CODE),
+            "{point} was never reached: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(self.v.join(".vtsnap-restore.journal").is_file());
+    }
+}
+
+#[test]
+fn a_binlog_swapped_for_a_symlink_before_a_resume_is_refused() {
+    let s = Scene::mariadb();
+    s.kill_at("restore.journal-written");
+    let b = s.bin("vt-0000000101-bin.000001");
+    std::fs::remove_file(&b).unwrap();
+    symlink(s.victim(), &b).unwrap();
+    s.assert_refused("symlink-leaves-volume");
+}
+
+#[test]
+fn a_temp_symlink_planted_in_the_moved_directory_before_a_resume_is_refused() {
+    let s = Scene::mariadb();
+    // Step 0 renames the tablet directory; the kill leaves the rest to do.
+    s.kill_at("restore.step-0");
+    let moved = s.v.join("vt_0000000202");
+    assert!(moved.is_dir());
+    symlink(s.victim(), moved.join(".my.cnf.vtsnap-tmp")).unwrap();
+    s.assert_refused("symlink-leaves-volume");
+}
+
+#[test]
+fn a_rename_target_planted_before_a_resume_is_refused() {
+    let s = Scene::mariadb();
+    s.kill_at("restore.step-0");
+    let planted = s.v.join("vt_0000000202/bin-logs/vt-0000000202-bin.000001");
+    std::fs::write(&planted, "someone else's binlog").unwrap();
+    s.assert_refused("target-exists");
+    // Once the intruder is gone, the resumed move finishes.
+    std::fs::remove_file(&planted).unwrap();
+    let r = s.assert_moved();
+    assert_eq!(r.json["resumed"], true, "{}", r.json);
 }
 
 // 6. Conflicts found before the first change.

@@ -37,6 +37,10 @@ pub struct Snap {
 pub enum Kind {
     VolumeSnapshot,
     Lease,
+    /// A Pending PVC whose data source cannot be read: it may name any snapshot.
+    PersistentVolumeClaim,
+    /// A VitessCluster whose identity or spec cannot be read: its shards are unknown.
+    VitessCluster,
 }
 
 /// Why one of vtsnap's objects is left out of the plan (so never deleted, counted or
@@ -56,6 +60,21 @@ pub enum Unreadable {
         field: &'static str,
         expected: &'static str,
     },
+    /// Which snapshot it is provisioned from is unknown, so none of its namespace may go.
+    #[error("PersistentVolumeClaim {pvc}: {field} is not {expected}")]
+    PvcMalformed {
+        pvc: String,
+        field: &'static str,
+        expected: &'static str,
+    },
+    /// Its shards (for `whenScaled`) or its UID (for ownerReferences) are unknown.
+    #[error("VitessCluster {cluster}: {path} is not {expected}")]
+    ClusterMalformed {
+        cluster: String,
+        field: &'static str,
+        path: String,
+        expected: &'static str,
+    },
 }
 
 impl Unreadable {
@@ -64,7 +83,10 @@ impl Unreadable {
         match self {
             Self::Read(e) => e.field(),
             Self::NoCreationTime { .. } => "metadata.creationTimestamp",
-            Self::LeaseMissing { field, .. } | Self::LeaseMalformed { field, .. } => field,
+            Self::LeaseMissing { field, .. }
+            | Self::LeaseMalformed { field, .. }
+            | Self::PvcMalformed { field, .. }
+            | Self::ClusterMalformed { field, .. } => field,
         }
     }
 }
@@ -142,6 +164,9 @@ pub struct Inventory {
     pub snapshots: Vec<Snap>,
     /// `(namespace, snapshot name)` that a Pending PVC names as its data source.
     pub in_use: BTreeSet<(String, String)>,
+    /// Namespaces with a Pending PVC whose data source cannot be read (`""`: a PVC whose
+    /// own namespace is unknown, so every namespace): no snapshot there is deleted.
+    pub in_use_unknown: BTreeSet<String>,
     pub leases: Vec<LeaseRef>,
     /// Keyed by `(namespace, name)`.
     pub clusters: BTreeMap<(String, String), Cluster>,
@@ -194,25 +219,17 @@ impl Inventory {
         }
     }
 
-    /// A PVC that is still Pending and names a VolumeSnapshot as its source.
+    /// A PVC that is still Pending and names a VolumeSnapshot as its source. One whose
+    /// phase or data source cannot be read is kept apart in `unreadable` and holds every
+    /// snapshot of its namespace: the one it names must not go.
     pub fn add_pvc(&mut self, v: &Value) {
-        if v.pointer("/status/phase")
-            .and_then(Value::as_str)
-            .unwrap_or("Pending")
-            != "Pending"
-        {
-            return;
-        }
-        for src in ["/spec/dataSource", "/spec/dataSourceRef"] {
-            if let Some(d) = v.pointer(src)
-                && d.get("kind").and_then(Value::as_str) == Some("VolumeSnapshot")
-            {
-                let ns = d
-                    .get("namespace")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| s(v, "/metadata/namespace"));
-                self.in_use.insert((ns, s(d, "/name")));
+        match pvc_sources(v) {
+            Ok(sources) => self.in_use.extend(sources),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read a Pending PVC's data source; no snapshot of its namespace is deleted");
+                let u = UnreadableObject::of(Kind::PersistentVolumeClaim, v, e);
+                self.in_use_unknown.insert(u.namespace.clone());
+                self.unreadable.push(u);
             }
         }
     }
@@ -233,14 +250,21 @@ impl Inventory {
         }
     }
 
+    /// A VitessCluster; one whose name, UID or spec cannot be read is kept apart in
+    /// `unreadable` and left out: its shards count as existing and its snapshots' owners
+    /// are left as they are.
     pub fn add_cluster(&mut self, v: &Value) {
-        self.clusters.insert(
-            (s(v, "/metadata/namespace"), s(v, "/metadata/name")),
-            Cluster {
-                uid: s(v, "/metadata/uid"),
-                shards: cluster_shards(v),
-            },
-        );
+        match Cluster::read(v) {
+            Ok((key, c)) => {
+                self.clusters.insert(key, c);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read a VitessCluster; its shards and owners are left alone");
+                let mut u = UnreadableObject::of(Kind::VitessCluster, v, e);
+                u.cluster = Some(u.name.clone());
+                self.unreadable.push(u);
+            }
+        }
     }
 
     /// Reads a dump file (or pipe) of at most [`MAX_DUMP_BYTES`], then
@@ -283,6 +307,89 @@ impl Inventory {
             Some("VitessCluster") => self.add_cluster(it),
             _ => {}
         }
+    }
+}
+
+/// The `(namespace, snapshot)` pairs a PVC is provisioned from: none unless it is Pending
+/// (a missing phase is Pending) and a data source of kind VolumeSnapshot names one.
+fn pvc_sources(v: &Value) -> Result<Vec<(String, String)>, Unreadable> {
+    let pvc = format!("{}/{}", s(v, "/metadata/namespace"), s(v, "/metadata/name"));
+    let bad = |field, expected| Unreadable::PvcMalformed {
+        pvc: pvc.clone(),
+        field,
+        expected,
+    };
+    match v.pointer("/status/phase") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(p)) if p == "Pending" => {}
+        Some(Value::String(_)) => return Ok(Vec::new()),
+        Some(_) => return Err(bad("status.phase", "a string")),
+    }
+    let mut out = Vec::new();
+    for (src, field) in [
+        ("/spec/dataSource", "spec.dataSource"),
+        ("/spec/dataSourceRef", "spec.dataSourceRef"),
+    ] {
+        let d = match v.pointer(src) {
+            None | Some(Value::Null) => continue,
+            Some(d @ Value::Object(_)) => d,
+            Some(_) => return Err(bad(field, "an object")),
+        };
+        match d.get("kind") {
+            Some(Value::String(k)) if k == "VolumeSnapshot" => {}
+            Some(Value::String(_)) => continue,
+            _ => return Err(bad(field, "an object with a string kind")),
+        }
+        let name = d
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| bad(field, "an object with a non-empty name"))?;
+        let ns = match d.get("namespace") {
+            None | Some(Value::Null) => v
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| bad("metadata.namespace", "a non-empty string"))?,
+            Some(Value::String(n)) if !n.is_empty() => n.as_str(),
+            Some(_) => {
+                return Err(bad(
+                    field,
+                    "an object whose namespace is a non-empty string",
+                ));
+            }
+        };
+        out.push((ns.to_owned(), name.to_owned()));
+    }
+    Ok(out)
+}
+
+impl Cluster {
+    /// Its `(namespace, name)` and what the GC needs of it, or what could not be read.
+    fn read(v: &Value) -> Result<((String, String), Self), Unreadable> {
+        let cluster = format!("{}/{}", s(v, "/metadata/namespace"), s(v, "/metadata/name"));
+        let text = |p: &str, field: &'static str| {
+            v.pointer(p)
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+                .ok_or_else(|| Unreadable::ClusterMalformed {
+                    cluster: cluster.clone(),
+                    field,
+                    path: field.to_owned(),
+                    expected: "a non-empty string",
+                })
+        };
+        let namespace = text("/metadata/namespace", "metadata.namespace")?;
+        let name = text("/metadata/name", "metadata.name")?;
+        let uid = text("/metadata/uid", "metadata.uid")?;
+        let shards = cluster_shards(v).map_err(|e| Unreadable::ClusterMalformed {
+            cluster: cluster.clone(),
+            field: "spec.keyspaces",
+            path: e.path,
+            expected: e.expected,
+        })?;
+        Ok(((namespace, name), Self { uid, shards }))
     }
 }
 

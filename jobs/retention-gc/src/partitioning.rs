@@ -35,53 +35,95 @@ pub fn equal_shards(parts: u64) -> Vec<String> {
     out
 }
 
-/// `(keyspace, shard name)` pairs of a VitessCluster object's spec.
-pub fn cluster_shards(cluster: &Value) -> BTreeSet<(String, String)> {
+/// Why a VitessCluster's spec cannot tell its shards: the JSON path and what it should be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    pub path: String,
+    pub expected: &'static str,
+}
+
+fn array<'a>(v: Option<&'a Value>, path: &str) -> Result<&'a [Value], SpecError> {
+    match v {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(a)) => Ok(a),
+        Some(_) => Err(SpecError {
+            path: path.to_owned(),
+            expected: "a list",
+        }),
+    }
+}
+
+fn key_range_end(sh: &Value, path: &str, end: &str) -> Result<String, SpecError> {
+    match sh.pointer(&format!("/keyRange/{end}")) {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) if s.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Ok(s.to_ascii_lowercase())
+        }
+        Some(_) => Err(SpecError {
+            path: format!("{path}.keyRange.{end}"),
+            expected: "a hex string",
+        }),
+    }
+}
+
+/// `(keyspace, shard name)` pairs of a VitessCluster object's spec. A field of the wrong
+/// type is an error, never a shard less: a shard missed here would count as removed.
+pub fn cluster_shards(cluster: &Value) -> Result<BTreeSet<(String, String)>, SpecError> {
     let mut out = BTreeSet::new();
-    for ks in cluster
-        .pointer("/spec/keyspaces")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let Some(name) = ks.get("name").and_then(Value::as_str) else {
-            continue;
+    let keyspaces = array(cluster.pointer("/spec/keyspaces"), "spec.keyspaces")?;
+    for (k, ks) in keyspaces.iter().enumerate() {
+        let at = format!("spec.keyspaces[{k}]");
+        let Some(name) = ks
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        else {
+            return Err(SpecError {
+                path: format!("{at}.name"),
+                expected: "a non-empty string",
+            });
         };
-        for p in ks
-            .get("partitionings")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(parts) = p.pointer("/equal/parts").and_then(Value::as_u64) {
-                for s in equal_shards(parts) {
-                    out.insert((name.to_owned(), s));
+        let parts = array(ks.get("partitionings"), &format!("{at}.partitionings"))?;
+        for (i, p) in parts.iter().enumerate() {
+            let at = format!("{at}.partitionings[{i}]");
+            match (p.get("equal"), p.get("custom")) {
+                (Some(eq), None) => {
+                    let n = eq.get("parts").and_then(Value::as_u64).filter(|n| *n >= 1);
+                    let Some(n) = n else {
+                        return Err(SpecError {
+                            path: format!("{at}.equal.parts"),
+                            expected: "a whole number of at least 1",
+                        });
+                    };
+                    for s in equal_shards(n) {
+                        out.insert((name.to_owned(), s));
+                    }
                 }
-            }
-            for sh in p
-                .pointer("/custom/shards")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let start = sh
-                    .pointer("/keyRange/start")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let end = sh
-                    .pointer("/keyRange/end")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                out.insert((name.to_owned(), format!("{start}-{end}")));
+                (None, Some(custom)) => {
+                    let shards = array(custom.get("shards"), &format!("{at}.custom.shards"))?;
+                    for (j, sh) in shards.iter().enumerate() {
+                        let at = format!("{at}.custom.shards[{j}]");
+                        let start = key_range_end(sh, &at, "start")?;
+                        let end = key_range_end(sh, &at, "end")?;
+                        out.insert((name.to_owned(), format!("{start}-{end}")));
+                    }
+                }
+                _ => {
+                    return Err(SpecError {
+                        path: at,
+                        expected: "exactly one of equal or custom",
+                    });
+                }
             }
         }
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn matches_the_operator_test_vectors() {
@@ -112,6 +154,7 @@ mod tests {
             {"name": "lookup", "partitionings": [{"equal": {"parts": 1}}]}
         ]}});
         let got: Vec<String> = cluster_shards(&c)
+            .unwrap()
             .into_iter()
             .map(|(k, s)| format!("{k}/{s}"))
             .collect();
@@ -125,5 +168,49 @@ mod tests {
                 "lookup/-"
             ]
         );
+    }
+
+    #[test]
+    fn a_spec_of_the_wrong_shape_is_an_error_naming_the_field() {
+        let bad = [
+            (
+                json!({"spec": {"keyspaces": {"name": "x"}}}),
+                "spec.keyspaces",
+            ),
+            (
+                json!({"spec": {"keyspaces": [{"partitionings": []}]}}),
+                "spec.keyspaces[0].name",
+            ),
+            (
+                json!({"spec": {"keyspaces": [{"name": "c", "partitionings": [{"equal": {"parts": "2"}}]}]}}),
+                "spec.keyspaces[0].partitionings[0].equal.parts",
+            ),
+            (
+                json!({"spec": {"keyspaces": [{"name": "c", "partitionings": [{"equal": {"parts": 0}}]}]}}),
+                "spec.keyspaces[0].partitionings[0].equal.parts",
+            ),
+            (
+                json!({"spec": {"keyspaces": [{"name": "c", "partitionings": [{}]}]}}),
+                "spec.keyspaces[0].partitionings[0]",
+            ),
+            (
+                json!({"spec": {"keyspaces": [{"name": "c", "partitionings": [{"equal": {"parts": 2}, "custom": {}}]}]}}),
+                "spec.keyspaces[0].partitionings[0]",
+            ),
+            (
+                json!({"spec": {"keyspaces": [{"name": "c", "partitionings": [{"custom": {"shards": [{"keyRange": {"start": 80}}]}}]}]}}),
+                "spec.keyspaces[0].partitionings[0].custom.shards[0].keyRange.start",
+            ),
+            (
+                json!({"spec": {"keyspaces": [{"name": "c", "partitionings": [{"custom": {"shards": [{"keyRange": {"end": "8z"}}]}}]}]}}),
+                "spec.keyspaces[0].partitionings[0].custom.shards[0].keyRange.end",
+            ),
+        ];
+        for (spec, path) in bad {
+            let e = cluster_shards(&spec).unwrap_err();
+            assert_eq!(e.path, path, "{spec}");
+        }
+        // No keyspaces at all is a readable spec with no shards.
+        assert!(cluster_shards(&json!({"spec": {}})).unwrap().is_empty());
     }
 }

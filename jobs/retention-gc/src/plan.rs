@@ -1,7 +1,8 @@
 //! Decide: retention, deletion policy and fence recovery as one pure function of the
 //! inventory, the config and the time (DESIGN §4.2, §5.6).
 //!
-//! Per shard (newest first): a snapshot a Pending PVC is provisioned from is always kept;
+//! Per shard (newest first): a snapshot a Pending PVC is provisioned from is always kept,
+//! and so is every snapshot of a namespace with a Pending PVC whose source is unreadable;
 //! a `failed` one goes after `failedMaxAge`, whatever the policy; one that is not ready is
 //! never deleted while younger than `readyTimeout` and never counts toward `maxCount`; the
 //! newest ready snapshot of a shard that still exists is always kept; ready ones beyond
@@ -35,6 +36,8 @@ const FUTURE_SLACK_SECS: i64 = 3600;
 #[serde(rename_all = "kebab-case")]
 pub enum Reason {
     InUseSource,
+    /// A Pending PVC of its namespace has a data source that cannot be read.
+    MaybeInUseSource,
     FailedExpired,
     FailedWithinMaxAge,
     ShardRemoved,
@@ -53,6 +56,7 @@ impl Reason {
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::InUseSource => "in-use-source",
+            Reason::MaybeInUseSource => "maybe-in-use-source",
             Reason::FailedExpired => "failed-expired",
             Reason::FailedWithinMaxAge => "failed-within-max-age",
             Reason::ShardRemoved => "shard-removed",
@@ -195,8 +199,10 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
     let twice = |kind, ns: &str, name: &str| seen.get(&(kind, ns, name)).is_some_and(|n| *n > 1);
     let mut maybe: Vec<MaybeShard> = Vec::new();
     for u in &inv.unreadable {
-        // A lease has no cluster label: in scope by its namespace.
-        if !in_scope(&u.namespace, u.cluster.as_deref()) {
+        // A lease has no cluster label: in scope by its namespace. A PVC of no known
+        // namespace may hold a snapshot anywhere.
+        let anywhere = u.kind == Kind::PersistentVolumeClaim && u.namespace.is_empty();
+        if !anywhere && !in_scope(&u.namespace, u.cluster.as_deref()) {
             continue;
         }
         if u.kind == Kind::VolumeSnapshot {
@@ -267,6 +273,7 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
         let Ok(policy) = config.resolve(&cluster, &keyspace, &shard) else {
             continue;
         };
+        let source_unknown = inv.in_use_unknown.contains(&ns) || inv.in_use_unknown.contains("");
         let cl = inv.clusters.get(&(ns.clone(), cluster.clone()));
         // Without the VitessCluster object, whenDeleted (ownerReferences) governs: the shard
         // is not "removed".
@@ -288,6 +295,8 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
             let age = age_secs(now, s.created);
             let (delete, reason) = if inv.in_use.contains(&(s.namespace.clone(), s.name.clone())) {
                 (false, Reason::InUseSource)
+            } else if source_unknown {
+                (false, Reason::MaybeInUseSource)
             } else if s.failed {
                 if age > failed_max {
                     (true, Reason::FailedExpired)

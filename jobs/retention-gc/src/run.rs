@@ -174,6 +174,7 @@ pub async fn run(config: &Config, opts: &GcOptions, kube: kube::Client) -> GcRep
             Ok(()) => {
                 inv.snapshots.extend(part.snapshots);
                 inv.in_use.extend(part.in_use);
+                inv.in_use_unknown.extend(part.in_use_unknown);
                 inv.leases.extend(part.leases);
                 inv.clusters.extend(part.clusters);
                 inv.unreadable.extend(part.unreadable);

@@ -424,3 +424,92 @@ fn deep_nesting_is_refused_quickly() {
         assert!(took < Duration::from_secs(5), "{took:?}");
     }
 }
+
+#[test]
+fn a_vitess_cluster_whose_spec_cannot_be_read_removes_no_shard() {
+    let cfg = "  deletionPolicy: {whenScaled: Delete, gracePeriod: 1h, whenDeleted: Delete}\n";
+    let items = |c: Value| {
+        vec![
+            snap("a", "x-x", "2026-11-20T00:00:00Z"),
+            snap("b", "x-x", "2026-11-19T00:00:00Z"),
+            c,
+        ]
+    };
+    // The control: `-` is gone from a readable spec of two shards.
+    let p = Dump::new(cfg, &items(cluster(2))).plan();
+    assert_eq!(names(&p, "delete").len(), 2, "the control: {p}");
+    let mut parts_text = cluster(1);
+    parts_text["spec"]["keyspaces"][0]["partitionings"][0]["equal"]["parts"] = json!("1");
+    let mut no_name = cluster(1);
+    no_name["spec"]["keyspaces"][0]["name"] = json!(null);
+    let mut keyspaces_object = cluster(1);
+    keyspaces_object["spec"]["keyspaces"] = json!({"name": "commerce"});
+    let mut no_uid = cluster(1);
+    no_uid["metadata"]["uid"] = json!(null);
+    for (broken, field) in [
+        (parts_text, "equal.parts"),
+        (no_name, "spec.keyspaces[0].name"),
+        (keyspaces_object, "spec.keyspaces"),
+        (no_uid, "metadata.uid"),
+    ] {
+        let p = Dump::new(cfg, &items(broken.clone())).plan();
+        assert_eq!(names(&p, "delete"), [], "{broken}: {p}");
+        assert_eq!(skipped(&p), [pair("example", "unreadable")], "{p}");
+        let message = p["skipped"][0]["message"].as_str().unwrap();
+        assert!(message.contains(field), "{field}: {message}");
+        assert_eq!(p["skipped"][0]["kind"], "VitessCluster");
+        // Its UID is unknown: no ownerReference is added in its name.
+        assert_eq!(p["owner_refs"]["add"], json!([]), "{p}");
+    }
+}
+
+#[test]
+fn a_pending_pvc_whose_source_cannot_be_read_holds_its_namespace() {
+    let cfg = "  retention: {maxCount: 1}\n";
+    let pvc = |source: Value| {
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+               "metadata": {"name": "new-tablet", "namespace": "vitess"},
+               "spec": {"dataSourceRef": source}, "status": {"phase": "Pending"}})
+    };
+    let mut items = three(snap("newest", "x-x", "2026-11-29T00:00:00Z"));
+    // The control: a readable source holds only the one it names.
+    items.push(pvc(
+        json!({"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "old"}),
+    ));
+    let p = Dump::new(cfg, &items).plan();
+    assert_eq!(
+        names(&p, "delete"),
+        [pair("mid", "beyond-max-count")],
+        "{p}"
+    );
+    for source in [
+        json!({"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot"}),
+        json!({"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": 7}),
+        json!({"kind": ["VolumeSnapshot"], "name": "mid"}),
+        json!("mid"),
+    ] {
+        let mut items = three(snap("newest", "x-x", "2026-11-29T00:00:00Z"));
+        items.push(pvc(source.clone()));
+        let p = Dump::new(cfg, &items).plan();
+        assert_eq!(names(&p, "delete"), [], "{source}: {p}");
+        assert!(
+            names(&p, "keep").contains(&pair("mid", "maybe-in-use-source")),
+            "{p}"
+        );
+        assert_eq!(skipped(&p), [pair("new-tablet", "unreadable")], "{p}");
+    }
+    // A phase that is not a string may be Pending.
+    let mut items = three(snap("newest", "x-x", "2026-11-29T00:00:00Z"));
+    let mut odd = pvc(json!({"kind": "VolumeSnapshot", "name": "old"}));
+    odd["status"]["phase"] = json!(1);
+    items.push(odd);
+    let p = Dump::new(cfg, &items).plan();
+    assert_eq!(names(&p, "delete"), [], "{p}");
+    // A Bound PVC holds nothing, whatever its source says.
+    let mut items = three(snap("newest", "x-x", "2026-11-29T00:00:00Z"));
+    let mut bound = pvc(json!("garbage"));
+    bound["status"]["phase"] = json!("Bound");
+    items.push(bound);
+    let p = Dump::new(cfg, &items).plan();
+    assert_eq!(names(&p, "delete").len(), 2, "{p}");
+}
