@@ -329,14 +329,71 @@ impl ShardFixture {
         }
     }
 
+    /// Creates the vtctld Service, the Pods (Running, Ready as the fixture says: there is
+    /// no kubelet, so the status is set by hand) and the PVCs (of `storage_class`, bound by
+    /// its real provisioner) in a real API server under `namespace`, and the tablets in
+    /// vtctld. Returns each tablet's PVC's bound PV name, by tablet number.
+    pub async fn install_real(
+        &self,
+        kube: &crate::real_kube::RealKube,
+        namespace: &str,
+        storage_class: &str,
+        vtctld: &FakeVtctld,
+    ) -> BTreeMap<usize, String> {
+        let mut fixture = self.clone();
+        fixture.namespace = namespace.to_owned();
+        let with_kind = |mut v: serde_json::Value, api_version: &str, kind: &str| {
+            v["apiVersion"] = json!(api_version);
+            v["kind"] = json!(kind);
+            v.as_object_mut().map(|o| o.remove("status"));
+            v
+        };
+        kube.create(with_kind(
+            serde_json::to_value(fixture.vtctld_service()).unwrap(),
+            "v1",
+            "Service",
+        ))
+        .await;
+        let mut pvs = BTreeMap::new();
+        for t in fixture.tablets() {
+            if !fixture.no_pvc.contains(&t.number) {
+                let mut pvc = serde_json::to_value(fixture.pvc(&t)).unwrap();
+                pvc["spec"]["storageClassName"] = json!(storage_class);
+                pvc["spec"]["resources"]["requests"]["storage"] = json!("64Mi");
+                kube.create(with_kind(pvc, "v1", "PersistentVolumeClaim"))
+                    .await;
+            }
+            if !fixture.no_pod.contains(&t.number) {
+                let pod = serde_json::to_value(fixture.pod(&t)).unwrap();
+                let mut pod = with_kind(pod, "v1", "Pod");
+                // A deletionTimestamp cannot be set on create; terminating pods are for
+                // the fake API only.
+                pod["metadata"].as_object_mut().map(|m| {
+                    m.remove("deletionTimestamp");
+                    m.remove("finalizers")
+                });
+                kube.create(pod).await;
+                if !fixture.pending.contains(&t.number) {
+                    let ready = !fixture.not_ready.contains(&t.number);
+                    kube.set_pod_running(namespace, &t.pod, ready).await;
+                }
+            }
+        }
+        for t in fixture.tablets() {
+            if !fixture.no_pvc.contains(&t.number) {
+                let pv = kube
+                    .wait_pvc_bound(namespace, &t.pod, std::time::Duration::from_secs(60))
+                    .await;
+                pvs.insert(t.number, pv);
+            }
+        }
+        fixture.install_vtctld(vtctld);
+        pvs
+    }
+
     /// Creates the Pods, PVCs and vtctld Service in the fake API and the tablets in vtctld.
     pub fn install(&self, kube: &FakeKube, vtctld: &FakeVtctld) {
         kube.put(&self.vtctld_service());
-        let primary_alias = self.primary.map(|n| self.alias(n));
-        let mut fake = FakeShard {
-            primary: primary_alias.as_ref().map(topodata::TabletAlias::from),
-            tablets: BTreeMap::new(),
-        };
         for t in self.tablets() {
             if !self.no_pod.contains(&t.number) {
                 kube.put(&self.pod(&t));
@@ -344,6 +401,18 @@ impl ShardFixture {
             if !self.no_pvc.contains(&t.number) {
                 kube.put(&self.pvc(&t));
             }
+        }
+        self.install_vtctld(vtctld);
+    }
+
+    /// The shard and its tablets in the fake vtctld.
+    fn install_vtctld(&self, vtctld: &FakeVtctld) {
+        let primary_alias = self.primary.map(|n| self.alias(n));
+        let mut fake = FakeShard {
+            primary: primary_alias.as_ref().map(topodata::TabletAlias::from),
+            tablets: BTreeMap::new(),
+        };
+        for t in self.tablets() {
             if !self.not_in_vtctld.contains(&t.number) {
                 let is_primary = self.primary == Some(t.number);
                 fake.tablets

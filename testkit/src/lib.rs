@@ -9,6 +9,9 @@
 //! - [`mariadb`]: a real MariaDB (or, where Docker and the internet exist, MySQL 8)
 //!   server in a container, running on a tablet directory of a host volume.
 //!
+//! - [`real_kube`]: a client of a real API server (the local control plane of
+//!   `make cluster-up`) with per-test namespaces and watch-based waits.
+//!
 //! Test code: `unwrap`/`expect` are fine here.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -24,4 +27,5 @@ pub mod fixtures;
 pub mod grpc;
 pub mod layout;
 pub mod mariadb;
+pub mod real_kube;
 pub mod tree;

@@ -1,0 +1,308 @@
+//! `RealKube`: a client of a real Kubernetes API server (the local control plane that
+//! `make cluster-up` starts, or any cluster a kubeconfig names), with what tests need
+//! around it: a fresh namespace per test, objects created from JSON, Pod status set by
+//! hand (there is no kubelet), and waits that ride a watch instead of a sleep.
+//!
+//! The kubeconfig comes from `VTSNAP_TEST_KUBECONFIG`; without it a test fails with
+//! the command that starts the local cluster. Nothing here is a fake.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::wait::await_condition;
+use serde_json::{Value, json};
+
+/// The environment variable naming the kubeconfig of the cluster under test.
+pub const KUBECONFIG_ENV: &str = "VTSNAP_TEST_KUBECONFIG";
+/// The StorageClass and VolumeSnapshotClass of the local cluster's btrfs CSI driver.
+pub const BTRFS_CLASS: &str = "vtsnap-btrfs";
+/// The CSI driver's name.
+pub const BTRFS_DRIVER: &str = "btrfs.csi.vtsnap.io";
+
+/// A client of the cluster under test.
+#[derive(Clone)]
+pub struct RealKube {
+    client: kube::Client,
+    kubeconfig: PathBuf,
+}
+
+impl std::fmt::Debug for RealKube {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RealKube")
+            .field("kubeconfig", &self.kubeconfig)
+            .finish()
+    }
+}
+
+static NAMESPACES: AtomicU32 = AtomicU32::new(0);
+
+/// The API resource of a `group/version` `kind` with its `plural`.
+pub fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+/// The resource of an object from its `apiVersion` and `kind` (the plural is the kind in
+/// lower case plus `s`, or `es` after an `s`: right for every kind these tests create).
+fn resource_of(v: &Value) -> ApiResource {
+    let api_version = v["apiVersion"].as_str().unwrap_or_default();
+    let kind = v["kind"].as_str().unwrap_or_default();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let lower = kind.to_ascii_lowercase();
+    let plural = if lower.ends_with('s') {
+        format!("{lower}es")
+    } else {
+        format!("{lower}s")
+    };
+    resource(group, version, kind, &plural)
+}
+
+impl RealKube {
+    /// The cluster named by [`KUBECONFIG_ENV`]; panics with how to start one.
+    pub async fn from_env() -> Self {
+        let path = std::env::var_os(KUBECONFIG_ENV)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                panic!(
+                    "{KUBECONFIG_ENV} is not set: these tests need a real API server. \
+                 Run `make cluster-up` and set {KUBECONFIG_ENV}=target/local-cluster/kubeconfig \
+                 (`make test-real` does both)"
+                )
+            });
+        Self::from_kubeconfig(&path).await
+    }
+
+    pub async fn from_kubeconfig(path: &Path) -> Self {
+        let kc = Kubeconfig::read_from(path)
+            .unwrap_or_else(|e| panic!("cannot read kubeconfig {}: {e}", path.display()));
+        let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("kubeconfig {}: {e}", path.display()));
+        let client = vtsnap_core::cli::client_with(config, vtsnap_core::cli::ApiTimeouts::DEFAULT)
+            .unwrap_or_else(|e| panic!("client for {}: {e}", path.display()));
+        Self {
+            client,
+            kubeconfig: path.to_path_buf(),
+        }
+    }
+
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The API server's `gitVersion`.
+    pub async fn version(&self) -> String {
+        self.client
+            .apiserver_version()
+            .await
+            .unwrap_or_else(|e| panic!("GET /version: {e}"))
+            .git_version
+    }
+
+    /// A namespace of its own for one test, `<prefix>-<pid>-<n>`; deleted on drop.
+    pub async fn namespace(&self, prefix: &str) -> TestNamespace {
+        let n = NAMESPACES.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{prefix}-{}-{n}", std::process::id());
+        let api: Api<Namespace> = Api::all(self.client());
+        let ns: Namespace = serde_json::from_value(
+            json!({"metadata": {"name": name, "labels": {"vtsnap.io/test": "true"}}}),
+        )
+        .unwrap();
+        api.create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+        TestNamespace {
+            kube: self.clone(),
+            name,
+        }
+    }
+
+    /// Creates an object from its JSON (`apiVersion`, `kind`, `metadata.namespace` for a
+    /// namespaced one) and returns it as the server stored it.
+    pub async fn create(&self, v: Value) -> Value {
+        let ar = resource_of(&v);
+        let obj: DynamicObject = serde_json::from_value(v.clone()).unwrap();
+        let api: Api<DynamicObject> = match v.pointer("/metadata/namespace").and_then(Value::as_str)
+        {
+            Some(ns) => Api::namespaced_with(self.client(), ns, &ar),
+            None => Api::all_with(self.client(), &ar),
+        };
+        let created = api
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("create {} {}: {e}", ar.kind, v["metadata"]["name"]));
+        serde_json::to_value(created).unwrap()
+    }
+
+    /// Reads an object; `None` if it is not there.
+    pub async fn get(&self, ar: &ApiResource, namespace: &str, name: &str) -> Option<Value> {
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client(), namespace, ar);
+        api.get_opt(name)
+            .await
+            .unwrap_or_else(|e| panic!("get {} {namespace}/{name}: {e}", ar.kind))
+            .map(|o| serde_json::to_value(o).unwrap())
+    }
+
+    /// Every object of a kind in a namespace (one unpaged LIST).
+    pub async fn list(&self, ar: &ApiResource, namespace: &str) -> Vec<Value> {
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client(), namespace, ar);
+        api.list(&Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("list {} in {namespace}: {e}", ar.kind))
+            .items
+            .into_iter()
+            .map(|o| serde_json::to_value(o).unwrap())
+            .collect()
+    }
+
+    /// Sets a Pod's status as kubelet would (there is none): Running, and Ready or not.
+    pub async fn set_pod_running(&self, namespace: &str, name: &str, ready: bool) {
+        let api: Api<Pod> = Api::namespaced(self.client(), namespace);
+        let now = k8s_openapi::jiff::Timestamp::now().to_string();
+        let status = if ready { "True" } else { "False" };
+        let patch = json!({"status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": status, "lastTransitionTime": now}],
+        }});
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("patch status of pod {namespace}/{name}: {e}"));
+    }
+
+    /// Waits (on a watch) until the PVC is Bound; returns its bound PV's name.
+    pub async fn wait_pvc_bound(&self, namespace: &str, name: &str, limit: Duration) -> String {
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client(), namespace);
+        let bound = |p: Option<&PersistentVolumeClaim>| {
+            p.and_then(|p| p.status.as_ref())
+                .and_then(|s| s.phase.as_deref())
+                == Some("Bound")
+        };
+        let got = tokio::time::timeout(limit, await_condition(api, name, bound))
+            .await
+            .unwrap_or_else(|_| panic!("PVC {namespace}/{name} not Bound within {limit:?}"))
+            .unwrap_or_else(|e| panic!("watching PVC {namespace}/{name}: {e}"));
+        got.and_then(|p| p.spec)
+            .and_then(|s| s.volume_name)
+            .unwrap_or_else(|| panic!("PVC {namespace}/{name} is Bound without a volume"))
+    }
+
+    /// Waits (on a watch) until `cond` holds for the object, and returns it.
+    pub async fn wait_for(
+        &self,
+        ar: &ApiResource,
+        namespace: &str,
+        name: &str,
+        what: &str,
+        limit: Duration,
+        cond: impl Fn(&Value) -> bool + Send + 'static,
+    ) -> Value {
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client(), namespace, ar);
+        let c = move |o: Option<&DynamicObject>| {
+            o.and_then(|o| serde_json::to_value(o).ok())
+                .is_some_and(|v| cond(&v))
+        };
+        let got = tokio::time::timeout(limit, await_condition(api, name, c))
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "{} {namespace}/{name}: not {what} within {limit:?}",
+                    ar.kind
+                )
+            })
+            .unwrap_or_else(|e| panic!("watching {} {namespace}/{name}: {e}", ar.kind));
+        serde_json::to_value(got).unwrap()
+    }
+
+    /// Waits (on a watch) until the object is gone.
+    pub async fn wait_gone(&self, ar: &ApiResource, namespace: &str, name: &str, limit: Duration) {
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client(), namespace, ar);
+        tokio::time::timeout(
+            limit,
+            await_condition(api, name, kube::runtime::conditions::is_deleted("")),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{} {namespace}/{name} still there after {limit:?}", ar.kind))
+        .unwrap_or_else(|e| panic!("watching {} {namespace}/{name}: {e}", ar.kind));
+    }
+
+    /// The name of the first object of a kind in `namespace` that `pred` picks, waiting
+    /// on a watch of the namespace until one appears.
+    pub async fn wait_any(
+        &self,
+        ar: &ApiResource,
+        namespace: &str,
+        what: &str,
+        limit: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client(), namespace, ar);
+        let stream = kube::runtime::watcher(api, Default::default())
+            .default_backoff()
+            .applied_objects();
+        let found = async {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(o) = stream
+                .try_next()
+                .await
+                .unwrap_or_else(|e| panic!("watch {}: {e}", ar.kind))
+            {
+                let v = serde_json::to_value(o).unwrap();
+                if pred(&v) {
+                    return v;
+                }
+            }
+            panic!("the watch of {} in {namespace} ended", ar.kind)
+        };
+        tokio::time::timeout(limit, found)
+            .await
+            .unwrap_or_else(|_| panic!("no {} in {namespace} is {what} within {limit:?}", ar.kind))
+    }
+}
+
+/// A test's own namespace; deleted (in the background, not waited for) on drop.
+#[derive(Debug)]
+pub struct TestNamespace {
+    kube: RealKube,
+    pub name: String,
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        let client = self.kube.client();
+        let name = self.name.clone();
+        // Drop may run outside a runtime or on one that is shutting down: a thread of
+        // its own with a small runtime deletes it.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            if let Ok(rt) = rt {
+                rt.block_on(async {
+                    let api: Api<Namespace> = Api::all(client);
+                    let _ = api.delete(&name, &DeleteParams::background()).await;
+                });
+            }
+        })
+        .join();
+    }
+}
+
+/// Helpers that read a watched object's fields.
+pub fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
+    v.pointer(pointer).and_then(Value::as_str)
+}
+
+/// Whether a VolumeSnapshot is `readyToUse`.
+pub fn snapshot_ready(v: &Value) -> bool {
+    v.pointer("/status/readyToUse").and_then(Value::as_bool) == Some(true)
+}
