@@ -513,3 +513,28 @@ fn a_pending_pvc_whose_source_cannot_be_read_holds_its_namespace() {
     let p = Dump::new(cfg, &items).plan();
     assert_eq!(names(&p, "delete").len(), 2, "{p}");
 }
+
+#[test]
+fn an_unreadable_pvc_holds_only_its_own_namespace_unless_that_is_unknown() {
+    let cfg = "  retention: {maxCount: 1}\n";
+    let pvc = |ns: Value| {
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+               "metadata": {"name": "new-tablet", "namespace": ns},
+               "spec": {"dataSourceRef": {"kind": "VolumeSnapshot"}}})
+    };
+    let with = |p: Value| {
+        let mut items = three(snap("newest", "x-x", "2026-11-29T00:00:00Z"));
+        items.push(p);
+        Dump::new(cfg, &items).plan()
+    };
+    // Another namespace's broken PVC holds nothing here and is not this config's to list.
+    let p = with(pvc(json!("elsewhere")));
+    assert_eq!(names(&p, "delete").len(), 2, "{p}");
+    assert_eq!(skipped(&p), [], "{p}");
+    // One whose own namespace is unknown may name a snapshot anywhere.
+    for ns in [json!(null), json!(""), json!(3)] {
+        let p = with(pvc(ns.clone()));
+        assert_eq!(names(&p, "delete"), [], "{ns}: {p}");
+        assert_eq!(skipped(&p), [pair("new-tablet", "unreadable")], "{ns}: {p}");
+    }
+}
