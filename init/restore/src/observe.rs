@@ -170,9 +170,7 @@ pub fn observe(root: &Root, mine: TabletUid) -> Result<Observed, Refusal> {
             old: *other,
             new: mine,
         }),
-        (false, [one]) => {
-            observe_move(root, *one, mine, &names).map(|m| Observed::Move(Box::new(m)))
-        }
+        (false, [one]) => observe_move(root, *one, mine).map(|m| Observed::Move(Box::new(m))),
         (false, several) => Err(Refusal::SeveralTablets {
             uids: several.to_vec(),
         }),
@@ -245,12 +243,7 @@ fn read_mycnf(root: &Root, vol: &Volume, path: &Path) -> Result<MyCnf, Refusal> 
     MyCnf::parse(&text).map_err(|e| bad_cnf(path, e.to_string()))
 }
 
-fn observe_move(
-    root: &Root,
-    from: TabletUid,
-    to: TabletUid,
-    root_names: &[OsString],
-) -> Result<MoveSource, Refusal> {
+fn observe_move(root: &Root, from: TabletUid, to: TabletUid) -> Result<MoveSource, Refusal> {
     let vol = &Volume::new(root.path());
     let tdir = PathBuf::from(from.tablet_dir_name());
     let tmeta = lstat(root, &tdir)?;
@@ -322,9 +315,7 @@ fn observe_move(
 
     // Every `<top>/vt_*` on the volume must be one of ours and linked from the tablet.
     for top in TOP_LEVEL_DIRS {
-        if !root_names.iter().any(|n| n == top)
-            || !lstat(root, Path::new(top))?.is_some_and(|m| m.kind == Kind::Dir)
-        {
+        if !lstat(root, Path::new(top))?.is_some_and(|m| m.kind == Kind::Dir) {
             continue;
         }
         for name in list_dir(root, Path::new(top))? {
@@ -460,12 +451,11 @@ fn observe_move(
     }
     match data_path(vol, &cnf, &mount, "relay_log_info_file", datadir)? {
         Some(p) => relay_file(p, ".info")?,
-        None if cnf.get("relay_log_info_file").is_none() => {
-            // Server default: relay-log.info in the datadir.
+        None => {
+            // Unset or empty: the server's default, relay-log.info in the datadir.
             let d = data_path(vol, &cnf, &mount, "datadir", datadir)?.unwrap_or_default();
             relay_file(d.join("relay-log.info"), ".info")?;
         }
-        None => {}
     }
     if let Some(b) = &binlogs
         && let Some(p) = relay_files.iter().find(|p| {

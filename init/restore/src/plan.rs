@@ -208,3 +208,73 @@ pub fn plan(src: &MoveSource, to: TabletUid, server_id: u32) -> Plan {
         steps,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_relay_logs_their_bookkeeping_and_auto_cnf_may_be_removed() {
+        use RemoveWhy::*;
+        let b = Some("vt-0000000101-relay-bin");
+        for (name, why, base, want) in [
+            ("vt-0000000101-relay-bin.000001", StaleRelayLog, b, true),
+            ("vt-0000000101-relay-bin.index", StaleRelayLog, b, true),
+            ("vt-0000000101-relay-bin.info", StaleRelayLog, b, false),
+            ("other-relay-bin.000001", StaleRelayLog, b, false),
+            ("t0.ibd", StaleRelayLog, b, false),
+            // Without a known base: any numbered log or any index, nothing else.
+            ("x.000001", StaleRelayLog, None, true),
+            ("x.index", StaleRelayLog, None, true),
+            (".index", StaleRelayLog, None, false),
+            (".000001", StaleRelayLog, None, false),
+            ("x.", StaleRelayLog, None, false),
+            ("x.00a", StaleRelayLog, None, false),
+            ("x.ibd", StaleRelayLog, None, false),
+            ("relay-log.info", StaleRelayLogInfo, None, true),
+            ("x.index", StaleRelayLogInfo, None, true),
+            (".info", StaleRelayLogInfo, None, false),
+            (".index", StaleRelayLogInfo, None, false),
+            ("info", StaleRelayLogInfo, None, false),
+            ("my.cnf", StaleRelayLogInfo, None, false),
+            ("relay-log.info.bak", StaleRelayLogInfo, None, false),
+            ("auto.cnf", ServerUuidOfSource, None, true),
+            ("auto.cnf.bak", ServerUuidOfSource, None, false),
+            ("my.cnf", ServerUuidOfSource, None, false),
+        ] {
+            assert_eq!(may_remove(name, why, base), want, "{name} {why:?} {base:?}");
+        }
+    }
+
+    #[test]
+    fn every_steps_op_is_its_json_tag() {
+        let p = PathBuf::from("a");
+        for step in [
+            Step::RenameDir {
+                from: p.clone(),
+                to: p.clone(),
+            },
+            Step::RetargetSymlink {
+                link: p.clone(),
+                target: "t".into(),
+            },
+            Step::RenameFile {
+                from: p.clone(),
+                to: p.clone(),
+            },
+            Step::PatchBinlogCheckpoints {
+                file: p.clone(),
+                offsets: vec![4],
+            },
+            Step::RewriteIndex { path: p.clone() },
+            Step::RemoveFile {
+                path: p.clone(),
+                why: RemoveWhy::StaleRelayLog,
+            },
+            Step::RewriteMyCnf { path: p.clone() },
+        ] {
+            let json = serde_json::to_value(&step).unwrap();
+            assert_eq!(json["op"], step.op(), "{step:?}");
+        }
+    }
+}

@@ -477,3 +477,211 @@ fn a_server_id_too_large_is_called_out_of_range() {
         "{m}"
     );
 }
+
+// Boundaries and checks that only a crafted volume reaches (each one a mutant that
+// survived the first full mutation run of observe.rs).
+
+#[test]
+fn a_my_cnf_of_exactly_the_size_cap_is_read() {
+    let s = Scene::mariadb();
+    s.edit_mycnf(|c| {
+        let mut c = c;
+        let cap = vtsnap_core::mycnf::MAX_LEN;
+        while c.len() + 80 < cap {
+            c.push_str(&format!("# {}\n", "x".repeat(76)));
+        }
+        let room = cap - c.len();
+        c.push('#');
+        c.push_str(&" ".repeat(room - 2));
+        c.push('\n');
+        assert_eq!(c.len(), cap);
+        c
+    });
+    s.assert_moved();
+}
+
+#[test]
+fn a_relative_datadir_is_refused() {
+    let s = Scene::mariadb();
+    s.edit_mycnf(|c| {
+        c.replace(
+            "datadir = /vt/vtdataroot/vt_0000000101/data",
+            "datadir = vt/vtdataroot/vt_0000000101/data",
+        )
+    });
+    let r = s.assert_refused("bad-my-cnf");
+    assert!(Scene::message(&r).contains("datadir"), "{}", r.json);
+}
+
+#[test]
+fn a_top_level_directory_no_tablet_links_to_is_refused() {
+    let s = Scene::new(TabletLayout::mariadb(OLD).symlinked_top_dirs());
+    std::fs::create_dir(s.v.join("data/vt_0000000999")).unwrap();
+    let r = s.assert_refused("unlinked-top-dir");
+    assert!(
+        Scene::message(&r).contains("data/vt_0000000999"),
+        "{}",
+        r.json
+    );
+}
+
+#[test]
+fn a_new_tablets_top_level_directory_is_refused_as_both_present() {
+    let s = Scene::new(TabletLayout::mariadb(OLD).symlinked_top_dirs());
+    std::fs::create_dir(s.v.join("bin-logs/vt_0000000202")).unwrap();
+    s.assert_refused("old-and-new-present");
+}
+
+#[test]
+fn other_entries_beside_the_top_level_directories_are_left_alone() {
+    let s = Scene::new(TabletLayout::mariadb(OLD).symlinked_top_dirs());
+    // Not `vt_*` inside a top directory, and a file (not a directory) named like one.
+    std::fs::create_dir(s.v.join("data/lost+found")).unwrap();
+    let s2 = Scene::mariadb();
+    std::fs::write(s2.v.join("relay-logs"), "a file, not the top directory").unwrap();
+    s.assert_moved();
+    assert!(s.v.join("data/lost+found").is_dir());
+    s2.assert_moved();
+    assert!(s2.v.join("relay-logs").is_file());
+}
+
+#[test]
+fn log_bin_and_relay_log_naming_the_same_files_is_refused() {
+    // MySQL's binlogs have no `.state` file, so the relay-log base check alone passes.
+    let s = Scene::new(TabletLayout::mysql80(OLD));
+    s.edit_mycnf(|c| {
+        c.replace(
+            "relay-log = /vt/vtdataroot/vt_0000000101/relay-logs/vt-0000000101-relay-bin",
+            "relay-log = /vt/vtdataroot/vt_0000000101/bin-logs/vt-0000000101-bin",
+        )
+        .replace(
+            "relay-log-index = /vt/vtdataroot/vt_0000000101/relay-logs/vt-0000000101-relay-bin.index",
+            "relay-log-index = /vt/vtdataroot/vt_0000000101/relay-logs/other-relay-bin.index",
+        )
+    });
+    let r = s.assert_refused("bad-my-cnf");
+    assert!(Scene::message(&r).contains("both name"), "{}", r.json);
+}
+
+#[test]
+fn no_file_is_planned_twice() {
+    for layout in [
+        TabletLayout::mariadb(OLD),
+        TabletLayout::mysql80(OLD),
+        TabletLayout::mariadb(OLD).symlinked_top_dirs(),
+    ] {
+        let s = Scene::new(layout);
+        let out = Command::new(env!("CARGO_BIN_EXE_vtsnap-restore"))
+            .arg("--vtdataroot")
+            .arg(&s.v)
+            .args(["--tablet-uid", NEW, "--dry-run"])
+            .env_remove(FAULT_ENV)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let json: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+        let paths: Vec<String> = json["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|st| st["op"] == "remove-file")
+            .map(|st| st["path"].as_str().unwrap().to_owned())
+            .collect();
+        let unique: std::collections::BTreeSet<_> = paths.iter().collect();
+        assert_eq!(
+            unique.len(),
+            paths.len(),
+            "a removal planned twice: {paths:?}"
+        );
+        assert!(!paths.is_empty());
+    }
+}
+
+#[test]
+fn relay_log_bookkeeping_must_be_named_as_such() {
+    for (key, value) in [
+        ("relay-log-info-file", "relay-log.txt"),
+        ("relay-log-info-file", ".info"),
+        ("relay-log-index", ".index"),
+        ("relay-log-index", "relay.idx"),
+    ] {
+        let s = Scene::mariadb();
+        s.edit_mycnf(|c| {
+            c.lines()
+                .map(|l| {
+                    if l.starts_with(&format!("{key} =")) {
+                        format!("{key} = /vt/vtdataroot/vt_0000000101/relay-logs/{value}")
+                    } else {
+                        l.to_owned()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+                + "\n"
+        });
+        let r = s.assert_refused("bad-my-cnf");
+        assert!(
+            Scene::message(&r).contains("does not end in"),
+            "{key} = {value}: {}",
+            r.json
+        );
+    }
+}
+
+#[test]
+fn an_empty_relay_log_info_file_means_the_default_in_the_datadir() {
+    let s = Scene::mariadb();
+    s.edit_mycnf(|c| {
+        c.lines()
+            .map(|l| {
+                if l.starts_with("relay-log-info-file =") {
+                    "relay-log-info-file =".to_owned()
+                } else {
+                    l.to_owned()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+            + "\n"
+    });
+    std::fs::write(s.t.join("data/relay-log.info"), "5\nstale\n").unwrap();
+    s.assert_moved();
+    assert!(!s.v.join("vt_0000000202/data/relay-log.info").exists());
+}
+
+#[test]
+fn a_binlog_named_as_relay_log_bookkeeping_is_refused() {
+    let s = Scene::mariadb();
+    s.edit_mycnf(|c| {
+        c.replace(
+            "relay-log-index = /vt/vtdataroot/vt_0000000101/relay-logs/vt-0000000101-relay-bin.index",
+            "relay-log-index = /vt/vtdataroot/vt_0000000101/bin-logs/vt-0000000101-bin.index",
+        )
+    });
+    let r = s.assert_refused("bad-my-cnf");
+    assert!(
+        Scene::message(&r).contains("both a binlog file and relay-log bookkeeping"),
+        "{}",
+        r.json
+    );
+}
+
+#[test]
+fn a_relay_index_outside_the_relay_log_directory_is_removed_under_its_own_name() {
+    let s = Scene::mariadb();
+    let old_name = "vt-0000000101-relay-bin.index";
+    s.edit_mycnf(|c| {
+        c.replace(
+            &format!("relay-log-index = /vt/vtdataroot/vt_0000000101/relay-logs/{old_name}"),
+            &format!("relay-log-index = /vt/vtdataroot/vt_0000000101/data/{old_name}"),
+        )
+    });
+    std::fs::write(s.t.join("data").join(old_name), "stale\n").unwrap();
+    s.assert_moved();
+    let data = s.v.join("vt_0000000202/data");
+    assert!(
+        !data.join(old_name).exists(),
+        "the stale relay index was left"
+    );
+    assert!(!data.join("vt-0000000202-relay-bin.index").exists());
+}
