@@ -6,7 +6,7 @@ export DOCKER_HOST ?= unix:///run/podman/podman.sock
 DEMO_DIR ?= $(shell mktemp -d -u /tmp/vtsnap-demo.XXXXXX)
 NEW_UID ?= 2548885007
 
-.PHONY: demo demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check
+.PHONY: test-real demo demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down
 
 # The local lab (tests/): cold and online snapshots under load, a new replica from each,
 # checksums, GC, a timeline and one JSON line. Cleans up even when interrupted.
@@ -55,8 +55,7 @@ lint:
 # Ends with one plain closing line summing every test binary's result.
 unit:
 	@mkdir -p target
-	set -o pipefail; cargo test --workspace --no-fail-fast 2>&1 | tee target/test.log
-	@awk '/^test result:/ {p += $$4; f += $$6} END {printf "tests: %d passed, %d failed\n", p, f}' target/test.log
+	set -o pipefail; cargo test --workspace --exclude vtsnap-e2e --no-fail-fast 2>&1 | tee target/test.log
 
 # The restore benchmark's shape check (time flat in bytes), quick and unoptimized.
 bench-check:
@@ -84,4 +83,26 @@ mutants: dev-tools
 mutants-check: dev-tools
 	bash scripts/mutants.sh changed
 
-test: images lint bench-check fuzz-check mutants-check unit
+# Ends with one plain closing line summing every test binary's result (both tiers).
+test: images lint bench-check fuzz-check mutants-check unit test-real
+	@cat target/test.log target/test-real.log | awk '/^test result:/ {p += $$4; f += $$6} END {printf "tests: %d passed, %d failed\n", p, f}'
+
+# ---- local real control plane (e2e/local-cluster/) --------------------------------------
+# etcd, kube-apiserver, kube-controller-manager and the CSI snapshot stack, built from their
+# Go modules into target/tools/ (cached: a warm run rebuilds nothing), run on 127.0.0.1.
+# cluster-up also starts vtsnap's btrfs CSI driver (e2e/csi-btrfs) on a loop device and
+# csi-snapshotter and csi-provisioner against it; KUBECONFIG=target/local-cluster/kubeconfig.
+tools:
+	@bash e2e/local-cluster/build-tools.sh
+
+cluster-up: tools
+	@cargo build -q -p vtsnap-csi-btrfs
+	@bash e2e/local-cluster/cluster.sh up
+
+cluster-down:
+	@bash e2e/local-cluster/cluster.sh down
+
+# The real-API tier (e2e/suite) against the local control plane, which it starts and stops.
+test-real: tools setup
+	bash scripts/test-real.sh
+# ---- end local real control plane -------------------------------------------------------

@@ -64,6 +64,15 @@ fn resource_of(v: &Value) -> ApiResource {
 }
 
 impl RealKube {
+    /// The API of a kind in `namespace`, or of a cluster-scoped kind when it is empty.
+    fn api(&self, ar: &ApiResource, namespace: &str) -> Api<DynamicObject> {
+        if namespace.is_empty() {
+            Api::all_with(self.client(), ar)
+        } else {
+            Api::namespaced_with(self.client(), namespace, ar)
+        }
+    }
+
     /// The cluster named by [`KUBECONFIG_ENV`]; panics with how to start one.
     pub async fn from_env() -> Self {
         let path = std::env::var_os(KUBECONFIG_ENV)
@@ -146,7 +155,7 @@ impl RealKube {
 
     /// Reads an object; `None` if it is not there.
     pub async fn get(&self, ar: &ApiResource, namespace: &str, name: &str) -> Option<Value> {
-        let api: Api<DynamicObject> = Api::namespaced_with(self.client(), namespace, ar);
+        let api = self.api(ar, namespace);
         api.get_opt(name)
             .await
             .unwrap_or_else(|e| panic!("get {} {namespace}/{name}: {e}", ar.kind))
@@ -155,7 +164,7 @@ impl RealKube {
 
     /// Every object of a kind in a namespace (one unpaged LIST).
     pub async fn list(&self, ar: &ApiResource, namespace: &str) -> Vec<Value> {
-        let api: Api<DynamicObject> = Api::namespaced_with(self.client(), namespace, ar);
+        let api = self.api(ar, namespace);
         api.list(&Default::default())
             .await
             .unwrap_or_else(|e| panic!("list {} in {namespace}: {e}", ar.kind))
@@ -206,7 +215,7 @@ impl RealKube {
         limit: Duration,
         cond: impl Fn(&Value) -> bool + Send + 'static,
     ) -> Value {
-        let api: Api<DynamicObject> = Api::namespaced_with(self.client(), namespace, ar);
+        let api = self.api(ar, namespace);
         let c = move |o: Option<&DynamicObject>| {
             o.and_then(|o| serde_json::to_value(o).ok())
                 .is_some_and(|v| cond(&v))
@@ -225,7 +234,7 @@ impl RealKube {
 
     /// Waits (on a watch) until the object is gone.
     pub async fn wait_gone(&self, ar: &ApiResource, namespace: &str, name: &str, limit: Duration) {
-        let api: Api<DynamicObject> = Api::namespaced_with(self.client(), namespace, ar);
+        let api = self.api(ar, namespace);
         tokio::time::timeout(
             limit,
             await_condition(api, name, kube::runtime::conditions::is_deleted("")),
@@ -245,7 +254,7 @@ impl RealKube {
         limit: Duration,
         pred: impl Fn(&Value) -> bool,
     ) -> Value {
-        let api: Api<DynamicObject> = Api::namespaced_with(self.client(), namespace, ar);
+        let api = self.api(ar, namespace);
         let stream = kube::runtime::watcher(api, Default::default())
             .default_backoff()
             .applied_objects();
@@ -278,17 +287,19 @@ pub struct TestNamespace {
 
 impl Drop for TestNamespace {
     fn drop(&mut self) {
-        let client = self.kube.client();
+        let kubeconfig = self.kube.kubeconfig.clone();
         let name = self.name.clone();
-        // Drop may run outside a runtime or on one that is shutting down: a thread of
-        // its own with a small runtime deletes it.
+        // Drop runs on the test's runtime, which this blocks: a thread of its own with a
+        // runtime and a client of its own deletes it (a client's worker lives on the
+        // runtime that made it).
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build();
             if let Ok(rt) = rt {
                 rt.block_on(async {
-                    let api: Api<Namespace> = Api::all(client);
+                    let kube = RealKube::from_kubeconfig(&kubeconfig).await;
+                    let api: Api<Namespace> = Api::all(kube.client());
                     let _ = api.delete(&name, &DeleteParams::background()).await;
                 });
             }

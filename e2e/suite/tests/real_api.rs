@@ -239,6 +239,11 @@ async fn gc_and_list_page_through_1500_snapshots_with_continue_tokens() {
     .await
     .unwrap();
     assert_eq!(rows.len(), N, "list shows {} of {N}", rows.len());
+
+    // Gone before the next test: the snapshot controller retries every one of them.
+    api.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -273,7 +278,7 @@ async fn owned_snapshots_follow_the_policy_and_go_with_their_cluster() {
     assert_eq!((r.exit_code, r.owner_refs_changed), (0, 3), "{r:?}");
     for n in names {
         let s = kube.get(&snapshots(), &ns.name, n).await.unwrap();
-        assert_eq!(owners(&s), [uid.clone()], "{n}");
+        assert_eq!(owners(&s), std::slice::from_ref(&uid), "{n}");
     }
     // Retain → removed again; Delete once more → back.
     let retain = config(&ns.name, "  deletionPolicy: {whenDeleted: Retain}\n");
