@@ -237,7 +237,7 @@ impl RealKube {
         let api = self.api(ar, namespace);
         tokio::time::timeout(
             limit,
-            await_condition(api, name, kube::runtime::conditions::is_deleted("")),
+            await_condition(api, name, |o: Option<&DynamicObject>| o.is_none()),
         )
         .await
         .unwrap_or_else(|_| panic!("{} {namespace}/{name} still there after {limit:?}", ar.kind))
