@@ -685,3 +685,23 @@ fn a_relay_index_outside_the_relay_log_directory_is_removed_under_its_own_name()
     );
     assert!(!data.join("vt-0000000202-relay-bin.index").exists());
 }
+
+#[test]
+fn relay_log_bookkeeping_beside_the_binlogs_is_removed_and_the_binlogs_kept() {
+    let s = Scene::mariadb();
+    s.edit_mycnf(|c| {
+        c.replace(
+            "relay-log-info-file = /vt/vtdataroot/vt_0000000101/relay-logs/relay-log.info",
+            "relay-log-info-file = /vt/vtdataroot/vt_0000000101/bin-logs/relay-log.info",
+        )
+    });
+    std::fs::rename(
+        s.t.join("relay-logs/relay-log.info"),
+        s.bin("relay-log.info"),
+    )
+    .unwrap();
+    s.assert_moved();
+    let bin = s.v.join("vt_0000000202/bin-logs");
+    assert!(!bin.join("relay-log.info").exists());
+    assert!(bin.join("vt-0000000202-bin.000001").is_file());
+}
