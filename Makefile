@@ -1,6 +1,6 @@
 # vtsnap — the two commands that work on a fresh machine (as root):
 #   make demo           the local lab: a Vitess shard on btrfs, snapshots, new replicas, GC
-#   make test           install what the tests need, then run every test
+#   make test           install what the tests need, then run every test (both tiers)
 SHELL := /bin/bash
 export DOCKER_HOST ?= unix:///run/podman/podman.sock
 DEMO_DIR ?= $(shell mktemp -d -u /tmp/vtsnap-demo.XXXXXX)
@@ -52,7 +52,7 @@ lint:
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
-# Ends with one plain closing line summing every test binary's result.
+# Every test against the in-memory API and on this machine (the real-API tier is test-real).
 unit:
 	@mkdir -p target
 	set -o pipefail; cargo test --workspace --exclude vtsnap-e2e --no-fail-fast 2>&1 | tee target/test.log
