@@ -67,6 +67,10 @@ pub enum Unreadable {
         field: &'static str,
         expected: &'static str,
     },
+    /// Another VitessCluster has the same namespace and name (only in a dump): which
+    /// one is real is unknown, so neither is used.
+    #[error("VitessCluster {cluster} appears more than once")]
+    ClusterDuplicate { cluster: String },
     /// Its shards (for `whenScaled`) or its UID (for ownerReferences) are unknown.
     #[error("VitessCluster {cluster}: {path} is not {expected}")]
     ClusterMalformed {
@@ -87,6 +91,7 @@ impl Unreadable {
             | Self::LeaseMalformed { field, .. }
             | Self::PvcMalformed { field, .. }
             | Self::ClusterMalformed { field, .. } => field,
+            Self::ClusterDuplicate { .. } => "metadata.name",
         }
     }
 }
@@ -170,6 +175,9 @@ pub struct Inventory {
     pub leases: Vec<LeaseRef>,
     /// Keyed by `(namespace, name)`.
     pub clusters: BTreeMap<(String, String), Cluster>,
+    /// VitessClusters that could not be read, or were seen twice: never used, even if
+    /// a readable copy comes along.
+    pub unusable_clusters: BTreeSet<(String, String)>,
     /// vtsnap's snapshots and leases that could not be read.
     pub unreadable: Vec<UnreadableObject>,
 }
@@ -254,15 +262,27 @@ impl Inventory {
     /// `unreadable` and left out: its shards count as existing and its snapshots' owners
     /// are left as they are.
     pub fn add_cluster(&mut self, v: &Value) {
-        match Cluster::read(v) {
+        let key = (s(v, "/metadata/namespace"), s(v, "/metadata/name"));
+        let read = Cluster::read(v).and_then(|(key, c)| {
+            if self.clusters.remove(&key).is_some() || self.unusable_clusters.contains(&key) {
+                return Err(Unreadable::ClusterDuplicate {
+                    cluster: format!("{}/{}", key.0, key.1),
+                });
+            }
+            Ok((key, c))
+        });
+        match read {
             Ok((key, c)) => {
                 self.clusters.insert(key, c);
             }
             Err(e) => {
-                tracing::warn!(error = %e, "cannot read a VitessCluster; its shards and owners are left alone");
+                tracing::warn!(error = %e, "cannot use a VitessCluster; its shards and owners are left alone");
                 let mut u = UnreadableObject::of(Kind::VitessCluster, v, e);
                 u.cluster = Some(u.name.clone());
                 self.unreadable.push(u);
+                // An unreadable copy makes a readable one of the same name unusable too.
+                self.clusters.remove(&key);
+                self.unusable_clusters.insert(key);
             }
         }
     }

@@ -177,6 +177,7 @@ pub async fn run(config: &Config, opts: &GcOptions, kube: kube::Client) -> GcRep
                 inv.in_use_unknown.extend(part.in_use_unknown);
                 inv.leases.extend(part.leases);
                 inv.clusters.extend(part.clusters);
+                inv.unusable_clusters.extend(part.unusable_clusters);
                 inv.unreadable.extend(part.unreadable);
             }
             Err(e) => {

@@ -538,3 +538,24 @@ fn an_unreadable_pvc_holds_only_its_own_namespace_unless_that_is_unknown() {
         assert_eq!(skipped(&p), [pair("new-tablet", "unreadable")], "{ns}: {p}");
     }
 }
+
+#[test]
+fn a_vitess_cluster_seen_twice_is_not_used_whichever_copy_comes_first() {
+    let cfg = "  deletionPolicy: {whenScaled: Delete, gracePeriod: 1h}\n";
+    let mut broken = cluster(2);
+    broken["spec"]["keyspaces"] = json!("garbage");
+    for clusters in [
+        vec![cluster(2), cluster(2)],
+        vec![cluster(2), broken.clone()],
+        vec![broken.clone(), cluster(2)],
+    ] {
+        let mut items = vec![
+            snap("a", "x-x", "2026-11-20T00:00:00Z"),
+            snap("b", "x-x", "2026-11-19T00:00:00Z"),
+        ];
+        items.extend(clusters);
+        let p = Dump::new(cfg, &items).plan();
+        assert_eq!(names(&p, "delete"), [], "{p}");
+        assert!(!skipped(&p).is_empty(), "{p}");
+    }
+}

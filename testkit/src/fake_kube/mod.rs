@@ -9,6 +9,24 @@
 //! its status, `/status` changes only status); paginated LIST with continue tokens; watch
 //! streams from a resourceVersion; finalizers and deletionTimestamp; generateName.
 //!
+//! Where it differs from a real kube-apiserver (found by running the same code against
+//! the real control plane of `make cluster-up`; the real-API tier in `e2e/suite` covers
+//! each of these for real), kept because the fake exists for fault injection and for
+//! situations a real server will not produce:
+//! - a create keeps `metadata.creationTimestamp`, `deletionTimestamp` and `status` as sent
+//!   (a real server sets the first, refuses to set the second and drops `status` of kinds
+//!   with a status subresource), so tests can lay out snapshots of any age and terminating
+//!   Pods; on a real server ages are real and status is the controllers' to write;
+//! - no garbage collector (ownerReferences never cascade), no admission, no defaulting,
+//!   and no schema validation of custom resources (a VolumeSnapshot without a source is
+//!   accepted);
+//! - strategic-merge and apply patches are applied as merge patches;
+//! - a paginated LIST reads live state page by page (a real server serves every page from
+//!   the snapshot of the first page's resourceVersion);
+//! - PVCs are Bound and Pods Ready because the fixture says so; nothing provisions, binds
+//!   or schedules, and no controller throttles (the real snapshot-controller does, at 5
+//!   requests/s by default).
+//!
 //! Fault injection: [`Fault`] rules fail or delay the n-th request matching a predicate
 //! with any status code, or drop the connection; [`FakeKube::set_down`] makes every request
 //! fail as if the server were unreachable. Every request is logged for assertions.

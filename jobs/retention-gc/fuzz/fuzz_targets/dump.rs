@@ -1,5 +1,6 @@
 //! The `--objects` dump reader and the planner on what it reads: no panic, and whatever
-//! the dump, nothing is both deleted and kept, and nothing skipped is deleted or recovered.
+//! the dump, nothing is both deleted and kept, nothing skipped is deleted or recovered, an
+//! unreadable Pending PVC holds its namespace and an unreadable VitessCluster removes no shard.
 
 #![no_main]
 
@@ -10,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use libfuzzer_sys::fuzz_target;
 use vtsnap_core::config::Config;
 use vtsnap_gc::inventory::{Inventory, Kind};
-use vtsnap_gc::plan::plan;
+use vtsnap_gc::plan::{Reason, plan};
 
 const CONFIG: &str = "clusters:\n- name: example\n  namespace: vitess\n  \
     retention: {maxCount: 2, maxAge: 7d}\n  deletionPolicy: {whenScaled: Delete, gracePeriod: 1h}\n";
@@ -42,6 +43,18 @@ fuzz_target!(|data: &[u8]| {
             Kind::Lease => assert!(
                 !p.recover_fences.iter().any(|f| key(&f.namespace, &f.name) == k),
                 "skipped and recovered: {s:?}"
+            ),
+            // An unreadable Pending PVC holds every snapshot of its namespace (of all,
+            // when its own is unknown).
+            Kind::PersistentVolumeClaim => assert!(
+                !p.delete.iter().any(|d| s.namespace.is_empty() || d.namespace == s.namespace),
+                "a snapshot deleted beside an unreadable PVC: {s:?}"
+            ),
+            // An unreadable VitessCluster removes no shard (the one config cluster's).
+            Kind::VitessCluster => assert!(
+                s.name != "example"
+                    || !p.delete.iter().any(|d| d.reason == Reason::ShardRemoved && d.namespace == s.namespace),
+                "a shard of an unreadable cluster removed: {s:?}"
             ),
         }
     }
