@@ -110,9 +110,13 @@ impl RealShard {
     }
 
     async fn snapshot(&self, mode: Mode) -> Summary {
+        self.snapshot_as(mode, "job-real").await
+    }
+
+    async fn snapshot_as(&self, mode: Mode, holder: &str) -> Summary {
         let opts = RunOptions {
             mode: Some(mode),
-            holder: "job-real".into(),
+            holder: holder.into(),
             lease_duration: Duration::from_secs(15),
             node_timeout: Duration::from_secs(30),
             poll: Duration::from_millis(200),
@@ -325,4 +329,26 @@ async fn gc_keeps_max_count_of_real_snapshots_and_the_driver_deletes_the_rest() 
             .await
             .is_some()
     );
+}
+
+#[tokio::test]
+async fn two_jobs_on_one_shard_one_runs_and_the_other_is_refused() {
+    let w = RealShard::start("two-jobs", shard().replicas(3).primary(1)).await;
+    let (a, b) = tokio::join!(
+        w.snapshot_as(Mode::Cold, "job-a"),
+        w.snapshot_as(Mode::Cold, "job-b")
+    );
+    let mut outcomes = [(a.exit_code, a.outcome), (b.exit_code, b.outcome)];
+    outcomes.sort_by_key(|(code, _)| *code);
+    assert_eq!(
+        outcomes,
+        [(0, Outcome::Done), (3, Outcome::Refused)],
+        "{a:?}\n{b:?}"
+    );
+    let done = if a.exit_code == 0 { &a } else { &b };
+    w.assert_back_to_replica(done);
+    assert!(!w.lease_left().await, "the fence lease was left behind");
+    // Only the winner's snapshot exists.
+    let all = w.kube.list(&snapshots(), &w.ns.name).await;
+    assert_eq!(all.len(), 1, "{all:?}");
 }
