@@ -10,12 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::wait::await_condition;
 use serde_json::{Value, json};
 
@@ -103,10 +101,6 @@ impl RealKube {
 
     pub fn client(&self) -> kube::Client {
         self.client.clone()
-    }
-
-    pub fn kubeconfig(&self) -> &Path {
-        &self.kubeconfig
     }
 
     /// The API server's `gitVersion`.
@@ -243,39 +237,6 @@ impl RealKube {
         .unwrap_or_else(|_| panic!("{} {namespace}/{name} still there after {limit:?}", ar.kind))
         .unwrap_or_else(|e| panic!("watching {} {namespace}/{name}: {e}", ar.kind));
     }
-
-    /// The name of the first object of a kind in `namespace` that `pred` picks, waiting
-    /// on a watch of the namespace until one appears.
-    pub async fn wait_any(
-        &self,
-        ar: &ApiResource,
-        namespace: &str,
-        what: &str,
-        limit: Duration,
-        pred: impl Fn(&Value) -> bool,
-    ) -> Value {
-        let api = self.api(ar, namespace);
-        let stream = kube::runtime::watcher(api, Default::default())
-            .default_backoff()
-            .applied_objects();
-        let found = async {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(o) = stream
-                .try_next()
-                .await
-                .unwrap_or_else(|e| panic!("watch {}: {e}", ar.kind))
-            {
-                let v = serde_json::to_value(o).unwrap();
-                if pred(&v) {
-                    return v;
-                }
-            }
-            panic!("the watch of {} in {namespace} ended", ar.kind)
-        };
-        tokio::time::timeout(limit, found)
-            .await
-            .unwrap_or_else(|_| panic!("no {} in {namespace} is {what} within {limit:?}", ar.kind))
-    }
 }
 
 /// A test's own namespace; deleted (in the background, not waited for) on drop.
@@ -306,11 +267,6 @@ impl Drop for TestNamespace {
         })
         .join();
     }
-}
-
-/// Helpers that read a watched object's fields.
-pub fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
-    v.pointer(pointer).and_then(Value::as_str)
 }
 
 /// Whether a VolumeSnapshot is `readyToUse`.
