@@ -6,12 +6,18 @@ export DOCKER_HOST ?= unix:///run/podman/podman.sock
 DEMO_DIR ?= $(shell mktemp -d -u /tmp/vtsnap-demo.XXXXXX)
 NEW_UID ?= 2548885007
 
-.PHONY: test-real demo demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down
+.PHONY: test-real demo demo-real demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down
 
 # The local lab (tests/): cold and online snapshots under load, a new replica from each,
 # checksums, GC, a timeline and one JSON line. Cleans up even when interrupted.
 demo: images
 	@bash scripts/lab.sh demo
+
+# The same demo on the real control plane (e2e/local-cluster, built the first time: slow
+# cold): real API server, garbage collector and CSI snapshot stack; ends with the same JSON
+# line plus "kube_version". Takes the cluster down again unless it was already up.
+demo-real: images tools
+	@bash scripts/demo-real.sh
 
 # Snapshots against mariadb-backup and mariadb-dump on generated data; writes docs/benchmarks.md.
 LAB_SIZES ?= 1,4,8
@@ -103,6 +109,6 @@ cluster-down:
 	@bash e2e/local-cluster/cluster.sh down
 
 # The real-API tier (e2e/suite) against the local control plane, which it starts and stops.
-test-real: tools setup
+test-real: tools images
 	bash scripts/test-real.sh
 # ---- end local real control plane -------------------------------------------------------

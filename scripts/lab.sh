@@ -17,6 +17,24 @@ cleanup() {
       container) podman rm -f "$what" >/dev/null 2>&1 || true ;;
     esac
   done <"$VTSNAP_LAB_RESOURCES"
+  # Bind mounts of the real control plane's volumes: unmounted (lazily when busy) and
+  # their empty mount points removed, never anything below them.
+  while read -r kind what; do
+    case "$kind" in
+      bind)
+        if mountpoint -q "$what"; then
+          umount "$what" 2>/dev/null || umount -l "$what" || true
+          echo "lab: unmounted $what" >&2
+        fi
+        rmdir "$what" 2>/dev/null || true
+        ;;
+    esac
+  done <"$VTSNAP_LAB_RESOURCES"
+  while read -r kind what; do
+    case "$kind" in
+      tree) rm -rf --one-file-system "$what" 2>/dev/null || true ;;
+    esac
+  done <"$VTSNAP_LAB_RESOURCES"
   while read -r kind what; do
     case "$kind" in
       mount)

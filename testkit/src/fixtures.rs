@@ -55,6 +55,8 @@ pub struct ShardFixture {
     vt_type: BTreeMap<usize, TabletType>,
     unpadded: bool,
     variables: BTreeMap<String, String>,
+    /// Every tablet's Pod on this node (otherwise tablet n is on `node-<n>`).
+    node: Option<String>,
 }
 
 /// A shard `example/commerce/-` in namespace `vitess`, cell `zone1`, with no tablets yet.
@@ -78,6 +80,7 @@ pub fn shard() -> ShardFixture {
         not_in_vtctld: BTreeSet::new(),
         vt_type: BTreeMap::new(),
         unpadded: false,
+        node: None,
         variables: [
             ("sync_binlog", "1"),
             ("innodb_flush_log_at_trx_commit", "1"),
@@ -162,6 +165,12 @@ impl ShardFixture {
         self
     }
 
+    /// Every tablet's Pod runs on `node` (one node, as in the local lab).
+    pub fn on_node(mut self, node: &str) -> Self {
+        self.node = Some(node.to_owned());
+        self
+    }
+
     /// `planetscale.com/tablet-uid` labels without zero padding (older operators).
     pub fn unpadded_uid_labels(mut self) -> Self {
         self.unpadded = true;
@@ -201,7 +210,10 @@ impl ShardFixture {
                     pool,
                     index,
                     pod: tablet_pod_name(&self.cluster, &alias),
-                    node: format!("node-{}", n + 1),
+                    node: self
+                        .node
+                        .clone()
+                        .unwrap_or_else(|| format!("node-{}", n + 1)),
                     alias,
                 }
             })
@@ -330,9 +342,10 @@ impl ShardFixture {
     }
 
     /// Creates the vtctld Service, the Pods (Running, Ready as the fixture says: there is
-    /// no kubelet, so the status is set by hand) and the PVCs (of `storage_class`, bound by
-    /// its real provisioner) in a real API server under `namespace`, and the tablets in
-    /// vtctld. Returns each tablet's PVC's bound PV name, by tablet number.
+    /// no kubelet, so the status is set by hand; bound to the cluster's first Node unless
+    /// [`Self::on_node`] names one) and the PVCs (of `storage_class`, bound by its real
+    /// provisioner) in a real API server under `namespace`, and the tablets in vtctld.
+    /// Returns each tablet's PVC's bound PV name, by tablet number.
     pub async fn install_real(
         &self,
         kube: &crate::real_kube::RealKube,
@@ -342,6 +355,11 @@ impl ShardFixture {
     ) -> BTreeMap<usize, String> {
         let mut fixture = self.clone();
         fixture.namespace = namespace.to_owned();
+        if fixture.node.is_none() {
+            // The pod garbage collector deletes Pods bound to a Node that does not exist
+            // (after 40 s): bind them to one that does.
+            fixture.node = Some(kube.first_node().await);
+        }
         let with_kind = |mut v: serde_json::Value, api_version: &str, kind: &str| {
             v["apiVersion"] = json!(api_version);
             v["kind"] = json!(kind);
@@ -357,10 +375,7 @@ impl ShardFixture {
         let mut pvs = BTreeMap::new();
         for t in fixture.tablets() {
             if !fixture.no_pvc.contains(&t.number) {
-                let mut pvc = serde_json::to_value(fixture.pvc(&t)).unwrap();
-                pvc["spec"]["storageClassName"] = json!(storage_class);
-                pvc["spec"]["resources"]["requests"]["storage"] = json!("64Mi");
-                kube.create(with_kind(pvc, "v1", "PersistentVolumeClaim"))
+                kube.create(fixture.real_pvc(t.number, storage_class, None))
                     .await;
             }
             if !fixture.no_pod.contains(&t.number) {
@@ -389,6 +404,29 @@ impl ShardFixture {
         }
         fixture.install_vtctld(vtctld);
         pvs
+    }
+
+    /// Tablet `number`'s PVC as a real API server takes it (64Mi of `storage_class`, no
+    /// status), restored from the VolumeSnapshot `from_snapshot` when given: what the
+    /// admission webhook makes of the operator's PVC.
+    pub fn real_pvc(
+        &self,
+        number: usize,
+        storage_class: &str,
+        from_snapshot: Option<&str>,
+    ) -> serde_json::Value {
+        let mut pvc = serde_json::to_value(self.pvc(&self.tablet(number))).unwrap();
+        pvc["apiVersion"] = json!("v1");
+        pvc["kind"] = json!("PersistentVolumeClaim");
+        pvc.as_object_mut().map(|o| o.remove("status"));
+        pvc["spec"]["storageClassName"] = json!(storage_class);
+        pvc["spec"]["resources"]["requests"]["storage"] = json!("64Mi");
+        if let Some(snapshot) = from_snapshot {
+            let source = json!({"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": snapshot});
+            pvc["spec"]["dataSource"] = source.clone();
+            pvc["spec"]["dataSourceRef"] = source;
+        }
+        pvc
     }
 
     /// Creates the Pods, PVCs and vtctld Service in the fake API and the tablets in vtctld.

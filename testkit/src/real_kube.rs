@@ -112,6 +112,18 @@ impl RealKube {
             .git_version
     }
 
+    /// The name of the cluster's first Node (Pods must be bound to one that exists).
+    pub async fn first_node(&self) -> String {
+        let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client());
+        api.list(&Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("list Nodes: {e}"))
+            .items
+            .into_iter()
+            .find_map(|n| n.metadata.name)
+            .unwrap_or_else(|| panic!("the cluster has no Node"))
+    }
+
     /// A namespace of its own for one test, `<prefix>-<pid>-<n>`; deleted on drop.
     pub async fn namespace(&self, prefix: &str) -> TestNamespace {
         let n = NAMESPACES.fetch_add(1, Ordering::Relaxed);

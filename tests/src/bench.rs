@@ -27,7 +27,7 @@ use crate::provision::{self, ProvisionTimes, catch_up_from, ms, start_server};
 use crate::resources;
 use crate::shard::{DATABASE, Lab, LabOptions, free_port, inserts_load};
 use crate::timeline::Timeline;
-use vtsnap_testkit::btrfs::btrfs;
+use vtsnap_testkit::btrfs::{BtrfsVolume, btrfs};
 
 /// Rows per GiB of generated data (rows of ~1 KiB of padding).
 const ROWS_PER_GIB: u64 = 1_000_000;
@@ -146,7 +146,7 @@ fn du_mib(p: &Path) -> u64 {
 
 /// A fresh subvolume with an empty tablet directory for `uid` (my.cnf and directories).
 fn fresh_tablet_volume(lab: &Lab, name: &str, uid: TabletUid) -> PathBuf {
-    let vol = lab.vol.path().join(name);
+    let vol = lab_disk(lab).join(name);
     btrfs(&["-q", "subvolume", "create"], &[&vol]).unwrap_or_else(|e| panic!("{e}"));
     let root = vol.join("vtdataroot");
     std::fs::create_dir(&root).unwrap();
@@ -158,6 +158,14 @@ fn fresh_tablet_volume(lab: &Lab, name: &str, uid: TabletUid) -> PathBuf {
     .write_skeleton(&root)
     .unwrap();
     vol
+}
+
+/// The lab's own btrfs: the benchmark runs on the in-memory control plane.
+fn lab_disk(lab: &Lab) -> &Path {
+    lab.vol
+        .as_ref()
+        .map(BtrfsVolume::path)
+        .unwrap_or_else(|| panic!("the benchmark needs the in-memory lab's btrfs"))
 }
 
 fn delete_subvolume(p: &Path) {
@@ -186,7 +194,7 @@ async fn one_run(lab: &Lab, run: usize, dump_too: bool) -> Run {
         .await
         .times;
 
-    let scratch = lab.vol.path().join(format!("scratch-{run}"));
+    let scratch = lab_disk(lab).join(format!("scratch-{run}"));
     std::fs::create_dir_all(&scratch).unwrap();
     let xb_uid = TabletUid::new(500 + u32::try_from(run).unwrap_or(0));
     let xb_vol = fresh_tablet_volume(lab, &format!("xb-{run}"), xb_uid);

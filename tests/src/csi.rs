@@ -129,20 +129,12 @@ impl FakeCsi {
         self.volumes.lock().ok()?.pvcs.get(pvc).cloned()
     }
 
-    /// The read-only subvolume of a cut VolumeSnapshot.
-    pub fn snapshot_volume(&self, name: &str) -> Option<PathBuf> {
-        self.volumes.lock().ok()?.snapshots.get(name).cloned()
-    }
-
-    /// Names of the VolumeSnapshots that still have a btrfs snapshot.
-    pub fn snapshot_names(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .volumes
+    /// Each VolumeSnapshot that has a btrfs snapshot, with its path.
+    pub fn snapshot_paths(&self) -> std::collections::BTreeMap<String, PathBuf> {
+        self.volumes
             .lock()
-            .map(|v| v.snapshots.keys().cloned().collect())
-            .unwrap_or_default();
-        v.sort();
-        v
+            .map(|v| v.snapshots.clone().into_iter().collect())
+            .unwrap_or_default()
     }
 }
 

@@ -56,13 +56,15 @@ pub struct DemoReport {
     pub snapshots_deleted: Vec<String>,
     /// btrfs snapshots left after GC (the CSI driver removes deleted ones).
     pub volumes_left: Vec<String>,
+    /// The API server's version, on a real control plane.
+    pub kube_version: Option<String>,
 }
 
 impl DemoReport {
     /// The final JSON line of `make demo`.
     pub fn summary(&self) -> Value {
         let both = |f: &dyn Fn(&SnapshotReport) -> Value| json!({"cold": f(&self.cold), "online": f(&self.online)});
-        json!({
+        let mut line = json!({
             "fence_window_ms": both(&|s| json!(s.fence_window_ms)),
             "cut_latency_ms": both(&|s| json!(s.cut_latency_ms)),
             "provisioning_ms": both(&|s| json!(s.times.provisioning_ms())),
@@ -70,7 +72,11 @@ impl DemoReport {
             "checksum_match": self.cold.checksum_match && self.online.checksum_match,
             "snapshots_kept": self.snapshots_kept,
             "snapshots_deleted": self.snapshots_deleted,
-        })
+        });
+        if let Some(v) = &self.kube_version {
+            line["kube_version"] = json!(v);
+        }
+        line
     }
 }
 
@@ -101,7 +107,7 @@ pub async fn take_snapshot(lab: &Lab, online: bool) -> Summary {
         "commerce",
         "-",
         &run_options(),
-        lab.kube.client(),
+        lab.cp.client(),
     )
     .await;
     assert_eq!(
@@ -144,8 +150,10 @@ pub async fn snapshot_report(lab: &Lab, online: bool, new_tablet: u32) -> Snapsh
             .map(|(_, d)| provision::ms(*d))
     };
     let image = lab
-        .csi
-        .snapshot_volume(&name)
+        .cp
+        .snapshot_images()
+        .await
+        .remove(&name)
         .unwrap_or_else(|| panic!("no btrfs snapshot for {name}"));
     let pid = image
         .join("vtdataroot")
@@ -231,6 +239,7 @@ pub async fn run_demo(lab: &Lab) -> DemoReport {
     // Retention: keep the newest ready snapshot only.
     let cfg = Config::from_yaml(&lab.config("  retention: {maxCount: 1}\n"))
         .unwrap_or_else(|e| panic!("lab config: {e}"));
+    let images = lab.cp.snapshot_images().await;
     lab.timeline.mark("gc: vtsnap-gc with retention maxCount 1");
     let gc = vtsnap_gc::run::run(
         &cfg,
@@ -239,7 +248,7 @@ pub async fn run_demo(lab: &Lab) -> DemoReport {
             only_cluster: None,
             node_timeout: Duration::from_secs(60),
         },
-        lab.kube.client(),
+        lab.cp.client(),
     )
     .await;
     let kept: Vec<String> = gc.plan.keep.iter().map(|i| i.name.clone()).collect();
@@ -255,15 +264,20 @@ pub async fn run_demo(lab: &Lab) -> DemoReport {
     ));
     until(
         "the CSI driver removed the deleted snapshots",
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         || async {
-            lab.csi
-                .snapshot_names()
+            images
                 .iter()
-                .all(|n| !deleted.contains(n))
+                .filter(|(n, _)| deleted.contains(n))
+                .all(|(_, path)| !path.exists())
         },
     )
     .await;
+    let volumes_left = images
+        .into_iter()
+        .filter(|(_, path)| path.exists())
+        .map(|(n, _)| n)
+        .collect();
     DemoReport {
         cold,
         online,
@@ -271,6 +285,78 @@ pub async fn run_demo(lab: &Lab) -> DemoReport {
         gc_exit_code: gc.exit_code,
         snapshots_kept: kept,
         snapshots_deleted: deleted,
-        volumes_left: lab.csi.snapshot_names(),
+        volumes_left,
+        kube_version: lab.cp.kube_version().map(str::to_owned),
+    }
+}
+
+/// What a demo run must show, whatever its control plane (the lab's tests and the
+/// real-API tier check the same): both replicas match the primary; the cold one starts at
+/// exactly the recorded position and the online one at or after its lower bound; the
+/// cold image is of a stopped mysqld because the hold defeated the supervisor's `Start`
+/// inside a cut of `cut_delay`; the fence window covers the cut and is bounded; GC keeps
+/// only the online snapshot and the driver removes the cold one's image. Panics with the
+/// timeline `tl` on the first that fails.
+pub fn assert_demo_held(r: &DemoReport, cut_delay: Duration, tl: &str) {
+    assert!(r.cold.checksum_match, "cold replica differs\n{tl}");
+    assert!(r.online.checksum_match, "online replica differs\n{tl}");
+
+    // One GTID domain here: compare sequence numbers.
+    assert!(!r.cold.recorded_gtid.is_empty(), "{tl}");
+    assert_eq!(r.cold.restored_gtid, r.cold.recorded_gtid, "{tl}");
+    let seq = |g: &str| {
+        g.rsplit('-')
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("not a MariaDB GTID: {g:?}\n{tl}"))
+    };
+    assert!(
+        seq(&r.online.restored_gtid) >= seq(&r.online.recorded_gtid),
+        "online: restored {} before the recorded lower bound {}\n{tl}",
+        r.online.restored_gtid,
+        r.online.recorded_gtid
+    );
+
+    assert!(
+        r.cold.image_without_running_mysqld,
+        "cold image has a running mysqld\n{tl}"
+    );
+    assert!(
+        !r.cold.supervisor_starts.is_empty()
+            && r.cold.supervisor_starts.iter().all(|started| !started),
+        "the supervisor's Start should have failed while held: {:?}\n{tl}",
+        r.cold.supervisor_starts
+    );
+
+    let shutdown = r.cold.mysqld_shutdown_ms.expect("Shutdown timing");
+    let start = r.cold.mysqld_start_ms.expect("release Start timing");
+    let cut = u64::try_from(cut_delay.as_millis()).unwrap_or(u64::MAX);
+    let slack = 5_000;
+    assert!(
+        r.cold.fence_window_ms >= cut && r.cold.fence_window_ms <= shutdown + start + cut + slack,
+        "fence window {} ms outside [{cut}, {shutdown} + {start} + {cut} + {slack}]\n{tl}",
+        r.cold.fence_window_ms
+    );
+    assert_eq!(
+        r.online.fence_window_ms, 0,
+        "an online snapshot never fences"
+    );
+
+    assert_eq!(r.gc_exit_code, 0, "{tl}");
+    assert_eq!(r.snapshots_kept, vec![r.online.snapshot.clone()], "{tl}");
+    assert_eq!(r.snapshots_deleted, vec![r.cold.snapshot.clone()], "{tl}");
+    assert_eq!(r.volumes_left, vec![r.online.snapshot.clone()], "{tl}");
+
+    let s = r.summary();
+    for k in [
+        "fence_window_ms",
+        "cut_latency_ms",
+        "provisioning_ms",
+        "catch_up_ms",
+        "checksum_match",
+        "snapshots_kept",
+        "snapshots_deleted",
+    ] {
+        assert!(s.get(k).is_some(), "summary lacks {k}: {s}");
     }
 }

@@ -4,9 +4,10 @@
 //! replication, btrfs subvolumes on a loop device as the tablets' PVCs (atomic block-level
 //! snapshots and writable clones), the cgroup freezer, and the real `vtsnap-snapshot`,
 //! `vtsnap-node`, `vtsnap-restore` and `vtsnap-gc` logic.
-//! Fake, because it cannot run here: the Kubernetes API, vtctld (its calls act on the real
-//! servers), mysqlctld (its work is done by a supervisor inside each mysqld container) and
-//! the CSI driver (its work is done with btrfs).
+//! Fake, because it cannot run here: vtctld (its calls act on the real servers) and
+//! mysqlctld (its work is done by a supervisor inside each mysqld container). The
+//! Kubernetes API and the CSI driver are the in-memory fakes by default and the real
+//! control plane with `--kubeconfig` ([`control_plane`]).
 //!
 //! The lab is a harness built on the test kit, like a test: a failed step panics with the
 //! reason, and unwinding removes the containers and the loop device.
@@ -14,6 +15,7 @@
 
 pub mod backend;
 pub mod bench;
+pub mod control_plane;
 pub mod csi;
 pub mod demo;
 pub mod provision;

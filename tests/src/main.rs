@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use vtsnap_lab::control_plane::Choice;
 use vtsnap_lab::demo::run_demo;
 use vtsnap_lab::shard::{Lab, LabOptions};
 use vtsnap_lab::timeline::Timeline;
@@ -11,8 +12,8 @@ use vtsnap_lab::timeline::Timeline;
 #[derive(Debug, Parser)]
 #[command(
     name = "vtsnap-lab",
-    about = "A Vitess shard on one machine: real MariaDB on btrfs, the real vtsnap programs, fakes for Kubernetes, vtctld, mysqlctld and CSI",
-    after_help = "Examples:\n  vtsnap-lab demo\n  vtsnap-lab demo --seed-rows 200000\n  vtsnap-lab bench --sizes-gib 1,4,8 --runs 3 --out docs/benchmarks.md\n  vtsnap-lab soak --duration 30m\n\nNeeds root, Podman (DOCKER_HOST pointing at its API socket), btrfs and loop devices:\nrun through `make demo`, which installs and builds what is missing.\n\nExit codes: 0 every check held; 1 a check failed (the JSON line says which); 2 bad\nflags; 101 a lab step failed (the message names it). The lab's containers and loop\ndevice are removed in every case, also on Ctrl-C."
+    about = "A Vitess shard on one machine: real MariaDB on btrfs, the real vtsnap programs, fakes for vtctld and mysqlctld, and the in-memory Kubernetes API and CSI driver or a real cluster",
+    after_help = "Examples:\n  vtsnap-lab demo\n  vtsnap-lab demo --seed-rows 200000\n  vtsnap-lab demo --kubeconfig target/local-cluster/kubeconfig\n  vtsnap-lab bench --sizes-gib 1,4,8 --runs 3 --out docs/benchmarks.md\n  vtsnap-lab soak --duration 30m\n\nNeeds root, Podman (DOCKER_HOST pointing at its API socket), btrfs and loop devices:\nrun through `make demo`, which installs and builds what is missing.\n\nExit codes: 0 every check held; 1 a check failed (the JSON line says which); 2 bad\nflags; 101 a lab step failed (the message names it). The lab's containers and loop\ndevice are removed in every case, also on Ctrl-C."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -30,9 +31,13 @@ enum Command {
         /// restart delay plus a mysqld start, so that its `Start` lands inside the cold cut.
         #[arg(long, env = "VTSNAP_LAB_CUT_DELAY", default_value_t = 8.0)]
         cut_delay: f64,
-        /// Seconds from the cut to `readyToUse` (the driver's upload).
+        /// Seconds from the cut to `readyToUse` (the driver's upload; in-memory only).
         #[arg(long, env = "VTSNAP_LAB_UPLOAD_DELAY", default_value_t = 2.0)]
         upload_delay: f64,
+        /// Run on the real cluster this kubeconfig names (`make demo-real`: the local
+        /// control plane) instead of the in-memory API and fake CSI driver.
+        #[arg(long, env = "VTSNAP_LAB_KUBECONFIG")]
+        kubeconfig: Option<std::path::PathBuf>,
     },
     /// Snapshots against mariadb-backup and mariadb-dump; writes a Markdown page.
     Bench {
@@ -144,7 +149,18 @@ fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s.max(0.0))
 }
 
-async fn demo(seed_rows: u64, cut_delay: f64, upload_delay: f64) -> ExitCode {
+async fn demo(
+    seed_rows: u64,
+    cut_delay: f64,
+    upload_delay: f64,
+    kubeconfig: Option<std::path::PathBuf>,
+) -> ExitCode {
+    if cut_delay > 50.0 {
+        eprintln!(
+            "vtsnap-lab demo: --cut-delay {cut_delay}: at most 50 seconds (the CSI sidecar's timeout)"
+        );
+        return ExitCode::from(2);
+    }
     let timeline = Timeline::new(true);
     let mut lab = Lab::start(
         LabOptions {
@@ -152,6 +168,8 @@ async fn demo(seed_rows: u64, cut_delay: f64, upload_delay: f64) -> ExitCode {
             cut_delay: secs(cut_delay),
             upload_delay: secs(upload_delay),
             supervisor_restart: Some(Duration::from_secs(1)),
+            control_plane: kubeconfig
+                .map_or(Choice::InMemory, |kubeconfig| Choice::Real { kubeconfig }),
             ..LabOptions::default()
         },
         timeline.clone(),
@@ -182,7 +200,8 @@ async fn main() -> ExitCode {
                 seed_rows,
                 cut_delay,
                 upload_delay,
-            } => demo(seed_rows, cut_delay, upload_delay).await,
+                kubeconfig,
+            } => demo(seed_rows, cut_delay, upload_delay, kubeconfig).await,
             Command::Bench {
                 sizes_gib,
                 runs,

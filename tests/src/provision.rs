@@ -7,15 +7,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kube::api::{Api, PostParams};
 use serde::Serialize;
-use serde_json::json;
 use vtsnap_core::naming::TabletUid;
 use vtsnap_testkit::mariadb::MariaDb;
 
 use crate::resources;
-use crate::shard::{Lab, free_port, until};
+use crate::shard::{Lab, free_port};
 
 /// Time of each provisioning phase, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
@@ -81,26 +78,9 @@ pub async fn from_snapshot(lab: &Lab, snapshot: &str, uid: TabletUid) -> NewRepl
 /// serves is exactly what crash recovery (online) or a clean start (cold) found.
 pub async fn clone_and_start(lab: &Lab, snapshot: &str, uid: TabletUid) -> NewReplica {
     let pvc_name = format!("example-vttablet-zone1-{}-restored", uid.get());
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(lab.kube.client(), "vitess");
-    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": pvc_name, "namespace": "vitess"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
-                 "storageClassName": "topolvm-provisioner",
-                 "dataSourceRef": {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": snapshot}},
-    }))
-    .unwrap();
     let t0 = Instant::now();
-    pvcs.create(&PostParams::default(), &pvc)
-        .await
-        .unwrap_or_else(|e| panic!("create PVC {pvc_name}: {e}"));
-    until(
-        &format!("PVC {pvc_name} is bound"),
-        Duration::from_secs(300),
-        || async { lab.csi.pvc_volume(&pvc_name).is_some() },
-    )
-    .await;
+    let volume = lab.cp.restore_pvc(&pvc_name, snapshot).await;
     let clone_ms = ms(t0.elapsed());
-    let volume = lab.csi.pvc_volume(&pvc_name).unwrap();
 
     let t1 = Instant::now();
     let out = vtsnap_restore::run(&vtsnap_restore::Options {

@@ -28,3 +28,13 @@ pub fn container(id: &str) {
 pub fn mount(path: &Path) {
     append(&format!("mount {}", path.display()));
 }
+
+/// A bind mount of a volume at a kubelet path (unmounted, never removed recursively).
+pub fn bind(path: &Path) {
+    append(&format!("bind {}", path.display()));
+}
+
+/// A directory of the lab's own (removed without crossing into mounts).
+pub fn tree(path: &Path) {
+    append(&format!("tree {}", path.display()));
+}

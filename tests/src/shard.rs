@@ -1,24 +1,24 @@
 //! The lab's shard: one primary and two replicas, real MariaDB servers in containers, each
 //! on its own btrfs subvolume mounted where kubelet would mount the tablet's PVC, with GTID
-//! replication over loopback. Around them, the fakes for what cannot run here: the
-//! Kubernetes API, vtctld, a mysqlctld per tablet (with a supervisor that calls `Start`
-//! a few seconds after a shutdown) and the CSI driver. The real node daemon serves the node.
+//! replication over loopback. Around them, the fakes for what cannot run here: vtctld, a
+//! mysqlctld per tablet (with a supervisor that calls `Start` a few seconds after a
+//! shutdown), and — on the in-memory control plane — the Kubernetes API and the CSI driver
+//! (see [`crate::control_plane`]). The real node daemon serves the node.
 //!
 //! Setup seeds the primary (without binlog), stops it cleanly, and makes each replica from a
-//! btrfs clone of it moved to the replica's UID by `vtsnap-restore` — so even the lab's own
-//! replicas are provisioned the way vtsnap provisions them.
+//! copy of its volume moved to the replica's UID by `vtsnap-restore` — so even the lab's own
+//! replicas are provisioned the way vtsnap provisions them (on the real control plane: a
+//! VolumeSnapshot and PVCs with `dataSourceRef`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
 use vtsnap_core::naming::TabletAlias;
 use vtsnap_node::cgroup::Roots;
 use vtsnap_node::daemon::{self, DaemonConfig, TestHooks};
 use vtsnap_testkit::btrfs::BtrfsVolume;
-use vtsnap_testkit::fake_kube::FakeKube;
 use vtsnap_testkit::fake_mysqlctld::{FakeMysqlctld, Serving};
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
 use vtsnap_testkit::fixtures::{ShardFixture, shard};
@@ -27,13 +27,11 @@ use vtsnap_testkit::layout::TabletLayout;
 use vtsnap_testkit::mariadb::MariaDb;
 
 use crate::backend::LabBackend;
-use crate::csi::FakeCsi;
+use crate::control_plane::{Choice, ControlPlane};
 use crate::resources;
 use crate::timeline::Timeline;
-use vtsnap_testkit::btrfs::btrfs;
 
 pub const DATABASE: &str = "vt_commerce";
-pub const NODE: &str = "node-a";
 /// How long the fake mysqlctld's `Start` waits for mysqld: a supervisor's `Start` that
 /// meets a held (frozen) mysqld fails after this long.
 pub const MYSQLCTLD_START_TIMEOUT: Duration = Duration::from_secs(5);
@@ -41,7 +39,7 @@ pub const MYSQLCTLD_START_TIMEOUT: Duration = Duration::from_secs(5);
 /// How the lab is built.
 #[derive(Debug, Clone)]
 pub struct LabOptions {
-    /// Size of the sparse btrfs image.
+    /// Size of the sparse btrfs image (the in-memory control plane's volumes live on it).
     pub volume_bytes: u64,
     /// Rows of `vt_commerce.t` seeded before the replicas are made.
     pub seed_rows: u64,
@@ -51,12 +49,15 @@ pub struct LabOptions {
     pub supervisor_restart: Option<Duration>,
     /// From VolumeSnapshot creation to the cut.
     pub cut_delay: Duration,
-    /// From the cut to `readyToUse` (the "upload").
+    /// From the cut to `readyToUse` (the "upload"; in memory only: the btrfs driver is
+    /// ready at the cut).
     pub upload_delay: Duration,
     /// Tests only: the node daemon stops mysqld but does not freeze it.
     pub skip_hold_for_tests: bool,
     /// Extra mysqld arguments for every tablet (e.g. a larger buffer pool).
     pub server_args: String,
+    /// The in-memory API and fake CSI, or a real cluster.
+    pub control_plane: Choice,
 }
 
 impl Default for LabOptions {
@@ -70,6 +71,7 @@ impl Default for LabOptions {
             upload_delay: Duration::from_secs(2),
             skip_hold_for_tests: false,
             server_args: String::new(),
+            control_plane: Choice::InMemory,
         }
     }
 }
@@ -82,29 +84,32 @@ pub struct Tablet {
     pub port: u16,
     pub db: Arc<MariaDb>,
     pub ctl: FakeMysqlctld,
-    /// The PVC's subvolume; the tablet's vtdataroot is `<mount>/vtdataroot`.
+    /// The PVC's volume where kubelet mounts it; the tablet's vtdataroot is `<mount>/vtdataroot`.
     pub mount: PathBuf,
     /// The pod's `/vt/socket` (mysql.sock, mysqlctl.sock).
     pub socket_dir: PathBuf,
     _serving: Serving,
 }
 
-/// The running lab. Dropping it removes the containers, then unmounts the volume.
+/// The running lab. Dropping it removes the containers, then the control plane's mounts
+/// and namespace, then unmounts the lab's own volume.
 #[derive(Debug)]
 pub struct Lab {
     pub timeline: Timeline,
     pub opts: LabOptions,
-    /// Tablet number (1 = primary) → tablet. Dropped before the volume.
+    /// Tablet number (1 = primary) → tablet. Dropped before the volumes.
     pub tablets: BTreeMap<usize, Tablet>,
-    pub kube: FakeKube,
+    pub cp: ControlPlane,
     pub vtctld: FakeVtctld,
     pub backend: LabBackend,
     pub fixture: ShardFixture,
-    pub csi: FakeCsi,
+    /// Where kubelet would keep the pods' volumes.
+    kubelet: PathBuf,
     node: Option<daemon::Handle>,
     vt: Running,
     _state: tempfile::TempDir,
-    pub vol: BtrfsVolume,
+    /// The lab's own btrfs (the in-memory control plane's volumes).
+    pub vol: Option<BtrfsVolume>,
 }
 
 pub fn free_port() -> u16 {
@@ -114,24 +119,14 @@ pub fn free_port() -> u16 {
         .unwrap_or_else(|e| panic!("no free port: {e}"))
 }
 
-fn must(r: Result<(), String>) {
-    if let Err(e) = r {
-        panic!("{e}");
-    }
-}
-
 /// Where kubelet mounts pod `pod_uid`'s volumes.
 fn pod_volumes(kubelet: &Path, pod_uid: &str) -> PathBuf {
     kubelet.join("pods").join(pod_uid).join("volumes")
 }
 
 /// The pod's `/vt/socket` (an emptyDir) on the host.
-fn socket_dir(kubelet: &Path, n: usize) -> PathBuf {
-    pod_volumes(kubelet, &pod_uid(n)).join("kubernetes.io~empty-dir/vt-root/socket")
-}
-
-fn pod_uid(n: usize) -> String {
-    format!("00000000-0000-4000-8000-{n:012}")
+fn socket_dir(kubelet: &Path, pod_uid: &str) -> PathBuf {
+    pod_volumes(kubelet, pod_uid).join("kubernetes.io~empty-dir/vt-root/socket")
 }
 
 /// Waits until `cond` holds, polling; panics naming `what` after `limit`.
@@ -152,47 +147,52 @@ pub async fn until<F: std::future::Future<Output = bool>>(
 
 impl Lab {
     pub async fn start(opts: LabOptions, timeline: Timeline) -> Self {
-        let vol = BtrfsVolume::create(opts.volume_bytes);
-        resources::mount(vol.path());
-        timeline.mark(format!(
-            "lab: btrfs on a loop device at {} ({} GiB sparse)",
-            vol.path().display(),
-            opts.volume_bytes >> 30
-        ));
-        let kubelet = vol.path().join("kubelet");
-        let fixture = shard().replicas(3).primary(1);
-        let kube = FakeKube::new();
+        // In memory, the lab's own btrfs holds the volumes; a real cluster's CSI driver
+        // has its own.
+        let (cp, vol) = match &opts.control_plane {
+            Choice::InMemory => {
+                let vol = BtrfsVolume::create(opts.volume_bytes);
+                resources::mount(vol.path());
+                timeline.mark(format!(
+                    "lab: btrfs on a loop device at {} ({} GiB sparse)",
+                    vol.path().display(),
+                    opts.volume_bytes >> 30
+                ));
+                let cp = ControlPlane::in_memory(
+                    vol.path(),
+                    opts.cut_delay,
+                    opts.upload_delay,
+                    timeline.clone(),
+                );
+                (cp, Some(vol))
+            }
+            Choice::Real { kubeconfig } => (
+                ControlPlane::real(kubeconfig, opts.cut_delay, timeline.clone()).await,
+                None,
+            ),
+        };
+        let kubelet = cp.kubelet_dir(vol.as_ref().map(BtrfsVolume::path));
+        let fixture = shard().replicas(3).primary(1).on_node(cp.node());
         let vtctld = FakeVtctld::new();
-        fixture.install(&kube, &vtctld);
+        cp.install(&fixture, &vtctld).await;
         let vt = vtctld.serve().await;
         let backend = LabBackend::default();
         vtctld.set_backend(Arc::new(backend.clone()));
-        let csi = FakeCsi::start(
-            &kube,
-            vol.path(),
-            opts.cut_delay,
-            opts.upload_delay,
-            timeline.clone(),
-        );
 
-        // Every tablet's PVC is a subvolume where kubelet mounts it.
+        // Every tablet's PVC is mounted where kubelet mounts it for its Pod.
         let mut mounts = BTreeMap::new();
         for n in 1..=3 {
             let t = fixture.tablet(n);
-            let mount =
-                pod_volumes(&kubelet, &pod_uid(n)).join(format!("kubernetes.io~csi/pv-{n}/mount"));
-            std::fs::create_dir_all(socket_dir(&kubelet, n)).unwrap();
-            std::fs::create_dir_all(mount.parent().unwrap()).unwrap();
-            if n == 1 {
-                must(btrfs(&["-q", "subvolume", "create"], &[&mount]));
-            }
-            csi.register_pvc(&t.pod, &mount);
-            mounts.insert(n, mount);
+            let uid = cp.pod_uid(&t.pod).await;
+            std::fs::create_dir_all(socket_dir(&kubelet, &uid)).unwrap();
+            let mount = pod_volumes(&kubelet, &uid).join(format!("kubernetes.io~csi/pv-{n}/mount"));
+            mounts.insert(n, (uid, mount));
         }
+        cp.primary_volume(&fixture, &mounts[&1].1).await;
 
-        // Seed the primary with no binlog, stop it cleanly, clone it for the replicas.
+        // Seed the primary with no binlog, stop it cleanly, copy it for the replicas.
         let primary = fixture.tablet(1);
-        let root = mounts[&1].join("vtdataroot");
+        let root = mounts[&1].1.join("vtdataroot");
         std::fs::create_dir(&root).unwrap();
         TabletLayout {
             port: free_port(),
@@ -215,21 +215,23 @@ impl Lab {
             opts.row_bytes,
             seed_start.elapsed().as_secs_f64()
         ));
-        for n in [2, 3] {
-            let t = fixture.tablet(n);
-            must(btrfs(
-                &["-q", "subvolume", "snapshot"],
-                &[&mounts[&1], &mounts[&n]],
-            ));
+        let replica_mounts: BTreeMap<usize, PathBuf> = [2, 3]
+            .into_iter()
+            .map(|n| (n, mounts[&n].1.clone()))
+            .collect();
+        cp.replica_volumes(&fixture, &mounts[&1].1, &replica_mounts)
+            .await;
+        for (n, mount) in &replica_mounts {
+            let t = fixture.tablet(*n);
             let out = vtsnap_restore::run(&vtsnap_restore::Options {
-                vtdataroot: mounts[&n].join("vtdataroot"),
+                vtdataroot: mount.join("vtdataroot"),
                 tablet_uid: t.alias.uid,
                 server_id: None,
                 dry_run: false,
             })
             .unwrap_or_else(|e| panic!("vtsnap-restore for replica {}: {e}", t.alias));
             timeline.mark(format!(
-                "lab: replica {} made from a clone of the primary (vtsnap-restore: {})",
+                "lab: replica {} made from a copy of the primary's volume (vtsnap-restore: {})",
                 t.alias,
                 out.action.as_str()
             ));
@@ -239,18 +241,18 @@ impl Lab {
             timeline,
             opts,
             tablets: BTreeMap::new(),
-            kube,
+            cp,
             vtctld,
             backend,
             fixture,
-            csi,
+            kubelet,
             node: None,
             vt,
             _state: tempfile::tempdir().unwrap(),
             vol,
         };
-        for n in 1..=3 {
-            lab.start_tablet(n, &mounts[&n]).await;
+        for (n, (uid, mount)) in &mounts {
+            lab.start_tablet(*n, uid, mount).await;
         }
         let primary_port = lab.tablets[&1].port;
         let p = lab.primary();
@@ -265,11 +267,12 @@ impl Lab {
         lab
     }
 
-    /// Starts tablet `n` on its volume (the mysqld container, its mysqlctld, its pod). The
-    /// port is given on the command line: the replicas' my.cnf came from the primary's.
-    async fn start_tablet(&mut self, n: usize, mount: &Path) {
+    /// Starts tablet `n` on its volume (the mysqld container, its mysqlctld, its pod's
+    /// container status). The port is given on the command line: the replicas' my.cnf
+    /// came from the primary's.
+    async fn start_tablet(&mut self, n: usize, pod_uid: &str, mount: &Path) {
         let t = self.fixture.tablet(n);
-        let socket_dir = socket_dir(&self.vol.path().join("kubelet"), n);
+        let socket_dir = socket_dir(&self.kubelet, pod_uid);
         let port = free_port();
         let args = format!("--port={port} {}", self.opts.server_args);
         let db = Arc::new(
@@ -292,13 +295,7 @@ impl Lab {
             ctl = ctl.with_supervisor(d);
         }
         let serving = ctl.serve().await;
-        let mut pod = self.kube.get_json("", "pods", "vitess", &t.pod).unwrap();
-        pod["metadata"]["uid"] = json!(pod_uid(n));
-        pod["spec"]["nodeName"] = json!(NODE);
-        pod["status"]["containerStatuses"] = json!([{"name": "mysqld", "image": "vtsnap-mariadb", "imageID": "",
-            "ready": true, "restartCount": 0, "containerID": format!("podman://{}", db.id())}]);
-        self.kube.remove("", "pods", "vitess", &t.pod);
-        self.kube.put_json("", "pods", pod);
+        self.cp.set_mysqld_container(&t.pod, db.id()).await;
         self.backend.insert(t.alias.clone(), &db);
         self.tablets.insert(
             n,
@@ -355,8 +352,16 @@ impl Lab {
     /// The config every program reads, for this lab's shard, plus `extra` policy lines
     /// (indented for the cluster level).
     pub fn config(&self, extra: &str) -> String {
+        // The class goes on the keyspace level, so that `extra` may set other snapshot
+        // fields at the cluster level (the merge is field by field).
+        let class = self.cp.snapshot_class().map_or_else(String::new, |c| {
+            format!(
+                "  keyspaces:\n    commerce:\n      snapshot: {{volumeSnapshotClassName: {c}}}\n"
+            )
+        });
         format!(
-            "clusters:\n- name: example\n  namespace: vitess\n  vtctld: \"{}\"\n{extra}",
+            "clusters:\n- name: example\n  namespace: {}\n  vtctld: \"{}\"\n{class}{extra}",
+            self.cp.namespace(),
             self.vtctld_endpoint()
         )
     }
@@ -366,8 +371,8 @@ impl Lab {
         self.stop_node().await;
         let node = daemon::start_for_tests(
             DaemonConfig {
-                node: NODE.into(),
-                kubelet_dir: self.vol.path().join("kubelet"),
+                node: self.cp.node().into(),
+                kubelet_dir: self.kubelet.clone(),
                 roots: Roots::default(),
                 state_dir: self._state.path().to_path_buf(),
                 interval: Duration::from_millis(100),
@@ -375,14 +380,15 @@ impl Lab {
                 start_timeout: Duration::from_secs(120),
                 shutdown_timeout: Duration::from_secs(120),
             },
-            self.kube.client(),
+            self.cp.client(),
             TestHooks { skip_hold },
         )
         .await
         .unwrap_or_else(|e| panic!("node daemon: {e}"));
         self.node = Some(node);
         self.timeline.mark(format!(
-            "lab: vtsnap-node serving {NODE}{}",
+            "lab: vtsnap-node serving {}{}",
+            self.cp.node(),
             if skip_hold {
                 " (TEST FLAG: hold switched off)"
             } else {

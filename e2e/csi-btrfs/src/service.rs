@@ -165,10 +165,18 @@ impl Driver {
         &self,
         r: CreateSnapshotRequest,
     ) -> Result<CreateSnapshotResponse, Status> {
+        let cut_delay = snapshot_cut_delay(&r.parameters)?;
         let req = NewSnapshot {
             id: field_id("name", &r.name)?,
             source_volume: field_id("source_volume_id", &r.source_volume_id)?,
         };
+        if !cut_delay.is_zero() {
+            // Only a new snapshot waits: a retry of one already cut answers at once.
+            let id = req.id.clone();
+            if self.with_store(move |s| s.snapshot(&id)).await?.is_none() {
+                tokio::time::sleep(cut_delay).await;
+            }
+        }
         let record = self.with_store(move |s| s.create_snapshot(&req)).await?;
         tracing::info!(snapshot = %record.id, source = %record.source_volume, "snapshot cut");
         Ok(CreateSnapshotResponse {
@@ -214,6 +222,44 @@ pub fn status(e: &StoreError) -> Status {
 /// `field` must hold an id; the status names the field.
 pub fn field_id(field: &str, value: &str) -> Result<ObjectId, Status> {
     ObjectId::parse(value).map_err(|e| Status::invalid_argument(format!("{field} {e}")))
+}
+
+/// The VolumeSnapshotClass parameter that delays the cut: the lab uses it to make a cut
+/// last as long as a slow driver's would, so that a restart attempt lands inside it.
+pub const CUT_DELAY_PARAMETER: &str = "cutDelayMillis";
+/// The longest delay accepted: below csi-snapshotter's default CreateSnapshot timeout (1 min).
+pub const MAX_CUT_DELAY: std::time::Duration = std::time::Duration::from_secs(50);
+/// Parameters the sidecars add with `--extra-create-metadata` (names of the objects).
+const SIDECAR_PARAMETER_PREFIX: &str = "csi.storage.k8s.io/";
+
+/// The cut delay a CreateSnapshot asks for; any other parameter is refused by name.
+pub fn snapshot_cut_delay(
+    parameters: &BTreeMap<String, String>,
+) -> Result<std::time::Duration, Status> {
+    let mut delay = std::time::Duration::ZERO;
+    for (k, v) in parameters {
+        if k.starts_with(SIDECAR_PARAMETER_PREFIX) {
+            continue;
+        }
+        if k != CUT_DELAY_PARAMETER {
+            return Err(Status::invalid_argument(format!(
+                "parameters.{k}: unknown parameter (this driver takes only {CUT_DELAY_PARAMETER})"
+            )));
+        }
+        let ms: u64 = v.parse().map_err(|_| {
+            Status::invalid_argument(format!(
+                "parameters.{k}: {v:?} is not a whole number of milliseconds"
+            ))
+        })?;
+        delay = std::time::Duration::from_millis(ms);
+        if delay > MAX_CUT_DELAY {
+            return Err(Status::invalid_argument(format!(
+                "parameters.{k}: {ms} ms is more than the {} ms allowed",
+                MAX_CUT_DELAY.as_millis()
+            )));
+        }
+    }
+    Ok(delay)
 }
 
 /// A CreateVolume, checked field by field.
@@ -576,6 +622,38 @@ mod tests {
             volume_capabilities: vec![mount()],
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_snapshot_takes_a_cut_delay_and_the_sidecars_names_and_nothing_else() {
+        let params = |kv: &[(&str, &str)]| -> BTreeMap<String, String> {
+            kv.iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        assert_eq!(
+            snapshot_cut_delay(&params(&[])).unwrap(),
+            std::time::Duration::ZERO
+        );
+        assert_eq!(
+            snapshot_cut_delay(&params(&[
+                ("cutDelayMillis", "8000"),
+                ("csi.storage.k8s.io/volumesnapshot/name", "s"),
+            ]))
+            .unwrap(),
+            std::time::Duration::from_secs(8)
+        );
+        let msg = |kv: &[(&str, &str)]| {
+            snapshot_cut_delay(&params(kv))
+                .unwrap_err()
+                .message()
+                .to_owned()
+        };
+        assert!(msg(&[("cutDelay", "8s")]).starts_with("parameters.cutDelay: unknown"));
+        assert!(msg(&[("cutDelayMillis", "8s")]).contains("not a whole number"));
+        assert!(msg(&[("cutDelayMillis", "-1")]).contains("not a whole number"));
+        assert!(msg(&[("cutDelayMillis", "50001")]).contains("more than the 50000 ms"));
+        assert!(snapshot_cut_delay(&params(&[("cutDelayMillis", "50000")])).is_ok());
     }
 
     fn refused(r: Result<NewVolume, Status>) -> String {

@@ -181,10 +181,22 @@ impl Csi {
     }
 
     async fn create_snapshot(&self, name: &str, source: &str) -> Result<Snapshot, Status> {
+        self.create_snapshot_with(name, source, &[]).await
+    }
+
+    async fn create_snapshot_with(
+        &self,
+        name: &str,
+        source: &str,
+        parameters: &[(&str, &str)],
+    ) -> Result<Snapshot, Status> {
         let r = CreateSnapshotRequest {
             name: name.into(),
             source_volume_id: source.into(),
-            parameters: Default::default(),
+            parameters: parameters
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
         };
         let resp: CreateSnapshotResponse = self.call(CONTROLLER, "CreateSnapshot", r).await?;
         Ok(resp.snapshot.unwrap())
@@ -464,6 +476,50 @@ async fn retries_get_the_same_object_and_conflicts_and_unknown_sources_are_refus
         "smaller than its snapshot",
     );
     assert!(!fs.root().join("volumes/pvc-c").exists());
+    assert!(!fs.root().join("snapshots/snap-x").exists());
+}
+
+#[tokio::test]
+async fn a_class_parameter_delays_the_cut_and_unknown_parameters_are_refused() {
+    let fs = LoopBtrfs::new();
+    let sock = tempfile::tempdir().unwrap();
+    let (_serving, csi) = driver(&fs, sock.path()).await;
+    csi.create_volume(volume("pvc-a")).await.unwrap();
+
+    // The cut is taken after the delay: its creation time is at least that much later
+    // than the request (the driver reads the clock after the wait).
+    let asked = unix_nanos(std::time::SystemTime::now());
+    let snap = csi
+        .create_snapshot_with(
+            "snap-slow",
+            "pvc-a",
+            &[
+                ("cutDelayMillis", "1500"),
+                ("csi.storage.k8s.io/volumesnapshot/name", "slow"),
+            ],
+        )
+        .await
+        .unwrap();
+    let cut = snap.creation_time.unwrap();
+    let cut = i128::from(cut.seconds) * 1_000_000_000 + i128::from(cut.nanos);
+    assert!(
+        cut >= asked + 1_500_000_000,
+        "cut at {cut}, asked at {asked}: the delay was not waited"
+    );
+
+    let m = assert_code(
+        csi.create_snapshot_with("snap-x", "pvc-a", &[("cutDelay", "8s")])
+            .await,
+        Code::InvalidArgument,
+        "an unknown parameter",
+    );
+    assert!(m.contains("parameters.cutDelay"), "{m}");
+    assert_code(
+        csi.create_snapshot_with("snap-x", "pvc-a", &[("cutDelayMillis", "600000")])
+            .await,
+        Code::InvalidArgument,
+        "a delay above the sidecar's timeout",
+    );
     assert!(!fs.root().join("snapshots/snap-x").exists());
 }
 
