@@ -43,6 +43,10 @@ pub const ANN_SOURCE_NODE: &str = "vtsnap.io/source-node";
 pub const ANN_CUT_TIME: &str = "vtsnap.io/cut-time";
 pub const ANN_READY_TIME: &str = "vtsnap.io/ready-time";
 pub const ANN_LAYOUT: &str = "vtsnap.io/layout";
+/// Set by the GC when a tablet restored from the snapshot could not use it (its position
+/// was purged from the primary's binlogs; a node-local volume that never provisioned):
+/// why, in words. Restore injection never picks a snapshot that has it.
+pub const ANN_UNUSABLE: &str = "vtsnap.io/unusable";
 /// The volume layout version these snapshots have (the tablet directory of §2).
 pub const LAYOUT_VERSION: &str = "1";
 

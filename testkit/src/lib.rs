@@ -27,5 +27,6 @@ pub mod fixtures;
 pub mod grpc;
 pub mod layout;
 pub mod mariadb;
+pub mod operator_objects;
 pub mod real_kube;
 pub mod tree;

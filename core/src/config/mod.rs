@@ -160,6 +160,14 @@ impl Config {
         Ok(first)
     }
 
+    /// The cluster named `name` in `namespace` (what an object's namespace and
+    /// `planetscale.com/cluster` label say).
+    pub fn cluster_in(&self, namespace: &str, name: &str) -> Option<&ClusterConfig> {
+        self.clusters
+            .iter()
+            .find(|c| c.namespace == namespace && c.name == name)
+    }
+
     /// The fully resolved policy of one shard. Keyspaces and shards that the config does
     /// not list get the levels above them.
     /// The shard a run works on: its reference (cluster, namespace, keyspace, key range),

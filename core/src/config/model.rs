@@ -165,6 +165,14 @@ pub struct RestorePolicy {
     pub enabled: Option<bool>,
     pub pools: Option<Vec<String>>,
     pub max_snapshot_age: Option<GoDuration>,
+    /// How long the shard's primary keeps its binlogs (`binlog_expire_logs_seconds`).
+    pub binlog_retention: Option<GoDuration>,
+    /// Snapshots restore only on their source node (TopoLVM): pin new tablets there.
+    pub node_local: Option<bool>,
+    /// The node label whose value is the node's name, used to pin a Pod.
+    pub node_label: Option<String>,
+    /// A restored tablet Pod Pending longer than this is un-stuck by the GC.
+    pub pending_timeout: Option<GoDuration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]

@@ -71,6 +71,18 @@ pub struct ResolvedRestore {
     /// Empty: every tablet pool of the shard.
     pub pools: Vec<String>,
     pub max_snapshot_age: GoDuration,
+    pub binlog_retention: GoDuration,
+    pub node_local: bool,
+    pub node_label: String,
+    pub pending_timeout: GoDuration,
+}
+
+impl ResolvedRestore {
+    /// Whether new tablets of pool `pool` (the `planetscale.com/tablet-type` label) start
+    /// from a snapshot.
+    pub fn opts_in(&self, pool: &str) -> bool {
+        self.enabled && (self.pools.is_empty() || self.pools.iter().any(|p| p == pool))
+    }
 }
 
 /// Where vtbackup Pods get their scratch storage (seed: vtbackup storage PR).
@@ -97,6 +109,12 @@ pub mod defaults {
     pub const GRACE_PERIOD: GoDuration = GoDuration::secs(72 * 3600);
     /// Vitess keeps binlogs 3 days (`binlog_expire_logs_seconds = 259200`); stay well inside.
     pub const MAX_SNAPSHOT_AGE: GoDuration = GoDuration::secs(48 * 3600);
+    /// Vitess's MySQL 8 config (`config/mycnf/mysql80.cnf`: `binlog_expire_logs_seconds = 259200`).
+    pub const BINLOG_RETENTION: GoDuration = GoDuration::secs(72 * 3600);
+    /// Set on every node by kubelet; its value is the node's name unless kubelet runs
+    /// with `--hostname-override`.
+    pub const NODE_LABEL: &str = "kubernetes.io/hostname";
+    pub const PENDING_TIMEOUT: GoDuration = GoDuration::secs(15 * 60);
 }
 
 fn pick<T: Clone>(child: &Option<T>, parent: &Option<T>) -> Option<T> {
@@ -175,6 +193,10 @@ fn merge_restore(c: &RestorePolicy, p: &RestorePolicy) -> RestorePolicy {
         enabled: pick(&c.enabled, &p.enabled),
         pools: pick(&c.pools, &p.pools),
         max_snapshot_age: pick(&c.max_snapshot_age, &p.max_snapshot_age),
+        binlog_retention: pick(&c.binlog_retention, &p.binlog_retention),
+        node_local: pick(&c.node_local, &p.node_local),
+        node_label: pick(&c.node_label, &p.node_label),
+        pending_timeout: pick(&c.pending_timeout, &p.pending_timeout),
     }
 }
 
@@ -251,6 +273,12 @@ pub fn with_defaults(b: &PolicyBlocks) -> ResolvedPolicy {
             enabled: rs.enabled.unwrap_or(false),
             pools: rs.pools.unwrap_or_default(),
             max_snapshot_age: rs.max_snapshot_age.unwrap_or(defaults::MAX_SNAPSHOT_AGE),
+            binlog_retention: rs.binlog_retention.unwrap_or(defaults::BINLOG_RETENTION),
+            node_local: rs.node_local.unwrap_or(false),
+            node_label: rs
+                .node_label
+                .unwrap_or_else(|| defaults::NODE_LABEL.to_owned()),
+            pending_timeout: rs.pending_timeout.unwrap_or(defaults::PENDING_TIMEOUT),
         },
         vtbackup: match (
             vt.data_volume_claim_template,

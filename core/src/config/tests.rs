@@ -697,7 +697,7 @@ fn restore_fields_inherit_one_by_one() {
 fn every_duration_that_bounds_something_must_be_greater_than_zero() {
     let e = errors(&format!(
         "{BASE}  snapshot: {{cutTimeout: 0s, readyTimeout: 0s, maxHold: 0s, target: {{maxLag: 0s}}}}\n  \
-         retention: {{maxAge: 0s, failedMaxAge: 0s}}\n  restore: {{maxSnapshotAge: 0s}}\n"
+         retention: {{maxAge: 0s, failedMaxAge: 0s}}\n  restore: {{maxSnapshotAge: 0s, binlogRetention: 0s, pendingTimeout: 0s}}\n"
     ));
     for field in [
         "snapshot.cutTimeout",
@@ -707,13 +707,105 @@ fn every_duration_that_bounds_something_must_be_greater_than_zero() {
         "retention.maxAge",
         "retention.failedMaxAge",
         "restore.maxSnapshotAge",
+        "restore.binlogRetention",
+        "restore.pendingTimeout",
     ] {
         let want = format!("clusters[0].{field}: must be greater than 0");
         assert!(e.contains(&want), "missing {want:?} in {e:#?}");
     }
     cfg(&format!(
         "{BASE}  snapshot: {{cutTimeout: 1s, readyTimeout: 1s, maxHold: 1s, target: {{maxLag: 1ms}}}}\n  \
-         retention: {{maxAge: 1s, failedMaxAge: 1s}}\n  restore: {{maxSnapshotAge: 1s}}\n"
+         retention: {{maxAge: 1s, failedMaxAge: 1s}}\n  restore: {{maxSnapshotAge: 1s, binlogRetention: 2s, pendingTimeout: 1s}}\n"
+    ));
+}
+
+#[test]
+fn node_local_restores_default_off_on_the_hostname_label_and_inherit_one_by_one() {
+    let c = cfg(&format!(
+        "{BASE}  restore: {{nodeLocal: true, pendingTimeout: 5m}}\n  keyspaces:\n    commerce:\n      \
+         restore: {{nodeLabel: topology.topolvm.io/node}}\n      shards:\n        \"-80\": {{restore: {{nodeLocal: false}}}}\n"
+    ));
+    let restore = |ks: &str, sh: &str| c.resolve("example", ks, sh).unwrap().restore;
+    let r = restore("customer", "-");
+    assert_eq!(
+        (r.node_local, r.node_label.as_str(), r.pending_timeout),
+        (true, "kubernetes.io/hostname", GoDuration::secs(300))
+    );
+    let r = restore("commerce", "80-");
+    assert_eq!(
+        (r.node_local, r.node_label.as_str()),
+        (true, "topology.topolvm.io/node")
+    );
+    let r = restore("commerce", "-80");
+    assert_eq!(
+        (r.node_local, r.node_label.as_str(), r.pending_timeout),
+        (false, "topology.topolvm.io/node", GoDuration::secs(300))
+    );
+    let d = cfg(BASE).resolve("example", "k", "-").unwrap().restore;
+    assert_eq!(
+        (
+            d.node_local,
+            d.node_label.as_str(),
+            d.pending_timeout,
+            d.binlog_retention
+        ),
+        (
+            false,
+            "kubernetes.io/hostname",
+            GoDuration::secs(900),
+            GoDuration::secs(259_200)
+        )
+    );
+    assert_eq!(
+        errors(&format!(
+            "{BASE}  restore: {{nodeLabel: \"not a label\"}}\n"
+        )),
+        [
+            "clusters[0].restore.nodeLabel: \"not a label\" is not a label key: must consist of letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        ]
+    );
+}
+
+#[test]
+fn pools_opt_in_when_enabled_and_listed_or_when_no_pool_is_listed() {
+    let r = |y: &str| {
+        cfg(&format!("{BASE}{y}"))
+            .resolve("example", "k", "-")
+            .unwrap()
+            .restore
+    };
+    assert!(!r("").opts_in("replica"), "off by default");
+    let all = r("  restore: {enabled: true}\n");
+    assert!(all.opts_in("replica") && all.opts_in("rdonly"));
+    let some = r("  restore: {enabled: true, pools: [rdonly]}\n");
+    assert!(some.opts_in("rdonly") && !some.opts_in("replica"));
+    let off = r("  restore: {enabled: false, pools: [rdonly]}\n");
+    assert!(!off.opts_in("rdonly"));
+}
+
+#[test]
+fn snapshots_must_be_younger_than_the_binlogs_are_kept_and_the_level_that_breaks_it_is_named() {
+    // The default (48h of 72h) holds.
+    cfg(BASE);
+    cfg(&format!("{BASE}  restore: {{maxSnapshotAge: 71h}}\n"));
+    assert_eq!(
+        errors(&format!("{BASE}  restore: {{maxSnapshotAge: 72h}}\n")),
+        [
+            "clusters[0].restore.maxSnapshotAge: maxSnapshotAge 72h must be below binlogRetention 72h: a replica restored from an older snapshot cannot catch up (its position is no longer in the primary's binlogs)"
+        ]
+    );
+    // A shorter retention on a keyspace breaks the inherited age there, and only there.
+    let e = errors(&format!(
+        "{BASE}  keyspaces:\n    commerce:\n      restore: {{binlogRetention: 24h}}\n      shards:\n        \"-80\": {{retention: {{maxCount: 2}}}}\n"
+    ));
+    assert_eq!(
+        e,
+        [
+            "clusters[0].keyspaces.commerce.restore.binlogRetention: maxSnapshotAge 48h must be below binlogRetention 24h: a replica restored from an older snapshot cannot catch up (its position is no longer in the primary's binlogs)"
+        ]
+    );
+    cfg(&format!(
+        "{BASE}  restore: {{binlogRetention: 168h, maxSnapshotAge: 120h}}\n"
     ));
 }
 

@@ -158,8 +158,19 @@ fn block(e: &mut Errors, path: &str, b: &PolicyBlocks) {
     if let Some(r) = &b.restore {
         let p = format!("{path}.restore");
         positive(e, &p, "maxSnapshotAge", r.max_snapshot_age);
+        positive(e, &p, "binlogRetention", r.binlog_retention);
+        positive(e, &p, "pendingTimeout", r.pending_timeout);
         for (i, pool) in r.pools.iter().flatten().enumerate() {
             pool_type(e, &p, i, pool);
+        }
+        if let Some(label) = &r.node_label
+            && let Err(why) = k8s_names::qualified_name(label)
+        {
+            e.at(
+                &p,
+                "nodeLabel",
+                format!("{label:?} is not a label key: {why}"),
+            );
         }
     }
     if let Some(v) = &b.vtbackup {
@@ -206,6 +217,30 @@ fn resolved(e: &mut Errors, levels: &[&str], own: &PolicyBlocks, r: &ResolvedPol
                 r.snapshot.cut_timeout, r.snapshot.max_hold
             ),
         );
+    }
+    let own_restore = own.restore.clone().unwrap_or_default();
+    if r.restore.max_snapshot_age >= r.restore.binlog_retention
+        && !unread("restore.maxSnapshotAge")
+        && !unread("restore.binlogRetention")
+    {
+        // Reported where the combination is made: the level that sets either field.
+        let field = if own_restore.max_snapshot_age.is_some() {
+            Some("restore.maxSnapshotAge")
+        } else if own_restore.binlog_retention.is_some() {
+            Some("restore.binlogRetention")
+        } else {
+            None
+        };
+        if let Some(field) = field {
+            e.at(
+                path,
+                field,
+                format!(
+                    "maxSnapshotAge {} must be below binlogRetention {}: a replica restored from an older snapshot cannot catch up (its position is no longer in the primary's binlogs)",
+                    r.restore.max_snapshot_age, r.restore.binlog_retention
+                ),
+            );
+        }
     }
     let own_snapshot = own.snapshot.clone().unwrap_or_default();
     if r.snapshot.fsfreeze

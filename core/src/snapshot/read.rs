@@ -10,9 +10,9 @@ use serde_json::Value;
 
 use super::{
     ANN_CUT_TIME, ANN_GTID_EXECUTED, ANN_GTID_LOWER_BOUND, ANN_MYSQL_FLAVOR, ANN_MYSQL_VERSION,
-    ANN_READY_TIME, ANN_SOURCE_NODE, ANN_SOURCE_PVC, ANN_SOURCE_TABLET, LABEL_CLUSTER,
-    LABEL_KEYSPACE, LABEL_MODE, LABEL_PHASE, LABEL_SHARD, LABEL_TABLET_UID, Phase, SnapshotStatus,
-    mode_label,
+    ANN_READY_TIME, ANN_SOURCE_NODE, ANN_SOURCE_PVC, ANN_SOURCE_TABLET, ANN_UNUSABLE,
+    LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_MODE, LABEL_PHASE, LABEL_SHARD, LABEL_TABLET_UID, Phase,
+    SnapshotStatus, mode_label,
 };
 use crate::config::Mode;
 use crate::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
@@ -59,6 +59,8 @@ pub struct VolumeSnapshot {
     pub status: SnapshotStatus,
     /// UIDs of the VitessClusters in `ownerReferences`.
     pub cluster_owners: Vec<String>,
+    /// Why restores must not use it ([`super::ANN_UNUSABLE`]).
+    pub unusable: Option<String>,
 }
 
 /// Why a VolumeSnapshot cannot be read; every variant names the snapshot
@@ -214,6 +216,7 @@ impl VolumeSnapshot {
             ready_time: time(ANN_READY_TIME, ann(ANN_READY_TIME)?)?,
             status: r.status(obj)?,
             cluster_owners: r.cluster_owners()?,
+            unusable: ann(ANN_UNUSABLE)?.map(str::to_owned),
             namespace: namespace.to_owned(),
             name: name.to_owned(),
         })

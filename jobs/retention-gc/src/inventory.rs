@@ -13,7 +13,7 @@ use vtsnap_core::snapshot::{
     LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, Phase, ReadError, VolumeSnapshot,
 };
 
-use crate::partitioning::cluster_shards;
+use vtsnap_core::vitesscluster::cluster_shards;
 
 /// One of vtsnap's snapshots.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,6 +3,5 @@
 
 pub mod inventory;
 pub mod metrics;
-pub mod partitioning;
 pub mod plan;
 pub mod run;

@@ -77,6 +77,7 @@ fn reads_every_field_build_writes() {
                 error: None,
             },
             cluster_owners: vec!["uid-1".into()],
+            unusable: None,
         }
     );
     assert!(VolumeSnapshot::is_vtsnaps(&complete()));

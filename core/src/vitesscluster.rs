@@ -1,4 +1,6 @@
-//! The shards a VitessCluster's spec defines (for `whenScaled`).
+//! What vtsnap reads of a VitessCluster's spec: the shards it defines (for `whenScaled`)
+//! and each shard's template (its first tablet pool's `dataVolumeClaimTemplate` is what
+//! vtbackup Pods inherit: vitess-operator `pkg/operator/vttablet/vtbackup_pod.go`).
 //!
 //! Equal partitionings follow vitess-operator `pkg/operator/partitioning/partitioning.go`
 //! (`EqualKeyRanges`): `interval = (2^64 - parts) / parts + 1`, cut points `(i+1)·interval`
@@ -66,10 +68,13 @@ fn key_range_end(sh: &Value, path: &str, end: &str) -> Result<String, SpecError>
     }
 }
 
-/// `(keyspace, shard name)` pairs of a VitessCluster object's spec. A field of the wrong
-/// type is an error, never a shard less: a shard missed here would count as removed.
-pub fn cluster_shards(cluster: &Value) -> Result<BTreeSet<(String, String)>, SpecError> {
-    let mut out = BTreeSet::new();
+/// Every shard a VitessCluster object's spec defines: `(keyspace, shard name, its shard
+/// template)`. The template is `equal.shardTemplate`, or the custom shard itself (its
+/// template fields are inline: `pkg/apis/planetscale/v2/vitesskeyspace_types.go`). A field
+/// of the wrong type is an error, never a shard less: a shard missed here would count as
+/// removed.
+pub fn shards_with_templates(cluster: &Value) -> Result<Vec<(String, String, &Value)>, SpecError> {
+    let mut out = Vec::new();
     let keyspaces = array(cluster.pointer("/spec/keyspaces"), "spec.keyspaces")?;
     for (k, ks) in keyspaces.iter().enumerate() {
         let at = format!("spec.keyspaces[{k}]");
@@ -95,8 +100,9 @@ pub fn cluster_shards(cluster: &Value) -> Result<BTreeSet<(String, String)>, Spe
                             expected: "a whole number of at least 1",
                         });
                     };
+                    let template = eq.get("shardTemplate").unwrap_or(&Value::Null);
                     for s in equal_shards(n) {
-                        out.insert((name.to_owned(), s));
+                        out.push((name.to_owned(), s, template));
                     }
                 }
                 (None, Some(custom)) => {
@@ -105,7 +111,7 @@ pub fn cluster_shards(cluster: &Value) -> Result<BTreeSet<(String, String)>, Spe
                         let at = format!("{at}.custom.shards[{j}]");
                         let start = key_range_end(sh, &at, "start")?;
                         let end = key_range_end(sh, &at, "end")?;
-                        out.insert((name.to_owned(), format!("{start}-{end}")));
+                        out.push((name.to_owned(), format!("{start}-{end}"), sh));
                     }
                 }
                 _ => {
@@ -118,6 +124,29 @@ pub fn cluster_shards(cluster: &Value) -> Result<BTreeSet<(String, String)>, Spe
         }
     }
     Ok(out)
+}
+
+/// `(keyspace, shard name)` pairs of a VitessCluster object's spec.
+pub fn cluster_shards(cluster: &Value) -> Result<BTreeSet<(String, String)>, SpecError> {
+    Ok(shards_with_templates(cluster)?
+        .into_iter()
+        .map(|(k, s, _)| (k, s))
+        .collect())
+}
+
+/// The `dataVolumeClaimTemplate` of the shard's first tablet pool (what vtbackup Pods
+/// inherit), if the spec defines the shard and the pool has one. `shard` is the key range
+/// as Vitess prints it (`-80`).
+pub fn first_pool_template<'a>(
+    cluster: &'a Value,
+    keyspace: &str,
+    shard: &str,
+) -> Result<Option<&'a Value>, SpecError> {
+    Ok(shards_with_templates(cluster)?
+        .into_iter()
+        .find(|(k, s, _)| k == keyspace && s == shard)
+        .and_then(|(_, _, t)| t.pointer("/tabletPools/0/dataVolumeClaimTemplate"))
+        .filter(|t| !t.is_null()))
 }
 
 #[cfg(test)]
@@ -168,6 +197,32 @@ mod tests {
                 "lookup/-"
             ]
         );
+    }
+
+    #[test]
+    fn the_first_pools_template_is_found_for_equal_and_custom_shards() {
+        let tmpl = |size: &str| json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}});
+        let c = json!({"spec": {"keyspaces": [
+            {"name": "commerce", "partitionings": [{"equal": {"parts": 2, "shardTemplate": {"tabletPools": [
+                {"type": "replica", "dataVolumeClaimTemplate": tmpl("100Gi")},
+                {"type": "rdonly", "dataVolumeClaimTemplate": tmpl("5Gi")}]}}}]},
+            {"name": "customer", "partitionings": [{"custom": {"shards": [
+                {"keyRange": {"end": "40"}, "tabletPools": [{"type": "rdonly", "dataVolumeClaimTemplate": tmpl("7Gi")}]},
+                {"keyRange": {"start": "40"}, "tabletPools": [{"type": "replica"}]}]}}]}
+        ]}});
+        assert_eq!(
+            first_pool_template(&c, "commerce", "80-").unwrap(),
+            Some(&tmpl("100Gi"))
+        );
+        assert_eq!(
+            first_pool_template(&c, "customer", "-40").unwrap(),
+            Some(&tmpl("7Gi"))
+        );
+        assert_eq!(first_pool_template(&c, "customer", "40-").unwrap(), None);
+        assert_eq!(first_pool_template(&c, "commerce", "-").unwrap(), None);
+        assert_eq!(first_pool_template(&c, "lookup", "-").unwrap(), None);
+        let bad = json!({"spec": {"keyspaces": [{"name": "c", "partitionings": [{}]}]}});
+        assert!(first_pool_template(&bad, "c", "-").is_err());
     }
 
     #[test]

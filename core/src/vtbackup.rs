@@ -1,0 +1,299 @@
+//! vtbackup scratch storage (seed 000, "Allow configuring vtbackup storage separately"):
+//! which objects are vtbackup's, where a vtbackup Pod's data volume is, the placeholder
+//! PVC an emptyDir initial backup leaves behind, and the two hashes stamped on the objects
+//! so that the storage reconciler can tell what they were made for.
+//!
+//! Facts from vitess-operator (`pkg/operator/vttablet/vtbackup_pod.go`, `pvc.go`,
+//! `pkg/controller/vitessbackupschedule/vitessbackupschedule_controller.go`,
+//! `pkg/operator/vitessbackup/labels.go`):
+//! - the initial-backup Pod and its PVC share one name and the labels
+//!   `planetscale.com/component=vtbackup`, `backup.planetscale.com/type=init`;
+//! - a scheduled backup's PVC (named after its Job) has `backup.planetscale.com/type=update`
+//!   and `planetscale.com/backup-schedule`, and no component label;
+//! - both are built from the shard's first tablet pool; the data volume is
+//!   `persistent-volume-claim` (claimName = the Pod's or Job's name) mounted by the
+//!   `vtbackup` container at `/vt/vtdataroot` (subPath `vtdataroot`); a pool's
+//!   `extraVolumes` replace volumes by name and `extraVolumeMounts` mounts by mountPath;
+//! - the operator never updates an existing vtbackup Pod or PVC.
+
+use md5::{Digest, Md5};
+use serde_json::{Map, Value, json};
+
+use crate::config::VtbackupStorage;
+use crate::labels;
+
+pub const LABEL_BACKUP_TYPE: &str = "backup.planetscale.com/type";
+pub const BACKUP_TYPE_INIT: &str = "init";
+/// Scheduled backups (VitessBackupSchedule Jobs).
+pub const BACKUP_TYPE_UPDATE: &str = "update";
+pub const LABEL_BACKUP_SCHEDULE: &str = "planetscale.com/backup-schedule";
+pub const CONTAINER: &str = "vtbackup";
+pub const DATA_ROOT: &str = "/vt/vtdataroot";
+
+/// The hash of the PVC template the object was made for (Pod and PVC).
+pub const ANN_TEMPLATE_HASH: &str = "vtsnap.io/vtbackup-pvc-template-hash";
+/// The hash of the Pod's effective `/vt/vtdataroot` mount and the volume it names.
+pub const ANN_DATA_VOLUME_HASH: &str = "vtsnap.io/vtbackup-data-volume-hash";
+
+/// The StorageClass of the placeholder PVC: no such class exists, and the PVC's selector
+/// matches no PersistentVolume, so it never binds and nothing is ever allocated for it.
+pub const PLACEHOLDER_CLASS: &str = "vtsnap-placeholder-never-binds";
+/// The selector label of the placeholder PVC (no PV carries it).
+pub const PLACEHOLDER_SELECTOR: &str = "vtsnap.io/placeholder";
+
+/// A vtbackup object the storage choice applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackupObject {
+    InitPod,
+    InitPvc,
+    ScheduledPvc,
+}
+
+fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/labels")
+        .and_then(|l| l.get(key))
+        .and_then(Value::as_str)
+}
+
+impl BackupObject {
+    /// What a Pod (`pod` true) or PVC is, from its labels; `None` for anything else.
+    pub fn classify(obj: &Value, pod: bool) -> Option<Self> {
+        let ty = label(obj, LABEL_BACKUP_TYPE);
+        let vtbackup = label(obj, labels::COMPONENT) == Some(labels::COMPONENT_VTBACKUP);
+        match (pod, ty) {
+            (true, Some(BACKUP_TYPE_INIT)) if vtbackup => Some(Self::InitPod),
+            (false, Some(BACKUP_TYPE_INIT)) if vtbackup => Some(Self::InitPvc),
+            (false, Some(BACKUP_TYPE_UPDATE)) if label(obj, LABEL_BACKUP_SCHEDULE).is_some() => {
+                Some(Self::ScheduledPvc)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The placeholder PVC spec (see [`PLACEHOLDER_CLASS`]): the smallest request, a class
+/// that does not exist, and a selector no PV matches. The operator still creates the
+/// initial backup's PVC; this keeps it from allocating a disk.
+pub fn placeholder_spec() -> Value {
+    json!({
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Mi"}},
+        "storageClassName": PLACEHOLDER_CLASS,
+        "volumeMode": "Filesystem",
+        "selector": {"matchLabels": {PLACEHOLDER_SELECTOR: "never"}},
+    })
+}
+
+/// The PVC spec the initial backup's PVC should have: the configured template, the
+/// placeholder (emptyDir initial backup), or the first pool's (`None` when it is unknown).
+pub fn desired_init_template(
+    storage: &VtbackupStorage,
+    first_pool: Option<&Value>,
+) -> Option<Value> {
+    match storage {
+        VtbackupStorage::Template(t) => Some(t.clone()),
+        VtbackupStorage::EmptyDirForInitialBackup => Some(placeholder_spec()),
+        VtbackupStorage::InheritFirstPool => first_pool.cloned(),
+    }
+}
+
+/// The same value with object keys sorted and `null` members dropped (absent and null
+/// are the same in a Kubernetes spec), so equal specs hash alike.
+pub fn canonical(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut sorted: Vec<(&String, &Value)> =
+                m.iter().filter(|(_, v)| !v.is_null()).collect();
+            sorted.sort_by(|a, b| a.0.cmp(b.0));
+            Value::Object(
+                sorted
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), canonical(v)))
+                    .collect::<Map<String, Value>>(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
+}
+
+fn md5_hex(v: &Value) -> String {
+    let digest = Md5::digest(canonical(v).to_string().as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The hash of a PVC template (spec), stamped as [`ANN_TEMPLATE_HASH`].
+pub fn template_hash(spec: &Value) -> String {
+    md5_hex(spec)
+}
+
+/// Where a vtbackup Pod's `/vt/vtdataroot` comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataVolume {
+    /// The `vtbackup` container's mount at `/vt/vtdataroot`.
+    pub mount: Value,
+    /// Index of the volume it names in `spec.volumes`, and the volume.
+    pub volume: Option<(usize, Value)>,
+}
+
+impl DataVolume {
+    /// Whether it is the operator's default: the PVC volume of the Pod's own name.
+    pub fn is_default_pvc(&self, pod_name: &str) -> bool {
+        self.volume.as_ref().is_some_and(|(_, v)| {
+            v.get("name").and_then(Value::as_str) == Some(labels::DATA_VOLUME)
+                && v.pointer("/persistentVolumeClaim/claimName")
+                    .and_then(Value::as_str)
+                    == Some(pod_name)
+        })
+    }
+
+    /// The hash of the mount and its volume, stamped as [`ANN_DATA_VOLUME_HASH`].
+    pub fn hash(&self) -> String {
+        md5_hex(&json!({
+            "mount": self.mount,
+            "volume": self.volume.as_ref().map(|(_, v)| v),
+        }))
+    }
+}
+
+/// The data volume of a vtbackup Pod (its `vtbackup` container's mount at
+/// `/vt/vtdataroot`); `None` when the Pod has no such container or mount.
+pub fn data_volume(pod: &Value) -> Option<DataVolume> {
+    let containers = pod.pointer("/spec/containers")?.as_array()?;
+    let vtbackup = containers
+        .iter()
+        .find(|c| c.get("name").and_then(Value::as_str) == Some(CONTAINER))?;
+    let mount = vtbackup
+        .get("volumeMounts")?
+        .as_array()?
+        .iter()
+        .find(|m| m.get("mountPath").and_then(Value::as_str) == Some(DATA_ROOT))?
+        .clone();
+    let name = mount.get("name").and_then(Value::as_str);
+    let volume = pod
+        .pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .and_then(|vs| {
+            vs.iter()
+                .enumerate()
+                .find(|(_, v)| name.is_some() && v.get("name").and_then(Value::as_str) == name)
+                .map(|(i, v)| (i, v.clone()))
+        });
+    Some(DataVolume { mount, volume })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod() -> Value {
+        json!({
+            "metadata": {"name": "example-commerce-x-x-vtbackup-init-c6db73c9",
+                         "labels": {"planetscale.com/component": "vtbackup", "backup.planetscale.com/type": "init"}},
+            "spec": {
+                "containers": [{"name": "vtbackup", "volumeMounts": [
+                    {"name": "vt-root", "mountPath": "/vt/config", "subPath": "config"},
+                    {"name": "persistent-volume-claim", "mountPath": "/vt/vtdataroot", "subPath": "vtdataroot"}]}],
+                "volumes": [{"name": "vt-root", "emptyDir": {}},
+                            {"name": "persistent-volume-claim", "persistentVolumeClaim": {"claimName": "example-commerce-x-x-vtbackup-init-c6db73c9"}}],
+            }
+        })
+    }
+
+    #[test]
+    fn objects_are_told_apart_by_their_labels() {
+        let p = pod();
+        assert_eq!(
+            BackupObject::classify(&p, true),
+            Some(BackupObject::InitPod)
+        );
+        assert_eq!(
+            BackupObject::classify(&p, false),
+            Some(BackupObject::InitPvc)
+        );
+        let sched = json!({"metadata": {"labels": {"backup.planetscale.com/type": "update", "planetscale.com/backup-schedule": "s"}}});
+        assert_eq!(
+            BackupObject::classify(&sched, false),
+            Some(BackupObject::ScheduledPvc)
+        );
+        assert_eq!(
+            BackupObject::classify(&sched, true),
+            None,
+            "scheduled Job pods are not changed"
+        );
+        let no_schedule =
+            json!({"metadata": {"labels": {"backup.planetscale.com/type": "update"}}});
+        assert_eq!(BackupObject::classify(&no_schedule, false), None);
+        let tablet = json!({"metadata": {"labels": {"planetscale.com/component": "vttablet", "backup.planetscale.com/type": "init"}}});
+        assert_eq!(BackupObject::classify(&tablet, true), None);
+        assert_eq!(BackupObject::classify(&json!({}), false), None);
+    }
+
+    #[test]
+    fn the_data_volume_is_the_vtbackup_containers_mount_at_the_data_root() {
+        let p = pod();
+        let d = data_volume(&p).unwrap();
+        assert_eq!(d.mount["name"], "persistent-volume-claim");
+        assert_eq!(d.volume.as_ref().unwrap().0, 1);
+        assert!(d.is_default_pvc("example-commerce-x-x-vtbackup-init-c6db73c9"));
+        assert!(!d.is_default_pvc("other"));
+        // extraVolumes replaced the data volume by name: not the default any more.
+        let mut q = p.clone();
+        q["spec"]["volumes"][1] =
+            json!({"name": "persistent-volume-claim", "emptyDir": {"sizeLimit": "10Gi"}});
+        let dq = data_volume(&q).unwrap();
+        assert!(!dq.is_default_pvc("example-commerce-x-x-vtbackup-init-c6db73c9"));
+        assert_ne!(dq.hash(), d.hash(), "the volume source is in the hash");
+        // extraVolumeMounts moved /vt/vtdataroot onto another volume.
+        let mut r = p.clone();
+        r["spec"]["containers"][0]["volumeMounts"][1]["name"] = json!("vt-root");
+        let dr = data_volume(&r).unwrap();
+        assert_eq!(dr.volume.as_ref().unwrap().0, 0);
+        assert_ne!(dr.hash(), d.hash(), "the mount is in the hash");
+        // No vtbackup container, or no mount at the data root.
+        let mut s = p.clone();
+        s["spec"]["containers"][0]["name"] = json!("sidecar");
+        assert!(data_volume(&s).is_none());
+        let mut t = p;
+        t["spec"]["containers"][0]["volumeMounts"][1]["mountPath"] = json!("/data");
+        assert!(data_volume(&t).is_none());
+    }
+
+    #[test]
+    fn hashes_ignore_key_order_and_nulls_and_see_every_value() {
+        let a = json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}});
+        let b = json!({"resources": {"requests": {"storage": "10Gi"}}, "storageClassName": null, "accessModes": ["ReadWriteOnce"]});
+        assert_eq!(template_hash(&a), template_hash(&b));
+        let c = json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "11Gi"}}});
+        assert_ne!(template_hash(&a), template_hash(&c));
+        assert_eq!(template_hash(&a).len(), 32);
+        // An explicit empty storage class is a value, not an absence.
+        let d = json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}, "storageClassName": ""});
+        assert_ne!(template_hash(&a), template_hash(&d));
+    }
+
+    #[test]
+    fn the_desired_initial_template_follows_the_storage_choice() {
+        let pool = json!({"resources": {"requests": {"storage": "100Gi"}}});
+        let own = json!({"resources": {"requests": {"storage": "10Gi"}}});
+        assert_eq!(
+            desired_init_template(&VtbackupStorage::InheritFirstPool, Some(&pool)),
+            Some(pool.clone())
+        );
+        assert_eq!(
+            desired_init_template(&VtbackupStorage::InheritFirstPool, None),
+            None
+        );
+        assert_eq!(
+            desired_init_template(&VtbackupStorage::EmptyDirForInitialBackup, Some(&pool)),
+            Some(placeholder_spec())
+        );
+        assert_eq!(
+            desired_init_template(&VtbackupStorage::Template(own.clone()), Some(&pool)),
+            Some(own)
+        );
+        let p = placeholder_spec();
+        assert_eq!(p["storageClassName"], PLACEHOLDER_CLASS);
+        assert!(p["selector"]["matchLabels"][PLACEHOLDER_SELECTOR].is_string());
+    }
+}

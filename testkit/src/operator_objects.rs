@@ -1,0 +1,280 @@
+//! Pods and PVCs shaped exactly as vitess-operator creates them (names, labels, volumes,
+//! mounts, init containers), for the admission webhook's and the storage reconciler's
+//! tests. Each shape is read from the operator's source (planetscale/vitess-operator):
+//!
+//! - tablet Pod: `pkg/operator/vttablet/pod.go` (`NewPod`, `UpdatePod`), volumes from
+//!   `volumes.go` and `mysqlctld.go`, init containers `init-vt-root` and
+//!   `init-mysql-socket` (`mysqlctld.go`), then the pool's; containers `vttablet`, `mysqld`
+//!   (`constants.go`); labels from `pkg/controller/vitessshard/reconcile_tablets.go`;
+//! - tablet PVC: `pkg/operator/vttablet/pvc.go` (`NewPVC`): the Pod's name and labels, the
+//!   pool's `dataVolumeClaimTemplate` as its spec;
+//! - vtbackup initial-backup Pod and PVC: `pkg/operator/vttablet/vtbackup_pod.go`
+//!   (`InitialBackupPodName`, `NewBackupPod`), labels from
+//!   `pkg/operator/vitessbackup/labels.go`; restartPolicy OnFailure; container `vtbackup`
+//!   mounting `persistent-volume-claim` at `/vt/vtdataroot` (subPath `vtdataroot`); pool
+//!   `extraVolumes` merged by name and `extraVolumeMounts` by mountPath;
+//! - scheduled-backup PVC: `pkg/controller/vitessbackupschedule/vitessbackupschedule_controller.go`
+//!   (`createVtbackupJob`): the Job's name (at most 63 characters), labels
+//!   `backup.planetscale.com/type=update`, `planetscale.com/backup-schedule`, …
+
+use serde_json::{Value, json};
+use vtsnap_core::labels;
+use vtsnap_core::naming::{
+    KeyRange, TabletAlias, join_name, join_with_limit, tablet_pod_name, tablet_uid,
+};
+
+/// A shard's coordinates as the operator's labels carry them.
+#[derive(Debug, Clone)]
+pub struct OperatorShard {
+    pub namespace: String,
+    pub cluster: String,
+    pub keyspace: String,
+    pub shard: KeyRange,
+    pub cell: String,
+}
+
+/// `example/commerce/-` in namespace `vitess`, cell `zone1`.
+pub fn operator_shard() -> OperatorShard {
+    OperatorShard {
+        namespace: "vitess".into(),
+        cluster: "example".into(),
+        keyspace: "commerce".into(),
+        shard: KeyRange::from_safe_name("x-x").unwrap_or_else(|e| panic!("{e}")),
+        cell: "zone1".into(),
+    }
+}
+
+/// A pool's `dataVolumeClaimTemplate` of `size`.
+pub fn pvc_template(size: &str) -> Value {
+    json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}})
+}
+
+impl OperatorShard {
+    pub fn named(mut self, keyspace: &str, shard: &str) -> Self {
+        self.keyspace = keyspace.into();
+        self.shard = shard.parse().unwrap_or_else(|e| panic!("{e}"));
+        self
+    }
+
+    fn shard_labels(&self) -> serde_json::Map<String, Value> {
+        let mut m = serde_json::Map::new();
+        m.insert(labels::CLUSTER.into(), json!(self.cluster));
+        m.insert(labels::KEYSPACE.into(), json!(self.keyspace));
+        m.insert(labels::SHARD.into(), json!(self.shard.safe_name()));
+        m
+    }
+
+    /// Tablet `index` (from 1) of pool `pool`.
+    pub fn tablet(&self, pool: &str, index: u32) -> OperatorTablet {
+        let uid = tablet_uid(&self.cell, &self.keyspace, &self.shard, pool, index);
+        let alias = TabletAlias {
+            cell: self.cell.clone(),
+            uid,
+        };
+        OperatorTablet {
+            shard: self.clone(),
+            pool: pool.into(),
+            index,
+            name: tablet_pod_name(&self.cluster, &alias),
+            alias,
+        }
+    }
+
+    /// `<cluster>-<keyspace>-<shardSafe>-vtbackup-init-<hash8>`.
+    pub fn vtbackup_init_name(&self) -> String {
+        join_name(&[
+            &self.cluster,
+            &self.keyspace,
+            &self.shard.safe_name(),
+            "vtbackup",
+            "init",
+        ])
+    }
+
+    fn vtbackup_labels(&self) -> Value {
+        let mut m = self.shard_labels();
+        m.insert(labels::COMPONENT.into(), json!(labels::COMPONENT_VTBACKUP));
+        m.insert("backup.planetscale.com/type".into(), json!("init"));
+        m.insert("backup.planetscale.com/location".into(), json!(""));
+        Value::Object(m)
+    }
+
+    /// The initial-backup Pod, built from the first pool (no extra volumes or mounts).
+    pub fn vtbackup_init_pod(&self) -> Value {
+        let name = self.vtbackup_init_name();
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": self.namespace, "labels": self.vtbackup_labels()},
+            "spec": {
+                "restartPolicy": "OnFailure",
+                "securityContext": {"fsGroup": 999, "runAsUser": 999},
+                "initContainers": [{"name": "init-vt-root", "image": "vitess/lite", "command": ["bash", "-c"],
+                    "volumeMounts": [{"name": "vt-root", "mountPath": "/mnt/vt"}]}],
+                "containers": [{"name": "vtbackup", "image": "vitess/lite", "command": ["/vt/bin/vtbackup"],
+                    "volumeMounts": [
+                        {"name": "vt-root", "mountPath": "/etc/ssl/certs", "subPath": "certs", "readOnly": true},
+                        {"name": "vt-root", "mountPath": "/vt/bin", "subPath": "bin"},
+                        {"name": "vt-root", "mountPath": "/vt/config", "subPath": "config"},
+                        {"name": "vt-root", "mountPath": "/vt/socket", "subPath": "socket"},
+                        {"name": labels::DATA_VOLUME, "mountPath": "/vt/vtdataroot", "subPath": "vtdataroot"}]}],
+                "volumes": [
+                    {"name": "vt-root", "emptyDir": {}},
+                    {"name": labels::DATA_VOLUME, "persistentVolumeClaim": {"claimName": name}}],
+            }
+        })
+    }
+
+    /// The initial backup's PVC: the first pool's template as its spec.
+    pub fn vtbackup_init_pvc(&self, template: &Value) -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": self.vtbackup_init_name(), "namespace": self.namespace, "labels": self.vtbackup_labels()},
+            "spec": template,
+        })
+    }
+
+    /// A scheduled backup's PVC (named as its Job: at most 63 characters).
+    pub fn scheduled_backup_pvc(
+        &self,
+        schedule: &str,
+        scheduled_unix: i64,
+        template: &Value,
+    ) -> Value {
+        let vbsc = join_name(&[&self.cluster, "vbsc", schedule]);
+        let name = join_with_limit(
+            &[
+                &vbsc,
+                &self.keyspace,
+                &self.shard.safe_name(),
+                &scheduled_unix.to_string(),
+            ],
+            63,
+        );
+        let mut l = self.shard_labels();
+        l.insert("backup.planetscale.com/type".into(), json!("update"));
+        l.insert("backup.planetscale.com/location".into(), json!(""));
+        l.insert("planetscale.com/backup-schedule".into(), json!(vbsc));
+        l.insert("planetscale.com/backup-method".into(), json!("vtbackup"));
+        json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": self.namespace, "labels": l},
+            "spec": template,
+        })
+    }
+}
+
+/// A pool's `extraVolumes` entry applied the operator's way: replaces the volume of its
+/// name, or is appended.
+pub fn with_extra_volume(mut pod: Value, volume: Value) -> Value {
+    let name = volume.get("name").cloned();
+    if let Some(vs) = pod
+        .pointer_mut("/spec/volumes")
+        .and_then(Value::as_array_mut)
+    {
+        match vs.iter_mut().find(|v| v.get("name") == name.as_ref()) {
+            Some(v) => *v = volume,
+            None => vs.push(volume),
+        }
+    }
+    pod
+}
+
+/// A pool's `extraVolumeMounts` entry: replaces the mount at its path in every container,
+/// or is appended.
+pub fn with_extra_mount(mut pod: Value, mount: Value) -> Value {
+    let path = mount.get("mountPath").cloned();
+    if let Some(cs) = pod
+        .pointer_mut("/spec/containers")
+        .and_then(Value::as_array_mut)
+    {
+        for c in cs {
+            if let Some(ms) = c.get_mut("volumeMounts").and_then(Value::as_array_mut) {
+                match ms.iter_mut().find(|m| m.get("mountPath") == path.as_ref()) {
+                    Some(m) => *m = mount.clone(),
+                    None => ms.push(mount.clone()),
+                }
+            }
+        }
+    }
+    pod
+}
+
+/// One tablet of a pool.
+#[derive(Debug, Clone)]
+pub struct OperatorTablet {
+    pub shard: OperatorShard,
+    pub pool: String,
+    pub index: u32,
+    pub alias: TabletAlias,
+    /// The Pod's and the PVC's name.
+    pub name: String,
+}
+
+impl OperatorTablet {
+    fn labels(&self) -> Value {
+        let mut m = self.shard.shard_labels();
+        m.insert(labels::COMPONENT.into(), json!(labels::COMPONENT_VTTABLET));
+        m.insert(labels::CELL.into(), json!(self.shard.cell));
+        m.insert(labels::TABLET_UID.into(), json!(self.alias.uid.padded()));
+        m.insert(labels::TABLET_TYPE.into(), json!(self.pool));
+        m.insert(labels::TABLET_INDEX.into(), json!(self.index.to_string()));
+        Value::Object(m)
+    }
+
+    /// The data PVC, with the pool's template as its spec.
+    pub fn pvc(&self, template: &Value) -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": self.name, "namespace": self.shard.namespace, "labels": self.labels()},
+            "spec": template,
+        })
+    }
+
+    /// The Pod (a pool with a data volume template, mysqld and no pool init containers).
+    pub fn pod(&self) -> Value {
+        let socket = json!({"name": "vt-root", "mountPath": "/vt/socket", "subPath": "socket"});
+        let config = json!({"name": "vt-root", "mountPath": "/vt/config", "subPath": "config", "readOnly": true});
+        let data = json!({"name": labels::DATA_VOLUME, "mountPath": "/vt/vtdataroot", "subPath": "vtdataroot"});
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": self.name, "namespace": self.shard.namespace, "labels": self.labels()},
+            "spec": {
+                "securityContext": {"fsGroup": 999, "runAsUser": 999},
+                "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 2, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {
+                        labels::CLUSTER: self.shard.cluster, labels::KEYSPACE: self.shard.keyspace, labels::SHARD: self.shard.shard.safe_name()}}}}]}},
+                "initContainers": [
+                    {"name": "init-vt-root", "image": "vitess/lite", "volumeMounts": [{"name": "vt-root", "mountPath": "/mnt/vt"}]},
+                    {"name": "init-mysql-socket", "image": "vitess/lite", "volumeMounts": [data]}],
+                "containers": [
+                    {"name": "vttablet", "image": "vitess/lite", "command": ["/vt/bin/vttablet"], "volumeMounts": [config, socket, data]},
+                    {"name": "mysqld", "image": "vitess/lite", "command": ["/vt/bin/mysqlctld"], "volumeMounts": [config, socket, data]}],
+                "volumes": [
+                    {"name": "vt-root", "emptyDir": {}},
+                    {"name": labels::DATA_VOLUME, "persistentVolumeClaim": {"claimName": self.name}}],
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_operators_formulas() {
+        let s = operator_shard();
+        // pkg/operator/vttablet/uid.go and names/join.go (see core's naming tests).
+        assert_eq!(
+            s.tablet("replica", 1).name,
+            "example-vttablet-zone1-2548885007-46a852d0"
+        );
+        assert_eq!(
+            s.vtbackup_init_name(),
+            "example-commerce-x-x-vtbackup-init-c6db73c9"
+        );
+        let p = s.scheduled_backup_pvc("daily", 1_800_000_000, &pvc_template("10Gi"));
+        let name = p["metadata"]["name"].as_str().unwrap();
+        assert!(name.len() <= 63, "{name}");
+    }
+}

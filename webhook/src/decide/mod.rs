@@ -1,0 +1,244 @@
+//! The decisions, pure: `(object, policy, inventory) → JSON patch + reasons`. Nothing here
+//! does I/O; the server and the offline `review` call [`decide`] with what they observed.
+
+mod pod;
+mod restore;
+mod vtbackup;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+use serde_json::Value;
+use vtsnap_core::config::{Config, resolve_in};
+use vtsnap_core::labels;
+use vtsnap_core::naming::KeyRange;
+use vtsnap_core::vtbackup::BackupObject;
+
+pub use pod::{RESTORE_CONTAINER, data_claim as data_claim_of, restore_container};
+pub use restore::{
+    ANN_RESTORE_NODE, ANN_RESTORE_REASON, ANN_RESTORED_FROM, Choice, Rejection, choose,
+};
+
+use crate::inventory::{Inventory, ShardKey};
+use crate::patch::Op;
+
+/// Why the webhook did what it did, one code per part of a decision (kebab-case in the
+/// response's audit annotation, the PVC's annotation and the logs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Code {
+    /// Not an object vtsnap changes (another kind, operation or component).
+    NotVtsnaps,
+    /// The object's cluster is not in the config.
+    ClusterNotConfigured,
+    /// The object's labels do not name a shard vtsnap can read.
+    LabelsUnreadable,
+    /// The caches have not been filled yet: nothing is decided from them.
+    InventoryNotSynced,
+    // Restore injection (tablet PVCs).
+    RestoreDisabled,
+    PoolNotOptedIn,
+    HasDataSource,
+    SizeUnreadable,
+    ShardStateUnknown,
+    ShardStateStale,
+    ShardHasNoPrimary,
+    ShardVersionUnknown,
+    ShardVersionsDiffer,
+    NoUsableSnapshot,
+    RestoredFromSnapshot,
+    // Tablet Pods.
+    RestoreContainerAdded,
+    RestoreContainerPresent,
+    NoRestoreImage,
+    NoDataVolume,
+    PinnedToSourceNode,
+    NodeSelectorConflict,
+    RestorePvcUnknown,
+    // vtbackup storage.
+    EmptyDirForInitialBackup,
+    DataVolumeOverridden,
+    NoDataMount,
+    PlaceholderPvc,
+    VtbackupTemplate,
+    InheritFirstPool,
+    FirstPoolTemplateUnknown,
+}
+
+impl Code {
+    pub fn as_str(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default()
+    }
+}
+
+/// One part of a decision and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Note {
+    pub code: Code,
+    pub message: String,
+}
+
+/// An Event the server records about the object (never on a dry run).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EventNote {
+    pub reason: &'static str,
+    pub message: String,
+    pub warning: bool,
+}
+
+/// What the webhook answers: the patch (possibly empty) and why.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Decision {
+    pub patch: Vec<Op>,
+    pub notes: Vec<Note>,
+    pub event: Option<EventNote>,
+}
+
+impl Decision {
+    pub fn note(code: Code, message: impl Into<String>) -> Self {
+        Self {
+            notes: vec![Note {
+                code,
+                message: message.into(),
+            }],
+            ..Self::default()
+        }
+    }
+
+    pub fn push(&mut self, code: Code, message: impl Into<String>) {
+        self.notes.push(Note {
+            code,
+            message: message.into(),
+        });
+    }
+
+    /// The codes, comma-separated (the audit annotation).
+    pub fn codes(&self) -> String {
+        self.notes
+            .iter()
+            .map(|n| n.code.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// The kinds of object the webhook is registered for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    PersistentVolumeClaim,
+    Pod,
+}
+
+/// The review request, as the decision needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Review<'a> {
+    /// `None`: a kind the webhook does not change.
+    pub kind: Option<Kind>,
+    pub operation: &'a str,
+    pub namespace: &'a str,
+    pub object: &'a Value,
+}
+
+/// The webhook's own settings that decisions depend on.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The image of the injected `vtsnap-restore` init container (`None`: not injected;
+    /// the pool's `initContainers` carry it).
+    pub restore_image: Option<String>,
+    /// Shard states older than this are not trusted.
+    pub shard_state_max_age: Duration,
+}
+
+fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/labels")
+        .and_then(|l| l.get(key))
+        .and_then(Value::as_str)
+}
+
+pub fn name_of(obj: &Value) -> &str {
+    obj.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// The shard an object's operator labels name.
+fn shard_of(obj: &Value, namespace: &str) -> Result<ShardKey, String> {
+    let need = |k: &str| label(obj, k).ok_or_else(|| format!("label {k} is missing"));
+    let safe = need(labels::SHARD)?;
+    let shard =
+        KeyRange::from_safe_name(safe).map_err(|e| format!("label {}: {e}", labels::SHARD))?;
+    Ok(ShardKey {
+        namespace: namespace.to_owned(),
+        cluster: need(labels::CLUSTER)?.to_owned(),
+        keyspace: need(labels::KEYSPACE)?.to_owned(),
+        shard: shard.to_string(),
+    })
+}
+
+/// The decision for one review.
+pub fn decide(
+    review: &Review<'_>,
+    config: &Config,
+    settings: &Settings,
+    inventory: &dyn Inventory,
+    now: Timestamp,
+) -> Decision {
+    let obj = review.object;
+    let Some(kind) = review.kind.filter(|_| review.operation == "CREATE") else {
+        return Decision::note(Code::NotVtsnaps, "only Pod and PVC creation is changed");
+    };
+    let tablet = label(obj, labels::COMPONENT) == Some(labels::COMPONENT_VTTABLET);
+    let backup = BackupObject::classify(obj, kind == Kind::Pod);
+    if !tablet && backup.is_none() {
+        return Decision::note(Code::NotVtsnaps, "neither a tablet's nor a vtbackup object");
+    }
+    let shard = match shard_of(obj, review.namespace) {
+        Ok(s) => s,
+        Err(why) => return Decision::note(Code::LabelsUnreadable, why),
+    };
+    let Some(cluster) = config.cluster_in(&shard.namespace, &shard.cluster) else {
+        return Decision::note(
+            Code::ClusterNotConfigured,
+            format!(
+                "cluster {}/{} is not in vtsnap's config",
+                shard.namespace, shard.cluster
+            ),
+        );
+    };
+    if !inventory.synced() {
+        return Decision::note(
+            Code::InventoryNotSynced,
+            "the webhook's caches are not filled yet: left as created",
+        );
+    }
+    let policy = resolve_in(cluster, &shard.keyspace, &shard.shard);
+    match (kind, backup) {
+        (Kind::PersistentVolumeClaim, None) => restore::tablet_pvc(
+            obj,
+            &shard,
+            &policy.restore,
+            label(obj, labels::TABLET_TYPE).unwrap_or(""),
+            settings,
+            inventory,
+            now,
+        ),
+        (Kind::Pod, None) => pod::tablet_pod(
+            obj,
+            &policy.restore,
+            label(obj, labels::TABLET_TYPE).unwrap_or(""),
+            settings,
+            inventory.pvc(review.namespace, &pod::data_claim(obj).unwrap_or_default()),
+        ),
+        (_, Some(b)) => {
+            let first_pool = inventory.cluster(&shard.namespace, &shard.cluster);
+            vtbackup::vtbackup(obj, b, &shard, &policy.vtbackup, first_pool.as_ref())
+        }
+    }
+}

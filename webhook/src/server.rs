@@ -1,0 +1,375 @@
+//! The HTTPS server: `POST /mutate` (AdmissionReview), `/healthz`, `/readyz` (the caches
+//! are filled), `/metrics`, and `/debug/shards` (the vtctld states reviews use, the input
+//! of the offline `review --shards`).
+//!
+//! Bounded everywhere: a body above [`crate::admission::MAX_BODY`] is refused (413), a TLS
+//! handshake or request head has 5 s, at most [`MAX_CONNECTIONS`] connections are served at
+//! once (more wait in the kernel's accept queue). Events go through a bounded queue to a
+//! task of their own: a review never waits for the API server.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_rustls::TlsAcceptor;
+use vtsnap_core::config::Config;
+use vtsnap_core::events::{self, Subject};
+
+use crate::admission::{self, MAX_BODY};
+use crate::cache::Caches;
+use crate::decide::{Decision, EventNote, Kind, Settings};
+use crate::inventory::Inventory;
+use crate::review::{Overlay, review};
+
+pub const MAX_CONNECTIONS: usize = 512;
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a cache miss may wait for a PVC read before the Pod is decided without it.
+const PVC_READ_TIMEOUT: Duration = Duration::from_secs(1);
+const EVENT_QUEUE: usize = 256;
+const COMPONENT: &str = "vtsnap-admission";
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    decisions: Mutex<BTreeMap<String, u64>>,
+    bad_reviews: Mutex<u64>,
+    events_dropped: Mutex<u64>,
+}
+
+impl Metrics {
+    fn count(&self, d: &Decision) {
+        let code = d.notes.first().map(|n| n.code.as_str()).unwrap_or_default();
+        if let Ok(mut m) = self.decisions.lock() {
+            *m.entry(code).or_default() += 1;
+        }
+    }
+
+    fn bump(counter: &Mutex<u64>) {
+        if let Ok(mut c) = counter.lock() {
+            *c += 1;
+        }
+    }
+
+    fn render(&self, caches: &Caches) -> String {
+        let mut out = String::new();
+        out.push_str(
+            "# HELP vtsnap_admission_reviews_total Reviews answered, by the first decision code.\n",
+        );
+        out.push_str("# TYPE vtsnap_admission_reviews_total counter\n");
+        if let Ok(m) = self.decisions.lock() {
+            for (code, n) in m.iter() {
+                out.push_str(&format!(
+                    "vtsnap_admission_reviews_total{{decision=\"{code}\"}} {n}\n"
+                ));
+            }
+        }
+        let get = |c: &Mutex<u64>| c.lock().map(|v| *v).unwrap_or(0);
+        out.push_str(
+            "# HELP vtsnap_admission_bad_reviews_total Reviews answered 400 (unreadable).\n",
+        );
+        out.push_str("# TYPE vtsnap_admission_bad_reviews_total counter\n");
+        out.push_str(&format!(
+            "vtsnap_admission_bad_reviews_total {}\n",
+            get(&self.bad_reviews)
+        ));
+        out.push_str(
+            "# HELP vtsnap_admission_events_dropped_total Events not recorded (queue full).\n",
+        );
+        out.push_str("# TYPE vtsnap_admission_events_dropped_total counter\n");
+        out.push_str(&format!(
+            "vtsnap_admission_events_dropped_total {}\n",
+            get(&self.events_dropped)
+        ));
+        out.push_str("# HELP vtsnap_admission_cache_synced Whether every cache has been filled.\n");
+        out.push_str("# TYPE vtsnap_admission_cache_synced gauge\n");
+        out.push_str(&format!(
+            "vtsnap_admission_cache_synced {}\n",
+            u8::from(caches.synced())
+        ));
+        out.push_str("# HELP vtsnap_admission_snapshots_cached VolumeSnapshots in the cache.\n");
+        out.push_str("# TYPE vtsnap_admission_snapshots_cached gauge\n");
+        out.push_str(&format!(
+            "vtsnap_admission_snapshots_cached {}\n",
+            caches.snapshot_count()
+        ));
+        out
+    }
+}
+
+/// An Event to record.
+#[derive(Debug)]
+struct EventJob {
+    namespace: String,
+    subject: Subject,
+    note: EventNote,
+}
+
+/// What every request handler shares.
+pub struct App {
+    pub config: Arc<Config>,
+    pub settings: Settings,
+    pub caches: Caches,
+    pub client: kube::Client,
+    pub metrics: Metrics,
+    events: mpsc::Sender<EventJob>,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("caches", &self.caches)
+            .finish_non_exhaustive()
+    }
+}
+
+impl App {
+    /// The app and the task that records its Events.
+    pub fn new(
+        config: Arc<Config>,
+        settings: Settings,
+        caches: Caches,
+        client: kube::Client,
+    ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
+        let (tx, mut rx) = mpsc::channel::<EventJob>(EVENT_QUEUE);
+        let events_client = client.clone();
+        let task = tokio::spawn(async move {
+            while let Some(job) = rx.recv().await {
+                events::emit(
+                    &events_client,
+                    COMPONENT,
+                    &job.namespace,
+                    &job.subject,
+                    job.note.reason,
+                    &job.note.message,
+                    job.note.warning,
+                )
+                .await;
+            }
+        });
+        (
+            Arc::new(Self {
+                config,
+                settings,
+                caches,
+                client,
+                metrics: Metrics::default(),
+                events: tx,
+            }),
+            task,
+        )
+    }
+
+    /// A Pod's data PVC when the cache does not have it yet (the operator creates the
+    /// PVC first, but the watch may lag): one GET, bounded.
+    async fn pvc_for(&self, req: &admission::Request) -> Option<Value> {
+        if req.kind != Some(Kind::Pod) || req.operation != "CREATE" {
+            return None;
+        }
+        let claim = crate::decide::data_claim_of(&req.object)?;
+        if self.caches.pvc(&req.namespace, &claim).is_some() {
+            return None;
+        }
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &req.namespace);
+        match tokio::time::timeout(PVC_READ_TIMEOUT, api.get_opt(&claim)).await {
+            Ok(Ok(Some(p))) => serde_json::to_value(p).ok(),
+            Ok(Ok(None)) => None,
+            Ok(Err(e)) => {
+                tracing::warn!(pvc = %claim, error = %e, "reading the Pod's PVC failed");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(pvc = %claim, "reading the Pod's PVC timed out");
+                None
+            }
+        }
+    }
+
+    async fn mutate(&self, body: &[u8]) -> Response<Full<Bytes>> {
+        let req = match admission::parse(body) {
+            Ok(r) => r,
+            Err(e) => {
+                Metrics::bump(&self.metrics.bad_reviews);
+                tracing::warn!(error = %e, "unreadable AdmissionReview");
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    &format!("unreadable AdmissionReview: {e}\n"),
+                );
+            }
+        };
+        let extra = self.pvc_for(&req).await;
+        let overlay = Overlay::new(&self.caches, extra);
+        let (response, decision) = review(
+            &req,
+            &self.config,
+            &self.settings,
+            &overlay,
+            Timestamp::now(),
+        );
+        self.metrics.count(&decision);
+        tracing::info!(
+            uid = %req.uid, namespace = %req.namespace, name = crate::decide::name_of(&req.object),
+            decision = %decision.codes(), patch_ops = decision.patch.len(), "reviewed"
+        );
+        if let Some(note) = decision.event.clone().filter(|_| !req.dry_run) {
+            let subject = Subject {
+                api_version: "v1".into(),
+                kind: match req.kind {
+                    Some(Kind::Pod) => "Pod",
+                    _ => "PersistentVolumeClaim",
+                }
+                .into(),
+                name: crate::decide::name_of(&req.object).to_owned(),
+                uid: None,
+            };
+            let job = EventJob {
+                namespace: req.namespace.clone(),
+                subject,
+                note,
+            };
+            if self.events.try_send(job).is_err() {
+                Metrics::bump(&self.metrics.events_dropped);
+            }
+        }
+        json(StatusCode::OK, &response)
+    }
+
+    async fn handle(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+    ) -> Result<Response<Full<Bytes>>, Infallible> {
+        let (parts, body) = req.into_parts();
+        let r = match (&parts.method, parts.uri.path()) {
+            (&Method::POST, "/mutate") => match Limited::new(body, MAX_BODY).collect().await {
+                Ok(b) => self.mutate(&b.to_bytes()).await,
+                Err(e) => {
+                    Metrics::bump(&self.metrics.bad_reviews);
+                    let too_large = e
+                        .downcast_ref::<http_body_util::LengthLimitError>()
+                        .is_some();
+                    if too_large {
+                        text(
+                            StatusCode::PAYLOAD_TOO_LARGE,
+                            &format!("the review is larger than {MAX_BODY} bytes\n"),
+                        )
+                    } else {
+                        text(
+                            StatusCode::BAD_REQUEST,
+                            &format!("the review could not be read: {e}\n"),
+                        )
+                    }
+                }
+            },
+            (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
+            (&Method::GET, "/readyz") if self.caches.synced() => text(StatusCode::OK, "ok\n"),
+            (&Method::GET, "/readyz") => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the caches are not filled yet\n",
+            ),
+            (&Method::GET, "/metrics") => text(StatusCode::OK, &self.metrics.render(&self.caches)),
+            (&Method::GET, "/debug/shards") => {
+                let states: Vec<_> = self
+                    .caches
+                    .shard_states()
+                    .read()
+                    .map(|m| m.values().cloned().collect())
+                    .unwrap_or_default();
+                json(
+                    StatusCode::OK,
+                    &serde_json::to_value(states).unwrap_or_default(),
+                )
+            }
+            (_, "/mutate" | "/healthz" | "/readyz" | "/metrics" | "/debug/shards") => {
+                text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n")
+            }
+            _ => text(StatusCode::NOT_FOUND, "not found\n"),
+        };
+        Ok(r)
+    }
+}
+
+fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body.to_owned())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+fn json(status: StatusCode, v: &Value) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(v.to_string())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// Serves HTTPS on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    app: Arc<App>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let acceptor = TlsAcceptor::from(tls);
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            () = &mut shutdown => return,
+        };
+        let (tcp, peer): (_, SocketAddr) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // EMFILE and the like: pause instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let acceptor = acceptor.clone();
+        let app = app.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let service = hyper::service::service_fn(move |r| app.clone().handle(r));
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HANDSHAKE_TIMEOUT)
+                .serve_connection(TokioIo::new(tls), service);
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+}
