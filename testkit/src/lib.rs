@@ -25,6 +25,7 @@ pub mod fake_snapshotter;
 pub mod fake_vtctld;
 pub mod fixtures;
 pub mod grpc;
+pub mod https;
 pub mod layout;
 pub mod mariadb;
 pub mod operator_objects;

@@ -278,3 +278,80 @@ mod tests {
         assert!(name.len() <= 63, "{name}");
     }
 }
+
+/// One of vtsnap's VolumeSnapshots of `shard` as `vtsnap-snapshot run` leaves it once
+/// ready: cut at `cut`, of a MySQL 8.0.36 tablet on `node-2`, `restoreSize` 64Gi.
+#[derive(Debug, Clone)]
+pub struct VtsnapSnapshot {
+    pub shard: OperatorShard,
+    pub name: String,
+    pub cut: k8s_openapi::jiff::Timestamp,
+    pub ready: bool,
+    pub phase: &'static str,
+    pub version: String,
+    pub flavor: &'static str,
+    pub size: Option<String>,
+    pub node: String,
+    pub unusable: Option<String>,
+}
+
+impl OperatorShard {
+    pub fn snapshot(&self, name: &str, cut: k8s_openapi::jiff::Timestamp) -> VtsnapSnapshot {
+        VtsnapSnapshot {
+            shard: self.clone(),
+            name: name.into(),
+            cut,
+            ready: true,
+            phase: "ready",
+            version: "8.0.36".into(),
+            flavor: "mysql",
+            size: Some("64Gi".into()),
+            node: "node-2".into(),
+            unusable: None,
+        }
+    }
+}
+
+impl VtsnapSnapshot {
+    pub fn object(&self) -> Value {
+        use vtsnap_core::snapshot::{
+            ANN_CUT_TIME, ANN_GTID_EXECUTED, ANN_UNUSABLE, LABEL_PHASE, NewSnapshot, build,
+        };
+        let r = vtsnap_core::shard::ShardRef {
+            cluster: self.shard.cluster.clone(),
+            namespace: self.shard.namespace.clone(),
+            keyspace: self.shard.keyspace.clone(),
+            shard: self.shard.shard.clone(),
+        };
+        let none = std::collections::BTreeMap::new();
+        let mut o = build(&NewSnapshot {
+            shard: &r,
+            name: self.name.clone(),
+            class: None,
+            source_pvc: "pvc-2",
+            source_tablet: "zone1-0000000102",
+            source_uid: 102,
+            source_node: &self.node,
+            mode: "cold",
+            gtid: (ANN_GTID_EXECUTED, "MySQL56/u:1-100"),
+            mysql_version: &self.version,
+            mysql_flavor: self.flavor,
+            extra_labels: &none,
+            extra_annotations: &none,
+            owner: None,
+        });
+        let cut = self.cut.to_string();
+        o["metadata"]["creationTimestamp"] = json!(cut);
+        o["metadata"]["labels"][LABEL_PHASE] = json!(self.phase);
+        o["metadata"]["annotations"][ANN_CUT_TIME] = json!(cut);
+        if let Some(u) = &self.unusable {
+            o["metadata"]["annotations"][ANN_UNUSABLE] = json!(u);
+        }
+        o["status"] = json!({"boundVolumeSnapshotContentName": format!("c-{}", self.name), "creationTime": cut,
+            "readyToUse": self.ready});
+        if let Some(s) = &self.size {
+            o["status"]["restoreSize"] = json!(s);
+        }
+        o
+    }
+}

@@ -320,7 +320,12 @@ fn json(status: StatusCode, v: &Value) -> Response<Full<Bytes>> {
     r
 }
 
-/// Serves HTTPS on `listener` until `shutdown` resolves.
+/// How long in-flight reviews may take to finish once shutdown begins.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Serves HTTPS on `listener` until `shutdown` resolves; then every connection is closed
+/// (in-flight reviews are answered first, for at most [`DRAIN_TIMEOUT`]): the API server's
+/// kept-alive connections do not outlive the webhook.
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
@@ -329,15 +334,23 @@ pub async fn serve(
 ) {
     let acceptor = TlsAcceptor::from(tls);
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let (closing, closed) = tokio::sync::watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let Ok(permit) = slots.clone().acquire_owned().await else {
-            return;
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
         };
         let accepted = tokio::select! {
             a = listener.accept() => a,
-            () = &mut shutdown => return,
+            () = &mut shutdown => break,
         };
+        // Finished connections are reaped as new ones come.
+        while connections.try_join_next().is_some() {}
         let (tcp, peer): (_, SocketAddr) = match accepted {
             Ok(a) => a,
             Err(e) => {
@@ -349,7 +362,8 @@ pub async fn serve(
         };
         let acceptor = acceptor.clone();
         let app = app.clone();
-        tokio::spawn(async move {
+        let mut closed = closed.clone();
+        connections.spawn(async move {
             let _permit = permit;
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(s)) => s,
@@ -367,9 +381,27 @@ pub async fn serve(
                 .timer(TokioTimer::new())
                 .header_read_timeout(HANDSHAKE_TIMEOUT)
                 .serve_connection(TokioIo::new(tls), service);
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                }
+                _ = closed.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(DRAIN_TIMEOUT, conn).await;
+                }
             }
         });
+    }
+    drop(listener);
+    let _ = closing.send(true);
+    let drained = tokio::time::timeout(DRAIN_TIMEOUT + Duration::from_secs(1), async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        connections.abort_all();
     }
 }

@@ -1,23 +1,20 @@
 //! Every injection rule and every row of seed 000's vtbackup table, on objects shaped as
 //! vitess-operator makes them (`vtsnap_testkit::operator_objects`).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use vtsnap_core::config::Config;
-use vtsnap_core::shard::ShardRef;
-use vtsnap_core::snapshot::{
-    self, ANN_CUT_TIME, ANN_GTID_EXECUTED, ANN_UNUSABLE, LABEL_PHASE, NewSnapshot,
-};
+use vtsnap_core::snapshot::ANN_CUT_TIME;
 use vtsnap_core::vtbackup::{
     ANN_DATA_VOLUME_HASH, ANN_TEMPLATE_HASH, PLACEHOLDER_CLASS, data_volume, placeholder_spec,
     template_hash,
 };
 use vtsnap_testkit::operator_objects::{
-    OperatorShard, operator_shard, pvc_template, with_extra_mount, with_extra_volume,
+    OperatorShard, VtsnapSnapshot, operator_shard, pvc_template, with_extra_mount,
+    with_extra_volume,
 };
 
 use super::*;
@@ -54,8 +51,7 @@ fn settings() -> Settings {
     }
 }
 
-/// A snapshot as `vtsnap-snapshot run` leaves it: cut `age_h` hours ago, ready, of a
-/// MySQL 8.0.36 tablet on node-2, 64Gi.
+/// A snapshot cut `age_h` hours ago, otherwise as the test kit's [`VtsnapSnapshot`].
 struct Snap {
     name: String,
     shard: OperatorShard,
@@ -86,42 +82,17 @@ fn snap(name: &str, age_h: f64) -> Snap {
 
 impl Snap {
     fn object(&self) -> Value {
-        let r = ShardRef {
-            cluster: self.shard.cluster.clone(),
-            namespace: self.shard.namespace.clone(),
-            keyspace: self.shard.keyspace.clone(),
-            shard: self.shard.shard.clone(),
-        };
-        let none = BTreeMap::new();
-        let mut o = snapshot::build(&NewSnapshot {
-            shard: &r,
-            name: self.name.clone(),
-            class: None,
-            source_pvc: "pvc-2",
-            source_tablet: "zone1-0000000102",
-            source_uid: 102,
-            source_node: self.node,
-            mode: "cold",
-            gtid: (ANN_GTID_EXECUTED, "MySQL56/u:1-100"),
-            mysql_version: self.version,
-            mysql_flavor: self.flavor,
-            extra_labels: &none,
-            extra_annotations: &none,
-            owner: None,
-        });
-        let cut = hours_ago(self.age_h).to_string();
-        o["metadata"]["creationTimestamp"] = json!(cut);
-        o["metadata"]["labels"][LABEL_PHASE] = json!(self.phase);
-        o["metadata"]["annotations"][ANN_CUT_TIME] = json!(cut);
-        if let Some(u) = self.unusable {
-            o["metadata"]["annotations"][ANN_UNUSABLE] = json!(u);
+        VtsnapSnapshot {
+            ready: self.ready,
+            phase: self.phase,
+            version: self.version.into(),
+            flavor: self.flavor,
+            size: self.size.map(str::to_owned),
+            node: self.node.into(),
+            unusable: self.unusable.map(str::to_owned),
+            ..self.shard.snapshot(&self.name, hours_ago(self.age_h))
         }
-        o["status"] = json!({"boundVolumeSnapshotContentName": format!("c-{}", self.name), "creationTime": cut,
-            "readyToUse": self.ready});
-        if let Some(s) = self.size {
-            o["status"]["restoreSize"] = json!(s);
-        }
-        o
+        .object()
     }
 }
 

@@ -1,0 +1,187 @@
+//! `vtsnap-admission review` as a child process: the response the server would send, from
+//! a dump, the shard states and a review; and its usage errors.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use vtsnap_testkit::operator_objects::{operator_shard, pvc_template};
+
+const NOW: &str = "2026-12-01T12:00:00Z";
+
+fn write(dir: &Path, name: &str, v: &Value) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_vec_pretty(v).unwrap()).unwrap();
+    p
+}
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_vtsnap-admission"))
+}
+
+struct Files {
+    _dir: tempfile::TempDir,
+    config: PathBuf,
+    objects: PathBuf,
+    shards: PathBuf,
+    request: PathBuf,
+}
+
+fn files() -> Files {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("config.yaml"),
+        "clusters:\n- name: example\n  namespace: vitess\n  restore: {enabled: true}\n",
+    )
+    .unwrap();
+    let s = operator_shard();
+    let cut = "2026-12-01T10:00:00Z".parse().unwrap();
+    let older = "2026-11-30T22:00:00Z".parse().unwrap();
+    let objects = write(
+        d,
+        "dump.json",
+        &json!({"apiVersion": "v1", "kind": "List", "items": [
+            s.snapshot("s-older", older).object(),
+            s.snapshot("s-newest", cut).object(),
+        ]}),
+    );
+    let shards = write(
+        d,
+        "shards.json",
+        &json!([{"key": {"namespace": "vitess", "cluster": "example", "keyspace": "commerce", "shard": "-"},
+                 "primary": "zone1-0000000101",
+                 "tablets": [{"alias": "zone1-0000000101", "version": "8.0.36"}],
+                 "refreshed_at": "2026-12-01T11:59:30Z", "error": null}]),
+    );
+    let pvc = s.tablet("replica", 4).pvc(&pvc_template("100Gi"));
+    let request = write(
+        d,
+        "review.json",
+        &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "request": {"uid": "u-7", "kind": {"group": "", "version": "v1", "kind": "PersistentVolumeClaim"},
+                            "operation": "CREATE", "namespace": "vitess", "object": pvc}}),
+    );
+    Files {
+        config: d.join("config.yaml"),
+        _dir: dir,
+        objects,
+        shards,
+        request,
+    }
+}
+
+#[test]
+fn review_prints_the_response_the_server_would_send() {
+    let f = files();
+    let out = bin()
+        .args(["review", "--now", NOW, "--config"])
+        .arg(&f.config)
+        .arg("--objects")
+        .arg(&f.objects)
+        .arg("--shards")
+        .arg(&f.shards)
+        .arg("--request")
+        .arg(&f.request)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["response"]["uid"], "u-7");
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(r["response"]["patch"].as_str().unwrap())
+        .unwrap();
+    let ops: Value = serde_json::from_slice(&patch).unwrap();
+    assert_eq!(ops[1]["path"], "/spec/dataSourceRef");
+    assert_eq!(ops[1]["value"]["name"], "s-newest");
+    assert!(
+        stderr.contains("decision: restored-from-snapshot: s-newest"),
+        "{stderr}"
+    );
+
+    // Without the shard states nothing is known of the shard's MySQL: left alone.
+    let out = bin()
+        .args(["review", "--now", NOW, "--config"])
+        .arg(&f.config)
+        .arg("--objects")
+        .arg(&f.objects)
+        .arg("--request")
+        .arg(&f.request)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r["response"].get("patch").is_none());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("shard-state-unknown"));
+}
+
+#[test]
+fn bad_inputs_exit_2_naming_the_file() {
+    let f = files();
+    let not_a_review = write(
+        f.objects.parent().unwrap(),
+        "bad.json",
+        &json!({"kind": "AdmissionReview"}),
+    );
+    let out = bin()
+        .args(["review", "--config"])
+        .arg(&f.config)
+        .arg("--objects")
+        .arg(&f.objects)
+        .arg("--request")
+        .arg(&not_a_review)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("bad.json: the server would answer 400: apiVersion is missing"),
+        "{e}"
+    );
+    let out = bin()
+        .args(["review", "--config"])
+        .arg(&f.config)
+        .arg("--objects")
+        .arg(f.objects.parent().unwrap())
+        .arg("--request")
+        .arg(&f.request)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
+    let out = bin()
+        .args(["review", "--now", "soon", "--config"])
+        .arg(&f.config)
+        .arg("--objects")
+        .arg(&f.objects)
+        .arg("--request")
+        .arg(&f.request)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--now"));
+    // serve refuses a certificate it cannot load, before listening.
+    let out = bin()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            "/nonexistent.crt",
+            "--tls-key",
+            "/nonexistent.key",
+            "--config",
+        ])
+        .arg(&f.config)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent.crt"));
+    let help = bin().args(["review", "--help"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&help.stdout).contains("Example:"));
+}
