@@ -63,14 +63,17 @@ unit:
 	@mkdir -p target
 	set -o pipefail; cargo test --workspace --exclude vtsnap-e2e --no-fail-fast 2>&1 | tee target/test.log
 
-# The restore benchmark's shape check (time flat in bytes), quick and unoptimized.
+# The benchmarks' shape checks (restore time flat in bytes, GC near-linear, admission
+# review latency flat in the cache's size), quick and unoptimized.
 bench-check:
 	cargo test -p vtsnap-restore --bench restore_scaling -- --quick
 	cargo test -p vtsnap-gc --bench plan_scaling -- --quick
+	cargo test -p vtsnap-admission --bench review_latency -- --quick
 
 bench:
 	cargo bench -p vtsnap-restore --bench restore_scaling
 	cargo bench -p vtsnap-gc --bench plan_scaling
+	cargo bench -p vtsnap-admission --bench review_latency
 
 # Pinned cargo tools the checks below need (cargo-fuzz, cargo-mutants).
 dev-tools:

@@ -22,6 +22,7 @@ pub mod mysql_version;
 pub mod mysqlctl;
 pub mod naming;
 pub mod quantity;
+pub mod restored;
 pub mod select;
 pub mod shard;
 pub mod snapshot;

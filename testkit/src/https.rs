@@ -56,6 +56,88 @@ pub struct Answer {
     pub server_cert: CertificateDer<'static>,
 }
 
+/// A kept-alive HTTPS connection (as the API server keeps to a webhook).
+pub struct Connection {
+    send: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    server_cert: CertificateDer<'static>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection").finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// Connects to `addr` (name `127.0.0.1`), trusting only `trust`.
+    pub async fn open(addr: SocketAddr, trust: &TestCert) -> Result<Self, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(trust.der()).map_err(|e| e.to_string())?;
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        let tcp = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| e.to_string())?;
+        let name = ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
+        let tls = connector
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("TLS: {e}"))?;
+        let server_cert = tls
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first().cloned())
+            .ok_or("no server certificate")?;
+        let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        Ok(Self { send, server_cert })
+    }
+
+    pub async fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Vec<u8>,
+    ) -> Result<Answer, String> {
+        // The previous exchange may still be winding down: wait until the connection takes
+        // the next request.
+        self.send.ready().await.map_err(|e| e.to_string())?;
+        let req = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "127.0.0.1")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| e.to_string())?;
+        let resp = self
+            .send
+            .send_request(req)
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        Ok(Answer {
+            status,
+            body: String::from_utf8_lossy(&body).into_owned(),
+            server_cert: self.server_cert.clone(),
+        })
+    }
+}
+
 /// One HTTPS request to `addr` (name `127.0.0.1`), trusting only `trust`.
 pub async fn request(
     addr: SocketAddr,
@@ -64,52 +146,8 @@ pub async fn request(
     path: &str,
     body: Vec<u8>,
 ) -> Result<Answer, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(trust.der()).map_err(|e| e.to_string())?;
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = tokio::net::TcpStream::connect(addr)
+    Connection::open(addr, trust)
+        .await?
+        .send(method, path, body)
         .await
-        .map_err(|e| e.to_string())?;
-    let name = ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
-    let tls = connector
-        .connect(name, tcp)
-        .await
-        .map_err(|e| format!("TLS: {e}"))?;
-    let server_cert = tls
-        .get_ref()
-        .1
-        .peer_certificates()
-        .and_then(|c| c.first().cloned())
-        .ok_or("no server certificate")?;
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "127.0.0.1")
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| e.to_string())?;
-    let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
-    let status = resp.status().as_u16();
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
-    Ok(Answer {
-        status,
-        body: String::from_utf8_lossy(&body).into_owned(),
-        server_cert,
-    })
 }

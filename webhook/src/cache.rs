@@ -6,7 +6,7 @@
 //! been filled; until then every object is left as created. The VitessCluster cache is
 //! best effort (only the inherited vtbackup template's hash needs it).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -44,6 +44,7 @@ fn volume_snapshots() -> ApiResource {
 #[derive(Clone)]
 struct Namespace {
     snapshots: Store<DynamicObject>,
+    index: Arc<RwLock<ShardIndex>>,
     pvcs: Store<PersistentVolumeClaim>,
     clusters: Store<DynamicObject>,
 }
@@ -75,12 +76,94 @@ fn watch_config(selector: Option<&str>) -> watcher::Config {
     }
 }
 
+/// Each shard's snapshots by name.
+type Shards = HashMap<ShardKey, BTreeMap<String, Arc<DynamicObject>>>;
+
+/// The snapshots of each shard, kept beside the reflector's store from the same watch
+/// events, so that a review reads its shard's few snapshots and never scans the cache.
+#[derive(Debug, Default)]
+struct ShardIndex {
+    live: Shards,
+    /// Where each snapshot is, by name (its labels may change).
+    shard_of: HashMap<String, ShardKey>,
+    /// A relist in progress (replaces `live` when it is done, as the store does).
+    relist: Option<(Shards, HashMap<String, ShardKey>)>,
+}
+
+/// The shard a snapshot's labels name (`None`: they do not name one).
+fn shard_key(namespace: &str, o: &DynamicObject) -> Option<ShardKey> {
+    Some(ShardKey {
+        namespace: namespace.to_owned(),
+        cluster: label(o, snapshot::LABEL_CLUSTER)?.to_owned(),
+        keyspace: label(o, snapshot::LABEL_KEYSPACE)?.to_owned(),
+        shard: KeyRange::from_safe_name(label(o, snapshot::LABEL_SHARD)?)
+            .ok()?
+            .to_string(),
+    })
+}
+
+impl ShardIndex {
+    fn insert(
+        live: &mut Shards,
+        shard_of: &mut HashMap<String, ShardKey>,
+        namespace: &str,
+        o: &DynamicObject,
+    ) {
+        let Some(name) = o.metadata.name.clone() else {
+            return;
+        };
+        if let Some(old) = shard_of.remove(&name)
+            && let Some(m) = live.get_mut(&old)
+        {
+            m.remove(&name);
+        }
+        if let Some(key) = shard_key(namespace, o) {
+            live.entry(key.clone())
+                .or_default()
+                .insert(name.clone(), Arc::new(o.clone()));
+            shard_of.insert(name, key);
+        }
+    }
+
+    fn apply(&mut self, namespace: &str, e: &watcher::Event<DynamicObject>) {
+        match e {
+            watcher::Event::Init => self.relist = Some(Default::default()),
+            watcher::Event::InitApply(o) => {
+                if let Some((live, shard_of)) = &mut self.relist {
+                    Self::insert(live, shard_of, namespace, o);
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some((live, shard_of)) = self.relist.take() {
+                    self.live = live;
+                    self.shard_of = shard_of;
+                }
+            }
+            watcher::Event::Apply(o) => {
+                Self::insert(&mut self.live, &mut self.shard_of, namespace, o)
+            }
+            watcher::Event::Delete(o) => {
+                if let Some(name) = &o.metadata.name
+                    && let Some(old) = self.shard_of.remove(name)
+                    && let Some(m) = self.live.get_mut(&old)
+                {
+                    m.remove(name);
+                }
+            }
+        }
+    }
+}
+
+/// What a reflector does with each watch event besides storing it.
+type OnEvent<K> = Box<dyn FnMut(&watcher::Event<K>) + Send>;
+
 /// Runs one reflector until the process ends; counts itself synced once it has listed.
 fn run_reflector<K>(
     writer: Writer<K>,
     api: Api<K>,
     config: watcher::Config,
     synced: Option<Arc<AtomicUsize>>,
+    mut on_event: Option<OnEvent<K>>,
     what: String,
 ) -> tokio::task::JoinHandle<()>
 where
@@ -105,8 +188,15 @@ where
     tokio::spawn(async move {
         let mut s = std::pin::pin!(stream);
         while let Some(e) = s.next().await {
-            if let Err(e) = e {
-                tracing::warn!(cache = %what, error = %e, "watch failed; it is retried with backoff");
+            match e {
+                Ok(e) => {
+                    if let Some(f) = on_event.as_mut() {
+                        f(&e);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(cache = %what, error = %e, "watch failed; it is retried with backoff");
+                }
             }
         }
     })
@@ -128,11 +218,18 @@ impl Caches {
             let snaps_ar = volume_snapshots();
             let w = Writer::new(snaps_ar.clone());
             let snapshots = w.as_reader();
+            let index: Arc<RwLock<ShardIndex>> = Arc::default();
+            let (i, n) = (index.clone(), ns.clone());
             tasks.push(run_reflector(
                 w,
                 Api::namespaced_with(client.clone(), ns, &snaps_ar),
                 watch_config(Some(&snapshot_selector)),
                 Some(synced.clone()),
+                Some(Box::new(move |e| {
+                    if let Ok(mut i) = i.write() {
+                        i.apply(&n, e);
+                    }
+                })),
                 format!("VolumeSnapshots in {ns}"),
             ));
             let w = Writer::<PersistentVolumeClaim>::default();
@@ -142,6 +239,7 @@ impl Caches {
                 Api::namespaced(client.clone(), ns),
                 watch_config(Some(&pvc_selector)),
                 Some(synced.clone()),
+                None,
                 format!("tablet PVCs in {ns}"),
             ));
             let clusters_ar = vitess_clusters();
@@ -152,12 +250,14 @@ impl Caches {
                 Api::namespaced_with(client.clone(), ns, &clusters_ar),
                 watch_config(None),
                 None,
+                None,
                 format!("VitessClusters in {ns}"),
             ));
             map.insert(
                 ns.clone(),
                 Namespace {
                     snapshots,
+                    index,
                     pvcs,
                     clusters,
                 },
@@ -181,23 +281,17 @@ impl Caches {
 
     /// Every shard with at least one of vtsnap's snapshots (what the refresh reads).
     pub fn shards_with_snapshots(&self) -> BTreeSet<ShardKey> {
-        let mut out = BTreeSet::new();
-        for (ns, n) in self.namespaces.iter() {
-            for s in n.snapshots.state() {
-                let Ok(v) = serde_json::to_value(&*s) else {
-                    continue;
-                };
-                if let Ok(s) = VolumeSnapshot::read(&v) {
-                    out.insert(ShardKey {
-                        namespace: ns.clone(),
-                        cluster: s.cluster,
-                        keyspace: s.keyspace,
-                        shard: s.shard.to_string(),
-                    });
-                }
-            }
-        }
-        out
+        self.namespaces
+            .values()
+            .filter_map(|n| n.index.read().ok())
+            .flat_map(|i| {
+                i.live
+                    .iter()
+                    .filter(|(_, m)| !m.is_empty())
+                    .map(|(k, _)| k.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
     }
 
     /// How many snapshots are cached (all namespaces).
@@ -223,16 +317,15 @@ impl Inventory for Caches {
         let Some(n) = self.namespaces.get(&shard.namespace) else {
             return Vec::new();
         };
-        // Labels first, on the cached objects: only the shard's few are converted and read.
-        let Ok(safe) = shard.shard.parse::<KeyRange>().map(|k| k.safe_name()) else {
-            return Vec::new();
+        let objects: Vec<Arc<DynamicObject>> = match n.index.read() {
+            Ok(i) => i
+                .live
+                .get(shard)
+                .map(|m| m.values().cloned().collect())
+                .unwrap_or_default(),
+            Err(_) => return Vec::new(),
         };
-        n.snapshots
-            .state_filter(|o| {
-                label(o, snapshot::LABEL_CLUSTER) == Some(shard.cluster.as_str())
-                    && label(o, snapshot::LABEL_KEYSPACE) == Some(shard.keyspace.as_str())
-                    && label(o, snapshot::LABEL_SHARD) == Some(safe.as_str())
-            })
+        objects
             .iter()
             .filter_map(|o| serde_json::to_value(&**o).ok())
             .filter(|v| snapshot_of(v, shard))
@@ -254,5 +347,67 @@ impl Inventory for Caches {
         let n = self.namespaces.get(namespace)?;
         let o = n.pvcs.find(|o| name_is(&o.metadata, name))?;
         serde_json::to_value(&*o).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(name: &str, shard: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+            "metadata": {"name": name, "namespace": "vitess", "labels": {
+                snapshot::LABEL_CLUSTER: "example", snapshot::LABEL_KEYSPACE: "commerce", snapshot::LABEL_SHARD: shard}}}))
+        .unwrap()
+    }
+
+    fn key(shard: &str) -> ShardKey {
+        ShardKey {
+            namespace: "vitess".into(),
+            cluster: "example".into(),
+            keyspace: "commerce".into(),
+            shard: shard.into(),
+        }
+    }
+
+    fn names(i: &ShardIndex, shard: &str) -> Vec<String> {
+        i.live
+            .get(&key(shard))
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn the_index_follows_the_watch_like_the_store() {
+        use watcher::Event::*;
+        let mut i = ShardIndex::default();
+        for e in [
+            Init,
+            InitApply(snap("a", "x-80")),
+            InitApply(snap("b", "x-80")),
+            InitDone,
+        ] {
+            i.apply("vitess", &e);
+        }
+        assert_eq!(names(&i, "-80"), ["a", "b"]);
+        // Relabelled to another shard: moved, not copied.
+        i.apply("vitess", &Apply(snap("b", "80-x")));
+        assert_eq!(
+            (names(&i, "-80"), names(&i, "80-")),
+            (vec!["a".to_owned()], vec!["b".to_owned()])
+        );
+        i.apply("vitess", &Delete(snap("a", "x-80")));
+        assert!(names(&i, "-80").is_empty());
+        // Labels that name no shard: not indexed (and a relabel there drops it).
+        i.apply("vitess", &Apply(snap("b", "-80")));
+        assert!(names(&i, "80-").is_empty() && i.shard_of.is_empty());
+        // A relist replaces everything once it is done, not before.
+        i.apply("vitess", &Apply(snap("c", "x-x")));
+        i.apply("vitess", &Init);
+        i.apply("vitess", &InitApply(snap("d", "x-x")));
+        assert_eq!(names(&i, "-"), ["c"]);
+        i.apply("vitess", &InitDone);
+        assert_eq!(names(&i, "-"), ["d"]);
     }
 }

@@ -30,6 +30,38 @@ pub struct Snap {
     pub ready: bool,
     /// UIDs of VitessCluster owners.
     pub cluster_owners: Vec<String>,
+    /// Marked not to be restored from (`vtsnap.io/unusable`).
+    pub unusable: bool,
+}
+
+/// A tablet PVC the admission webhook restored from a snapshot
+/// (`vtsnap.io/restored-from`), with what the GC watches of the restore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoredPvc {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub snapshot: String,
+    /// `vtsnap.io/restore-node` (node-local restores).
+    pub node: Option<String>,
+    /// `status.phase` is Bound.
+    pub bound: bool,
+    /// `spec.volumeName` is set (a volume was provisioned or prebound).
+    pub has_volume: bool,
+    pub cluster: String,
+    pub keyspace: String,
+    /// The shard's SafeName label.
+    pub shard: String,
+    /// The tablet, from the `cell` and `tablet-uid` labels.
+    pub tablet: Option<vtsnap_core::naming::TabletAlias>,
+}
+
+/// A tablet Pod, as far as un-sticking a restore needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodInfo {
+    pub uid: String,
+    pub phase: String,
+    pub created: Option<Timestamp>,
 }
 
 /// The kinds of object the GC acts on, or on whose reading it acts.
@@ -180,6 +212,13 @@ pub struct Inventory {
     pub unusable_clusters: BTreeSet<(String, String)>,
     /// vtsnap's snapshots and leases that could not be read.
     pub unreadable: Vec<UnreadableObject>,
+    /// Tablet PVCs restored from a snapshot (readable ones; others are not watched).
+    pub restored: Vec<RestoredPvc>,
+    /// Tablet Pods by `(namespace, name)`.
+    pub pods: BTreeMap<(String, String), PodInfo>,
+    /// The last replication IO error vtctld reported for restored tablets, by their PVC's
+    /// `(namespace, name)` (observed by `run`; none from a dump).
+    pub catch_up: BTreeMap<(String, String), String>,
 }
 
 /// Everything `r` gives, refused once it is longer than `cap` bytes.
@@ -231,6 +270,9 @@ impl Inventory {
     /// phase or data source cannot be read is kept apart in `unreadable` and holds every
     /// snapshot of its namespace: the one it names must not go.
     pub fn add_pvc(&mut self, v: &Value) {
+        if let Some(r) = RestoredPvc::read(v) {
+            self.restored.push(r);
+        }
         match pvc_sources(v) {
             Ok(sources) => self.in_use.extend(sources),
             Err(e) => {
@@ -240,6 +282,34 @@ impl Inventory {
                 self.unreadable.push(u);
             }
         }
+    }
+
+    /// A tablet Pod (`planetscale.com/component=vttablet`); others, and ones without a
+    /// name, namespace or UID, are ignored.
+    pub fn add_pod(&mut self, v: &Value) {
+        if label(v, vtsnap_core::labels::COMPONENT) != vtsnap_core::labels::COMPONENT_VTTABLET {
+            return;
+        }
+        let (ns, name, uid) = (
+            s(v, "/metadata/namespace"),
+            s(v, "/metadata/name"),
+            s(v, "/metadata/uid"),
+        );
+        if ns.is_empty() || name.is_empty() || uid.is_empty() {
+            return;
+        }
+        let created = v
+            .pointer("/metadata/creationTimestamp")
+            .and_then(Value::as_str)
+            .and_then(|t| t.parse().ok());
+        self.pods.insert(
+            (ns, name),
+            PodInfo {
+                uid,
+                phase: s(v, "/status/phase"),
+                created,
+            },
+        );
     }
 
     /// One of vtsnap's fence leases; one that cannot be read (name, renewTime,
@@ -325,6 +395,7 @@ impl Inventory {
             Some("PersistentVolumeClaim") => self.add_pvc(it),
             Some("Lease") => self.add_lease(it, now),
             Some("VitessCluster") => self.add_cluster(it),
+            Some("Pod") => self.add_pod(it),
             _ => {}
         }
     }
@@ -493,6 +564,45 @@ impl Snap {
             shard: s.shard,
             created,
             cluster_owners: s.cluster_owners,
+            unusable: s.unusable.is_some(),
+        })
+    }
+}
+
+impl RestoredPvc {
+    /// A PVC carrying `vtsnap.io/restored-from` with the identity it is watched by;
+    /// anything less is not watched (`None`).
+    fn read(v: &Value) -> Option<Self> {
+        use vtsnap_core::labels as l;
+        use vtsnap_core::restored::{ANN_RESTORE_NODE, ANN_RESTORED_FROM};
+        let ann = |k: &str| {
+            v.pointer("/metadata/annotations")
+                .and_then(|a| a.get(k))
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+        };
+        let snapshot = ann(ANN_RESTORED_FROM)?;
+        let need = |t: String| (!t.is_empty()).then_some(t);
+        let tablet = match (
+            need(label(v, l::CELL)),
+            label(v, l::TABLET_UID).parse::<vtsnap_core::naming::TabletUid>(),
+        ) {
+            (Some(cell), Ok(uid)) => Some(vtsnap_core::naming::TabletAlias { cell, uid }),
+            _ => None,
+        };
+        Some(Self {
+            namespace: need(s(v, "/metadata/namespace"))?,
+            name: need(s(v, "/metadata/name"))?,
+            uid: need(s(v, "/metadata/uid"))?,
+            snapshot,
+            node: ann(ANN_RESTORE_NODE),
+            bound: s(v, "/status/phase") == "Bound",
+            has_volume: !s(v, "/spec/volumeName").is_empty(),
+            cluster: need(label(v, l::CLUSTER))?,
+            keyspace: need(label(v, l::KEYSPACE))?,
+            shard: need(label(v, l::SHARD))?,
+            tablet,
         })
     }
 }

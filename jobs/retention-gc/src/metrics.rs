@@ -41,6 +41,16 @@ pub fn render(r: &GcReport, now_seconds: i64) -> String {
         r.fences_recovered.len().to_string(),
     );
     gauge(
+        "vtsnap_gc_snapshots_marked_unusable",
+        "Snapshots the last run marked unusable for restores (stuck node-local restore, binlogs purged).",
+        r.marked_unusable.len().to_string(),
+    );
+    gauge(
+        "vtsnap_gc_restores_unstuck",
+        "Stuck node-local restores whose Pod and PVC the last run deleted.",
+        r.unstuck.len().to_string(),
+    );
+    gauge(
         "vtsnap_gc_unreadable_namespaces",
         "Namespaces left out because a LIST failed.",
         r.unreadable.len().to_string(),
@@ -77,6 +87,8 @@ mod tests {
             deleted: vec!["a".into(), "b".into()],
             owner_refs_changed: 1,
             fences_recovered: vec![],
+            marked_unusable: vec!["ns/s".into()],
+            unstuck: vec![],
             unreadable: vec!["ns: boom".into()],
             errors: vec![],
             exit_code: 1,
@@ -86,5 +98,7 @@ mod tests {
         assert!(t.contains("vtsnap_gc_unreadable_namespaces 1\n"), "{t}");
         assert!(t.contains("vtsnap_gc_last_exit_code 1\n"), "{t}");
         assert!(t.contains("vtsnap_gc_skipped_objects 1\n"), "{t}");
+        assert!(t.contains("vtsnap_gc_snapshots_marked_unusable 1\n"), "{t}");
+        assert!(t.contains("vtsnap_gc_restores_unstuck 0\n"), "{t}");
     }
 }

@@ -146,6 +146,8 @@ pub struct Plan {
     pub owner_refs: OwnerRefs,
     pub recover_fences: Vec<FenceItem>,
     pub skipped: Vec<Skipped>,
+    /// Stuck node-local restores and snapshots restores cannot use.
+    pub restores: crate::restores::RestorePlan,
 }
 
 /// Where a skipped snapshot may belong (`None`: could be any).
@@ -380,6 +382,7 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
     }
     out.skipped
         .sort_by(|a, b| (&a.namespace, &a.name, a.kind).cmp(&(&b.namespace, &b.name, b.kind)));
+    out.restores = crate::restores::plan_restores(config, inv, now, only_cluster);
     out
 }
 

@@ -6,20 +6,25 @@ use std::time::Duration;
 use vtsnap_core::exit::Exit;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
 use vtsnap_core::config::Config;
 use vtsnap_core::fence::client as fence_client;
 use vtsnap_core::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
+use vtsnap_core::naming::TabletAlias;
 use vtsnap_core::snapshot;
+use vtsnap_core::vtctld::VtctldClient;
+use vtsnap_core::vtctld::client::CallLimits;
 
 use crate::inventory::Inventory;
 use crate::plan::{OwnerChange, Plan, plan};
+use crate::restores::MarkUnusable;
 
 #[derive(Debug, Clone)]
 pub struct GcOptions {
@@ -37,6 +42,10 @@ pub struct GcReport {
     pub deleted: Vec<String>,
     pub owner_refs_changed: usize,
     pub fences_recovered: Vec<String>,
+    /// Snapshots marked unusable for restores (`namespace/name`).
+    pub marked_unusable: Vec<String>,
+    /// Stuck restores whose Pod and PVC were deleted (`namespace/name`).
+    pub unstuck: Vec<String>,
     /// Namespaces left out because a LIST failed.
     pub unreadable: Vec<String>,
     pub errors: Vec<String>,
@@ -112,7 +121,107 @@ async fn observe_namespace(
     })
     .await
     .map_err(|e| format!("VitessClusters: {e}"))?;
+    let tablets = ListParams::default().labels(&format!(
+        "{}={}",
+        vtsnap_core::labels::COMPONENT,
+        vtsnap_core::labels::COMPONENT_VTTABLET
+    ));
+    fold_pages(&Api::<Pod>::namespaced(kube.clone(), ns), &tablets, |v| {
+        part.add_pod(v)
+    })
+    .await
+    .map_err(|e| format!("Pods: {e}"))?;
     Ok(())
+}
+
+/// Asks vtctld how the replication of each restored, running tablet goes (whose snapshot
+/// is still usable): its last IO error, if any. An error here leaves the tablet out (no
+/// action is taken on an unknown).
+async fn observe_catch_up(kube: &kube::Client, config: &Config, inv: &mut Inventory) {
+    let usable: std::collections::BTreeSet<(&str, &str)> = inv
+        .snapshots
+        .iter()
+        .filter(|s| !s.unusable)
+        .map(|s| (s.namespace.as_str(), s.name.as_str()))
+        .collect();
+    let mut by_cluster: std::collections::BTreeMap<(String, String), Vec<(String, TabletAlias)>> =
+        std::collections::BTreeMap::new();
+    for r in &inv.restored {
+        let running = inv
+            .pods
+            .get(&(r.namespace.clone(), r.name.clone()))
+            .is_some_and(|p| p.phase == "Running");
+        if !(r.bound && running && usable.contains(&(r.namespace.as_str(), r.snapshot.as_str()))) {
+            continue;
+        }
+        if let Some(alias) = &r.tablet {
+            by_cluster
+                .entry((r.namespace.clone(), r.cluster.clone()))
+                .or_default()
+                .push((r.name.clone(), alias.clone()));
+        }
+    }
+    for ((ns, cluster), tablets) in by_cluster {
+        let Some(cl) = config.cluster_in(&ns, &cluster) else {
+            continue;
+        };
+        let vtctld = match vtsnap_core::discover::vtctld_endpoint(kube, &ns, &cluster, &cl.vtctld)
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|e| VtctldClient::new(&e, CallLimits::default()).map_err(|e| e.to_string()))
+        {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(cluster = %format!("{ns}/{cluster}"), error = %e, "no vtctld: restored tablets are not checked");
+                continue;
+            }
+        };
+        for (pvc, alias) in tablets {
+            match vtctld.get_full_status(&alias).await {
+                Ok(st) => {
+                    let io = st
+                        .replication_status
+                        .map(|r| r.last_io_error)
+                        .unwrap_or_default();
+                    if !io.is_empty() {
+                        inv.catch_up.insert((ns.clone(), pvc), io);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(tablet = %alias, error = %e, "GetFullStatus failed: not checked")
+                }
+            }
+        }
+    }
+}
+
+/// Marks a snapshot unusable (an annotation; merging, so nothing else is touched).
+async fn mark_unusable(kube: &kube::Client, m: &MarkUnusable) -> Result<(), String> {
+    let patch = json!({"metadata": {"annotations": {snapshot::ANN_UNUSABLE: m.message}}});
+    snapshots_api(kube, &m.namespace)
+        .patch(&m.snapshot, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(drop)
+        .map_err(|e| format!("marking {}/{} unusable: {e}", m.namespace, m.snapshot))
+}
+
+/// Deletes an object only if it is still the one planned for (its UID); gone is done.
+async fn delete_exactly<K>(api: &Api<K>, name: &str, uid: &str) -> Result<(), String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let dp = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &dp).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(format!("deleting {name} (uid {uid}): {e}")),
+    }
 }
 
 /// Adds or removes the VitessCluster ownerReference, compare-and-swap, retried on conflicts.
@@ -179,6 +288,8 @@ pub async fn run(config: &Config, opts: &GcOptions, kube: kube::Client) -> GcRep
                 inv.clusters.extend(part.clusters);
                 inv.unusable_clusters.extend(part.unusable_clusters);
                 inv.unreadable.extend(part.unreadable);
+                inv.restored.extend(part.restored);
+                inv.pods.extend(part.pods);
             }
             Err(e) => {
                 tracing::error!(namespace = %ns, error = %e, "cannot read the namespace; nothing there is deleted");
@@ -186,6 +297,8 @@ pub async fn run(config: &Config, opts: &GcOptions, kube: kube::Client) -> GcRep
             }
         }
     }
+
+    observe_catch_up(&kube, config, &mut inv).await;
 
     // decide
     let p = plan(config, &inv, now, opts.only_cluster.as_deref());
@@ -195,6 +308,8 @@ pub async fn run(config: &Config, opts: &GcOptions, kube: kube::Client) -> GcRep
         deleted: vec![],
         owner_refs_changed: 0,
         fences_recovered: vec![],
+        marked_unusable: vec![],
+        unstuck: vec![],
         unreadable,
         errors: vec![],
         exit_code: 0,
@@ -259,6 +374,7 @@ pub async fn run(config: &Config, opts: &GcOptions, kube: kube::Client) -> GcRep
                     .push(format!("deleting {}/{}: {e}", d.namespace, d.name)),
             }
         }
+        act_on_restores(&kube, &p, &inv, &mut report).await;
         for (changes, add) in [(&p.owner_refs.add, true), (&p.owner_refs.remove, false)] {
             for c in changes {
                 match sync_owner(&kube, c, add).await {
@@ -280,6 +396,78 @@ pub async fn run(config: &Config, opts: &GcOptions, kube: kube::Client) -> GcRep
     }
     .code();
     report
+}
+
+/// Marks snapshots unusable, then un-sticks restores: a stuck restore whose snapshot could
+/// not be marked is left for the next run (the recreated PVC would pick it again).
+async fn act_on_restores(kube: &kube::Client, p: &Plan, inv: &Inventory, report: &mut GcReport) {
+    let mut failed_marks = std::collections::BTreeSet::new();
+    for m in &p.restores.mark_unusable {
+        match mark_unusable(kube, m).await {
+            Ok(()) => {
+                report
+                    .marked_unusable
+                    .push(format!("{}/{}", m.namespace, m.snapshot));
+                vtsnap_core::events::emit(
+                    kube,
+                    "vtsnap-gc",
+                    &m.namespace,
+                    &vtsnap_core::events::Subject::snapshot(&m.snapshot),
+                    "SnapshotUnusable",
+                    &m.message,
+                    true,
+                )
+                .await;
+            }
+            Err(e) => {
+                failed_marks.insert((m.namespace.clone(), m.snapshot.clone()));
+                report.errors.push(e);
+            }
+        }
+    }
+    let cluster_of: std::collections::BTreeMap<(&str, &str), &str> = inv
+        .restored
+        .iter()
+        .map(|r| ((r.namespace.as_str(), r.name.as_str()), r.cluster.as_str()))
+        .collect();
+    for u in &p.restores.unstick {
+        if failed_marks.contains(&(u.namespace.clone(), u.snapshot.clone())) {
+            continue;
+        }
+        let pods: Api<Pod> = Api::namespaced(kube.clone(), &u.namespace);
+        let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(kube.clone(), &u.namespace);
+        let done = match delete_exactly(&pods, &u.pod, &u.pod_uid).await {
+            Ok(()) => delete_exactly(&pvcs, &u.pvc, &u.pvc_uid).await,
+            Err(e) => Err(e),
+        };
+        match done {
+            Ok(()) => {
+                report.unstuck.push(format!("{}/{}", u.namespace, u.pvc));
+                if let Some(cluster) = cluster_of.get(&(u.namespace.as_str(), u.pvc.as_str())) {
+                    let uid = inv
+                        .clusters
+                        .get(&(u.namespace.clone(), (*cluster).to_owned()))
+                        .map(|c| c.uid.as_str());
+                    vtsnap_core::events::emit(
+                        kube,
+                        "vtsnap-gc",
+                        &u.namespace,
+                        &vtsnap_core::events::Subject::vitess_cluster(cluster, uid),
+                        "RestoreUnstuck",
+                        &format!(
+                            "Pod and PVC {} deleted after {}s Pending: snapshot {} restores only on node {}; the operator recreates them",
+                            u.pvc, u.pending_seconds, u.snapshot, u.node
+                        ),
+                        true,
+                    )
+                    .await;
+                }
+            }
+            Err(e) => report
+                .errors
+                .push(format!("un-sticking {}/{}: {e}", u.namespace, u.pvc)),
+        }
+    }
 }
 
 /// The plan as a table.
@@ -309,6 +497,18 @@ pub fn table(p: &Plan) -> String {
         out.push_str(&format!(
             "RECOVER {}/{}  expired fence\n",
             f.namespace, f.name
+        ));
+    }
+    for m in &p.restores.mark_unusable {
+        out.push_str(&format!(
+            "UNUSABLE {}/{}  {}\n",
+            m.namespace, m.snapshot, m.message
+        ));
+    }
+    for u in &p.restores.unstick {
+        out.push_str(&format!(
+            "UNSTICK {}/{}  Pending {}s; snapshot {} restores only on {}\n",
+            u.namespace, u.pvc, u.pending_seconds, u.snapshot, u.node
         ));
     }
     for s in &p.skipped {

@@ -23,12 +23,7 @@ use super::{Code, Decision, EventNote, Settings, name_of};
 use crate::inventory::{Inventory, ShardKey, ShardState, SnapshotRead};
 use crate::patch::{self, Op};
 
-/// The snapshot a restored PVC was given (also read by the GC and the Pod decision).
-pub const ANN_RESTORED_FROM: &str = "vtsnap.io/restored-from";
-/// Why that one.
-pub const ANN_RESTORE_REASON: &str = "vtsnap.io/restore-reason";
-/// The node the snapshot restores on (node-local drivers): where the Pod is pinned.
-pub const ANN_RESTORE_NODE: &str = "vtsnap.io/restore-node";
+pub use vtsnap_core::restored::{ANN_RESTORE_NODE, ANN_RESTORE_REASON, ANN_RESTORED_FROM};
 
 /// Why a snapshot was passed over.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,6 +1,7 @@
 //! The `--objects` dump reader and the planner on what it reads: no panic, and whatever
 //! the dump, nothing is both deleted and kept, nothing skipped is deleted or recovered, an
-//! unreadable Pending PVC holds its namespace and an unreadable VitessCluster removes no shard.
+//! unreadable Pending PVC holds its namespace and an unreadable VitessCluster removes no shard;
+//! a restore is un-stuck only when its PVC never bound and its Pod is Pending.
 
 #![no_main]
 
@@ -14,7 +15,8 @@ use vtsnap_gc::inventory::{Inventory, Kind};
 use vtsnap_gc::plan::{Reason, plan};
 
 const CONFIG: &str = "clusters:\n- name: example\n  namespace: vitess\n  \
-    retention: {maxCount: 2, maxAge: 7d}\n  deletionPolicy: {whenScaled: Delete, gracePeriod: 1h}\n";
+    retention: {maxCount: 2, maxAge: 7d}\n  deletionPolicy: {whenScaled: Delete, gracePeriod: 1h}\n  \
+    restore: {enabled: true, nodeLocal: true, pendingTimeout: 10m}\n";
 
 fn config() -> &'static Config {
     static C: OnceLock<Config> = OnceLock::new();
@@ -57,5 +59,13 @@ fuzz_target!(|data: &[u8]| {
                 "a shard of an unreadable cluster removed: {s:?}"
             ),
         }
+    }
+    for u in &p.restores.unstick {
+        let unbound = inv.restored.iter().any(|r| {
+            r.namespace == u.namespace && r.name == u.pvc && r.uid == u.pvc_uid && !r.bound && !r.has_volume
+        });
+        assert!(unbound, "un-stuck a PVC that may hold data: {u:?}");
+        let pod = inv.pods.get(&key(&u.namespace, &u.pod));
+        assert!(pod.is_some_and(|p| p.phase == "Pending" && p.uid == u.pod_uid), "un-stuck a Pod that is not Pending: {u:?}");
     }
 });

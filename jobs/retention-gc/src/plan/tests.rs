@@ -23,6 +23,7 @@ fn snap(name: &str, keyspace: &str, shard: &str, hours: i64, ready: bool, failed
         failed,
         ready,
         cluster_owners: vec![],
+        unusable: false,
     }
 }
 

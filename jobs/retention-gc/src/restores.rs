@@ -1,0 +1,435 @@
+//! Decide, for the restores the admission webhook injected (PVCs annotated
+//! `vtsnap.io/restored-from`), what the next injection must know:
+//!
+//! - **A node-local restore that never provisions** (TopoLVM restores a snapshot only on
+//!   its source node; a Pod scheduled elsewhere, or a node out of space, leaves the PVC
+//!   Pending): its Pod Pending for longer than `restore.pendingTimeout`, its PVC never
+//!   bound and without a volume → the snapshot is marked unusable, then the Pod and the
+//!   PVC are deleted once (the operator recreates both; the webhook then picks another
+//!   snapshot, or none). Nothing is lost: a PVC that never bound holds no data, a Pod
+//!   that never left Pending never ran.
+//! - **A restored tablet that cannot catch up**: its replication's last IO error is MySQL
+//!   error 1236 (the primary no longer has the binlogs after the snapshot's position) →
+//!   the snapshot is marked unusable. The tablet is left alone.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+use vtsnap_core::config::{Config, resolve_in};
+use vtsnap_core::naming::KeyRange;
+
+use crate::inventory::Inventory;
+
+/// Why a snapshot is marked unusable (the JSON `reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnusableReason {
+    NodeLocalRestoreStuck,
+    BinlogsPurged,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MarkUnusable {
+    pub namespace: String,
+    pub snapshot: String,
+    pub reason: UnusableReason,
+    /// What happened, in words (the annotation's value).
+    pub message: String,
+}
+
+/// A stuck restore to delete: the Pod, then the PVC (each only if its UID is still this).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unstick {
+    pub namespace: String,
+    pub pod: String,
+    pub pod_uid: String,
+    pub pvc: String,
+    pub pvc_uid: String,
+    pub snapshot: String,
+    pub node: String,
+    pub pending_seconds: i64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RestorePlan {
+    pub mark_unusable: Vec<MarkUnusable>,
+    pub unstick: Vec<Unstick>,
+}
+
+/// Whether a replication IO error is MySQL's (and MariaDB's) error 1236,
+/// `ER_MASTER_FATAL_ERROR_READING_BINLOG`: "Got fatal error 1236 from master when reading
+/// data from binary log: …purged binary logs…" / "…Could not find GTID state…".
+pub fn is_binlog_purged(io_error: &str) -> bool {
+    io_error.to_ascii_lowercase().contains("error 1236")
+}
+
+/// Plans for the clusters of `config` (all, or only `only_cluster`).
+pub fn plan_restores(
+    config: &Config,
+    inv: &Inventory,
+    now: Timestamp,
+    only_cluster: Option<&str>,
+) -> RestorePlan {
+    let mut out = RestorePlan::default();
+    let mut marked: BTreeSet<(String, String)> = BTreeSet::new();
+    let snapshots: BTreeMap<(&str, &str), bool> = inv
+        .snapshots
+        .iter()
+        .map(|s| ((s.namespace.as_str(), s.name.as_str()), s.unusable))
+        .collect();
+    let mut mark = |out: &mut RestorePlan, ns: &str, snapshot: &str, reason, message: String| {
+        let usable = snapshots.get(&(ns, snapshot)) == Some(&false);
+        if usable && marked.insert((ns.to_owned(), snapshot.to_owned())) {
+            out.mark_unusable.push(MarkUnusable {
+                namespace: ns.to_owned(),
+                snapshot: snapshot.to_owned(),
+                reason,
+                message,
+            });
+        }
+    };
+    for r in &inv.restored {
+        if only_cluster.is_some_and(|o| o != r.cluster) {
+            continue;
+        }
+        let Some(cl) = config.cluster_in(&r.namespace, &r.cluster) else {
+            continue;
+        };
+        let Ok(shard) = KeyRange::from_safe_name(&r.shard) else {
+            continue;
+        };
+        let policy = resolve_in(cl, &r.keyspace, &shard.to_string()).restore;
+        if let Some(io) = inv.catch_up.get(&(r.namespace.clone(), r.name.clone()))
+            && is_binlog_purged(io)
+        {
+            let tablet = r
+                .tablet
+                .as_ref()
+                .map_or_else(|| r.name.clone(), ToString::to_string);
+            mark(
+                &mut out,
+                &r.namespace,
+                &r.snapshot,
+                UnusableReason::BinlogsPurged,
+                format!("tablet {tablet} restored from it cannot catch up: {io}"),
+            );
+        }
+        let (Some(node), true) = (&r.node, policy.node_local) else {
+            continue;
+        };
+        if r.bound || r.has_volume {
+            continue;
+        }
+        let Some(pod) = inv.pods.get(&(r.namespace.clone(), r.name.clone())) else {
+            continue;
+        };
+        let Some(created) = pod.created.filter(|_| pod.phase == "Pending") else {
+            continue;
+        };
+        let pending = now.as_second() - created.as_second();
+        let limit = i64::try_from(policy.pending_timeout.get().as_secs()).unwrap_or(i64::MAX);
+        if pending <= limit {
+            continue;
+        }
+        mark(
+            &mut out,
+            &r.namespace,
+            &r.snapshot,
+            UnusableReason::NodeLocalRestoreStuck,
+            format!(
+                "a restore on node {node} did not provision: Pod {} Pending for {pending}s with PVC {} unbound",
+                r.name, r.name
+            ),
+        );
+        out.unstick.push(Unstick {
+            namespace: r.namespace.clone(),
+            pod: r.name.clone(),
+            pod_uid: pod.uid.clone(),
+            pvc: r.name.clone(),
+            pvc_uid: r.uid.clone(),
+            snapshot: r.snapshot.clone(),
+            node: node.clone(),
+            pending_seconds: pending,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    const NOW: &str = "2026-12-01T12:00:00Z";
+    const BASE: &str = "clusters:\n- name: example\n  namespace: vitess\n";
+
+    fn config(extra: &str) -> Config {
+        Config::from_yaml(&format!("{BASE}{extra}")).unwrap()
+    }
+
+    fn node_local() -> Config {
+        config("  restore: {enabled: true, nodeLocal: true, pendingTimeout: 10m}\n")
+    }
+
+    fn now() -> Timestamp {
+        NOW.parse().unwrap()
+    }
+
+    fn snapshot(name: &str, unusable: bool) -> Value {
+        let mut v = json!({"kind": "VolumeSnapshot", "metadata": {"name": name, "namespace": "vitess",
+            "creationTimestamp": "2026-12-01T10:00:00Z", "labels": {
+            "app.kubernetes.io/managed-by": "vtsnap", "vtsnap.io/cluster": "example",
+            "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-x", "vtsnap.io/phase": "ready"},
+            "annotations": {}}});
+        if unusable {
+            v["metadata"]["annotations"]["vtsnap.io/unusable"] = json!("earlier");
+        }
+        v
+    }
+
+    fn pvc(name: &str, phase: &str) -> Value {
+        json!({"kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": "vitess", "uid": format!("pvc-uid-{name}"),
+            "labels": {"planetscale.com/component": "vttablet", "planetscale.com/cluster": "example",
+                "planetscale.com/keyspace": "commerce", "planetscale.com/shard": "x-x",
+                "planetscale.com/cell": "zone1", "planetscale.com/tablet-uid": "0000000104"},
+            "annotations": {"vtsnap.io/restored-from": "s-1", "vtsnap.io/restore-node": "node-2"}},
+            "spec": {"dataSourceRef": {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "s-1"}},
+            "status": {"phase": phase}})
+    }
+
+    fn pod(name: &str, phase: &str, created: &str) -> Value {
+        json!({"kind": "Pod", "metadata": {"name": name, "namespace": "vitess", "uid": format!("pod-uid-{name}"),
+            "creationTimestamp": created, "labels": {"planetscale.com/component": "vttablet"}},
+            "status": {"phase": phase}})
+    }
+
+    fn inventory(objs: &[Value]) -> Inventory {
+        let mut inv = Inventory::default();
+        for o in objs {
+            inv.add_any(o, now());
+        }
+        inv
+    }
+
+    #[test]
+    fn a_node_local_restore_pending_past_its_timeout_is_unstuck_once_and_its_snapshot_marked() {
+        let inv = inventory(&[
+            snapshot("s-1", false),
+            pvc("t4", "Pending"),
+            pod("t4", "Pending", "2026-12-01T11:49:59Z"),
+        ]);
+        let p = plan_restores(&node_local(), &inv, now(), None);
+        assert_eq!(
+            p.unstick,
+            [Unstick {
+                namespace: "vitess".into(),
+                pod: "t4".into(),
+                pod_uid: "pod-uid-t4".into(),
+                pvc: "t4".into(),
+                pvc_uid: "pvc-uid-t4".into(),
+                snapshot: "s-1".into(),
+                node: "node-2".into(),
+                pending_seconds: 601,
+            }]
+        );
+        assert_eq!(p.mark_unusable.len(), 1);
+        let m = &p.mark_unusable[0];
+        assert_eq!(
+            (m.snapshot.as_str(), m.reason),
+            ("s-1", UnusableReason::NodeLocalRestoreStuck)
+        );
+        assert!(
+            m.message.contains("node node-2") && m.message.contains("601s"),
+            "{}",
+            m.message
+        );
+        // Exactly the timeout is not past it.
+        let inv = inventory(&[
+            snapshot("s-1", false),
+            pvc("t4", "Pending"),
+            pod("t4", "Pending", "2026-12-01T11:50:00Z"),
+        ]);
+        assert_eq!(
+            plan_restores(&node_local(), &inv, now(), None),
+            RestorePlan::default()
+        );
+        // Already marked: deleted again only if still stuck, not marked twice.
+        let inv = inventory(&[
+            snapshot("s-1", true),
+            pvc("t4", "Pending"),
+            pod("t4", "Pending", "2026-12-01T11:00:00Z"),
+        ]);
+        let p = plan_restores(&node_local(), &inv, now(), None);
+        assert_eq!((p.unstick.len(), p.mark_unusable.len()), (1, 0));
+    }
+
+    #[test]
+    fn nothing_that_may_hold_data_or_be_running_is_unstuck() {
+        let old = "2026-12-01T10:00:00Z";
+        let cases: Vec<(&str, Vec<Value>, Config)> = vec![
+            (
+                "bound",
+                vec![
+                    snapshot("s-1", false),
+                    pvc("t4", "Bound"),
+                    pod("t4", "Pending", old),
+                ],
+                node_local(),
+            ),
+            (
+                "has a volume",
+                vec![
+                    snapshot("s-1", false),
+                    {
+                        let mut p = pvc("t4", "Pending");
+                        p["spec"]["volumeName"] = json!("pv-1");
+                        p
+                    },
+                    pod("t4", "Pending", old),
+                ],
+                node_local(),
+            ),
+            (
+                "pod running",
+                vec![
+                    snapshot("s-1", false),
+                    pvc("t4", "Pending"),
+                    pod("t4", "Running", old),
+                ],
+                node_local(),
+            ),
+            (
+                "no pod",
+                vec![snapshot("s-1", false), pvc("t4", "Pending")],
+                node_local(),
+            ),
+            (
+                "pod without a creation time",
+                vec![snapshot("s-1", false), pvc("t4", "Pending"), {
+                    let mut p = pod("t4", "Pending", old);
+                    p["metadata"]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("creationTimestamp");
+                    p
+                }],
+                node_local(),
+            ),
+            (
+                "not node-local",
+                vec![
+                    snapshot("s-1", false),
+                    pvc("t4", "Pending"),
+                    pod("t4", "Pending", old),
+                ],
+                config("  restore: {enabled: true}\n"),
+            ),
+            (
+                "no restore node",
+                vec![
+                    snapshot("s-1", false),
+                    {
+                        let mut p = pvc("t4", "Pending");
+                        p["metadata"]["annotations"]
+                            .as_object_mut()
+                            .unwrap()
+                            .remove("vtsnap.io/restore-node");
+                        p
+                    },
+                    pod("t4", "Pending", old),
+                ],
+                node_local(),
+            ),
+            (
+                "not restored",
+                vec![
+                    snapshot("s-1", false),
+                    {
+                        let mut p = pvc("t4", "Pending");
+                        p["metadata"]["annotations"] = json!({});
+                        p
+                    },
+                    pod("t4", "Pending", old),
+                ],
+                node_local(),
+            ),
+            (
+                "cluster not configured",
+                vec![
+                    snapshot("s-1", false),
+                    {
+                        let mut p = pvc("t4", "Pending");
+                        p["metadata"]["labels"]["planetscale.com/cluster"] = json!("other");
+                        p
+                    },
+                    pod("t4", "Pending", old),
+                ],
+                node_local(),
+            ),
+        ];
+        for (what, objs, cfg) in cases {
+            let p = plan_restores(&cfg, &inventory(&objs), now(), None);
+            assert_eq!(p, RestorePlan::default(), "{what}");
+        }
+        // Another cluster only (`--cluster`).
+        let inv = inventory(&[
+            snapshot("s-1", false),
+            pvc("t4", "Pending"),
+            pod("t4", "Pending", old),
+        ]);
+        assert_eq!(
+            plan_restores(&node_local(), &inv, now(), Some("other")),
+            RestorePlan::default()
+        );
+        assert_eq!(
+            plan_restores(&node_local(), &inv, now(), Some("example"))
+                .unstick
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_tablet_that_cannot_catch_up_marks_its_snapshot_once() {
+        let mut inv = inventory(&[
+            snapshot("s-1", false),
+            pvc("t4", "Bound"),
+            pvc("t5", "Bound"),
+        ]);
+        let purged = "error reconnecting to source: Got fatal error 1236 from master when reading data from binary log: 'Cannot replicate because the master purged required binary logs.'";
+        inv.catch_up
+            .insert(("vitess".into(), "t4".into()), purged.into());
+        inv.catch_up
+            .insert(("vitess".into(), "t5".into()), purged.into());
+        let p = plan_restores(&config("  restore: {enabled: true}\n"), &inv, now(), None);
+        assert!(p.unstick.is_empty());
+        assert_eq!(p.mark_unusable.len(), 1, "{p:?}");
+        let m = &p.mark_unusable[0];
+        assert_eq!(m.reason, UnusableReason::BinlogsPurged);
+        assert!(
+            m.message
+                .starts_with("tablet zone1-0000000104 restored from it cannot catch up"),
+            "{}",
+            m.message
+        );
+        // Another error, or a snapshot already marked or gone: nothing.
+        for (io, snap) in [
+            ("error 2003: can't connect", snapshot("s-1", false)),
+            (purged, snapshot("s-1", true)),
+            (purged, snapshot("s-9", false)),
+        ] {
+            let mut inv = inventory(&[snap, pvc("t4", "Bound")]);
+            inv.catch_up
+                .insert(("vitess".into(), "t4".into()), io.into());
+            assert_eq!(
+                plan_restores(&config(""), &inv, now(), None).mark_unusable,
+                [],
+                "{io}"
+            );
+        }
+        assert!(is_binlog_purged("Got fatal ERROR 1236 from master"));
+        assert!(!is_binlog_purged("error 1062: Duplicate entry"));
+    }
+}

@@ -1,0 +1,224 @@
+//! `vtsnap-gc run` watching the restores the webhook injected, against the in-memory API
+//! (`FakeKube`, for fault injection) and the fake vtctld (DESIGN §7: no vtctld here): a
+//! node-local restore stuck Pending is un-stuck once, a tablet that cannot catch up (error
+//! 1236) marks its snapshot unusable, and an uncertain read deletes nothing.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde_json::{Value, json};
+use vtsnap_core::config::Config;
+use vtsnap_core::snapshot::{ANN_UNUSABLE, GROUP, PLURAL};
+use vtsnap_core::vtctld::messages::replicationdata::Status;
+use vtsnap_gc::run::{GcOptions, run};
+use vtsnap_testkit::fake_kube::{FakeKube, Fault, Verb, is};
+use vtsnap_testkit::fake_vtctld::FakeVtctld;
+use vtsnap_testkit::fixtures::shard;
+use vtsnap_testkit::operator_objects::{OperatorTablet, operator_shard, pvc_template};
+
+fn minutes_ago(m: i64) -> String {
+    (Timestamp::now() - SignedDuration::from_mins(m)).to_string()
+}
+
+/// The restored tablet 4's PVC as the webhook left it, and its Pod.
+fn restored(t: &OperatorTablet, phase: &str) -> (Value, Value) {
+    let mut pvc = t.pvc(&pvc_template("64Gi"));
+    pvc["metadata"]["annotations"] =
+        json!({"vtsnap.io/restored-from": "s-1", "vtsnap.io/restore-node": "node-2"});
+    pvc["spec"]["dataSourceRef"] =
+        json!({"apiGroup": GROUP, "kind": "VolumeSnapshot", "name": "s-1"});
+    pvc["status"] = json!({"phase": phase});
+    let mut pod = t.pod();
+    pod["metadata"]["creationTimestamp"] = json!(minutes_ago(30));
+    (pvc, pod)
+}
+
+struct World {
+    kube: FakeKube,
+    vtctld: FakeVtctld,
+    tablet: OperatorTablet,
+    config: Config,
+}
+
+async fn world(pvc_phase: &str, pod_phase: &str) -> (World, vtsnap_testkit::grpc::Running) {
+    let kube = FakeKube::new();
+    let vtctld = FakeVtctld::new();
+    shard().replicas(3).primary(1).install(&kube, &vtctld);
+    let vt = vtctld.serve().await;
+    let cut = Timestamp::now() - SignedDuration::from_hours(2);
+    kube.put_json(
+        GROUP,
+        PLURAL,
+        operator_shard().snapshot("s-1", cut).object(),
+    );
+    let tablet = operator_shard().tablet("replica", 4);
+    let (pvc, mut pod) = restored(&tablet, pvc_phase);
+    kube.put_json("", "persistentvolumeclaims", pvc);
+    pod["status"] = json!({"phase": pod_phase});
+    kube.put_json("", "pods", pod);
+    let config = Config::from_yaml(&format!(
+        "clusters:\n- name: example\n  namespace: vitess\n  vtctld: \"{}\"\n  restore: {{enabled: true, nodeLocal: true, pendingTimeout: 10m}}\n",
+        vt.endpoint()
+    ))
+    .unwrap();
+    (
+        World {
+            kube,
+            vtctld,
+            tablet,
+            config,
+        },
+        vt,
+    )
+}
+
+fn opts(dry_run: bool) -> GcOptions {
+    GcOptions {
+        dry_run,
+        only_cluster: None,
+        node_timeout: Duration::from_secs(2),
+    }
+}
+
+impl World {
+    fn snapshot_unusable(&self) -> Option<String> {
+        self.kube
+            .get_json(GROUP, PLURAL, "vitess", "s-1")
+            .and_then(|s| {
+                s["metadata"]["annotations"][ANN_UNUSABLE]
+                    .as_str()
+                    .map(str::to_owned)
+            })
+    }
+
+    fn has(&self, plural: &str) -> bool {
+        self.kube
+            .get_json("", plural, "vitess", &self.tablet.name)
+            .is_some()
+    }
+
+    fn event(&self, reason: &str) -> Option<Value> {
+        self.kube
+            .list_json("", "events")
+            .into_iter()
+            .find(|e| e["reason"] == reason)
+    }
+}
+
+#[tokio::test]
+async fn a_stuck_node_local_restore_marks_its_snapshot_then_its_pod_and_pvc_go() {
+    let (w, _vt) = world("Pending", "Pending").await;
+    // A dry run plans it and changes nothing.
+    let r = run(&w.config, &opts(true), w.kube.client()).await;
+    assert_eq!(r.plan.restores.unstick.len(), 1, "{r:?}");
+    assert!(w.snapshot_unusable().is_none() && w.has("pods") && w.has("persistentvolumeclaims"));
+
+    let r = run(&w.config, &opts(false), w.kube.client()).await;
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    assert_eq!(r.marked_unusable, ["vitess/s-1"]);
+    assert_eq!(r.unstuck, [format!("vitess/{}", w.tablet.name)]);
+    let why = w.snapshot_unusable().expect("marked");
+    assert!(
+        why.contains("did not provision") && why.contains("node-2"),
+        "{why}"
+    );
+    assert!(!w.has("pods") && !w.has("persistentvolumeclaims"));
+    assert_eq!(w.event("SnapshotUnusable").unwrap()["type"], "Warning");
+    assert!(
+        w.event("RestoreUnstuck").unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .contains("node-2")
+    );
+    // The snapshot itself is kept (it is still the newest ready one).
+    assert!(w.kube.get_json(GROUP, PLURAL, "vitess", "s-1").is_some());
+
+    // The operator recreates them; the webhook picks another snapshot or none — the GC
+    // does not touch the snapshot again.
+    let (pvc, mut pod) = restored(&w.tablet, "Pending");
+    w.kube.put_json("", "persistentvolumeclaims", pvc);
+    pod["status"] = json!({"phase": "Pending"});
+    w.kube.put_json("", "pods", pod);
+    let r = run(&w.config, &opts(false), w.kube.client()).await;
+    assert!(r.marked_unusable.is_empty(), "{r:?}");
+}
+
+#[tokio::test]
+async fn a_bound_or_running_restore_is_never_deleted() {
+    for (pvc, pod) in [("Bound", "Pending"), ("Pending", "Running")] {
+        let (w, _vt) = world(pvc, pod).await;
+        let r = run(&w.config, &opts(false), w.kube.client()).await;
+        assert!(
+            r.unstuck.is_empty() && r.plan.restores.unstick.is_empty(),
+            "{pvc}/{pod}: {r:?}"
+        );
+        assert!(
+            w.has("pods") && w.has("persistentvolumeclaims"),
+            "{pvc}/{pod}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_uncertain_read_of_pods_deletes_nothing() {
+    let (w, _vt) = world("Pending", "Pending").await;
+    w.kube.fault(Fault::on(is(Verb::List, "pods")).status(503));
+    let r = run(&w.config, &opts(false), w.kube.client()).await;
+    assert_eq!(r.exit_code, 1, "{r:?}");
+    assert!(r.unstuck.is_empty() && r.marked_unusable.is_empty());
+    assert!(w.has("pods") && w.has("persistentvolumeclaims"));
+    assert!(w.snapshot_unusable().is_none());
+}
+
+#[tokio::test]
+async fn a_failed_mark_leaves_the_stuck_restore_for_the_next_run() {
+    let (w, _vt) = world("Pending", "Pending").await;
+    w.kube
+        .fault(Fault::on(is(Verb::Patch, "volumesnapshots")).status(500));
+    let r = run(&w.config, &opts(false), w.kube.client()).await;
+    assert_eq!(r.exit_code, 1, "{r:?}");
+    assert!(
+        r.unstuck.is_empty(),
+        "deleted although its snapshot was not marked: {r:?}"
+    );
+    assert!(w.has("pods") && w.has("persistentvolumeclaims"));
+    // Next run: marked, then un-stuck.
+    let r = run(&w.config, &opts(false), w.kube.client()).await;
+    assert_eq!((r.exit_code, r.unstuck.len()), (0, 1), "{r:?}");
+}
+
+#[tokio::test]
+async fn a_restored_tablet_that_cannot_catch_up_marks_its_snapshot() {
+    let (w, _vt) = world("Bound", "Running").await;
+    // vtctld knows the new tablet; its replication fails with error 1236.
+    let alias = w.tablet.alias.clone();
+    let status = Status {
+        last_io_error: "Got fatal error 1236 from master when reading data from binary log: 'Could not find GTID state requested by slave in any binlog files.'".into(),
+        ..Status::default()
+    };
+    w.vtctld.with(|s| {
+        let sh = s.shards.values_mut().next().unwrap();
+        let mut t = sh.tablets.values().next().unwrap().clone();
+        t.tablet.alias = Some((&alias).into());
+        t.status = Some(status);
+        sh.tablets.insert(alias.to_string(), t);
+    });
+    let r = run(&w.config, &opts(false), w.kube.client()).await;
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    assert_eq!(r.marked_unusable, ["vitess/s-1"], "{r:?}");
+    let why = w.snapshot_unusable().unwrap();
+    assert!(
+        why.contains(&format!("tablet {alias}")) && why.contains("1236"),
+        "{why}"
+    );
+    assert!(w.vtctld.calls().contains(&format!("GetFullStatus {alias}")));
+    // The tablet is left alone.
+    assert!(w.has("pods") && w.has("persistentvolumeclaims"));
+    // Replication that is merely slow is no reason.
+    let (w, _vt) = world("Bound", "Running").await;
+    let r = run(&w.config, &opts(false), w.kube.client()).await;
+    assert!(r.marked_unusable.is_empty(), "{r:?}");
+}
