@@ -21,6 +21,7 @@ groups=(
   "vtsnap-restore|init/restore/src/observe.rs init/restore/src/plan.rs|--lib --test layouts --test hostile"
   "vtsnap-node|node/src/daemon/decide.rs|--lib"
   "vtsnap-admission|webhook/src/decide/mod.rs webhook/src/decide/restore.rs webhook/src/decide/pod.rs webhook/src/decide/vtbackup.rs|--lib"
+  "vtsnap-vtbackup-storage|jobs/vtbackup-storage/src/decide.rs jobs/vtbackup-storage/src/effective.rs|--lib --test plan"
 )
 
 case "$mode" in

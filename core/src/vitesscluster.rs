@@ -134,10 +134,9 @@ pub fn cluster_shards(cluster: &Value) -> Result<BTreeSet<(String, String)>, Spe
         .collect())
 }
 
-/// The `dataVolumeClaimTemplate` of the shard's first tablet pool (what vtbackup Pods
-/// inherit), if the spec defines the shard and the pool has one. `shard` is the key range
-/// as Vitess prints it (`-80`).
-pub fn first_pool_template<'a>(
+/// The shard's first tablet pool (what vtbackup Pods are built from), if the spec defines
+/// the shard and it has a pool. `shard` is the key range as Vitess prints it (`-80`).
+pub fn first_pool<'a>(
     cluster: &'a Value,
     keyspace: &str,
     shard: &str,
@@ -145,7 +144,18 @@ pub fn first_pool_template<'a>(
     Ok(shards_with_templates(cluster)?
         .into_iter()
         .find(|(k, s, _)| k == keyspace && s == shard)
-        .and_then(|(_, _, t)| t.pointer("/tabletPools/0/dataVolumeClaimTemplate"))
+        .and_then(|(_, _, t)| t.pointer("/tabletPools/0")))
+}
+
+/// The `dataVolumeClaimTemplate` of the shard's first tablet pool (what vtbackup Pods
+/// inherit), if the spec defines the shard and the pool has one.
+pub fn first_pool_template<'a>(
+    cluster: &'a Value,
+    keyspace: &str,
+    shard: &str,
+) -> Result<Option<&'a Value>, SpecError> {
+    Ok(first_pool(cluster, keyspace, shard)?
+        .and_then(|p| p.get("dataVolumeClaimTemplate"))
         .filter(|t| !t.is_null()))
 }
 

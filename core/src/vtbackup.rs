@@ -148,11 +148,118 @@ impl DataVolume {
     }
 
     /// The hash of the mount and its volume, stamped as [`ANN_DATA_VOLUME_HASH`].
+    /// What the data volume is, as far as storage goes.
+    pub fn shape(&self) -> DataShape {
+        let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+        DataShape {
+            volume: text(&self.mount, "name"),
+            sub_path: text(&self.mount, "subPath"),
+            source: self
+                .volume
+                .as_ref()
+                .map_or(Source::Missing, |(_, v)| Source::of(v)),
+        }
+    }
+
+    /// The hash of its shape, stamped as [`ANN_DATA_VOLUME_HASH`].
     pub fn hash(&self) -> String {
-        md5_hex(&json!({
-            "mount": self.mount,
-            "volume": self.volume.as_ref().map(|(_, v)| v),
-        }))
+        self.shape().hash()
+    }
+}
+
+/// Where `/vt/vtdataroot` lives: the volume the mount names, its subPath and what kind of
+/// storage backs it. Details of other volume kinds are left out on purpose: the API
+/// server fills in their defaults (a ConfigMap's `defaultMode`, say), which a template
+/// does not carry, and a hash over them would never match.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DataShape {
+    pub volume: String,
+    pub sub_path: String,
+    pub source: Source,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Source {
+    /// A PersistentVolumeClaim of this name.
+    Claim {
+        name: String,
+    },
+    EmptyDir,
+    /// Another volume source (`hostPath`, `ephemeral`, …): its kind only.
+    Other {
+        kind: String,
+    },
+    /// The mount names no volume of the Pod.
+    Missing,
+}
+
+impl Source {
+    /// The kind of a Pod volume (`{"name", "<kind>": {…}}`).
+    pub fn of(volume: &Value) -> Self {
+        if let Some(c) = volume.get("persistentVolumeClaim") {
+            return Self::Claim {
+                name: c
+                    .get("claimName")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+            };
+        }
+        if volume.get("emptyDir").is_some() {
+            return Self::EmptyDir;
+        }
+        let kind = volume
+            .as_object()
+            .and_then(|m| m.keys().find(|k| k.as_str() != "name").cloned())
+            .unwrap_or_default();
+        Self::Other { kind }
+    }
+}
+
+impl DataShape {
+    pub fn hash(&self) -> String {
+        md5_hex(&serde_json::to_value(self).unwrap_or(Value::Null))
+    }
+}
+
+/// The data shape vitess-operator gives an initial-backup Pod named `pod_name` from the
+/// shard's first tablet pool (`pool`: its `extraVolumeMounts` override the mount by
+/// mountPath, its `extraVolumes` the volume by name) under the storage policy: the
+/// operator's default PVC volume becomes an emptyDir with `useEmptyDirForInitialBackup`,
+/// exactly as the admission webhook makes it.
+pub fn desired_shape(pool: &Value, storage: &VtbackupStorage, pod_name: &str) -> DataShape {
+    let list = |k: &str| {
+        pool.get(k)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    let (volume, sub_path) = list("extraVolumeMounts")
+        .iter()
+        .find(|m| m.get("mountPath").and_then(Value::as_str) == Some(DATA_ROOT))
+        .map_or_else(
+            || (labels::DATA_VOLUME.to_owned(), "vtdataroot".to_owned()),
+            |m| (text(m, "name"), text(m, "subPath")),
+        );
+    let source = match list("extraVolumes")
+        .iter()
+        .find(|v| v.get("name").and_then(Value::as_str) == Some(volume.as_str()))
+    {
+        Some(v) => Source::of(v),
+        None if volume == labels::DATA_VOLUME => match storage {
+            VtbackupStorage::EmptyDirForInitialBackup => Source::EmptyDir,
+            _ => Source::Claim {
+                name: pod_name.to_owned(),
+            },
+        },
+        None => Source::Missing,
+    };
+    DataShape {
+        volume,
+        sub_path,
+        source,
     }
 }
 
@@ -226,6 +333,7 @@ mod tests {
         assert_eq!(BackupObject::classify(&no_schedule, false), None);
         let tablet = json!({"metadata": {"labels": {"planetscale.com/component": "vttablet", "backup.planetscale.com/type": "init"}}});
         assert_eq!(BackupObject::classify(&tablet, true), None);
+        assert_eq!(BackupObject::classify(&tablet, false), None);
         assert_eq!(BackupObject::classify(&json!({}), false), None);
     }
 
@@ -243,7 +351,12 @@ mod tests {
             json!({"name": "persistent-volume-claim", "emptyDir": {"sizeLimit": "10Gi"}});
         let dq = data_volume(&q).unwrap();
         assert!(!dq.is_default_pvc("example-commerce-x-x-vtbackup-init-c6db73c9"));
-        assert_ne!(dq.hash(), d.hash(), "the volume source is in the hash");
+        assert_ne!(dq.hash(), d.hash(), "the volume's kind is in the hash");
+        assert_eq!(dq.shape().source, Source::EmptyDir);
+        // Details of a volume are not (the API server defaults some).
+        let mut q2 = q.clone();
+        q2["spec"]["volumes"][1]["emptyDir"] = json!({});
+        assert_eq!(data_volume(&q2).unwrap().hash(), dq.hash());
         // extraVolumeMounts moved /vt/vtdataroot onto another volume.
         let mut r = p.clone();
         r["spec"]["containers"][0]["volumeMounts"][1]["name"] = json!("vt-root");
@@ -257,6 +370,62 @@ mod tests {
         let mut t = p;
         t["spec"]["containers"][0]["volumeMounts"][1]["mountPath"] = json!("/data");
         assert!(data_volume(&t).is_none());
+    }
+
+    #[test]
+    fn the_desired_shape_follows_the_pool_overrides_and_the_policy() {
+        let name = "example-commerce-x-x-vtbackup-init-c6db73c9";
+        let plain = json!({"type": "replica"});
+        let default = data_volume(&pod()).unwrap().shape();
+        assert_eq!(
+            desired_shape(&plain, &VtbackupStorage::InheritFirstPool, name),
+            default
+        );
+        assert_eq!(
+            desired_shape(&plain, &VtbackupStorage::Template(json!({})), name),
+            default
+        );
+        let empty = desired_shape(&plain, &VtbackupStorage::EmptyDirForInitialBackup, name);
+        assert_eq!(empty.source, Source::EmptyDir);
+        assert_eq!(
+            (empty.volume.as_str(), empty.sub_path.as_str()),
+            ("persistent-volume-claim", "vtdataroot")
+        );
+        // extraVolumes replacing the data volume by name: kept, whatever the policy.
+        let host = json!({"extraVolumes": [{"name": "persistent-volume-claim", "hostPath": {"path": "/scratch"}}]});
+        for storage in [
+            VtbackupStorage::InheritFirstPool,
+            VtbackupStorage::EmptyDirForInitialBackup,
+        ] {
+            assert_eq!(
+                desired_shape(&host, &storage, name).source,
+                Source::Other {
+                    kind: "hostPath".into()
+                }
+            );
+        }
+        // extraVolumeMounts moving the data root onto another volume.
+        let moved = json!({"extraVolumeMounts": [{"name": "scratch", "mountPath": "/vt/vtdataroot"}],
+                           "extraVolumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "20Gi"}}]});
+        let s = desired_shape(&moved, &VtbackupStorage::InheritFirstPool, name);
+        assert_eq!(
+            (s.volume.as_str(), s.sub_path.as_str(), s.source),
+            ("scratch", "", Source::EmptyDir)
+        );
+        let missing =
+            json!({"extraVolumeMounts": [{"name": "nowhere", "mountPath": "/vt/vtdataroot"}]});
+        assert_eq!(
+            desired_shape(&missing, &VtbackupStorage::InheritFirstPool, name).source,
+            Source::Missing
+        );
+        // What the webhook stamps on the Pod it made is what the reconciler wants.
+        let other = json!({"name": "x", "ephemeral": {"volumeClaimTemplate": {}}});
+        assert_eq!(
+            Source::of(&other),
+            Source::Other {
+                kind: "ephemeral".into()
+            }
+        );
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub struct RestoredPvc {
     pub namespace: String,
     pub name: String,
     pub uid: String,
+    pub resource_version: String,
     pub snapshot: String,
     /// `vtsnap.io/restore-node` (node-local restores).
     pub node: Option<String>,
@@ -60,6 +61,8 @@ pub struct RestoredPvc {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodInfo {
     pub uid: String,
+    /// As read: the delete is refused if the Pod changed since (it started, say).
+    pub resource_version: String,
     pub phase: String,
     pub created: Option<Timestamp>,
 }
@@ -306,6 +309,7 @@ impl Inventory {
             (ns, name),
             PodInfo {
                 uid,
+                resource_version: s(v, "/metadata/resourceVersion"),
                 phase: s(v, "/status/phase"),
                 created,
             },
@@ -595,6 +599,7 @@ impl RestoredPvc {
             namespace: need(s(v, "/metadata/namespace"))?,
             name: need(s(v, "/metadata/name"))?,
             uid: need(s(v, "/metadata/uid"))?,
+            resource_version: s(v, "/metadata/resourceVersion"),
             snapshot,
             node: ann(ANN_RESTORE_NODE),
             bound: s(v, "/status/phase") == "Bound",

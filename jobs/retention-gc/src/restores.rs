@@ -44,8 +44,11 @@ pub struct Unstick {
     pub namespace: String,
     pub pod: String,
     pub pod_uid: String,
+    /// Deleted only if unchanged since it was read (not started since).
+    pub pod_resource_version: String,
     pub pvc: String,
     pub pvc_uid: String,
+    pub pvc_resource_version: String,
     pub snapshot: String,
     pub node: String,
     pub pending_seconds: i64,
@@ -146,8 +149,10 @@ pub fn plan_restores(
             namespace: r.namespace.clone(),
             pod: r.name.clone(),
             pod_uid: pod.uid.clone(),
+            pod_resource_version: pod.resource_version.clone(),
             pvc: r.name.clone(),
             pvc_uid: r.uid.clone(),
+            pvc_resource_version: r.resource_version.clone(),
             snapshot: r.snapshot.clone(),
             node: node.clone(),
             pending_seconds: pending,
@@ -190,7 +195,7 @@ mod tests {
     }
 
     fn pvc(name: &str, phase: &str) -> Value {
-        json!({"kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": "vitess", "uid": format!("pvc-uid-{name}"),
+        json!({"kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": "vitess", "uid": format!("pvc-uid-{name}"), "resourceVersion": "5",
             "labels": {"planetscale.com/component": "vttablet", "planetscale.com/cluster": "example",
                 "planetscale.com/keyspace": "commerce", "planetscale.com/shard": "x-x",
                 "planetscale.com/cell": "zone1", "planetscale.com/tablet-uid": "0000000104"},
@@ -200,7 +205,7 @@ mod tests {
     }
 
     fn pod(name: &str, phase: &str, created: &str) -> Value {
-        json!({"kind": "Pod", "metadata": {"name": name, "namespace": "vitess", "uid": format!("pod-uid-{name}"),
+        json!({"kind": "Pod", "metadata": {"name": name, "namespace": "vitess", "uid": format!("pod-uid-{name}"), "resourceVersion": "7",
             "creationTimestamp": created, "labels": {"planetscale.com/component": "vttablet"}},
             "status": {"phase": phase}})
     }
@@ -227,8 +232,10 @@ mod tests {
                 namespace: "vitess".into(),
                 pod: "t4".into(),
                 pod_uid: "pod-uid-t4".into(),
+                pod_resource_version: "7".into(),
                 pvc: "t4".into(),
                 pvc_uid: "pvc-uid-t4".into(),
+                pvc_resource_version: "5".into(),
                 snapshot: "s-1".into(),
                 node: "node-2".into(),
                 pending_seconds: 601,

@@ -205,15 +205,21 @@ async fn mark_unusable(kube: &kube::Client, m: &MarkUnusable) -> Result<(), Stri
         .map_err(|e| format!("marking {}/{} unusable: {e}", m.namespace, m.snapshot))
 }
 
-/// Deletes an object only if it is still the one planned for (its UID); gone is done.
-async fn delete_exactly<K>(api: &Api<K>, name: &str, uid: &str) -> Result<(), String>
+/// Deletes an object only if it is still the one planned for (its UID) and unchanged
+/// since it was read (its resourceVersion); gone is done.
+async fn delete_exactly<K>(
+    api: &Api<K>,
+    name: &str,
+    uid: &str,
+    resource_version: &str,
+) -> Result<(), String>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     let dp = DeleteParams {
         preconditions: Some(kube::api::Preconditions {
             uid: Some(uid.to_owned()),
-            resource_version: None,
+            resource_version: Some(resource_version.to_owned()).filter(|v| !v.is_empty()),
         }),
         ..DeleteParams::default()
     };
@@ -436,8 +442,8 @@ async fn act_on_restores(kube: &kube::Client, p: &Plan, inv: &Inventory, report:
         }
         let pods: Api<Pod> = Api::namespaced(kube.clone(), &u.namespace);
         let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(kube.clone(), &u.namespace);
-        let done = match delete_exactly(&pods, &u.pod, &u.pod_uid).await {
-            Ok(()) => delete_exactly(&pvcs, &u.pvc, &u.pvc_uid).await,
+        let done = match delete_exactly(&pods, &u.pod, &u.pod_uid, &u.pod_resource_version).await {
+            Ok(()) => delete_exactly(&pvcs, &u.pvc, &u.pvc_uid, &u.pvc_resource_version).await,
             Err(e) => Err(e),
         };
         match done {

@@ -222,3 +222,28 @@ async fn a_restored_tablet_that_cannot_catch_up_marks_its_snapshot() {
     let r = run(&w.config, &opts(false), w.kube.client()).await;
     assert!(r.marked_unusable.is_empty(), "{r:?}");
 }
+
+#[tokio::test]
+async fn a_pod_that_starts_between_the_read_and_the_delete_is_not_deleted() {
+    let (w, _vt) = world("Pending", "Pending").await;
+    let name = w.tablet.name.clone();
+    // Someone's write lands after the GC read the Pod: kubelet starts it.
+    w.kube.fault(
+        Fault::on(is(Verb::Patch, "volumesnapshots")).then_change(move |k| {
+            let mut pod = k.get_json("", "pods", "vitess", &name).unwrap();
+            pod["status"] = json!({"phase": "Running"});
+            k.remove("", "pods", "vitess", &name);
+            k.put_json("", "pods", pod);
+        }),
+    );
+    let r = run(&w.config, &opts(false), w.kube.client()).await;
+    assert_eq!(r.exit_code, 1, "{r:?}");
+    assert!(r.unstuck.is_empty(), "{r:?}");
+    assert!(w.has("pods") && w.has("persistentvolumeclaims"));
+    assert!(
+        r.errors
+            .iter()
+            .any(|e| e.contains("409") || e.contains("onflict")),
+        "{r:?}"
+    );
+}

@@ -121,7 +121,13 @@ pub struct Fault {
     times: u32,
     action: FaultAction,
     seen: u32,
+    /// Changes the world when the rule fires, before the request is handled (a write
+    /// from someone else that lands between two of the program's calls: a stale read).
+    change: Option<Change>,
 }
+
+type Change = Arc<dyn Fn(&FakeKube) + Send + Sync>;
+type Observer = Arc<dyn Fn(&RequestInfo, &FakeKube) + Send + Sync>;
 
 impl std::fmt::Debug for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -142,7 +148,16 @@ impl Fault {
             times: 1,
             action: FaultAction::Status(500),
             seen: 0,
+            change: None,
         }
+    }
+
+    /// When the rule fires, first runs `change` on the fake's objects, then handles the
+    /// request normally (unless another action is set after this).
+    pub fn then_change(mut self, change: impl Fn(&FakeKube) + Send + Sync + 'static) -> Self {
+        self.change = Some(Arc::new(change));
+        self.action = FaultAction::Delay(Duration::ZERO);
+        self
     }
 
     pub fn nth(mut self, n: u32) -> Self {
@@ -214,6 +229,8 @@ struct State {
     objects: BTreeMap<Key, Value>,
     history: Vec<Event>,
     faults: Vec<Fault>,
+    /// Run on every matching request, before faults (see [`FakeKube::observe`]).
+    observers: Vec<(Predicate, Observer)>,
     log: Vec<Logged>,
     down: bool,
 }
@@ -374,6 +391,16 @@ impl FakeKube {
     /// Arms a fault rule.
     pub fn fault(&self, f: Fault) {
         self.state().faults.push(f);
+    }
+
+    /// Calls `f` with every request matching `when` and the objects as they are at that
+    /// moment, before any fault or handling (to check an invariant at each write).
+    pub fn observe(
+        &self,
+        when: impl Fn(&RequestInfo) -> bool + Send + Sync + 'static,
+        f: impl Fn(&RequestInfo, &FakeKube) + Send + Sync + 'static,
+    ) {
+        self.state().observers.push((Arc::new(when), Arc::new(f)));
     }
 
     pub fn clear_faults(&self) {
@@ -656,6 +683,21 @@ impl FakeKube {
                 .map(str::to_owned),
         };
 
+        let observers: Vec<Observer> = self
+            .state()
+            .observers
+            .iter()
+            .filter(|(when, _)| when(&info))
+            .map(|(_, f)| f.clone())
+            .collect();
+        for f in observers {
+            f(
+                &info,
+                &FakeKube {
+                    inner: self.inner.clone(),
+                },
+            );
+        }
         // Faults and outages come before anything else.
         let action = {
             let mut st = self.state();
@@ -674,12 +716,21 @@ impl FakeKube {
                         && f.seen >= f.nth
                         && u64::from(f.seen) < u64::from(f.nth) + u64::from(f.times)
                     {
-                        fire = Some(f.action);
+                        fire = Some((f.action, f.change.clone()));
                     }
                 }
             }
             fire
         };
+        // A change runs without the state lock held (it takes it itself).
+        let action = action.map(|(a, change)| {
+            if let Some(c) = change {
+                c(&FakeKube {
+                    inner: self.inner.clone(),
+                });
+            }
+            a
+        });
         match action {
             Some(FaultAction::Drop) => {
                 self.state().log.push(Logged { info, status: 0 });

@@ -1,0 +1,10 @@
+//! `vtsnap-vtbackup-storage`: converges existing vtbackup initial-backup Pods and PVCs to
+//! the configured scratch storage (seed 000's storage reconciliation, from outside the
+//! operator) — objects made before vtsnap, while the admission webhook was down, or before
+//! the config changed. observe ([`run::observe`], [`world`]) → decide ([`decide::plan`],
+//! pure) → act → report.
+
+pub mod decide;
+pub mod effective;
+pub mod run;
+pub mod world;

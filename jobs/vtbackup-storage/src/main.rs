@@ -1,0 +1,150 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use vtsnap_core::cli::{self, CommonArgs, Output};
+use vtsnap_core::exit::Exit;
+use vtsnap_vtbackup_storage::decide::Plan;
+use vtsnap_vtbackup_storage::run::{Options, POD_GONE_TIMEOUT, plan_from_dump, run};
+
+/// Converges vtbackup initial-backup Pods and PVCs to the configured scratch storage.
+#[derive(Debug, Parser)]
+#[command(name = "vtsnap-vtbackup-storage", version)]
+struct Cli {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Converge the cluster's initial-backup Pods and PVCs.
+    #[command(
+        after_help = "Examples:\n  vtsnap-vtbackup-storage run --config /etc/vtsnap/config.yaml\n  \
+        vtsnap-vtbackup-storage run --config cfg.yaml --cluster example --dry-run\n\n\
+        Exit codes: 0 done (or nothing to do); 1 something could not be read or done (nothing\n  \
+        destructive was done on it; the next run tries again); 2 bad config or usage."
+    )]
+    Run {
+        #[arg(long, env = "VTSNAP_CONFIG")]
+        config: PathBuf,
+        #[arg(long, env = "VTSNAP_CLUSTER")]
+        cluster: Option<String>,
+        /// Print the plan; change nothing.
+        #[arg(long, env = "VTSNAP_DRY_RUN", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+        dry_run: bool,
+    },
+    /// Plan offline from a dump, without touching any cluster.
+    #[command(
+        after_help = "Example:\n  kubectl get pods,persistentvolumeclaims,vitessclusters,storageclasses -A -o json > dump.json\n  \
+        vtsnap-vtbackup-storage plan --config cfg.yaml --objects dump.json --output json"
+    )]
+    Plan {
+        #[arg(long, env = "VTSNAP_CONFIG")]
+        config: PathBuf,
+        #[arg(long)]
+        objects: PathBuf,
+        #[arg(long)]
+        cluster: Option<String>,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+}
+
+/// The largest dump read.
+const MAX_DUMP: u64 = 512 << 20;
+
+fn table(p: &Plan) -> String {
+    let mut out = String::new();
+    for s in &p.shards {
+        for o in &s.objects {
+            out.push_str(&format!(
+                "{:<10} {:?} {}/{}  {}: {}\n",
+                serde_json::to_value(o.action)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                o.kind,
+                s.key.namespace,
+                o.name,
+                serde_json::to_value(o.reason)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                o.message
+            ));
+        }
+    }
+    out
+}
+
+fn main() -> ExitCode {
+    let args = Cli::parse();
+    args.common.init();
+    match args.command {
+        Command::Plan {
+            config,
+            objects,
+            cluster,
+            output,
+        } => {
+            let Ok(config) = cli::load_config(&config) else {
+                return Exit::Usage.into();
+            };
+            let read = std::fs::metadata(&objects)
+                .map_err(|e| e.to_string())
+                .and_then(|m| {
+                    if m.len() > MAX_DUMP {
+                        Err(format!("larger than {MAX_DUMP} bytes"))
+                    } else {
+                        Ok(())
+                    }
+                })
+                .and_then(|()| std::fs::read(&objects).map_err(|e| e.to_string()))
+                .and_then(|b| {
+                    serde_json::from_slice::<serde_json::Value>(&b)
+                        .map_err(|e| format!("not JSON: {e}"))
+                })
+                .and_then(|v| plan_from_dump(&config, &v, cluster.as_deref()));
+            match read {
+                Ok(p) => {
+                    match output {
+                        Output::Json => println!("{}", serde_json::json!(p)),
+                        Output::Table => print!("{}", table(&p)),
+                    }
+                    Exit::Ok
+                }
+                Err(e) => {
+                    eprintln!("--objects {}: {e}", objects.display());
+                    Exit::Usage
+                }
+            }
+        }
+        Command::Run {
+            config,
+            cluster,
+            dry_run,
+        } => cli::block_on(async move {
+            let Ok(config) = cli::load_config(&config) else {
+                return Exit::Usage;
+            };
+            let kube = match cli::kube_client().await {
+                Ok(k) => k,
+                Err(e) => {
+                    eprintln!("vtsnap-vtbackup-storage: {e}");
+                    return e.exit();
+                }
+            };
+            let opts = Options {
+                dry_run,
+                only_cluster: cluster,
+                pod_gone_timeout: POD_GONE_TIMEOUT,
+            };
+            let r = run(&config, &opts, kube).await;
+            println!("{}", serde_json::json!(r));
+            Exit::from_code(r.exit_code).unwrap_or(Exit::Failed)
+        }),
+    }
+    .into()
+}

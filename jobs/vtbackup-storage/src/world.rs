@@ -1,0 +1,226 @@
+//! What the reconciler reads, as plain values: per shard its initial-backup Pod and PVC,
+//! the VitessClusters (their first pools), and the cluster's default StorageClass. Built
+//! from API lists or from a `kubectl get … -o json` dump.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use vtsnap_core::labels;
+use vtsnap_core::naming::KeyRange;
+use vtsnap_core::vtbackup::{
+    ANN_DATA_VOLUME_HASH, ANN_TEMPLATE_HASH, BackupObject, DataShape, data_volume,
+};
+
+/// The loop guard's annotation on the PVC: the desired hashes a Pod was last replaced for.
+pub const ANN_REPLACED_FOR: &str = "vtsnap.io/vtbackup-replaced-for";
+
+/// What a read gave.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Read<T> {
+    /// Verified absent (a complete LIST without it, or a 404).
+    Absent,
+    Present(T),
+    /// The read failed or the object could not be read: nothing is decided on it.
+    Unreadable(String),
+}
+
+impl<T> Read<T> {
+    pub fn present(&self) -> Option<&T> {
+        match self {
+            Self::Present(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// A shard as the objects' labels name it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct ShardKey {
+    pub namespace: String,
+    pub cluster: String,
+    pub keyspace: String,
+    /// The key range (`-80`).
+    pub shard: String,
+}
+
+fn annotation(v: &Value, k: &str) -> Option<String> {
+    v.pointer("/metadata/annotations")
+        .and_then(|a| a.get(k))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+fn text(v: &Value, p: &str) -> String {
+    v.pointer(p)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// The initial-backup Pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodState {
+    pub name: String,
+    pub uid: String,
+    /// As read: a delete is refused (409) if the Pod changed since (it started, say).
+    pub resource_version: String,
+    pub phase: String,
+    pub template_hash: Option<String>,
+    pub data_hash: Option<String>,
+    /// Its effective data volume (`None`: no vtbackup container mounts the data root).
+    pub shape: Option<DataShape>,
+}
+
+impl PodState {
+    pub fn read(v: &Value) -> Result<Self, String> {
+        let name = text(v, "/metadata/name");
+        let uid = text(v, "/metadata/uid");
+        if name.is_empty() || uid.is_empty() {
+            return Err("metadata.name or metadata.uid is missing".into());
+        }
+        Ok(Self {
+            resource_version: text(v, "/metadata/resourceVersion"),
+            phase: text(v, "/status/phase"),
+            template_hash: annotation(v, ANN_TEMPLATE_HASH),
+            data_hash: annotation(v, ANN_DATA_VOLUME_HASH),
+            shape: data_volume(v).map(|d| d.shape()),
+            name,
+            uid,
+        })
+    }
+
+    pub fn running(&self) -> bool {
+        self.phase == "Running"
+    }
+}
+
+/// The initial backup's PVC.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PvcState {
+    pub name: String,
+    pub uid: String,
+    pub resource_version: String,
+    pub template_hash: Option<String>,
+    pub replaced_for: Option<String>,
+    /// Being deleted (held by the pvc-protection finalizer while a Pod uses it).
+    pub terminating: bool,
+    /// The whole object (its spec is compared with the template for adoption).
+    pub object: Value,
+}
+
+impl PvcState {
+    pub fn read(v: &Value) -> Result<Self, String> {
+        let name = text(v, "/metadata/name");
+        let uid = text(v, "/metadata/uid");
+        if name.is_empty() || uid.is_empty() {
+            return Err("metadata.name or metadata.uid is missing".into());
+        }
+        if !v.get("spec").is_some_and(Value::is_object) {
+            return Err(format!("PVC {name}: spec is not an object"));
+        }
+        Ok(Self {
+            resource_version: text(v, "/metadata/resourceVersion"),
+            template_hash: annotation(v, ANN_TEMPLATE_HASH),
+            replaced_for: annotation(v, ANN_REPLACED_FOR),
+            terminating: v
+                .pointer("/metadata/deletionTimestamp")
+                .is_some_and(|t| !t.is_null()),
+            object: v.clone(),
+            name,
+            uid,
+        })
+    }
+}
+
+/// One shard's initial-backup objects.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shard {
+    pub key: ShardKey,
+    pub pod: Read<PodState>,
+    pub pvc: Read<PvcState>,
+}
+
+/// Everything read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct World {
+    pub shards: Vec<Shard>,
+    /// VitessCluster objects by `(namespace, name)`.
+    pub clusters: BTreeMap<(String, String), Read<Value>>,
+    /// The default StorageClass (`Present(None)`: the cluster has none).
+    pub default_class: Read<Option<String>>,
+}
+
+/// The shard an object's operator labels name.
+pub fn shard_of(v: &Value) -> Option<ShardKey> {
+    let label = |k: &str| {
+        v.pointer("/metadata/labels")
+            .and_then(|l| l.get(k))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
+    Some(ShardKey {
+        namespace: text(v, "/metadata/namespace"),
+        cluster: label(labels::CLUSTER)?,
+        keyspace: label(labels::KEYSPACE)?,
+        shard: KeyRange::from_safe_name(&label(labels::SHARD)?)
+            .ok()?
+            .to_string(),
+    })
+}
+
+/// The default StorageClass's name among StorageClass objects (the
+/// `storageclass.kubernetes.io/is-default-class` annotation; the newest wins, as the
+/// admission plugin picks it).
+pub fn default_class(classes: &[Value]) -> Option<String> {
+    classes
+        .iter()
+        .filter(|c| {
+            annotation(c, "storageclass.kubernetes.io/is-default-class").as_deref() == Some("true")
+        })
+        .max_by(|a, b| {
+            text(a, "/metadata/creationTimestamp")
+                .cmp(&text(b, "/metadata/creationTimestamp"))
+                .then(text(b, "/metadata/name").cmp(&text(a, "/metadata/name")))
+        })
+        .map(|c| text(c, "/metadata/name"))
+}
+
+/// Groups initial-backup Pods and PVCs by shard. Objects of other shards' names (a label
+/// and a name that disagree) still count by their labels; one that cannot be read makes
+/// its shard's read of that kind unreadable.
+pub fn group(pods: &[Value], pvcs: &[Value]) -> Vec<Shard> {
+    let mut by: BTreeMap<ShardKey, (Read<PodState>, Read<PvcState>)> = BTreeMap::new();
+    let mut put = |v: &Value, pod: bool| {
+        if !matches!(
+            BackupObject::classify(v, pod),
+            Some(BackupObject::InitPod | BackupObject::InitPvc)
+        ) {
+            return;
+        }
+        let Some(key) = shard_of(v) else { return };
+        let entry = by.entry(key).or_insert((Read::Absent, Read::Absent));
+        if pod {
+            entry.0 = match (&entry.0, PodState::read(v)) {
+                (Read::Absent, Ok(p)) => Read::Present(p),
+                (Read::Absent, Err(e)) => Read::Unreadable(e),
+                _ => Read::Unreadable("more than one initial-backup Pod for the shard".into()),
+            };
+        } else {
+            entry.1 = match (&entry.1, PvcState::read(v)) {
+                (Read::Absent, Ok(p)) => Read::Present(p),
+                (Read::Absent, Err(e)) => Read::Unreadable(e),
+                _ => Read::Unreadable("more than one initial-backup PVC for the shard".into()),
+            };
+        }
+    };
+    for p in pods {
+        put(p, true);
+    }
+    for p in pvcs {
+        put(p, false);
+    }
+    by.into_iter()
+        .map(|(key, (pod, pvc))| Shard { key, pod, pvc })
+        .collect()
+}
