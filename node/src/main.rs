@@ -14,7 +14,7 @@ use vtsnap_node::{fsfreeze, holdloop, mysqlctl, probe};
 /// volume; and (`run`) the daemon that serves fence leases and releases everything when a
 /// lease expires.
 #[derive(Debug, Parser)]
-#[command(name = "vtsnap-node", version)]
+#[command(name = "vtsnap-node", version = vtsnap_core::cli::VERSION)]
 struct Cli {
     #[command(flatten)]
     common: CommonArgs,

@@ -18,7 +18,7 @@ use vtsnap_core::exit::Exit;
 /// The mutating admission webhook: restore injection into new tablet PVCs and Pods, and
 /// vtbackup scratch storage at creation.
 #[derive(Debug, Parser)]
-#[command(name = "vtsnap-admission", version)]
+#[command(name = "vtsnap-admission", version = vtsnap_core::cli::VERSION)]
 struct Cli {
     #[command(flatten)]
     common: CommonArgs,

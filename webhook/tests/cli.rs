@@ -185,3 +185,12 @@ fn bad_inputs_exit_2_naming_the_file() {
     let help = bin().args(["review", "--help"]).output().unwrap();
     assert!(String::from_utf8_lossy(&help.stdout).contains("Example:"));
 }
+
+#[test]
+fn version_names_the_release_and_the_commit_slot() {
+    let out = bin().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let want = format!("vtsnap-admission {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(text.starts_with(&want), "{text}");
+}

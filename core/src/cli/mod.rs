@@ -15,6 +15,10 @@ use crate::config::{Config, ConfigErrors, GoDuration};
 use crate::exit::Exit;
 use crate::logging::{self, LogFormat};
 
+/// `--version` of every binary: the release, and the commit it was built from when the
+/// build was given one (`VTSNAP_GIT_COMMIT`, set by `make images`).
+pub const VERSION: &str = env!("VTSNAP_VERSION");
+
 /// The flags every binary has. `#[command(flatten)]` it into the top-level parser.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {

@@ -12,7 +12,7 @@ use vtsnap_csi_btrfs::server::{self, Config, Endpoint};
 #[derive(Debug, Parser)]
 #[command(
     name = "vtsnap-csi-btrfs",
-    version,
+    version = vtsnap_core::cli::VERSION,
     after_help = "Example:\n  vtsnap-csi-btrfs --endpoint unix:///run/csi/csi.sock --root /mnt/btrfs/csi --node-id node-1\n\n\
     Exit codes: 0 stopped by SIGTERM or Ctrl-C, 1 failed, 2 usage, 3 refused (root not on btrfs, socket path taken)."
 )]

@@ -18,7 +18,7 @@ use vtsnap_restore::{Action, Options, RestoreError, run};
 #[derive(Debug, Parser)]
 #[command(
     name = "vtsnap-restore",
-    version,
+    version = vtsnap_core::cli::VERSION,
     after_help = "Examples:\n  \
       vtsnap-restore --vtdataroot /vt/vtdataroot --tablet-uid 2548885007\n  \
       vtsnap-restore --vtdataroot /mnt/clone/vtdataroot --tablet-uid 0000000102 --dry-run\n  \

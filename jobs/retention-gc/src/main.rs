@@ -11,7 +11,7 @@ use vtsnap_gc::run::{GcOptions, plan_json, run, table};
 
 /// Retention, deletion policy and fence recovery for vtsnap's VolumeSnapshots.
 #[derive(Debug, Parser)]
-#[command(name = "vtsnap-gc", version)]
+#[command(name = "vtsnap-gc", version = vtsnap_core::cli::VERSION)]
 struct Cli {
     #[command(flatten)]
     common: CommonArgs,

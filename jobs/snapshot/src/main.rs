@@ -8,7 +8,7 @@ use vtsnap_snapshot::{plan, render};
 
 /// Volume-snapshot backups of one Vitess shard.
 #[derive(Debug, Parser)]
-#[command(name = "vtsnap-snapshot", version)]
+#[command(name = "vtsnap-snapshot", version = vtsnap_core::cli::VERSION)]
 struct Cli {
     #[command(flatten)]
     common: CommonArgs,

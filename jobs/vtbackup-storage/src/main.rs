@@ -9,7 +9,7 @@ use vtsnap_vtbackup_storage::run::{Options, POD_GONE_TIMEOUT, plan_from_dump, ru
 
 /// Converges vtbackup initial-backup Pods and PVCs to the configured scratch storage.
 #[derive(Debug, Parser)]
-#[command(name = "vtsnap-vtbackup-storage", version)]
+#[command(name = "vtsnap-vtbackup-storage", version = vtsnap_core::cli::VERSION)]
 struct Cli {
     #[command(flatten)]
     common: CommonArgs,

@@ -358,8 +358,19 @@ async fn a_pod_that_starts_between_the_read_and_the_delete_is_not_deleted() {
         k.remove("", "pods", "vitess", &n);
         k.put_json("", "pods", pod);
     }));
-    let r = run(&config("{useEmptyDirForInitialBackup: true}"), &opts(false), kube.client()).await;
+    let r = run(
+        &config("{useEmptyDirForInitialBackup: true}"),
+        &opts(false),
+        kube.client(),
+    )
+    .await;
     assert_eq!(r.exit_code, 1, "{r:?}");
-    assert!(has(&kube, "pods") && has(&kube, "persistentvolumeclaims"), "{r:?}");
-    assert!(r.errors[0].contains("409") || r.errors[0].to_lowercase().contains("conflict"), "{r:?}");
+    assert!(
+        has(&kube, "pods") && has(&kube, "persistentvolumeclaims"),
+        "{r:?}"
+    );
+    assert!(
+        r.errors[0].contains("409") || r.errors[0].to_lowercase().contains("conflict"),
+        "{r:?}"
+    );
 }
