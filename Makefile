@@ -6,28 +6,28 @@ export DOCKER_HOST ?= unix:///run/podman/podman.sock
 DEMO_DIR ?= $(shell mktemp -d -u /tmp/vtsnap-demo.XXXXXX)
 NEW_UID ?= 2548885007
 
-.PHONY: test-real demo demo-real demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down
+.PHONY: test-images test-real demo demo-real demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down chart
 
 # The local lab (tests/): cold and online snapshots under load, a new replica from each,
 # checksums, GC, a timeline and one JSON line. Cleans up even when interrupted.
-demo: images
+demo: test-images
 	@bash scripts/lab.sh demo
 
 # The same demo on the real control plane (e2e/local-cluster, built the first time: slow
 # cold): real API server, garbage collector and CSI snapshot stack; ends with the same JSON
 # line plus "kube_version". Takes the cluster down again unless it was already up.
-demo-real: images tools
+demo-real: test-images tools
 	@bash scripts/demo-real.sh
 
 # Snapshots against mariadb-backup and mariadb-dump on generated data; writes docs/benchmarks.md.
 LAB_SIZES ?= 1,4,8
 LAB_RUNS ?= 3
-bench-lab: images
+bench-lab: test-images
 	@bash scripts/lab.sh bench --sizes-gib $(LAB_SIZES) --runs $(LAB_RUNS) --out docs/benchmarks.md
 
 # Online snapshots under transactional load, each restored and checked; bounded in time.
 SOAK ?= 10m
-soak-lab: images
+soak-lab: test-images
 	@bash scripts/lab.sh soak --duration $(SOAK)
 
 demo-restore:
@@ -51,7 +51,13 @@ demo-plan:
 setup:
 	bash scripts/setup-host.sh
 
-images: setup
+# Every image: the test images (test-images) and one image per program, built from this
+# checkout and smoke-run (scripts/build-product-images.sh prints their sizes).
+images: test-images
+	bash scripts/build-product-images.sh
+
+# The images the tests use (a debootstrap Debian base, MariaDB on it), without a registry.
+test-images: setup
 	bash scripts/build-images.sh
 
 lint:
@@ -75,6 +81,11 @@ bench:
 	cargo bench -p vtsnap-gc --bench plan_scaling
 	cargo bench -p vtsnap-admission --bench review_latency
 
+# The Helm chart: lint, render with each charts/vtsnap/ci/*-values.yaml into target/chart/,
+# and bad values refused with a message naming them (helm is built by `make tools`).
+chart: setup tools
+	bash scripts/chart.sh
+
 # Pinned cargo tools the checks below need (cargo-fuzz, cargo-mutants).
 dev-tools:
 	bash scripts/dev-tools.sh
@@ -93,7 +104,7 @@ mutants-check: dev-tools
 	bash scripts/mutants.sh changed
 
 # Ends with one plain closing line summing every test binary's result (both tiers).
-test: images lint bench-check fuzz-check mutants-check unit test-real
+test: images lint chart bench-check fuzz-check mutants-check unit test-real
 	@cat target/test.log target/test-real.log | awk '/^test result:/ {p += $$4; f += $$6} END {printf "tests: %d passed, %d failed\n", p, f}'
 
 # ---- local real control plane (e2e/local-cluster/) --------------------------------------
@@ -112,6 +123,6 @@ cluster-down:
 	@bash e2e/local-cluster/cluster.sh down
 
 # The real-API tier (e2e/suite) against the local control plane, which it starts and stops.
-test-real: tools images
+test-real: tools test-images
 	bash scripts/test-real.sh
 # ---- end local real control plane -------------------------------------------------------

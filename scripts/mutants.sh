@@ -3,6 +3,7 @@
 #   scripts/mutants.sh full          every mutant of every decider
 #   scripts/mutants.sh changed       only mutants on lines changed since the commit in
 #                                    .ci/mutants-baseline (the last full, clean run)
+#   MUTANTS_PACKAGES="a b" scripts/mutants.sh ...   only those packages' groups
 # A mutant that no test catches fails the run unless it is listed, with a one-line reason,
 # in a `mutants-equivalent.md` beside its file or in the folder named after it (the text
 # cargo-mutants prints after `path:line:col: `).
@@ -35,6 +36,9 @@ unexpected=0
 caught=0
 for g in "${groups[@]}"; do
   IFS='|' read -r package files test_args <<<"$g"
+  if [ -n "${MUTANTS_PACKAGES:-}" ] && [[ " $MUTANTS_PACKAGES " != *" $package "* ]]; then
+    continue
+  fi
   read -ra files <<<"$files"
   read -ra test_args <<<"$test_args"
   args=(--package "$package")

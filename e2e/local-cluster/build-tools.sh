@@ -5,6 +5,7 @@
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler   tools/control-plane/
 #   snapshot-controller, csi-snapshotter                           tools/snapshotter/
 #   csi-provisioner                                                tools/provisioner/
+#   helm (for the chart's tests)                                   tools/helm/
 #   crds/*.yaml  (VolumeSnapshot CRDs, copied from the module cache)
 #
 # Each directory under tools/ is a Go module of our own holding only go.mod/go.sum with
@@ -31,6 +32,8 @@ else echo "build-tools: no Go toolchain (go) found in PATH" >&2; exit 1; fi
 K8S_VERSION=v1.36.3
 SNAPSHOTTER_VERSION=v8.7.0
 PROVISIONER_VERSION=v6.4.0
+HELM_VERSION=v3.22.0
+HELM_K8S_MINOR=37 # the k8s.io/client-go minor helm v3.22.0 is built with: its default kube version
 
 # name | module dir (under tools/) | package | ldflags kind
 TOOLS=(
@@ -41,8 +44,9 @@ TOOLS=(
   "snapshot-controller|snapshotter|github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller|snapshotter"
   "csi-snapshotter|snapshotter|github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter|snapshotter"
   "csi-provisioner|provisioner|github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner|provisioner"
+  "helm|helm|helm.sh/helm/v3/cmd/helm|helm"
 )
-MODULES=(control-plane snapshotter provisioner)
+MODULES=(control-plane snapshotter provisioner helm)
 # from the snapshotter's client module (its config/crd), the release the binaries use
 CRDS=(
   snapshot.storage.k8s.io_volumesnapshotclasses.yaml
@@ -68,6 +72,13 @@ ldflags() {
     etcd) echo "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=none" ;; # 3.6.8: a constant
     snapshotter) echo "-s -w -X main.version=$SNAPSHOTTER_VERSION" ;;
     provisioner) echo "-s -w -X main.version=$PROVISIONER_VERSION" ;;
+    helm)
+      local f="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+      f+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+      for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+        f+=" -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$HELM_K8S_MINOR"
+      done
+      echo "$f" ;;
   esac
 }
 

@@ -12,7 +12,8 @@ ARG GIT_COMMIT=unknown
 WORKDIR /src
 COPY . .
 RUN VTSNAP_GIT_COMMIT="${GIT_COMMIT}" cargo build --release --locked --bin "${PROGRAM}" \
- && mkdir -p /context/bin && cp "target/release/${PROGRAM}" /context/bin/
+ && mkdir -p /context/bin && cp "target/release/${PROGRAM}" /context/bin/ \
+ && strip --strip-debug "/context/bin/${PROGRAM}"
 
 FROM ${BASE} AS root
 ARG PROGRAM

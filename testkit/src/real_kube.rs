@@ -103,6 +103,43 @@ impl RealKube {
         self.client.clone()
     }
 
+    /// The kubeconfig this client was made from (for child processes such as helm).
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// A client that authenticates as the ServiceAccount `namespace/name` (a token from
+    /// the TokenRequest API) and nothing else: what that account may do, and no more.
+    pub async fn as_service_account(&self, namespace: &str, name: &str) -> kube::Client {
+        let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600}});
+        let req = http::Request::post(format!(
+            "/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
+        ))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&request).unwrap())
+        .unwrap();
+        let answer: Value = self
+            .client
+            .request(req)
+            .await
+            .unwrap_or_else(|e| panic!("TokenRequest for {namespace}/{name}: {e}"));
+        let token = answer["status"]["token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("TokenRequest for {namespace}/{name}: no token: {answer}"))
+            .to_owned();
+        let kc = Kubeconfig::read_from(&self.kubeconfig).unwrap();
+        let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .unwrap();
+        config.auth_info = kube::config::AuthInfo {
+            token: Some(token.into()),
+            ..Default::default()
+        };
+        vtsnap_core::cli::client_with(config, vtsnap_core::cli::ApiTimeouts::DEFAULT)
+            .unwrap_or_else(|e| panic!("client for {namespace}/{name}: {e}"))
+    }
+
     /// The API server's `gitVersion`.
     pub async fn version(&self) -> String {
         self.client

@@ -548,3 +548,100 @@ fn scheduled_backups_tablets_and_other_clusters_are_not_touched() {
     let other = Config::from_yaml("clusters:\n- name: other\n  namespace: vitess\n").unwrap();
     assert!(plan(&other, &w, None).shards.is_empty());
 }
+
+#[test]
+fn a_legacy_pod_whose_data_volume_differs_is_replaced() {
+    let pvc = defaulted(
+        operator_shard().vtbackup_init_pvc(&pool_template()),
+        "standard",
+    );
+    let o = legacy("Pending", pvc.clone());
+    let p = plan(&config(EMPTY_DIR), &world(&o, json!({})), None);
+    assert_eq!(
+        steps(&p)[0],
+        (Pod, DeletePod, Reason::LegacyDiffers),
+        "{p:#?}"
+    );
+    // The PVC fits the template, but the pool's extraVolumes replace the data volume.
+    let extra = json!({"extraVolumes": [{"name": "persistent-volume-claim", "hostPath": {"path": "/scratch"}}]});
+    let o = legacy("Pending", pvc);
+    let p = plan(&config(""), &world(&o, extra), None);
+    assert_eq!(
+        steps(&p)[0],
+        (Pod, DeletePod, Reason::LegacyDiffers),
+        "{p:#?}"
+    );
+}
+
+#[test]
+fn an_unreadable_pvc_beside_an_up_to_date_pod_waits_and_keeps_the_pod() {
+    let mut o = made_under(&config(""), json!({}));
+    o.pod = o.pod.map(|p| phase(p, "Pending"));
+    let mut w = world(&o, json!({}));
+    w.shards[0].pvc = Read::Unreadable("PVCs in vitess: 503".into());
+    let p = plan(&config(""), &w, None);
+    assert_eq!(
+        steps(&p),
+        [
+            (Pod, Keep, Reason::UpToDate),
+            (Pvc, Wait, Reason::PvcUnreadable)
+        ],
+        "{p:#?}"
+    );
+}
+
+#[test]
+fn only_an_adopted_pod_lets_its_pvc_be_adopted() {
+    // The Pod carries both hashes (kept); its PVC lost its hash: kept, not adopted.
+    let mut o = made_under(&config(""), json!({}));
+    o.pod = o.pod.map(|p| phase(p, "Pending"));
+    o.pvc.as_mut().unwrap()["metadata"]["annotations"] = json!({});
+    let p = plan(&config(""), &world(&o, json!({})), None);
+    assert_eq!(
+        steps(&p),
+        [
+            (Pod, Keep, Reason::UpToDate),
+            (Pvc, Keep, Reason::PodPresent)
+        ],
+        "{p:#?}"
+    );
+    // A legacy Pod adopted beside a PVC that already has its hash: the PVC is kept.
+    let mut pvc = defaulted(
+        operator_shard().vtbackup_init_pvc(&pool_template()),
+        "standard",
+    );
+    let desired = plan(
+        &config(""),
+        &world(&legacy("Pending", pvc.clone()), json!({})),
+        None,
+    )
+    .shards[0]
+        .desired
+        .clone()
+        .unwrap();
+    pvc["metadata"]["annotations"]["vtsnap.io/vtbackup-pvc-template-hash"] =
+        json!(desired.template_hash);
+    let p = plan(
+        &config(""),
+        &world(&legacy("Pending", pvc), json!({})),
+        None,
+    );
+    assert_eq!(
+        steps(&p),
+        [
+            (Pod, Adopt, Reason::LegacyMatches),
+            (Pvc, Keep, Reason::PodPresent)
+        ],
+        "{p:#?}"
+    );
+}
+
+#[test]
+fn the_loop_guard_names_both_hashes() {
+    // Stored on PVCs: its spelling must not change between releases.
+    let d = vtsnap_vtbackup_storage::decide::Desired {
+        template_hash: "t0".into(),
+        data_volume_hash: "d1".into(),
+    };
+    assert_eq!(d.guard(), "d1/t0");
+}

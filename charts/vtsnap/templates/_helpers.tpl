@@ -1,0 +1,155 @@
+{{/* Names: <release>-vtsnap unless the release already says vtsnap; 52 chars leave room for suffixes. */}}
+{{- define "vtsnap.fullname" -}}
+{{- if contains "vtsnap" .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-vtsnap" .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "vtsnap.labels" -}}
+app.kubernetes.io/name: vtsnap
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- range $k, $v := .Values.commonLabels }}
+{{ $k }}: {{ $v | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels of one program: (dict "root" $ "program" "gc") */}}
+{{- define "vtsnap.selector" -}}
+app.kubernetes.io/name: vtsnap
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .program }}
+{{- end -}}
+
+{{/* The image of one program; the tag is never latest (the schema refuses it). */}}
+{{- define "vtsnap.image" -}}
+{{- $i := .root.Values.image -}}
+{{- $tag := default .root.Chart.AppVersion $i.tag -}}
+{{- if eq (lower $tag) "latest" -}}{{- fail "image.tag: latest is refused; name the version" -}}{{- end -}}
+{{- if $i.registry -}}{{ $i.registry }}/{{- end -}}{{ $i.repository }}/vtsnap-{{ .program }}:{{ $tag }}
+{{- end -}}
+
+{{/* The configured clusters' namespaces, each once, as a list. */}}
+{{- define "vtsnap.namespaces" -}}
+{{- $seen := list -}}
+{{- range .Values.config.clusters -}}{{- $seen = append $seen .namespace -}}{{- end -}}
+{{- toJson (uniq $seen) -}}
+{{- end -}}
+
+{{/* Vitess' SafeName of a shard: a leading or trailing - becomes x (-80 → x-80). */}}
+{{- define "vtsnap.shardSafe" -}}
+{{- regexReplaceAll "-$" (regexReplaceAll "^-" . "x-") "-x" -}}
+{{- end -}}
+
+{{/* A DNS-1123 name at most .max long: readable, with a hash when shortened. */}}
+{{- define "vtsnap.dnsName" -}}
+{{- $n := regexReplaceAll "[^a-z0-9-]" (lower .name) "-" | trimAll "-" -}}
+{{- if gt (len $n) (int .max) -}}
+{{- printf "%s-%s" (trunc (int (sub .max 9)) $n | trimSuffix "-") (sha256sum .name | trunc 8) -}}
+{{- else -}}{{ $n }}{{- end -}}
+{{- end -}}
+
+{{/* Exit codes that must not be retried (DESIGN: 2 usage, 3 refused, 4 unfence incomplete). */}}
+{{- define "vtsnap.podFailurePolicy" -}}
+podFailurePolicy:
+  rules:
+  - action: FailJob
+    onExitCodes:
+      containerName: {{ . }}
+      operator: In
+      values: [2, 3, 4]
+  - action: Ignore
+    onPodConditions:
+    - type: DisruptionTarget
+{{- end -}}
+
+{{/* Pod-level hardening shared by the non-privileged programs. */}}
+{{- define "vtsnap.restrictedPod" -}}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 65532
+  runAsGroup: 65532
+  seccompProfile: {type: RuntimeDefault}
+{{- end -}}
+{{- define "vtsnap.restrictedContainer" -}}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities: {drop: [ALL]}
+{{- end -}}
+
+{{/* One CronJob of a per-cluster program: (dict "root" $ "program" "gc" "values" .Values.gc "args" list "account" "gc") */}}
+{{- define "vtsnap.cronjob" -}}
+{{- $root := .root -}}
+{{- $v := .values -}}
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: {{ .name }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "vtsnap.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: {{ .program }}
+    {{- range $k, $val := .extraLabels }}
+    {{ $k }}: {{ $val | quote }}
+    {{- end }}
+spec:
+  schedule: {{ .schedule | quote }}
+  {{- with $v.timeZone }}
+  timeZone: {{ . | quote }}
+  {{- end }}
+  {{- if .suspend }}
+  suspend: true
+  {{- end }}
+  # One run at a time: a second snapshot of a shard would be refused by its fence anyway.
+  concurrencyPolicy: Forbid
+  {{- with $v.startingDeadlineSeconds }}
+  startingDeadlineSeconds: {{ . }}
+  {{- end }}
+  successfulJobsHistoryLimit: {{ $v.successfulJobsHistoryLimit }}
+  failedJobsHistoryLimit: {{ $v.failedJobsHistoryLimit }}
+  jobTemplate:
+    metadata:
+      labels:
+        {{- include "vtsnap.selector" (dict "root" $root "program" .program) | nindent 8 }}
+    spec:
+      activeDeadlineSeconds: {{ $v.activeDeadlineSeconds }}
+      backoffLimit: {{ $v.backoffLimit }}
+      {{- include "vtsnap.podFailurePolicy" .container | nindent 6 }}
+      template:
+        metadata:
+          labels:
+            {{- include "vtsnap.selector" (dict "root" $root "program" .program) | nindent 12 }}
+        spec:
+          serviceAccountName: {{ include "vtsnap.fullname" $root }}-{{ .program }}
+          restartPolicy: Never
+          {{- with $root.Values.imagePullSecrets }}
+          imagePullSecrets: {{ toYaml . | nindent 12 }}
+          {{- end }}
+          {{- include "vtsnap.restrictedPod" $root | nindent 10 }}
+          containers:
+          - name: {{ .container }}
+            image: {{ include "vtsnap.image" (dict "root" $root "program" .program) }}
+            imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+            args:
+            {{- range .args }}
+            - {{ . | quote }}
+            {{- end }}
+            env:
+            - {name: VTSNAP_CONFIG, value: /etc/vtsnap/config.yaml}
+            - {name: VTSNAP_LOG_FORMAT, value: {{ $root.Values.logFormat | quote }}}
+            {{- include "vtsnap.restrictedContainer" $root | nindent 12 }}
+            {{- with $v.resources }}
+            resources: {{ toYaml . | nindent 14 }}
+            {{- end }}
+            volumeMounts:
+            - {name: config, mountPath: /etc/vtsnap, readOnly: true}
+          volumes:
+          - name: config
+            configMap:
+              name: {{ include "vtsnap.fullname" $root }}-config
+{{- end -}}

@@ -1,0 +1,577 @@
+//! The Helm chart installed into the real control plane by the real helm (built from its
+//! Go module into target/tools/): every object it renders passes the API server's own
+//! validation and exists afterwards; the snapshot CronJob's Job template mounts the
+//! config and passes the shard; and each program, run with its own ServiceAccount's token
+//! (TokenRequest), does its job while a request outside its documented rules is refused
+//! with 403: least privilege proven against the RBAC authorizer, not asserted. The node
+//! helper runs for real too (a probe and a lease recovery, no mysqld needed).
+//! vtctld and the node helper are fakes (DESIGN §7), as in the other real-API tests.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use serde_json::{Value, json};
+use vtsnap_core::config::{Config, Mode};
+use vtsnap_gc::run::{GcOptions, run as gc_run};
+use vtsnap_snapshot::run::{RunOptions, run as snapshot_run};
+use vtsnap_testkit::fake_node::{ApiLeases, FakeNodeHelper, NodeScript};
+use vtsnap_testkit::fake_vtctld::FakeVtctld;
+use vtsnap_testkit::fixtures::shard;
+use vtsnap_testkit::layout::TabletLayout;
+use vtsnap_testkit::operator_objects::{OperatorShard, operator_shard, pvc_template};
+use vtsnap_testkit::real_kube::{BTRFS_CLASS, RealKube, resource};
+use vtsnap_vtbackup_storage::run::{Options as VtbackupOptions, run as vtbackup_run};
+
+const LIMIT: Duration = Duration::from_secs(90);
+/// A cron line that never fires (February 31st): the test runs each program itself.
+const NEVER: &str = "0 0 31 2 *";
+const RELEASE: &str = "t";
+const FULL: &str = "t-vtsnap";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// helm from target/tools/ (`make tools`), or `VTSNAP_TEST_HELM`.
+fn helm() -> Command {
+    let path = std::env::var_os("VTSNAP_TEST_HELM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/tools/helm"));
+    assert!(
+        path.exists(),
+        "{} is missing: run `make tools` (it builds helm from its Go module)",
+        path.display()
+    );
+    Command::new(path)
+}
+
+/// `helm uninstall` when the test ends (the cluster-scoped objects are the release's).
+struct Release {
+    namespace: String,
+    kubeconfig: PathBuf,
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        let _ = helm()
+            .args([
+                "uninstall",
+                RELEASE,
+                "--wait=false",
+                "-n",
+                &self.namespace,
+                "--kubeconfig",
+            ])
+            .arg(&self.kubeconfig)
+            .output();
+    }
+}
+
+/// The plural of a kind the chart renders.
+fn plural(kind: &str) -> String {
+    let lower = kind.to_ascii_lowercase();
+    if let Some(stem) = lower.strip_suffix('y') {
+        format!("{stem}ies")
+    } else if lower.ends_with('s') {
+        format!("{lower}es")
+    } else {
+        format!("{lower}s")
+    }
+}
+
+/// Whether the client's identity may `verb` the resource (a SelfSubjectAccessReview:
+/// the API server's RBAC authorizer answers).
+async fn may(client: &kube::Client, ns: &str, group: &str, resource: &str, verb: &str) -> bool {
+    let review: SelfSubjectAccessReview = serde_json::from_value(json!({
+        "spec": {"resourceAttributes": {"namespace": ns, "group": group, "resource": resource, "verb": verb}}
+    }))
+    .unwrap();
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let answer = api.create(&PostParams::default(), &review).await.unwrap();
+    answer.status.map(|s| s.allowed).unwrap_or(false)
+}
+
+/// A request refused by the API server with 403.
+fn assert_forbidden<T: std::fmt::Debug>(what: &str, r: Result<T, kube::Error>) {
+    match r {
+        Err(kube::Error::Api(s)) if s.code == 403 => {}
+        other => panic!("{what}: want 403 Forbidden, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rules() {
+    let kube = RealKube::from_env().await;
+    let vitess = kube.namespace("chart-vitess").await;
+    let system = kube.namespace("chart-system").await;
+
+    // A shard whose PVCs the real provisioner bound, each volume with its tablet's files.
+    let vtctld = FakeVtctld::new();
+    let fixture = shard().replicas(3).primary(1);
+    let pvs = fixture
+        .install_real(&kube, &vitess.name, BTRFS_CLASS, &vtctld)
+        .await;
+    for (n, pv) in &pvs {
+        let api: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(kube.client());
+        let path = api
+            .get(pv)
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .csi
+            .unwrap()
+            .volume_attributes
+            .unwrap()["path"]
+            .clone();
+        let dir = PathBuf::from(path).join("vtdataroot");
+        std::fs::create_dir_all(&dir).unwrap();
+        TabletLayout::mariadb(fixture.alias(*n).uid.get())
+            .write(&dir)
+            .unwrap();
+    }
+    let vt = vtctld.serve().await;
+    let _node = FakeNodeHelper::start_on(
+        ApiLeases(kube.client()),
+        "",
+        NodeScript::default(),
+        Duration::from_millis(50),
+    );
+    // A legacy initial backup (Pod and PVC without vtsnap's hashes) for vtbackup-storage.
+    let backup = OperatorShard {
+        namespace: vitess.name.clone(),
+        ..operator_shard()
+    };
+    kube.create(json!({"apiVersion": "planetscale.com/v2", "kind": "VitessCluster",
+        "metadata": {"name": "example", "namespace": vitess.name},
+        "spec": {"keyspaces": [{"name": "commerce", "partitionings": [{"equal": {"parts": 1, "shardTemplate": {
+            "tabletPools": [{"cell": "zone1", "type": "replica", "replicas": 3, "dataVolumeClaimTemplate": pvc_template("64Mi")}]}}}]}]}}))
+        .await;
+    kube.create(backup.vtbackup_init_pvc(&pvc_template("64Mi")))
+        .await;
+    kube.create(backup.vtbackup_init_pod()).await;
+
+    // helm install, with the workloads' Pods kept off the one Node (there is no kubelet).
+    let dir = tempfile::tempdir().unwrap();
+    let values = dir.path().join("values.yaml");
+    let off_node = json!({"vtsnap.io/test-no-such-node": "true"});
+    std::fs::write(
+        &values,
+        serde_json::to_vec(&json!({
+            "image": {"tag": "0.1.0"},
+            "config": {"clusters": [{"name": "example", "namespace": vitess.name, "vtctld": vt.endpoint(),
+                "snapshot": {"volumeSnapshotClassName": BTRFS_CLASS, "cutTimeout": "60s", "readyTimeout": "60s", "maxHold": "60s"},
+                "retention": {"maxCount": 1}}]},
+            "snapshot": {"shards": [{"cluster": "example", "keyspace": "commerce", "shard": "-", "schedule": NEVER}]},
+            "gc": {"schedule": NEVER},
+            "vtbackupStorage": {"schedule": NEVER},
+            "node": {"nodeSelector": off_node},
+            "admission": {"replicas": 1, "nodeSelector": off_node},
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let _release = Release {
+        namespace: system.name.clone(),
+        kubeconfig: kube.kubeconfig().to_path_buf(),
+    };
+    let out = helm()
+        .args(["install", RELEASE])
+        .arg(root().join("charts/vtsnap"))
+        .args(["-n", &system.name, "-f"])
+        .arg(&values)
+        .arg("--kubeconfig")
+        .arg(kube.kubeconfig())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "helm install: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Every object of the release's manifest is on the server (the API server validated
+    // and stored each one; helm would have failed otherwise).
+    let out = helm()
+        .args([
+            "get",
+            "manifest",
+            RELEASE,
+            "-n",
+            &system.name,
+            "--kubeconfig",
+        ])
+        .arg(kube.kubeconfig())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let manifest = String::from_utf8(out.stdout).unwrap();
+    let mut kinds = std::collections::BTreeSet::new();
+    for doc in manifest.split("\n---") {
+        let v: Value = match serde_yaml_ng::from_str(doc) {
+            Ok(v) if !Value::is_null(&v) => v,
+            _ => continue,
+        };
+        let (group, version) = v["apiVersion"]
+            .as_str()
+            .unwrap()
+            .rsplit_once('/')
+            .unwrap_or(("", v["apiVersion"].as_str().unwrap()));
+        let kind = v["kind"].as_str().unwrap();
+        let name = v["metadata"]["name"].as_str().unwrap();
+        let ns = v["metadata"]["namespace"].as_str().unwrap_or("");
+        let ar = resource(group, version, kind, &plural(kind));
+        assert!(
+            kube.get(&ar, ns, name).await.is_some(),
+            "{kind} {ns}/{name} of the release is not on the server"
+        );
+        kinds.insert(kind.to_owned());
+    }
+    for want in [
+        "ConfigMap",
+        "CronJob",
+        "DaemonSet",
+        "Deployment",
+        "Service",
+        "Secret",
+        "MutatingWebhookConfiguration",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "PodDisruptionBudget",
+    ] {
+        assert!(kinds.contains(want), "no {want} in the release: {kinds:?}");
+    }
+
+    // The snapshot CronJob as stored: the config mounted, the shard's args, no latest tag.
+    let cronjobs = kube
+        .list(
+            &resource("batch", "v1", "CronJob", "cronjobs"),
+            &system.name,
+        )
+        .await;
+    let snap = cronjobs
+        .iter()
+        .find(|c| c["metadata"]["labels"]["app.kubernetes.io/component"] == "snapshot")
+        .expect("a snapshot CronJob");
+    assert_eq!(snap["spec"]["concurrencyPolicy"], "Forbid");
+    let pod = &snap["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert_eq!(
+        c["args"],
+        json!([
+            "run",
+            "--cluster",
+            "example",
+            "--keyspace",
+            "commerce",
+            "--shard=-"
+        ])
+    );
+    assert!(
+        c["image"]
+            .as_str()
+            .unwrap()
+            .ends_with("/vtsnap-snapshot:0.1.0"),
+        "{c}"
+    );
+    assert_eq!(c["volumeMounts"][0]["mountPath"], "/etc/vtsnap");
+    assert_eq!(
+        pod["volumes"][0]["configMap"]["name"],
+        format!("{FULL}-config")
+    );
+    assert_eq!(pod["serviceAccountName"], format!("{FULL}-snapshot"));
+    for c in &cronjobs {
+        let image = c["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap();
+        assert!(
+            !image.ends_with(":latest") && image.contains(':'),
+            "{image}"
+        );
+    }
+
+    // The config every program reads is the ConfigMap's, as the chart rendered it.
+    let cm = kube
+        .get(
+            &resource("", "v1", "ConfigMap", "configmaps"),
+            &system.name,
+            &format!("{FULL}-config"),
+        )
+        .await
+        .unwrap();
+    let config = Config::from_yaml(cm["data"]["config.yaml"].as_str().unwrap())
+        .unwrap_or_else(|e| panic!("the chart's config: {e}"));
+
+    let account = |program: &str| format!("{FULL}-{program}");
+    let as_snapshot = kube
+        .as_service_account(&system.name, &account("snapshot"))
+        .await;
+    let as_gc = kube.as_service_account(&system.name, &account("gc")).await;
+    let as_vtbackup = kube
+        .as_service_account(&system.name, &account("vtbackup-storage"))
+        .await;
+    let as_admission = kube
+        .as_service_account(&system.name, &account("admission"))
+        .await;
+    let as_node = kube
+        .as_service_account(&system.name, &account("node"))
+        .await;
+
+    // The RBAC authorizer learns new bindings from a watch: wait until it has them.
+    let deadline = std::time::Instant::now() + LIMIT;
+    while !may(&as_node, "", "coordination.k8s.io", "leases", "list").await
+        || !may(&as_gc, &vitess.name, "", "pods", "list").await
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the chart's bindings never took effect"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // vtsnap-snapshot with its own token: two cold snapshots through the fence lease.
+    let opts = RunOptions {
+        mode: Some(Mode::Cold),
+        holder: "job-chart".into(),
+        lease_duration: Duration::from_secs(15),
+        node_timeout: Duration::from_secs(30),
+        poll: Duration::from_millis(200),
+        ..RunOptions::default()
+    };
+    let mut cut = Vec::new();
+    for _ in 0..2 {
+        let s = snapshot_run(
+            &config,
+            "example",
+            "commerce",
+            "-",
+            &opts,
+            as_snapshot.clone(),
+        )
+        .await;
+        assert_eq!(s.exit_code, 0, "vtsnap-snapshot as its account: {s:?}");
+        cut.push(s.snapshot.unwrap());
+    }
+    // vtsnap-gc with its own token: retention maxCount 1 deletes the older one.
+    let r = gc_run(
+        &config,
+        &GcOptions {
+            dry_run: false,
+            only_cluster: None,
+            node_timeout: Duration::from_secs(5),
+        },
+        as_gc.clone(),
+    )
+    .await;
+    assert_eq!(r.exit_code, 0, "vtsnap-gc as its account: {r:?}");
+    assert_eq!(
+        r.deleted,
+        vec![format!("{}/{}", vitess.name, cut[0])],
+        "{r:?}"
+    );
+    // vtsnap-vtbackup-storage with its own token: the legacy backup adopted (hashes set).
+    let v = vtbackup_run(
+        &config,
+        &VtbackupOptions {
+            dry_run: false,
+            only_cluster: None,
+            pod_gone_timeout: Duration::from_secs(30),
+        },
+        as_vtbackup.clone(),
+    )
+    .await;
+    assert_eq!(
+        v.exit_code, 0,
+        "vtsnap-vtbackup-storage as its account: {v:?}"
+    );
+    let pod = kube
+        .get(
+            &resource("", "v1", "Pod", "pods"),
+            &vitess.name,
+            &backup.vtbackup_init_name(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        pod["metadata"]["annotations"][vtsnap_core::vtbackup::ANN_TEMPLATE_HASH].is_string(),
+        "not adopted: {pod}"
+    );
+    // vtsnap-admission's caches: list and watch in the cluster's namespace.
+    for (group, res) in [
+        ("snapshot.storage.k8s.io", "volumesnapshots"),
+        ("", "persistentvolumeclaims"),
+        ("planetscale.com", "vitessclusters"),
+    ] {
+        for verb in ["list", "watch"] {
+            assert!(
+                may(&as_admission, &vitess.name, group, res, verb).await,
+                "admission {verb} {res}"
+            );
+        }
+    }
+    let snaps = Api::<DynamicObject>::namespaced_with(
+        as_admission.clone(),
+        &vitess.name,
+        &resource(
+            "snapshot.storage.k8s.io",
+            "v1",
+            "VolumeSnapshot",
+            "volumesnapshots",
+        ),
+    );
+    assert_eq!(
+        snaps
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    // vtsnap-node: its fence leases in every namespace, the target Pods.
+    let leases = Api::<k8s_openapi::api::coordination::v1::Lease>::all(as_node.clone());
+    leases.list(&ListParams::default()).await.unwrap();
+    assert!(may(&as_node, &vitess.name, "", "pods", "get").await);
+    // The real node helper as its account: a probe answered in a fence lease, and the
+    // lease recovered (tablet put back, lease deleted) when the job stops renewing.
+    let node_ns = kube.namespace("chart-node").await;
+    common::node_helper_answers_and_recovers(&kube, &node_ns.name, as_node.clone()).await;
+    assert!(
+        may(
+            &as_node,
+            &vitess.name,
+            "coordination.k8s.io",
+            "leases",
+            "patch"
+        )
+        .await
+    );
+
+    // Outside the rules: refused by the API server itself.
+    let secrets = |c: &kube::Client, ns: &str| {
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(c.clone(), ns)
+    };
+    for (who, c) in [
+        ("snapshot", &as_snapshot),
+        ("gc", &as_gc),
+        ("vtbackup-storage", &as_vtbackup),
+        ("admission", &as_admission),
+        ("node", &as_node),
+    ] {
+        assert_forbidden(
+            &format!("{who}: list Secrets"),
+            secrets(c, &vitess.name).list(&ListParams::default()).await,
+        );
+    }
+    let snaps_as = |c: &kube::Client| {
+        Api::<DynamicObject>::namespaced_with(
+            c.clone(),
+            &vitess.name,
+            &resource(
+                "snapshot.storage.k8s.io",
+                "v1",
+                "VolumeSnapshot",
+                "volumesnapshots",
+            ),
+        )
+    };
+    assert_forbidden(
+        "snapshot: delete a VolumeSnapshot (retention is the GC's)",
+        snaps_as(&as_snapshot)
+            .delete(&cut[1], &Default::default())
+            .await,
+    );
+    assert_forbidden(
+        "admission: delete a VolumeSnapshot",
+        snaps_as(&as_admission)
+            .delete(&cut[1], &Default::default())
+            .await,
+    );
+    let pods_as = |c: &kube::Client, ns: &str| {
+        Api::<k8s_openapi::api::core::v1::Pod>::namespaced(c.clone(), ns)
+    };
+    assert_forbidden(
+        "node: delete a tablet Pod",
+        pods_as(&as_node, &vitess.name)
+            .delete(&backup.vtbackup_init_name(), &Default::default())
+            .await,
+    );
+    assert_forbidden(
+        "gc: list Pods outside the configured namespaces",
+        pods_as(&as_gc, "default")
+            .list(&ListParams::default())
+            .await,
+    );
+    assert_forbidden(
+        "vtbackup-storage: list Pods outside the configured namespaces",
+        pods_as(&as_vtbackup, "default")
+            .list(&ListParams::default())
+            .await,
+    );
+    let cluster_leases = Api::<k8s_openapi::api::coordination::v1::Lease>::all(as_snapshot.clone());
+    assert_forbidden(
+        "snapshot: list Leases of every namespace",
+        cluster_leases.list(&ListParams::default()).await,
+    );
+    for (who, c, group, res, verb) in [
+        ("snapshot", &as_snapshot, "", "pods", "delete"),
+        (
+            "snapshot",
+            &as_snapshot,
+            "coordination.k8s.io",
+            "leases",
+            "list",
+        ),
+        (
+            "gc",
+            &as_gc,
+            "snapshot.storage.k8s.io",
+            "volumesnapshots",
+            "create",
+        ),
+        ("gc", &as_gc, "coordination.k8s.io", "leases", "create"),
+        ("vtbackup-storage", &as_vtbackup, "", "pods", "create"),
+        (
+            "vtbackup-storage",
+            &as_vtbackup,
+            "snapshot.storage.k8s.io",
+            "volumesnapshots",
+            "list",
+        ),
+        (
+            "admission",
+            &as_admission,
+            "",
+            "persistentvolumeclaims",
+            "update",
+        ),
+        ("admission", &as_admission, "", "pods", "create"),
+        ("node", &as_node, "", "pods", "list"),
+        ("node", &as_node, "coordination.k8s.io", "leases", "create"),
+        (
+            "node",
+            &as_node,
+            "snapshot.storage.k8s.io",
+            "volumesnapshots",
+            "get",
+        ),
+    ] {
+        assert!(
+            !may(c, &vitess.name, group, res, verb).await,
+            "{who} may {verb} {res}: outside its rules"
+        );
+    }
+    drop(vitess);
+}

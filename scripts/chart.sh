@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# make chart: lint the chart and render it with each example values file under
+# charts/vtsnap/ci/ into target/chart/<name>.yaml; then check that bad values are
+# refused with a message naming what is wrong (the schema, and the chart's own checks).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+helm=${HELM:-$root/target/tools/helm}
+[ -x "$helm" ] || { echo "chart: $helm is missing (make tools builds it)" >&2; exit 1; }
+chart=charts/vtsnap
+out=target/chart
+rm -rf "$out" && mkdir -p "$out"
+kube_version=1.36.3 # the local control plane's (e2e/local-cluster/build-tools.sh)
+
+for values in "$chart"/ci/*-values.yaml; do
+  name=$(basename "$values" -values.yaml)
+  "$helm" lint --strict "$chart" -f "$values" --kube-version "$kube_version" >"$out/$name.lint" 2>&1 \
+    || { cat "$out/$name.lint"; echo "chart: helm lint failed with $values" >&2; exit 1; }
+  "$helm" template vtsnap "$chart" -n vtsnap -f "$values" --kube-version "$kube_version" >"$out/$name.yaml"
+  # Every image names its version: a tag, and never latest.
+  if grep -E '^\s*image: ' "$out/$name.yaml" | grep -vE ':[0-9A-Za-z._-]+"?$' | grep . \
+    || grep -E '^\s*image: .*:latest"?$' "$out/$name.yaml"; then
+    echo "chart: an image without a version tag in $out/$name.yaml" >&2; exit 1
+  fi
+  echo "chart: $values → $out/$name.yaml ($(grep -c '^kind:' "$out/$name.yaml") objects)"
+done
+
+# Each bad value must fail, and the message must contain the given words.
+refuse() { # words, --set arguments...
+  local words=$1; shift
+  local msg
+  if msg=$("$helm" template vtsnap "$chart" -f "$chart/ci/default-values.yaml" "$@" 2>&1); then
+    echo "chart: accepted $*; it must be refused" >&2; exit 1
+  fi
+  if ! grep -qF -- "$words" <<<"$msg"; then
+    echo "chart: $* was refused without naming '$words':" >&2; echo "$msg" >&2; exit 1
+  fi
+  echo "chart: refused $* ($(grep -F -- "$words" <<<"$msg" | head -1 | sed 's/^[- ]*//'))"
+}
+refuse "additional properties 'shard' not allowed" --set 'snapshot.shard[0].cluster=example'
+refuse "additional properties 'replica' not allowed" --set admission.replica=3
+refuse "/admission/replicas': got string, want integer" --set admission.replicas=two
+refuse "/snapshot/staggerMinutes': got boolean, want integer" --set snapshot.staggerMinutes=true
+refuse "/node/kubeletDir': 'var/lib/kubelet' does not match pattern" --set node.kubeletDir=var/lib/kubelet
+refuse "/gc/schedule'" --set gc.schedule=hourly
+refuse "/admission/certificate/source'" --set admission.certificate.source=vault
+refuse "/snapshot/shards/0/mode'" --set 'snapshot.shards[0].mode=warm'
+refuse "image.tag: latest is refused" --set image.tag=latest
+refuse 'snapshot.shards[0].cluster: "nope" is not a config.clusters[].name' --set 'snapshot.shards[0].cluster=nope'
+refuse "missing property 'clusters'" --set 'config.clusters=null'
+refuse "/config/clusters': minItems: got 0, want 1" --set-json 'config.clusters=[]'
+refuse "/config/clusters/0': missing property 'namespace'" --set-json 'config.clusters=[{"name":"x"}]'
+python3 scripts/chart-values-doc.py --check
+echo "chart: lint, render and refusals passed"
