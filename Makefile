@@ -6,7 +6,7 @@ export DOCKER_HOST ?= unix:///run/podman/podman.sock
 DEMO_DIR ?= $(shell mktemp -d -u /tmp/vtsnap-demo.XXXXXX)
 NEW_UID ?= 2548885007
 
-.PHONY: test-images test-real demo demo-real demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down chart
+.PHONY: e2e e2e-keep e2e-run e2e-down test-images test-real demo demo-real demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down chart
 
 # The local lab (tests/): cold and online snapshots under load, a new replica from each,
 # checksums, GC, a timeline and one JSON line. Cleans up even when interrupted.
@@ -60,9 +60,10 @@ images: test-images
 test-images: setup
 	bash scripts/build-images.sh
 
-lint:
+lint: setup
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	shellcheck -x scripts/*.sh e2e/local-cluster/*.sh kind/*.sh
 
 # Every test against the in-memory API and on this machine (the real-API tier is test-real).
 unit:
@@ -125,4 +126,19 @@ cluster-down:
 # The real-API tier (e2e/suite) against the local control plane, which it starts and stops.
 test-real: tools test-images
 	bash scripts/test-real.sh
+# ---- kind + TopoLVM end-to-end (kind/): needs Docker, the internet, root, lvm2 ----------
+# The whole story on a real cluster: kind, TopoLVM thin snapshots, vitess-operator and a
+# two-shard VitessCluster, vtsnap's images and chart, then the kind tests of e2e/suite
+# (VTSNAP_E2E_KIND=1). `e2e` takes it all down afterwards; `e2e-keep` leaves it running
+# (KUBECONFIG=target/kind/kubeconfig; `make e2e-down` removes it).
+e2e: tools
+	@bash -c 'trap "bash kind/down.sh" EXIT; bash kind/up.sh && $(MAKE) -s e2e-run'
+e2e-keep: tools
+	bash kind/up.sh
+	$(MAKE) -s e2e-run
+e2e-run:
+	VTSNAP_E2E_KIND=1 VTSNAP_TEST_KUBECONFIG=$(CURDIR)/target/kind/kubeconfig \
+	  cargo test -p vtsnap-e2e --test kind -- --test-threads 1
+e2e-down:
+	bash kind/down.sh
 # ---- end local real control plane -------------------------------------------------------

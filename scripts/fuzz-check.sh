@@ -26,7 +26,7 @@ while IFS= read -r manifest; do
     [ -d "$seeds" ] || seeds="$fuzz_dir/corpus/$target"
     [ -d "$seeds" ] || { echo "fuzz-check: $target has no seeds under $fuzz_dir/{seeds,corpus}/" >&2; exit 1; }
     mkdir -p "$scratch/$target"
-    echo "fuzz-check: $target (${secs}s, seeds $(ls "$seeds" | wc -l))"
+    echo "fuzz-check: $target (${secs}s, seeds $(find "$seeds" -mindepth 1 -maxdepth 1 | wc -l))"
     rm -rf "$fuzz_dir/artifacts/$target"
     log="$scratch/$target.log"
     if ! (cd "$crate_dir" && cargo "${toolchain[@]}" fuzz run --dev --sanitizer none \

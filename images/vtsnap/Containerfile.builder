@@ -6,14 +6,18 @@
 ARG RUST_IMAGE=docker.io/library/rust:1.95-bookworm
 ARG BASE=docker.io/library/debian:bookworm-slim
 
+# Every program at once: this stage is the same for each image, so it is built once and
+# then taken from the build cache.
 FROM ${RUST_IMAGE} AS builder
-ARG PROGRAM
 ARG GIT_COMMIT=unknown
 WORKDIR /src
 COPY . .
-RUN VTSNAP_GIT_COMMIT="${GIT_COMMIT}" cargo build --release --locked --bin "${PROGRAM}" \
- && mkdir -p /context/bin && cp "target/release/${PROGRAM}" /context/bin/ \
- && strip --strip-debug "/context/bin/${PROGRAM}"
+RUN VTSNAP_GIT_COMMIT="${GIT_COMMIT}" cargo build --release --locked \
+      --bin vtsnap-snapshot --bin vtsnap-gc --bin vtsnap-vtbackup-storage \
+      --bin vtsnap-admission --bin vtsnap-node --bin vtsnap-restore \
+ && mkdir -p /context/bin \
+ && for p in vtsnap-snapshot vtsnap-gc vtsnap-vtbackup-storage vtsnap-admission vtsnap-node vtsnap-restore; do \
+      cp "target/release/$p" /context/bin/ && strip --strip-debug "/context/bin/$p"; done
 
 FROM ${BASE} AS root
 ARG PROGRAM

@@ -1,0 +1,7 @@
+CREATE TABLE IF NOT EXISTS load_rows (
+  id BIGINT NOT NULL AUTO_INCREMENT,
+  shard_key BIGINT NOT NULL,
+  payload VARCHAR(200) NOT NULL,
+  PRIMARY KEY (id),
+  KEY (shard_key)
+) ENGINE=InnoDB;
