@@ -27,9 +27,9 @@ fi
 # Podman settings that work without systemd and without a registry (DESIGN §7).
 mkdir -p /etc/containers
 conf=/etc/containers/containers.conf
-if ! grep -q '# vtsnap' "$conf" 2>/dev/null; then
+if ! grep -q '# vtsnap test host settings (2)' "$conf" 2>/dev/null; then
   cat >"$conf" <<'EOF'
-# vtsnap test host settings
+# vtsnap test host settings (2)
 [containers]
 default_ulimits = []
 
@@ -37,6 +37,11 @@ default_ulimits = []
 runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
+# Each exec through the API keeps its conmon alive this long after it ends, for a client
+# that may still ask for the exit code (Docker's behaviour: 300 s). The tests run one
+# exec per SQL statement and read the code at once; at 300 s a soak kept thousands of
+# idle conmons alive.
+exit_command_delay = 5
 EOF
 fi
 
