@@ -50,5 +50,22 @@ refuse 'snapshot.shards[0].cluster: "nope" is not a config.clusters[].name' --se
 refuse "missing property 'clusters'" --set 'config.clusters=null'
 refuse "/config/clusters': minItems: got 0, want 1" --set-json 'config.clusters=[]'
 refuse "/config/clusters/0': missing property 'namespace'" --set-json 'config.clusters=[{"name":"x"}]'
+refuse "is already snapshot.shards[0]'s" --set-json 'snapshot.shards=[{"cluster":"example","keyspace":"commerce","shard":"-"},{"cluster":"example","keyspace":"commerce","shard":"-"}]'
+refuse "must be below admission.replicas" --set admission.replicas=1
+
+# A long release name: CronJob names within 52 characters (the Job controller appends to
+# them), Services, Deployments and DaemonSets within 63 (DNS labels), the rest within 253.
+long=vtsnap-production-databases-eu-west-1-blue-green
+"$helm" template "$long" "$chart" -n vtsnap -f "$chart/ci/full-values.yaml" --kube-version "$kube_version" >"$out/long-release.yaml"
+python3 - "$out/long-release.yaml" <<'PY'
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if not d:
+        continue
+    name = d["metadata"]["name"]
+    limit = {"CronJob": 52, "Service": 63, "Deployment": 63, "DaemonSet": 63}.get(d["kind"], 253)
+    assert len(name) <= limit, f"{d['kind']} {name}: {len(name)} characters, more than {limit}"
+print("chart: with a 48-character release name every name fits")
+PY
 python3 scripts/chart-values-doc.py --check
 echo "chart: lint, render and refusals passed"

@@ -103,6 +103,8 @@ async fn main() {
         node: "node-a".into(),
         kubelet_dir: dir.path().join("kubelet"),
         roots: Roots::default(),
+        // The tests run on the host: its `/` is the node root.
+        host_root: "/".into(),
         state_dir: dir.path().join("state"),
         interval: Duration::from_millis(250),
         listen: None,

@@ -24,6 +24,10 @@ pub enum FsFreezeError {
     NotAMountPoint { path: String },
     #[error("refusing to freeze the node's root file system ({path})")]
     RootFilesystem { path: String },
+    #[error(
+        "refusing to freeze: cannot tell whether it is the node's root file system ({root}: {reason})"
+    )]
+    RootUnknown { root: String, reason: String },
     #[error("{op} on {path}: {reason}")]
     Ioctl {
         op: &'static str,
@@ -32,8 +36,34 @@ pub enum FsFreezeError {
     },
 }
 
-/// Checks that `mount` is a mount point and not on the node's root file system.
-pub fn check_mount(mount: &Path) -> Result<(), FsFreezeError> {
+/// Where the node's root file system is seen from the node helper: PID 1's root. In the
+/// DaemonSet (hostPID) PID 1 is the node's init, so this is the node's `/`; the
+/// container's own `/` is only its overlay, and a volume bind-mounted from the node's root
+/// would pass a check against `/` alone. `--host-root` names another path (tests on a
+/// host whose `/` is the node's).
+pub const NODE_ROOT: &str = "/proc/1/root";
+
+/// Checks that `mount` is a mount point on neither `/`'s file system nor `host_root`'s.
+/// A root that cannot be read refuses the mount: the node's root must be ruled out, never
+/// assumed away.
+pub fn check_mount(mount: &Path, host_root: &Path) -> Result<(), FsFreezeError> {
+    let meta = check_mount_point(mount)?;
+    for root in [Path::new("/"), host_root] {
+        let r = std::fs::metadata(root).map_err(|e| FsFreezeError::RootUnknown {
+            root: root.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        if meta.dev() == r.dev() {
+            return Err(FsFreezeError::RootFilesystem {
+                path: mount.display().to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks that `mount` is a mount point; its metadata.
+fn check_mount_point(mount: &Path) -> Result<std::fs::Metadata, FsFreezeError> {
     let p = || mount.display().to_string();
     let meta = std::fs::metadata(mount).map_err(|e| FsFreezeError::NotFound {
         path: p(),
@@ -47,14 +77,7 @@ pub fn check_mount(mount: &Path) -> Result<(), FsFreezeError> {
     if meta.dev() == pmeta.dev() && meta.ino() != pmeta.ino() {
         return Err(FsFreezeError::NotAMountPoint { path: p() });
     }
-    let root = std::fs::metadata("/").map_err(|e| FsFreezeError::NotFound {
-        path: "/".into(),
-        reason: e.to_string(),
-    })?;
-    if meta.dev() == root.dev() {
-        return Err(FsFreezeError::RootFilesystem { path: p() });
-    }
-    Ok(())
+    Ok(meta)
 }
 
 /// A mounted file system held open ([`open`]): freezing and thawing through it need no new
@@ -65,9 +88,20 @@ pub struct Mount {
     file: File,
 }
 
-/// Checks `mount` ([`check_mount`]) and opens it.
-pub fn open(mount: &Path) -> Result<Mount, FsFreezeError> {
-    check_mount(mount)?;
+/// Checks `mount` ([`check_mount`]) and opens it, to freeze it.
+pub fn open(mount: &Path, host_root: &Path) -> Result<Mount, FsFreezeError> {
+    check_mount(mount, host_root)?;
+    open_mount_point(mount)
+}
+
+/// Opens a mount point to thaw it (or to keep a frozen one open): thawing is always safe,
+/// so the roots are not asked again.
+pub fn open_to_thaw(mount: &Path) -> Result<Mount, FsFreezeError> {
+    check_mount_point(mount)?;
+    open_mount_point(mount)
+}
+
+fn open_mount_point(mount: &Path) -> Result<Mount, FsFreezeError> {
     let file = File::open(mount).map_err(|e| FsFreezeError::NotFound {
         path: mount.display().to_string(),
         reason: e.to_string(),
@@ -114,11 +148,11 @@ impl Mount {
 }
 
 /// Freezes the file system mounted at `mount`. Already frozen counts as done.
-pub fn freeze(mount: &Path) -> Result<(), FsFreezeError> {
-    open(mount)?.freeze()
+pub fn freeze(mount: &Path, host_root: &Path) -> Result<(), FsFreezeError> {
+    open(mount, host_root)?.freeze()
 }
 
 /// Thaws the file system mounted at `mount`. Not frozen counts as done.
 pub fn thaw(mount: &Path) -> Result<(), FsFreezeError> {
-    open(mount)?.thaw().map(|_| ())
+    open_to_thaw(mount)?.thaw().map(|_| ())
 }

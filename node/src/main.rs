@@ -38,6 +38,10 @@ enum Command {
         cgroup_root: PathBuf,
         #[arg(long, env = "VTSNAP_STATE_DIR", default_value = "/var/lib/vtsnap-node")]
         state_dir: PathBuf,
+        /// A path on the node's root file system, which is never frozen (PID 1's root: the
+        /// node's `/` with hostPID).
+        #[arg(long, env = "VTSNAP_HOST_ROOT", default_value = vtsnap_node::fsfreeze::NODE_ROOT)]
+        host_root: PathBuf,
         #[arg(long, env = "VTSNAP_LISTEN", default_value = "0.0.0.0:9464")]
         listen: std::net::SocketAddr,
         /// How often leases are read (greater than 0).
@@ -98,6 +102,9 @@ enum Command {
     Fsfreeze {
         #[arg(long)]
         mount: PathBuf,
+        /// A path on the node's root file system, which is refused.
+        #[arg(long, env = "VTSNAP_HOST_ROOT", default_value = vtsnap_node::fsfreeze::NODE_ROOT)]
+        host_root: PathBuf,
         #[arg(long)]
         max_hold: GoDuration,
     },
@@ -139,6 +146,7 @@ async fn run(cmd: Command) -> Exit {
             kubelet_dir,
             cgroup_root,
             state_dir,
+            host_root,
             listen,
             interval,
         } => {
@@ -153,6 +161,7 @@ async fn run(cmd: Command) -> Exit {
                     cgroup: cgroup_root,
                     ..Roots::default()
                 },
+                host_root,
                 state_dir,
                 interval: interval.get(),
                 listen: Some(listen),
@@ -248,9 +257,13 @@ async fn run(cmd: Command) -> Exit {
                 Err(e) => fail(Exit::Failed, &e),
             }
         }
-        Command::Fsfreeze { mount, max_hold } => {
+        Command::Fsfreeze {
+            mount,
+            host_root,
+            max_hold,
+        } => {
             let releaser = holdloop::Releaser::arm();
-            if let Err(e) = fsfreeze::freeze(&mount) {
+            if let Err(e) = fsfreeze::freeze(&mount, &host_root) {
                 let exit = if matches!(e, fsfreeze::FsFreezeError::Ioctl { .. }) {
                     Exit::Failed
                 } else {

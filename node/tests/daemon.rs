@@ -186,6 +186,8 @@ impl Rig {
             node: "node-a".into(),
             kubelet_dir: self.kubelet.clone(),
             roots: Roots::default(),
+            // The tests run on the host: its `/` is the node root.
+            host_root: "/".into(),
             state_dir: self.state_dir.clone(),
             interval: Duration::from_millis(200),
             listen: Some("127.0.0.1:0".parse().unwrap()),

@@ -54,6 +54,8 @@ fn config(dir: &Path, roots: Roots, listen: Option<SocketAddr>) -> DaemonConfig 
         node: "node-a".into(),
         kubelet_dir: dir.join("kubelet"),
         roots,
+        // The tests run on the host: its `/` is the node root.
+        host_root: "/".into(),
         state_dir: dir.join("state"),
         interval: Duration::from_millis(100),
         listen,

@@ -186,7 +186,7 @@ fn a_kept_v2_control_reads_fresh_state_through_its_own_descriptor() {
 fn a_kept_mount_freezes_and_thaws_through_its_own_descriptor() {
     let vol = BtrfsVolume::create(1 << 30);
     let _guard = ThawGuard(vol.path());
-    let m = fsfreeze::open(vol.path()).unwrap();
+    let m = fsfreeze::open(vol.path(), Path::new("/")).unwrap();
     m.freeze().unwrap();
     let done = write_in_background(vol.path());
     assert!(done.recv_timeout(Duration::from_millis(500)).is_err());
@@ -338,8 +338,8 @@ impl Drop for ThawGuard<'_> {
 fn fifreeze_blocks_writes_until_fithaw() {
     let vol = BtrfsVolume::create(512 << 20);
     let _g = ThawGuard(vol.path());
-    fsfreeze::freeze(vol.path()).unwrap();
-    fsfreeze::freeze(vol.path()).unwrap(); // already frozen: still fine
+    fsfreeze::freeze(vol.path(), Path::new("/")).unwrap();
+    fsfreeze::freeze(vol.path(), Path::new("/")).unwrap(); // already frozen: still fine
     let done = write_in_background(vol.path());
     assert!(
         done.recv_timeout(Duration::from_millis(500)).is_err(),
@@ -356,7 +356,7 @@ fn debug_fsfreeze_thaws_at_max_hold() {
     let vol = BtrfsVolume::create(512 << 20);
     let _g = ThawGuard(vol.path());
     let mut h = node_bin()
-        .args(["fsfreeze", "--mount"])
+        .args(["fsfreeze", "--host-root", "/", "--mount"])
         .arg(vol.path())
         .args(["--max-hold", "1s"])
         .stdin(Stdio::piped())
@@ -381,16 +381,36 @@ fn debug_fsfreeze_thaws_at_max_hold() {
 fn fsfreeze_refuses_what_it_must_not_freeze() {
     // Checked without any ioctl: the root file system and plain directories.
     assert!(matches!(
-        fsfreeze::check_mount(Path::new("/")),
+        fsfreeze::check_mount(Path::new("/"), Path::new("/")),
         Err(FsFreezeError::RootFilesystem { .. })
     ));
     let d = tempfile::tempdir().unwrap();
     assert!(matches!(
-        fsfreeze::check_mount(d.path()),
+        fsfreeze::check_mount(d.path(), Path::new("/")),
         Err(FsFreezeError::NotAMountPoint { .. } | FsFreezeError::RootFilesystem { .. })
     ));
+    // In the DaemonSet `/` is the container's overlay: the node's root is PID 1's.
+    assert_eq!(fsfreeze::NODE_ROOT, "/proc/1/root");
+    // A real mount on the file system of the node's root (here: a directory of the mount
+    // named as the root) is refused, and so is one whose node root cannot be read.
+    let vol = BtrfsVolume::create(256 << 20);
+    let node_root = vol.path().join("node-root");
+    std::fs::create_dir_all(&node_root).unwrap();
+    assert!(fsfreeze::check_mount(vol.path(), Path::new("/")).is_ok());
     assert!(matches!(
-        fsfreeze::check_mount(&d.path().join("missing")),
+        fsfreeze::check_mount(vol.path(), &node_root),
+        Err(FsFreezeError::RootFilesystem { .. })
+    ));
+    assert!(matches!(
+        fsfreeze::check_mount(vol.path(), &d.path().join("missing")),
+        Err(FsFreezeError::RootUnknown { .. })
+    ));
+    assert!(matches!(
+        fsfreeze::freeze(vol.path(), &node_root),
+        Err(FsFreezeError::RootFilesystem { .. })
+    ));
+    assert!(matches!(
+        fsfreeze::check_mount(&d.path().join("missing"), Path::new("/")),
         Err(FsFreezeError::NotFound { .. })
     ));
     let out = node_bin()

@@ -102,6 +102,8 @@ impl Rig {
             node: "node-a".into(),
             kubelet_dir: self.dir.path().join("kubelet"),
             roots: Roots::default(),
+            // The tests run on the host: its `/` is the node root.
+            host_root: "/".into(),
             state_dir: self.state_dir(),
             interval: Duration::from_millis(100),
             listen: None,

@@ -46,6 +46,8 @@ async fn one_cycle_daemon(kube: &FakeKube, dir: &std::path::Path) -> daemon::Han
         node: "node-a".into(),
         kubelet_dir: dir.join("kubelet"),
         roots: Roots::default(),
+        // The tests run on the host: its `/` is the node root.
+        host_root: "/".into(),
         state_dir: dir.join("state"),
         interval: Duration::from_secs(3600),
         listen: None,

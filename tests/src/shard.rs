@@ -374,6 +374,8 @@ impl Lab {
                 node: self.cp.node().into(),
                 kubelet_dir: self.kubelet.clone(),
                 roots: Roots::default(),
+                // The tests run on the host: its `/` is the node root.
+                host_root: "/".into(),
                 state_dir: self._state.path().to_path_buf(),
                 interval: Duration::from_millis(100),
                 listen: None,

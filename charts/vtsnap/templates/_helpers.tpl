@@ -116,6 +116,9 @@ spec:
     metadata:
       labels:
         {{- include "vtsnap.selector" (dict "root" $root "program" .program) | nindent 8 }}
+        {{- range $k, $val := .extraLabels }}
+        {{ $k }}: {{ $val | quote }}
+        {{- end }}
     spec:
       activeDeadlineSeconds: {{ $v.activeDeadlineSeconds }}
       backoffLimit: {{ $v.backoffLimit }}
@@ -124,6 +127,9 @@ spec:
         metadata:
           labels:
             {{- include "vtsnap.selector" (dict "root" $root "program" .program) | nindent 12 }}
+            {{- range $k, $val := .extraLabels }}
+            {{ $k }}: {{ $val | quote }}
+            {{- end }}
         spec:
           serviceAccountName: {{ include "vtsnap.fullname" $root }}-{{ .program }}
           restartPolicy: Never

@@ -57,6 +57,8 @@ pub struct DaemonConfig {
     pub node: String,
     pub kubelet_dir: PathBuf,
     pub roots: Roots,
+    /// The path whose file system is the node's root ([`fsfreeze::NODE_ROOT`]): never frozen.
+    pub host_root: PathBuf,
     pub state_dir: PathBuf,
     pub interval: Duration,
     pub listen: Option<SocketAddr>,
@@ -508,9 +510,9 @@ impl Daemon {
             }
         }
         if let Ok(m) = pods::volume_mount(&self.cfg.kubelet_dir, &f.target_pod_uid)
-            && fsfreeze::check_mount(&m).is_ok()
+            && fsfreeze::open_to_thaw(&m).is_ok()
         {
-            ended |= fsfreeze::open(&m)
+            ended |= fsfreeze::open_to_thaw(&m)
                 .and_then(|m| m.thaw())
                 .map_err(ThawError::from)?;
         }
@@ -860,9 +862,9 @@ impl Daemon {
         let m = e.volume_mount.clone().ok_or_else(|| StepError::NoMount {
             pod_uid: e.pod_uid.clone(),
         })?;
-        fsfreeze::check_mount(&m).map_err(StepError::MountRefused)?;
+        fsfreeze::check_mount(&m, &self.cfg.host_root).map_err(StepError::MountRefused)?;
         // Opened before the freeze and kept: the thaw needs no new descriptor.
-        let mount = Arc::new(fsfreeze::open(&m)?);
+        let mount = Arc::new(fsfreeze::open(&m, &self.cfg.host_root)?);
         self.reg.keep(key, None, Some(mount.clone()));
         e.fs_frozen = Some(m);
         e.hold_since_ms.get_or_insert(now_ms());

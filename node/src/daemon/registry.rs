@@ -197,7 +197,7 @@ fn keep(lease: &str, cgroup: Option<&Cgroup>, fs: Option<&PathBuf>) -> Kept {
         }
     }
     if let Some(m) = fs {
-        match fsfreeze::open(m) {
+        match fsfreeze::open_to_thaw(m) {
             Ok(f) => k.mount = Some(Arc::new(f)),
             Err(err) => {
                 tracing::warn!(lease, error = %err, "cannot keep the frozen mount open")

@@ -73,6 +73,8 @@ pub async fn node_helper_answers_and_recovers(
             node: NODE.into(),
             kubelet_dir: kubelet,
             roots: Roots::default(),
+            // The tests run on the host: its `/` is the node root.
+            host_root: "/".into(),
             state_dir: dir.path().join("state"),
             interval: Duration::from_millis(200),
             listen: None,
