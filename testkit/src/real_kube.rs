@@ -46,19 +46,25 @@ pub fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiReso
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
-/// The resource of an object from its `apiVersion` and `kind` (the plural is the kind in
-/// lower case plus `s`, or `es` after an `s`: right for every kind these tests create).
-fn resource_of(v: &Value) -> ApiResource {
+/// The resource of an object from its `apiVersion` and `kind` ([`plural_of`] the kind).
+pub fn resource_of(v: &Value) -> ApiResource {
     let api_version = v["apiVersion"].as_str().unwrap_or_default();
     let kind = v["kind"].as_str().unwrap_or_default();
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    resource(group, version, kind, &plural_of(kind))
+}
+
+/// The plural of a kind: lower case plus `s`, `es` after an `s`, `ies` for a final `y`.
+/// Right for every kind the tests and the chart create (not a general English rule).
+pub fn plural_of(kind: &str) -> String {
     let lower = kind.to_ascii_lowercase();
-    let plural = if lower.ends_with('s') {
+    if let Some(stem) = lower.strip_suffix('y') {
+        format!("{stem}ies")
+    } else if lower.ends_with('s') {
         format!("{lower}es")
     } else {
         format!("{lower}s")
-    };
-    resource(group, version, kind, &plural)
+    }
 }
 
 impl RealKube {

@@ -12,7 +12,7 @@ use std::process::Command;
 
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
-use vtsnap_testkit::real_kube::{RealKube, resource};
+use vtsnap_testkit::real_kube::{RealKube, plural_of, resource};
 
 fn kind_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kind")
@@ -30,17 +30,6 @@ fn one(path: &str) -> Value {
     yaml_docs(&kind_dir().join(path)).remove(0)
 }
 
-fn plural(kind: &str) -> String {
-    let lower = kind.to_ascii_lowercase();
-    if let Some(stem) = lower.strip_suffix('y') {
-        format!("{stem}ies")
-    } else if lower.ends_with('s') {
-        format!("{lower}es")
-    } else {
-        format!("{lower}s")
-    }
-}
-
 /// A server-side dry-run create: the API server validates and admits it, stores nothing.
 async fn dry_run_create(kube: &RealKube, mut v: Value, namespace: Option<&str>) {
     if let Some(ns) = namespace {
@@ -49,7 +38,7 @@ async fn dry_run_create(kube: &RealKube, mut v: Value, namespace: Option<&str>) 
     let api_version = v["apiVersion"].as_str().unwrap().to_owned();
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
     let kind = v["kind"].as_str().unwrap().to_owned();
-    let ar = resource(group, version, &kind, &plural(&kind));
+    let ar = resource(group, version, &kind, &plural_of(&kind));
     let api: Api<DynamicObject> = match v["metadata"]["namespace"].as_str() {
         Some(ns) => Api::namespaced_with(kube.client(), ns, &ar),
         None => Api::all_with(kube.client(), &ar),

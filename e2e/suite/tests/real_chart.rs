@@ -27,7 +27,7 @@ use vtsnap_testkit::fake_vtctld::FakeVtctld;
 use vtsnap_testkit::fixtures::shard;
 use vtsnap_testkit::layout::TabletLayout;
 use vtsnap_testkit::operator_objects::{OperatorShard, operator_shard, pvc_template};
-use vtsnap_testkit::real_kube::{BTRFS_CLASS, RealKube, resource};
+use vtsnap_testkit::real_kube::{BTRFS_CLASS, RealKube, plural_of, resource};
 use vtsnap_vtbackup_storage::run::{Options as VtbackupOptions, run as vtbackup_run};
 
 const LIMIT: Duration = Duration::from_secs(90);
@@ -72,18 +72,6 @@ impl Drop for Release {
             ])
             .arg(&self.kubeconfig)
             .output();
-    }
-}
-
-/// The plural of a kind the chart renders.
-fn plural(kind: &str) -> String {
-    let lower = kind.to_ascii_lowercase();
-    if let Some(stem) = lower.strip_suffix('y') {
-        format!("{stem}ies")
-    } else if lower.ends_with('s') {
-        format!("{lower}es")
-    } else {
-        format!("{lower}s")
     }
 }
 
@@ -229,7 +217,7 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
         let kind = v["kind"].as_str().unwrap();
         let name = v["metadata"]["name"].as_str().unwrap();
         let ns = v["metadata"]["namespace"].as_str().unwrap_or("");
-        let ar = resource(group, version, kind, &plural(kind));
+        let ar = resource(group, version, kind, &plural_of(kind));
         assert!(
             kube.get(&ar, ns, name).await.is_some(),
             "{kind} {ns}/{name} of the release is not on the server"
