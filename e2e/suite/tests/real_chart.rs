@@ -19,6 +19,7 @@ use std::time::Duration;
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
+use vtsnap_admission::inventory::Inventory as _;
 use vtsnap_core::config::{Config, Mode};
 use vtsnap_gc::run::{GcOptions, run as gc_run};
 use vtsnap_snapshot::run::{RunOptions, run as snapshot_run};
@@ -157,12 +158,12 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
             "image": {"tag": "0.1.0"},
             "config": {"clusters": [{"name": "example", "namespace": vitess.name, "vtctld": vt.endpoint(),
                 "snapshot": {"volumeSnapshotClassName": BTRFS_CLASS, "cutTimeout": "60s", "readyTimeout": "60s", "maxHold": "60s"},
-                "retention": {"maxCount": 1}}]},
+                "retention": {"maxCount": 1}, "restore": {"enabled": true}}]},
             "snapshot": {"shards": [{"cluster": "example", "keyspace": "commerce", "shard": "-", "schedule": NEVER}]},
             "gc": {"schedule": NEVER},
             "vtbackupStorage": {"schedule": NEVER},
             "node": {"nodeSelector": off_node},
-            "admission": {"replicas": 1, "nodeSelector": off_node},
+            "admission": {"replicas": 2, "nodeSelector": off_node},
         }))
         .unwrap(),
     )
@@ -396,6 +397,36 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
         pod["metadata"]["annotations"][vtsnap_core::vtbackup::ANN_TEMPLATE_HASH].is_string(),
         "not adopted: {pod}"
     );
+    // vtsnap-admission as its account: its caches fill from real watches (the snapshot
+    // the GC kept), and its vtctld refresh reads the shard.
+    let (caches, _watches) = vtsnap_admission::cache::Caches::start(
+        &as_admission,
+        &std::collections::BTreeSet::from([vitess.name.clone()]),
+    );
+    tokio::spawn(vtsnap_admission::tablets::refresh_loop(
+        as_admission.clone(),
+        std::sync::Arc::new(config.clone()),
+        caches.clone(),
+        Duration::from_millis(500),
+    ));
+    let key = vtsnap_admission::inventory::ShardKey {
+        namespace: vitess.name.clone(),
+        cluster: "example".into(),
+        keyspace: "commerce".into(),
+        shard: "-".into(),
+    };
+    let deadline = std::time::Instant::now() + LIMIT;
+    while caches.shard_state(&key).is_none_or(|s| s.error.is_some())
+        || caches.snapshots(&key).len() != 1
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the webhook as its account never read the shard: {:?}, {} snapshots",
+            caches.shard_state(&key),
+            caches.snapshots(&key).len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     // vtsnap-admission's caches: list and watch in the cluster's namespace.
     for (group, res) in [
         ("snapshot.storage.k8s.io", "volumesnapshots"),
