@@ -131,9 +131,9 @@ test-real: tools test-images
 # two-shard VitessCluster, vtsnap's images and chart, then the kind tests of e2e/suite
 # (VTSNAP_E2E_KIND=1). `e2e` takes it all down afterwards; `e2e-keep` leaves it running
 # (KUBECONFIG=target/kind/kubeconfig; `make e2e-down` removes it).
-e2e: tools
+e2e:
 	@bash -c 'trap "bash kind/down.sh" EXIT; bash kind/up.sh && $(MAKE) -s e2e-run'
-e2e-keep: tools
+e2e-keep:
 	bash kind/up.sh
 	$(MAKE) -s e2e-run
 e2e-run:
