@@ -80,6 +80,15 @@ impl OperatorShard {
         }
     }
 
+    /// The shard's VitessCluster, for an unsharded keyspace (`equal.parts: 1`): one
+    /// replica pool of three tablets with `template` as its data volume claim template.
+    pub fn unsharded_vitess_cluster(&self, template: &Value) -> Value {
+        json!({"apiVersion": "planetscale.com/v2", "kind": "VitessCluster",
+            "metadata": {"name": self.cluster, "namespace": self.namespace},
+            "spec": {"keyspaces": [{"name": self.keyspace, "partitionings": [{"equal": {"parts": 1, "shardTemplate": {
+                "tabletPools": [{"cell": self.cell, "type": "replica", "replicas": 3, "dataVolumeClaimTemplate": template}]}}}]}]}})
+    }
+
     /// `<cluster>-<keyspace>-<shardSafe>-vtbackup-init-<hash8>`.
     pub fn vtbackup_init_name(&self) -> String {
         join_name(&[

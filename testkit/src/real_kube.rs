@@ -155,6 +155,22 @@ impl RealKube {
             .git_version
     }
 
+    /// The directory a PV of the btrfs CSI driver lives in (its `path` volume attribute).
+    pub async fn volume_dir(&self, pv: &str) -> PathBuf {
+        let api: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(self.client());
+        let pv = api
+            .get(pv)
+            .await
+            .unwrap_or_else(|e| panic!("get PV {pv}: {e}"));
+        let csi = pv.spec.and_then(|s| s.csi).expect("a CSI volume");
+        assert_eq!(csi.driver, BTRFS_DRIVER);
+        let path = csi
+            .volume_attributes
+            .and_then(|a| a.get("path").cloned())
+            .expect("the driver's path attribute");
+        PathBuf::from(path)
+    }
+
     /// The name of the cluster's first Node (Pods must be bound to one that exists).
     pub async fn first_node(&self) -> String {
         let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client());

@@ -109,19 +109,7 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
         .install_real(&kube, &vitess.name, BTRFS_CLASS, &vtctld)
         .await;
     for (n, pv) in &pvs {
-        let api: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(kube.client());
-        let path = api
-            .get(pv)
-            .await
-            .unwrap()
-            .spec
-            .unwrap()
-            .csi
-            .unwrap()
-            .volume_attributes
-            .unwrap()["path"]
-            .clone();
-        let dir = PathBuf::from(path).join("vtdataroot");
+        let dir = kube.volume_dir(pv).await.join("vtdataroot");
         std::fs::create_dir_all(&dir).unwrap();
         TabletLayout::mariadb(fixture.alias(*n).uid.get())
             .write(&dir)
@@ -139,10 +127,7 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
         namespace: vitess.name.clone(),
         ..operator_shard()
     };
-    kube.create(json!({"apiVersion": "planetscale.com/v2", "kind": "VitessCluster",
-        "metadata": {"name": "example", "namespace": vitess.name},
-        "spec": {"keyspaces": [{"name": "commerce", "partitionings": [{"equal": {"parts": 1, "shardTemplate": {
-            "tabletPools": [{"cell": "zone1", "type": "replica", "replicas": 3, "dataVolumeClaimTemplate": pvc_template("64Mi")}]}}}]}]}}))
+    kube.create(backup.unsharded_vitess_cluster(&pvc_template("64Mi")))
         .await;
     kube.create(backup.vtbackup_init_pvc(&pvc_template("64Mi")))
         .await;

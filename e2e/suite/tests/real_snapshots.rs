@@ -7,11 +7,9 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::api::Api;
 use serde_json::{Value, json};
 use vtsnap_core::config::{Config, Mode};
@@ -55,19 +53,6 @@ struct RealShard {
     _node: FakeNodeHelper,
 }
 
-/// The directory a bound PV's volume lives in (the driver's `path` volume attribute).
-async fn volume_dir(kube: &RealKube, pv: &str) -> PathBuf {
-    let api: Api<PersistentVolume> = Api::all(kube.client());
-    let pv = api.get(pv).await.unwrap();
-    let csi = pv.spec.and_then(|s| s.csi).expect("a CSI volume");
-    assert_eq!(csi.driver, BTRFS_DRIVER);
-    let path = csi
-        .volume_attributes
-        .and_then(|a| a.get("path").cloned())
-        .expect("the driver's path attribute");
-    PathBuf::from(path)
-}
-
 impl RealShard {
     async fn start(prefix: &str, fixture: ShardFixture) -> Self {
         let kube = RealKube::from_env().await;
@@ -77,7 +62,7 @@ impl RealShard {
             .install_real(&kube, &ns.name, BTRFS_CLASS, &vtctld)
             .await;
         for (n, pv) in &pvs {
-            let dir = volume_dir(&kube, pv).await.join("vtdataroot");
+            let dir = kube.volume_dir(pv).await.join("vtdataroot");
             std::fs::create_dir_all(&dir).unwrap();
             TabletLayout::mariadb(fixture.alias(*n).uid.get())
                 .write(&dir)
@@ -227,7 +212,7 @@ async fn a_cold_snapshot_is_cut_by_the_real_csi_stack_and_a_new_tablet_restores_
         }))
         .await;
     let pv = w.kube.wait_pvc_bound(&w.ns.name, "new-tablet", LIMIT).await;
-    let root = volume_dir(&w.kube, &pv).await.join("vtdataroot");
+    let root = w.kube.volume_dir(&pv).await.join("vtdataroot");
     let source_uid = target.parse::<TabletAlias>().unwrap().uid;
     assert!(
         root.join(source_uid.tablet_dir_name()).is_dir(),

@@ -58,10 +58,7 @@ async fn legacy_backup(kube: &RealKube, ns: &TestNamespace, bound: bool) -> Oper
         ..operator_shard()
     };
     // The pool's template names no class: the API server fills in the default one.
-    kube.create(json!({"apiVersion": "planetscale.com/v2", "kind": "VitessCluster",
-        "metadata": {"name": "example", "namespace": ns.name},
-        "spec": {"keyspaces": [{"name": "commerce", "partitionings": [{"equal": {"parts": 1, "shardTemplate": {
-            "tabletPools": [{"cell": "zone1", "type": "replica", "replicas": 3, "dataVolumeClaimTemplate": pvc_template("64Mi")}]}}}]}]}}))
+    kube.create(s.unsharded_vitess_cluster(&pvc_template("64Mi")))
         .await;
     kube.create(s.vtbackup_init_pvc(&pvc_template("64Mi")))
         .await;
