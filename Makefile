@@ -105,6 +105,8 @@ mutants-check: dev-tools
 	bash scripts/mutants.sh changed
 
 # Ends with one plain closing line summing every test binary's result (both tiers).
+# One pass over a clean checkout rebuilds nothing twice: no incremental caches (gigabytes).
+test: export CARGO_INCREMENTAL := 0
 test: images lint chart bench-check fuzz-check mutants-check unit test-real
 	@cat target/test.log target/test-real.log | awk '/^test result:/ {p += $$4; f += $$6} END {printf "tests: %d passed, %d failed\n", p, f}'
 

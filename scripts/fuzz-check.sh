@@ -32,7 +32,10 @@ while IFS= read -r manifest; do
     if ! (cd "$crate_dir" && cargo "${toolchain[@]}" fuzz run --dev --sanitizer none \
       --target-dir "$root/target/fuzz" "$target" "$scratch/$target" "$seeds" -- \
       -max_total_time="$secs" -rss_limit_mb=2048 -print_final_stats=1) >"$log" 2>&1; then
-      tail -n 60 "$log" >&2
+      # The first errors name the cause; the tail is the fuzzer's own report.
+      grep -m 20 -E '^(error|warning: .*(No space|Killed))' "$log" >&2 || true
+      tail -n 40 "$log" >&2
+      df -h "$root/target" >&2 || true
       echo "fuzz-check: $target failed; inputs (if any) in $fuzz_dir/artifacts/$target" >&2
       exit 1
     fi
