@@ -71,16 +71,19 @@ unit:
 	set -o pipefail; cargo test --workspace --exclude vtsnap-e2e --no-fail-fast 2>&1 | tee target/test.log
 
 # The benchmarks' shape checks (restore time flat in bytes, GC near-linear, admission
-# review latency flat in the cache's size), quick and unoptimized.
+# review latency flat in the cache's size, the node helper's reaction independent of its
+# resync), quick and unoptimized.
 bench-check:
 	cargo test -p vtsnap-restore --bench restore_scaling -- --quick
 	cargo test -p vtsnap-gc --bench plan_scaling -- --quick
 	cargo test -p vtsnap-admission --bench review_latency -- --quick
+	cargo test -p vtsnap-node --bench reaction -- --quick
 
 bench:
 	cargo bench -p vtsnap-restore --bench restore_scaling
 	cargo bench -p vtsnap-gc --bench plan_scaling
 	cargo bench -p vtsnap-admission --bench review_latency
+	cargo bench -p vtsnap-node --bench reaction
 
 # The Helm chart: lint, render with each charts/vtsnap/ci/*-values.yaml into target/chart/,
 # and bad values refused with a message naming them (helm is built by `make tools`).

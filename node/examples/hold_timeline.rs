@@ -106,7 +106,7 @@ async fn main() {
         // The tests run on the host: its `/` is the node root.
         host_root: "/".into(),
         state_dir: dir.path().join("state"),
-        interval: Duration::from_millis(250),
+        resync: Duration::from_secs(30),
         listen: None,
         start_timeout: Duration::from_secs(300),
         shutdown_timeout: Duration::from_secs(300),
@@ -181,11 +181,11 @@ async fn main() {
         median(window)
     );
     println!(
-        "| daemon: lease deleted → thawed (250 ms loop) | {} |",
+        "| daemon: lease deleted → thawed (watch event) | {} |",
         median(on_delete)
     );
     println!(
-        "| daemon: lease expired → thawed (250 ms loop) | {} |",
+        "| daemon: lease expired → thawed (woken at the expiry) | {} |",
         median(on_expiry)
     );
     db.remove().await;

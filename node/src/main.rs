@@ -44,9 +44,10 @@ enum Command {
         host_root: PathBuf,
         #[arg(long, env = "VTSNAP_LISTEN", default_value = "0.0.0.0:9464")]
         listen: std::net::SocketAddr,
-        /// How often leases are read (greater than 0).
-        #[arg(long, env = "VTSNAP_INTERVAL", default_value = "250ms", value_parser = cli::positive_duration)]
-        interval: GoDuration,
+        /// The leases are followed with a watch; this is the longest time between two passes
+        /// with no change seen (greater than 0). Expiries and retries set their own times.
+        #[arg(long, env = "VTSNAP_RESYNC", default_value = "30s", value_parser = cli::positive_duration)]
+        resync: GoDuration,
     },
     /// Check that a tablet's data, InnoDB, binlog and relay-log directories are on its volume.
     #[command(
@@ -148,7 +149,7 @@ async fn run(cmd: Command) -> Exit {
             state_dir,
             host_root,
             listen,
-            interval,
+            resync,
         } => {
             let kube = match cli::kube_client().await {
                 Ok(k) => k,
@@ -163,7 +164,7 @@ async fn run(cmd: Command) -> Exit {
                 },
                 host_root,
                 state_dir,
-                interval: interval.get(),
+                resync: resync.get(),
                 listen: Some(listen),
                 start_timeout: std::time::Duration::from_secs(300),
                 shutdown_timeout: std::time::Duration::from_secs(300),
@@ -295,12 +296,12 @@ mod tests {
     }
 
     #[test]
-    fn the_interval_must_be_greater_than_zero() {
+    fn the_resync_period_must_be_greater_than_zero() {
         for zero in ["0", "0s", "0ms"] {
-            let e = run_args(&["--interval", zero]).unwrap_err();
+            let e = run_args(&["--resync", zero]).unwrap_err();
             assert!(e.to_string().contains("must be greater than 0"), "{e}");
         }
-        assert!(run_args(&["--interval", "1s"]).is_ok());
+        assert!(run_args(&["--resync", "1s"]).is_ok());
         assert!(run_args(&[]).is_ok(), "the default");
     }
 

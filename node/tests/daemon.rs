@@ -181,7 +181,18 @@ impl Rig {
             .map(str::to_owned)
     }
 
+    /// The helper, resyncing every 200 ms (tests that count passes).
     async fn daemon(&self) -> Handle {
+        self.daemon_resyncing(Duration::from_millis(200)).await
+    }
+
+    /// The helper with a one-hour resync: whatever it does within a test, a watch event
+    /// or a lease's expiry made it do.
+    async fn watching_daemon(&self) -> Handle {
+        self.daemon_resyncing(Duration::from_secs(3600)).await
+    }
+
+    async fn daemon_resyncing(&self, resync: Duration) -> Handle {
         let cfg = DaemonConfig {
             node: "node-a".into(),
             kubelet_dir: self.kubelet.clone(),
@@ -189,7 +200,7 @@ impl Rig {
             // The tests run on the host: its `/` is the node root.
             host_root: "/".into(),
             state_dir: self.state_dir.clone(),
-            interval: Duration::from_millis(200),
+            resync,
             listen: Some("127.0.0.1:0".parse().unwrap()),
             start_timeout: Duration::from_secs(60),
             shutdown_timeout: Duration::from_secs(120),
@@ -270,7 +281,7 @@ impl Drop for Rig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_expiry_while_held_releases_within_the_lease_duration_plus_2s() {
     let rig = Rig::new(false).await;
-    let h = rig.daemon().await;
+    let h = rig.watching_daemon().await;
     rig.lease("node-a", "hold", 4, 600);
     let renewed = Instant::now();
     rig.held().await;
@@ -297,7 +308,7 @@ async fn lease_expiry_while_held_releases_within_the_lease_duration_plus_2s() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_lease_releases_everything() {
     let rig = Rig::new(false).await;
-    let h = rig.daemon().await;
+    let h = rig.watching_daemon().await;
     rig.lease("node-a", "hold", 60, 600);
     rig.held().await;
     rig.kube.remove("coordination.k8s.io", "leases", NS, LEASE);
@@ -327,7 +338,7 @@ async fn a_deleted_lease_releases_everything() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_request_releases_on_the_node_only() {
     let rig = Rig::new(false).await;
-    let h = rig.daemon().await;
+    let h = rig.watching_daemon().await;
     rig.lease("node-a", "hold", 60, 600);
     rig.held().await;
     rig.set_request("release");

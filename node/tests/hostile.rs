@@ -57,7 +57,7 @@ fn config(dir: &Path, roots: Roots, listen: Option<SocketAddr>) -> DaemonConfig 
         // The tests run on the host: its `/` is the node root.
         host_root: "/".into(),
         state_dir: dir.join("state"),
-        interval: Duration::from_millis(100),
+        resync: Duration::from_millis(100),
         listen,
         start_timeout: Duration::from_secs(5),
         shutdown_timeout: Duration::from_secs(5),
@@ -255,10 +255,10 @@ async fn flags_that_would_busy_loop_or_select_other_leases_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let kube = FakeKube::new();
     let mut cfg = config(dir.path(), Roots::default(), None);
-    cfg.interval = Duration::ZERO;
+    cfg.resync = Duration::ZERO;
     assert!(matches!(
         daemon::start(cfg, kube.client()).await,
-        Err(DaemonError::Config(ConfigError::IntervalZero))
+        Err(DaemonError::Config(ConfigError::ResyncZero))
     ));
     for bad in ["a,b=c", "", "node a", "-node", &"n".repeat(64)] {
         let mut cfg = config(dir.path(), Roots::default(), None);
@@ -409,7 +409,7 @@ fn under_a_flood_of_idle_connections_and_a_silent_api_server_a_freeze_still_ends
             "run",
             "--node-name",
             "node-a",
-            "--interval",
+            "--resync",
             "100ms",
             "--log-format",
             "json",

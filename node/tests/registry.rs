@@ -105,7 +105,7 @@ impl Rig {
             // The tests run on the host: its `/` is the node root.
             host_root: "/".into(),
             state_dir: self.state_dir(),
-            interval: Duration::from_millis(100),
+            resync: Duration::from_millis(100),
             listen: None,
             start_timeout: Duration::from_secs(5),
             shutdown_timeout: Duration::from_secs(5),

@@ -39,8 +39,8 @@ fn node_state(kube: &FakeKube) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The node helper on node-a, whose first cycle is its only one in a test's time: any retry
-/// must happen inside that cycle.
+/// The node helper on node-a with a one-hour resync: what it does in a test's time, its
+/// first pass, a watch event or a retry after a failure made it do.
 async fn one_cycle_daemon(kube: &FakeKube, dir: &std::path::Path) -> daemon::Handle {
     let cfg = DaemonConfig {
         node: "node-a".into(),
@@ -49,7 +49,7 @@ async fn one_cycle_daemon(kube: &FakeKube, dir: &std::path::Path) -> daemon::Han
         // The tests run on the host: its `/` is the node root.
         host_root: "/".into(),
         state_dir: dir.join("state"),
-        interval: Duration::from_secs(3600),
+        resync: Duration::from_secs(3600),
         listen: None,
         start_timeout: Duration::from_secs(5),
         shutdown_timeout: Duration::from_secs(5),
@@ -85,9 +85,21 @@ async fn a_conflicting_report_is_written_again_on_the_fresh_version() {
         .filter(|l| l.info.plural == "leases" && l.info.name.is_some())
         .map(|l| (l.info.verb, l.status))
         .collect();
+    // The fresh read the pass decides from, the conflict, the re-read, the answer; then
+    // at most fresh reads (the answer's own watch event wakes a pass that finds it done).
     assert_eq!(
-        lease_calls,
-        [(Verb::Patch, 409), (Verb::Get, 200), (Verb::Patch, 200)]
+        lease_calls[..4],
+        [
+            (Verb::Get, 200),
+            (Verb::Patch, 409),
+            (Verb::Get, 200),
+            (Verb::Patch, 200)
+        ],
+        "{lease_calls:?}"
+    );
+    assert!(
+        lease_calls[4..].iter().all(|c| *c == (Verb::Get, 200)),
+        "{lease_calls:?}"
     );
 }
 
@@ -118,6 +130,7 @@ async fn an_answer_to_a_request_that_changed_meanwhile_is_not_written() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let answered_at = kube.log().len();
     let mut v = kube
         .get_json("coordination.k8s.io", "leases", NS, LEASE)
         .unwrap();
@@ -125,8 +138,7 @@ async fn an_answer_to_a_request_that_changed_meanwhile_is_not_written() {
     kube.put_json("coordination.k8s.io", "leases", v);
     // Wait until the node re-read the lease after its conflict.
     loop {
-        let gets = kube
-            .log()
+        let gets = kube.log()[answered_at..]
             .iter()
             .filter(|l| l.info.plural == "leases" && l.info.verb == Verb::Get)
             .count();
@@ -139,17 +151,73 @@ async fn an_answer_to_a_request_that_changed_meanwhile_is_not_written() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // The node gives up on a stale answer at once; the log shows no further patch.
+    // The node gives up on the stale answer; the next pass answers the new request.
+    while node_state(&kube).is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the new request was never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        node_state(&kube).as_deref(),
+        Some("released"),
+        "a refusal of `probe` must not be written as the answer to `release`"
+    );
     let patches: Vec<u16> = kube
         .log()
         .iter()
         .filter(|l| l.info.plural == "leases" && l.info.verb == Verb::Patch)
         .map(|l| l.status)
         .collect();
-    assert_eq!(patches, [409]);
     assert_eq!(
-        node_state(&kube),
-        None,
-        "a refusal of `probe` must not be written as the answer to `release`"
+        patches,
+        [409, 200],
+        "one conflict, then the answer to `release` only"
     );
+}
+
+#[tokio::test]
+async fn a_probe_answer_that_meets_a_renewal_is_written_on_the_fresh_version() {
+    let kube = FakeKube::new();
+    lease(&kube, "probe");
+    let dir = tempfile::tempdir().unwrap();
+    // The target's volume, as kubelet mounts it, with a single-volume layout.
+    let vtdataroot = dir
+        .path()
+        .join("kubelet/pods/uid/volumes/kubernetes.io~csi/pv-1/mount/vtdataroot");
+    std::fs::create_dir_all(&vtdataroot).unwrap();
+    vtsnap_testkit::layout::TabletLayout::mariadb(102)
+        .write(&vtdataroot)
+        .unwrap();
+    // The job's renewal lands between the node's read and its answer.
+    kube.fault(Fault::on(is(Verb::Patch, "leases")).status(409));
+    let _h = one_cycle_daemon(&kube, dir.path()).await;
+    let start = Instant::now();
+    while node_state(&kube).is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the probe never reached the lease"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Answered `probed` on the fresh version: a conflict is not a failed probe.
+    assert_eq!(node_state(&kube).as_deref(), Some("probed"));
+    let ann = kube
+        .get_json("coordination.k8s.io", "leases", NS, LEASE)
+        .unwrap()["metadata"]["annotations"]
+        .clone();
+    assert!(
+        ann[vtsnap_node::daemon::ANN_NODE_PROBE]
+            .as_str()
+            .is_some_and(|p| !p.is_empty()),
+        "{ann}"
+    );
+    let patches: Vec<u16> = kube
+        .log()
+        .iter()
+        .filter(|l| l.info.plural == "leases" && l.info.verb == Verb::Patch)
+        .map(|l| l.status)
+        .collect();
+    assert_eq!(patches, [409, 200]);
 }

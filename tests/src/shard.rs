@@ -377,7 +377,7 @@ impl Lab {
                 // The tests run on the host: its `/` is the node root.
                 host_root: "/".into(),
                 state_dir: self._state.path().to_path_buf(),
-                interval: Duration::from_millis(100),
+                resync: Duration::from_secs(30),
                 listen: None,
                 start_timeout: Duration::from_secs(120),
                 shutdown_timeout: Duration::from_secs(120),

@@ -447,6 +447,7 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
     // vtsnap-node: its fence leases in every namespace, the target Pods.
     let leases = Api::<k8s_openapi::api::coordination::v1::Lease>::all(as_node.clone());
     leases.list(&ListParams::default()).await.unwrap();
+    assert!(may(&as_node, "", "coordination.k8s.io", "leases", "watch").await);
     assert!(may(&as_node, &vitess.name, "", "pods", "get").await);
     // The real node helper as its account: a probe answered in a fence lease, and the
     // lease recovered (tablet put back, lease deleted) when the job stops renewing.

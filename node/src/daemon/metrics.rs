@@ -44,6 +44,7 @@ struct Inner {
     hold_count: AtomicU64,
     hold_ms_last: AtomicU64,
     cycles: AtomicU64,
+    watch_failures: AtomicU64,
     api_ok: AtomicBool,
 }
 
@@ -94,6 +95,15 @@ impl Metrics {
     /// Reconcile passes completed so far.
     pub fn cycles(&self) -> u64 {
         self.0.cycles.load(Ordering::SeqCst)
+    }
+
+    pub fn watch_failed(&self) {
+        self.0.watch_failures.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Errors of the lease watch so far (each one resumed with backoff).
+    pub fn watch_failures(&self) -> u64 {
+        self.0.watch_failures.load(Ordering::SeqCst)
     }
 
     pub fn set_api_ok(&self, ok: bool) {
@@ -159,6 +169,12 @@ impl Metrics {
         s.push_str(&format!(
             "vtsnap_node_reconcile_cycles_total {}\n",
             i.cycles.load(Ordering::SeqCst)
+        ));
+        s.push_str("# HELP vtsnap_node_lease_watch_failures_total Errors of the watch of this node's fence leases; each is resumed with backoff.\n");
+        s.push_str("# TYPE vtsnap_node_lease_watch_failures_total counter\n");
+        s.push_str(&format!(
+            "vtsnap_node_lease_watch_failures_total {}\n",
+            i.watch_failures.load(Ordering::SeqCst)
         ));
         s
     }

@@ -1,8 +1,10 @@
 //! `vtsnap-node run`: serves the fence leases labelled `vtsnap.io/node=<this node>`.
 //!
-//! Every `interval` it observes (lists its leases), decides per lease ([`decide`], pure),
-//! acts (the steps below) and reports (`node-state`/`node-error` on the lease, by
-//! compare-and-swap). A lease that expired, was deleted or asks `release` is released:
+//! It follows its leases with a watch ([`leases`]); on every change, at the earliest lease
+//! expiry, soon after a step that did not complete, and at least every `resync`, it
+//! observes (each lease that needs something is read afresh), decides per lease
+//! ([`decide`], pure), acts (the steps below) and reports (`node-state`/`node-error` on the
+//! lease, by compare-and-swap). A lease that expired, was deleted or asks `release` is released:
 //! thaw, unfreeze, `Start` mysqld if this helper stopped it, and — for expiry and deletion —
 //! core's put-back (StartReplication, ChangeTabletType back to `original-type`). The
 //! [`watchdog`] thread ends any freeze at max-hold even with the API server gone, and the
@@ -12,12 +14,13 @@
 
 pub mod decide;
 pub mod http;
+pub mod leases;
 pub mod metrics;
 pub mod pods;
 pub mod registry;
 pub mod watchdog;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,7 +30,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use vtsnap_core::events::{self, Subject};
 use vtsnap_core::fence::client::{FenceClientError, delete_if_unchanged};
@@ -42,9 +45,13 @@ use crate::fsfreeze::FsFreezeError;
 use crate::mysqlctl::{MysqlCtl, MysqlCtlError, wait_for_mysqld};
 use crate::{fsfreeze, probe};
 use decide::{Step, decide};
+use leases::Leases;
 use metrics::{Cause, Metrics};
 use registry::{Entry, Registry, ThawError};
 use watchdog::now_ms;
+
+/// How soon a pass is repeated after a step or a read that did not complete.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(500);
 
 /// The `source.component` of the Events this helper records.
 const EVENT_COMPONENT: &str = "vtsnap-node";
@@ -60,7 +67,9 @@ pub struct DaemonConfig {
     /// The path whose file system is the node's root ([`fsfreeze::NODE_ROOT`]): never frozen.
     pub host_root: PathBuf,
     pub state_dir: PathBuf,
-    pub interval: Duration,
+    /// The longest time between two passes with no watch event: a pass re-reads what the
+    /// store cannot be trusted to show (a lease gone while the watch was down).
+    pub resync: Duration,
     pub listen: Option<SocketAddr>,
     /// How long a `Start` may take until mysqld answers.
     pub start_timeout: Duration,
@@ -95,9 +104,9 @@ pub enum DaemonError {
 /// A [`DaemonConfig`] the daemon refuses to run with.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
-    /// A zero interval is a busy loop against the API server.
-    #[error("the reconcile interval must be greater than 0")]
-    IntervalZero,
+    /// A zero resync period is a busy loop.
+    #[error("the resync period must be greater than 0")]
+    ResyncZero,
     /// The node name selects this node's leases (`vtsnap.io/node=<node>`): anything but a
     /// valid label value would select others, or nothing.
     #[error(
@@ -107,10 +116,10 @@ pub enum ConfigError {
 }
 
 impl DaemonConfig {
-    /// Refuses an interval of 0 and a node name that is not a valid label value.
+    /// Refuses a resync period of 0 and a node name that is not a valid label value.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.interval.is_zero() {
-            return Err(ConfigError::IntervalZero);
+        if self.resync.is_zero() {
+            return Err(ConfigError::ResyncZero);
         }
         if !is_label_value(&self.node) || self.node.is_empty() {
             return Err(ConfigError::NodeName {
@@ -179,12 +188,10 @@ enum StepError {
         #[source]
         source: probe::ProbeError,
     },
-    #[error("cannot report the probe to lease {lease}: {source}")]
-    ProbeReport {
-        lease: String,
-        #[source]
-        source: kube::Error,
-    },
+    /// The answer could not be written yet (the API failed, or the lease kept changing):
+    /// nothing to report on the lease, the pass is repeated soon.
+    #[error("the answer to lease {lease} is not written yet")]
+    NotAnswered { lease: String },
     #[error("no hold record for lease {lease}")]
     NoRecord { lease: String },
     #[error(transparent)]
@@ -367,10 +374,20 @@ async fn start_with(
         set_aside_announced: AtomicBool::new(false),
     };
     let s = stop.clone();
+    let leases = Leases::follow(d.kube.clone(), &d.cfg.node, d.metrics.clone());
     let task = tokio::spawn(async move {
         while !s.load(Ordering::SeqCst) {
-            d.cycle().await;
-            tokio::time::sleep(d.cfg.interval).await;
+            let completed = d.cycle(&leases).await;
+            let wait = leases::next_wake(
+                d.cfg.resync,
+                RETRY_AFTER_FAILURE,
+                !completed,
+                leases::next_expiry(&leases.seen(), Timestamp::now()),
+            );
+            tokio::select! {
+                () = leases.changed() => {}
+                () = tokio::time::sleep(wait) => {}
+            }
         }
     });
     Ok(Handle {
@@ -384,90 +401,194 @@ async fn start_with(
 }
 
 impl Daemon {
-    async fn cycle(&self) {
-        let api: Api<Lease> = Api::all(self.kube.clone());
-        let lp = ListParams::default().labels(&format!("{}={}", fence::LABEL_NODE, self.cfg.node));
-        match vtsnap_core::discover::list_all(&api, &lp).await {
-            Err(e) => {
-                // Nothing is decided from an uncertain read; the watchdog still guards holds.
-                self.metrics.set_api_ok(false);
-                tracing::warn!(error = %e, "cannot list fence leases; retrying");
-            }
-            Ok(leases) => {
-                self.metrics.set_api_ok(true);
-                let now = Timestamp::now();
-                let mut seen = BTreeMap::new();
-                let unreadable = self.reg.unreadable();
-                let lost = self.reg.lost_holds();
-                let mut lost_looked_for = true;
-                for l in &leases {
-                    let key = format!(
-                        "{}/{}",
-                        l.metadata.namespace.clone().unwrap_or_default(),
-                        l.metadata.name.clone().unwrap_or_default()
-                    );
-                    seen.insert(key.clone(), ());
-                    match Fence::from_lease(l) {
-                        Ok(f) => {
-                            let span = tracing::info_span!("lease", lease = %key, tablet = %f.tablet_alias, request = %f.request);
-                            let _g = span.enter();
-                            if let Some(problem) =
-                                unreadable.iter().find(|p| p.lease() == Some(key.as_str()))
-                            {
-                                // Never guessed: nothing is held, released or restored for
-                                // it here; the job's (or GC's) recovery restores the tablet
-                                // from the lease itself.
-                                if f.node_state != Some(NodeState::Failed) {
-                                    self.report(&f, NodeState::Failed, Some(&problem.to_string()))
-                                        .await;
-                                }
-                                continue;
-                            }
-                            if let Some(moved_to) = &lost
-                                && self.reg.get(&key).is_none()
-                            {
-                                match self.recover_lost(&f, moved_to).await {
-                                    Ok(false) => {}
-                                    // Reported; decided on next cycle from the new record.
-                                    Ok(true) => continue,
-                                    Err(e) => {
-                                        // Not acted on before it is known whether it holds a
-                                        // lost freeze (a Shutdown would hang on a frozen pod).
-                                        lost_looked_for = false;
-                                        tracing::warn!(error = %e, "cannot look for a hold lost with the corrupt registry; retrying");
-                                        continue;
-                                    }
-                                }
-                            }
-                            let steps =
-                                decide(Some(&f), f.expired(now), self.reg.get(&key).as_ref());
-                            self.run_steps(Some(&f), &key, steps).await;
-                        }
-                        Err(e) => {
-                            tracing::error!(lease = %key, error = %e, "cannot read fence lease")
-                        }
-                    }
-                }
-                for e in self.reg.all() {
-                    if !seen.contains_key(&e.lease) {
-                        let steps = decide(None, false, Some(&e));
-                        self.run_steps(None, &e.lease.clone(), steps).await;
-                    }
-                }
-                self.announce_unreadable(&unreadable, &seen).await;
-                self.announce_set_aside().await;
-                if lost.is_some()
-                    && lost_looked_for
-                    && let Err(e) = self.reg.lost_holds_done()
-                {
-                    tracing::warn!(error = %e, "cannot record that the lost holds were looked for; looking again");
-                }
-            }
-        }
+    /// One pass over the leases as the watch last showed them and the holds on record.
+    /// Only a lease with something to do is read again (a GET), and what is done is decided
+    /// from that fresh copy: the store may lag (a renewal not yet seen would look like an
+    /// expiry). Nothing is decided from an uncertain read; the watchdog still guards holds.
+    /// False if something did not complete, so the pass is repeated soon.
+    async fn cycle(&self, leases: &Leases) -> bool {
+        let completed = if leases.synced() {
+            self.pass(&leases.seen()).await
+        } else {
+            // Before the first full list an absent lease says nothing.
+            false
+        };
         self.metrics
             .set_unreadable_entries(self.reg.unreadable().len());
         self.metrics.set_holds_active(self.reg.frozen_count());
         self.metrics.cycle();
+        completed
+    }
+
+    async fn pass(&self, stored: &[Arc<Lease>]) -> bool {
+        let mut completed = true;
+        let mut seen = BTreeSet::new();
+        let unreadable = self.reg.unreadable();
+        let lost = self.reg.lost_holds();
+        let mut lost_looked_for = true;
+        for l in stored {
+            let key = lease_key(l);
+            seen.insert(key.clone());
+            if !self.needs_look(l, &key, &unreadable, lost.is_some()) {
+                continue;
+            }
+            match self.read_lease(&key).await {
+                Ok(Some(fresh)) => {
+                    completed &= self
+                        .handle(
+                            &fresh,
+                            &key,
+                            &unreadable,
+                            lost.as_deref(),
+                            &mut lost_looked_for,
+                        )
+                        .await;
+                }
+                // Gone since the watch showed it: the record (if any) is handled below.
+                Ok(None) => {
+                    seen.remove(&key);
+                }
+                Err(()) => {
+                    completed = false;
+                    lost_looked_for = false;
+                }
+            }
+        }
+        for e in self.reg.all() {
+            if seen.contains(&e.lease) {
+                continue;
+            }
+            // Absent from the store: confirmed gone by a fresh read before anything is released.
+            match self.read_lease(&e.lease).await {
+                Ok(None) => {
+                    let steps = decide(None, false, Some(&e));
+                    completed &= self.run_steps(None, &e.lease.clone(), steps).await;
+                }
+                Ok(Some(fresh)) => {
+                    seen.insert(e.lease.clone());
+                    completed &= self
+                        .handle(
+                            &fresh,
+                            &e.lease,
+                            &unreadable,
+                            lost.as_deref(),
+                            &mut lost_looked_for,
+                        )
+                        .await;
+                }
+                Err(()) => completed = false,
+            }
+        }
+        self.announce_unreadable(&unreadable, &seen).await;
+        self.announce_set_aside().await;
+        if lost.is_some()
+            && lost_looked_for
+            && let Err(e) = self.reg.lost_holds_done()
+        {
+            tracing::warn!(error = %e, "cannot record that the lost holds were looked for; looking again");
+            completed = false;
+        }
+        completed
+    }
+
+    /// Whether the watch's copy of a lease asks anything of this helper: an answer to
+    /// write, a step to take, or a lost hold to look for. Decided from the copy only to
+    /// know whether to read the lease again.
+    fn needs_look(
+        &self,
+        l: &Lease,
+        key: &str,
+        unreadable: &[registry::RegistryError],
+        lost: bool,
+    ) -> bool {
+        let f = match Fence::from_lease(l) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::error!(lease = %key, error = %e, "cannot read fence lease");
+                return false;
+            }
+        };
+        if unreadable.iter().any(|p| p.lease() == Some(key)) {
+            return f.node_state != Some(NodeState::Failed);
+        }
+        let entry = self.reg.get(key);
+        if lost && entry.is_none() {
+            return true;
+        }
+        !decide(Some(&f), f.expired(Timestamp::now()), entry.as_ref()).is_empty()
+    }
+
+    /// A fresh read of lease `key` (`namespace/name`): `None` if it is gone or no longer
+    /// labelled for this node; `Err` (logged) if the API cannot say.
+    async fn read_lease(&self, key: &str) -> Result<Option<Lease>, ()> {
+        let (ns, name) = key.split_once('/').unwrap_or(("", key));
+        let api: Api<Lease> = Api::namespaced(self.kube.clone(), ns);
+        match api.get_opt(name).await {
+            Ok(l) => Ok(l.filter(|l| {
+                l.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|m| m.get(fence::LABEL_NODE))
+                    .is_some_and(|n| *n == self.cfg.node)
+            })),
+            Err(e) => {
+                self.metrics.set_api_ok(false);
+                tracing::warn!(lease = %key, error = %e, "cannot read fence lease; retrying");
+                Err(())
+            }
+        }
+    }
+
+    /// Decides and acts on one freshly read lease. False if something did not complete.
+    async fn handle(
+        &self,
+        l: &Lease,
+        key: &str,
+        unreadable: &[registry::RegistryError],
+        lost: Option<&Path>,
+        lost_looked_for: &mut bool,
+    ) -> bool {
+        let f = match Fence::from_lease(l) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::error!(lease = %key, error = %e, "cannot read fence lease");
+                return true;
+            }
+        };
+        let span = tracing::info_span!("lease", lease = %key, tablet = %f.tablet_alias, request = %f.request);
+        let _g = span.enter();
+        if let Some(problem) = unreadable.iter().find(|p| p.lease() == Some(key)) {
+            // Never guessed: nothing is held, released or restored for it here; the job's
+            // (or GC's) recovery restores the tablet from the lease itself.
+            if f.node_state != Some(NodeState::Failed) {
+                return self
+                    .report(&f, NodeState::Failed, Some(&problem.to_string()))
+                    .await;
+            }
+            return true;
+        }
+        if let Some(moved_to) = lost
+            && self.reg.get(key).is_none()
+        {
+            match self.recover_lost(&f, moved_to).await {
+                Ok(false) => {}
+                // Reported; decided on the next pass from the new record.
+                Ok(true) => return false,
+                Err(e) => {
+                    // Not acted on before it is known whether it holds a lost freeze (a
+                    // Shutdown would hang on a frozen pod).
+                    *lost_looked_for = false;
+                    tracing::warn!(error = %e, "cannot look for a hold lost with the corrupt registry; retrying");
+                    return false;
+                }
+            }
+        }
+        let steps = decide(
+            Some(&f),
+            f.expired(Timestamp::now()),
+            self.reg.get(key).as_ref(),
+        );
+        self.run_steps(Some(&f), key, steps).await
     }
 
     /// After a corrupt registry was moved aside, for a lease with no record: ends a freeze
@@ -568,7 +689,7 @@ impl Daemon {
     async fn announce_unreadable(
         &self,
         unreadable: &[registry::RegistryError],
-        leases: &BTreeMap<String, ()>,
+        leases: &BTreeSet<String>,
     ) {
         for problem in unreadable {
             let Some(key) = problem.lease() else { continue };
@@ -582,7 +703,7 @@ impl Daemon {
             }
             tracing::error!(lease = %key, error = %problem, "hold registry entry unreadable: kept, not released, not restored; fix or remove it by hand");
             let (namespace, subject) = match key.split_once('/') {
-                Some((ns, name)) if leases.contains_key(key) => (
+                Some((ns, name)) if leases.contains(key) => (
                     ns.to_owned(),
                     Subject {
                         api_version: "coordination.k8s.io/v1".into(),
@@ -606,7 +727,8 @@ impl Daemon {
         }
     }
 
-    async fn run_steps(&self, f: Option<&Fence>, key: &str, steps: Vec<Step>) {
+    /// Runs `steps` in order until one does not complete (reported on the lease). False then.
+    async fn run_steps(&self, f: Option<&Fence>, key: &str, steps: Vec<Step>) -> bool {
         for step in steps {
             tracing::debug!(?step, "step");
             let result = match &step {
@@ -625,50 +747,68 @@ impl Daemon {
                     self.release(f, key, *cause, *restore_tablet, *delete_lease, *report)
                         .await
                 }
-                Step::Report(state, msg) => {
-                    if let Some(f) = f {
-                        self.report(f, *state, msg.as_deref()).await;
-                    }
-                    Ok(())
-                }
+                Step::Report(state, msg) => match f {
+                    Some(f) if !self.report(f, *state, msg.as_deref()).await => return false,
+                    _ => Ok(()),
+                },
             };
             if let Err(e) = result {
                 let (state, msg) = (e.state(), e.to_string());
                 tracing::warn!(?step, error = %msg, "step did not complete");
-                if let Some(f) = f {
+                if let Some(f) = f
+                    && !matches!(e, StepError::NotAnswered { .. })
+                {
                     self.report(f, state, Some(&msg)).await;
                 }
-                return;
+                return false;
             }
         }
+        true
     }
 
     /// Writes `node-state` / `node-error`, compare-and-swap on the lease's resourceVersion.
     /// Writes the node's answer on the lease. The job renews the lease meanwhile, so a
     /// version conflict is expected: the answer is written again on the fresh version as
     /// long as the lease still asks the same request of the same pod — never as an answer
-    /// to a request that changed in between.
-    async fn report(&self, f: &Fence, state: NodeState, error: Option<&str>) {
+    /// to a request that changed in between. False if the answer could not be written (it
+    /// is written again on the next pass); true also when it no longer applies.
+    async fn report(&self, f: &Fence, state: NodeState, error: Option<&str>) -> bool {
+        self.answer(f, state, error, None).await
+    }
+
+    /// [`Self::report`], with the probe's result (`node-probe`) written in the same patch.
+    async fn answer(
+        &self,
+        f: &Fence,
+        state: NodeState,
+        error: Option<&str>,
+        probe: Option<&str>,
+    ) -> bool {
         const ATTEMPTS: usize = 5;
         let api: Api<Lease> = Api::namespaced(self.kube.clone(), &f.namespace);
         let mut version = f.resource_version.clone();
         for _ in 0..ATTEMPTS {
+            let mut annotations =
+                json!({ANN_NODE_STATE: state.as_str(), ANN_NODE_ERROR: error.unwrap_or("")});
+            if let Some(p) = probe {
+                annotations[ANN_NODE_PROBE] = json!(p);
+            }
             let patch = json!({"metadata": {
                 "resourceVersion": version,
-                "annotations": {ANN_NODE_STATE: state.as_str(), ANN_NODE_ERROR: error.unwrap_or("")}
+                "annotations": annotations
             }});
             match api
                 .patch(&f.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
             {
-                Ok(_) => return,
+                Ok(_) => return true,
                 Err(kube::Error::Api(s)) if s.code == 409 => {
                     let fresh = match api.get_opt(&f.name).await {
                         Ok(Some(l)) => l,
-                        Ok(None) => return,
+                        Ok(None) => return true,
                         Err(e) => {
                             tracing::warn!(error = %e, state = state.as_str(), "cannot re-read the lease to report; will retry");
-                            return;
+                            return false;
                         }
                     };
                     match Fence::from_lease(&fresh) {
@@ -678,17 +818,18 @@ impl Daemon {
                         {
                             version = fresh.metadata.resource_version.clone();
                         }
-                        // The request changed: this answer is stale; the next cycle answers the new one.
-                        _ => return,
+                        // The request changed: this answer is stale; the watch brings the new one.
+                        _ => return true,
                     }
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, state = state.as_str(), "cannot report to the lease; will retry");
-                    return;
+                    return false;
                 }
             }
         }
         tracing::warn!(state = state.as_str(), lease = %f.key(), "the lease kept changing under the report; will retry");
+        false
     }
 
     async fn check_target(&self, f: Option<&Fence>) -> Result<(), StepError> {
@@ -782,17 +923,12 @@ impl Daemon {
                     source,
                 }
             })?;
-        let api: Api<Lease> = Api::namespaced(self.kube.clone(), &f.namespace);
-        let patch = json!({"metadata": {"resourceVersion": f.resource_version, "annotations": {
-            ANN_NODE_STATE: NodeState::Probed.as_str(), ANN_NODE_ERROR: "",
-            ANN_NODE_PROBE: serde_json::to_string(&layout).unwrap_or_default()}}});
-        api.patch(&f.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(|source| StepError::ProbeReport {
-                lease: f.key(),
-                source,
-            })?;
-        Ok(())
+        let layout = serde_json::to_string(&layout).unwrap_or_default();
+        if self.answer(f, NodeState::Probed, None, Some(&layout)).await {
+            Ok(())
+        } else {
+            Err(StepError::NotAnswered { lease: f.key() })
+        }
     }
 
     fn entry(&self, key: &str) -> Result<Entry, StepError> {
@@ -969,6 +1105,15 @@ impl Daemon {
         tracing::info!(cause = cause.as_str(), "released");
         Ok(())
     }
+}
+
+/// `namespace/name` of a lease, the key of its hold record.
+fn lease_key(l: &Lease) -> String {
+    format!(
+        "{}/{}",
+        l.metadata.namespace.as_deref().unwrap_or_default(),
+        l.metadata.name.as_deref().unwrap_or_default()
+    )
 }
 
 /// The node a pod is scheduled on ("" if none).

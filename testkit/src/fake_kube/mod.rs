@@ -238,6 +238,8 @@ struct State {
 struct Inner {
     state: Mutex<State>,
     events: broadcast::Sender<Event>,
+    /// Bumped by [`FakeKube::drop_watches`]: every watch stream open then ends.
+    watch_epoch: tokio::sync::watch::Sender<u64>,
 }
 
 /// The fake API server. Cheap to clone; clones share state.
@@ -366,6 +368,7 @@ impl FakeKube {
             inner: Arc::new(Inner {
                 state: Mutex::new(State::default()),
                 events,
+                watch_epoch: tokio::sync::watch::Sender::new(0),
             }),
         }
     }
@@ -407,9 +410,19 @@ impl FakeKube {
         self.state().faults.clear();
     }
 
-    /// With `down`, every request fails like an unreachable server.
+    /// Ends every watch stream open now, as a dropped connection or an API server restart
+    /// would; the clients' next watch requests go through the fault rules as usual.
+    pub fn drop_watches(&self) {
+        self.inner.watch_epoch.send_modify(|e| *e += 1);
+    }
+
+    /// With `down`, every request fails like an unreachable server, and the watches open
+    /// now end (an unreachable server has no open connections).
     pub fn set_down(&self, down: bool) {
         self.state().down = down;
+        if down {
+            self.drop_watches();
+        }
     }
 
     /// Every request so far.
@@ -1190,6 +1203,8 @@ impl FakeKube {
                 && fields.matches(&e.object)
         };
         let mut rx = self.inner.events.subscribe();
+        let mut epoch = self.inner.watch_epoch.subscribe();
+        epoch.mark_unchanged();
         let st = self.state();
         let start: Option<u64> = info
             .query
@@ -1228,12 +1243,15 @@ impl FakeKube {
             loop {
                 tokio::select! {
                     () = &mut deadline => return,
+                    _ = epoch.changed() => return,
                     ev = rx.recv() => match ev {
                         Ok(e) if e.rv > seen && matches(&e) => {
                             if tx.send(line(&e)).await.is_err() { return; }
                         }
                         Ok(_) => {}
-                        Err(broadcast::error::RecvError::Lagged(_)) => {}
+                        // Events were lost to this watcher: end the stream (as a real server
+                        // ends a watch it cannot serve) so that the client resumes or relists.
+                        Err(broadcast::error::RecvError::Lagged(_)) => return,
                         Err(broadcast::error::RecvError::Closed) => return,
                     }
                 }

@@ -76,7 +76,7 @@ pub async fn node_helper_answers_and_recovers(
             // The tests run on the host: its `/` is the node root.
             host_root: "/".into(),
             state_dir: dir.path().join("state"),
-            interval: Duration::from_millis(200),
+            resync: Duration::from_secs(30),
             listen: None,
             start_timeout: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(30),
