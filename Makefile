@@ -6,7 +6,7 @@ export DOCKER_HOST ?= unix:///run/podman/podman.sock
 DEMO_DIR ?= $(shell mktemp -d -u /tmp/vtsnap-demo.XXXXXX)
 NEW_UID ?= 2548885007
 
-.PHONY: e2e e2e-keep e2e-run e2e-down test-images test-real demo demo-real demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down chart
+.PHONY: bench-startup e2e e2e-keep e2e-run e2e-down test-images test-real demo demo-real demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down chart
 
 # The local lab (tests/): cold and online snapshots under load, a new replica from each,
 # checksums, GC, a timeline and one JSON line. Cleans up even when interrupted.
@@ -78,6 +78,11 @@ bench-check:
 	cargo test -p vtsnap-gc --bench plan_scaling -- --quick
 	cargo test -p vtsnap-admission --bench review_latency -- --quick
 	cargo test -p vtsnap-node --bench reaction -- --quick
+
+# DESIGN §8's start-up (first API request) and node-helper footprint, on release binaries.
+bench-startup:
+	cargo build --release --locked -p vtsnap-snapshot -p vtsnap-gc -p vtsnap-vtbackup-storage -p vtsnap-admission -p vtsnap-node --bins
+	cargo bench -p vtsnap-lab --bench startup
 
 bench:
 	cargo bench -p vtsnap-restore --bench restore_scaling
