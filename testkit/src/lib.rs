@@ -27,6 +27,7 @@ pub mod fixtures;
 pub mod grpc;
 pub mod https;
 pub mod layout;
+pub mod leftovers;
 pub mod mariadb;
 pub mod operator_objects;
 pub mod real_kube;

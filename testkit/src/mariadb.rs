@@ -183,6 +183,7 @@ impl MariaDb {
             .start()
             .await
             .unwrap_or_else(|e| panic!("cannot start the toolbox container: {e}"));
+        record_started(container.id());
         Self {
             container,
             flavor,
@@ -215,6 +216,7 @@ impl MariaDb {
             .start()
             .await
             .unwrap_or_else(|e| panic!("cannot start the database container: {e}"));
+        record_started(container.id());
         let db = Self {
             container,
             flavor,
@@ -226,6 +228,15 @@ impl MariaDb {
 
     pub fn id(&self) -> &str {
         self.container.id()
+    }
+
+    /// Every container this process started, removed or not: what a lab's leftover check
+    /// ([`crate::leftovers`]) looks for.
+    pub fn started_by_this_process() -> Vec<String> {
+        STARTED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     pub fn flavor(&self) -> Flavor {
@@ -406,6 +417,15 @@ impl MariaDb {
         }
         panic!("server did not stop after shutdown (exec exit {code}: {err})");
     }
+}
+
+static STARTED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+fn record_started(id: &str) {
+    STARTED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(id.to_owned());
 }
 
 #[cfg(test)]

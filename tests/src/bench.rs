@@ -346,6 +346,15 @@ pub async fn bench_size(gib: f64, runs: usize, dump_too: bool, timeline: Timelin
         out.push(one_run(&lab, run, dump_too).await);
     }
     lab.primary().stop_load().await;
+    // Each size starts from a clean host: nothing of this lab may remain.
+    if let Err(left) =
+        crate::shard::drop_and_check_nothing_left(lab, crate::shard::LEFTOVER_LIMIT).await
+    {
+        panic!(
+            "bench: the {gib} GiB lab left behind:\n  {}",
+            left.join("\n  ")
+        );
+    }
     SizeResult {
         requested_gib: gib,
         mariadb_version,

@@ -130,6 +130,7 @@ async fn soak(duration: Duration, max_rounds: usize) -> ExitCode {
     .await;
     let report = vtsnap_lab::soak::run_soak(&lab, duration, 1, max_rounds).await;
     lab.stop_node().await;
+    let clean = nothing_left(lab, "soak").await;
     println!(
         "{}",
         serde_json::json!({
@@ -138,10 +139,26 @@ async fn soak(duration: Duration, max_rounds: usize) -> ExitCode {
             "failed_rounds": report.rounds.iter().filter(|r| !r.ok()).map(|r| r.round).collect::<Vec<_>>(),
         })
     );
-    if report.all_ok() {
+    if report.all_ok() && clean {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// Drops the lab; false (each named on stderr) if anything of it stays on the host.
+async fn nothing_left(lab: Lab, what: &str) -> bool {
+    match vtsnap_lab::shard::drop_and_check_nothing_left(lab, vtsnap_lab::shard::LEFTOVER_LIMIT)
+        .await
+    {
+        Ok(()) => true,
+        Err(left) => {
+            eprintln!("vtsnap-lab {what}: the lab left behind:");
+            for l in left {
+                eprintln!("  {l}");
+            }
+            false
+        }
     }
 }
 
@@ -177,12 +194,14 @@ async fn demo(
     .await;
     let report = run_demo(&lab).await;
     lab.stop_node().await;
+    let clean = nothing_left(lab, "demo").await;
     // The timeline went to stderr as it happened; stdout gets the one summary line.
     println!("{}", report.summary());
     let ok = report.cold.checksum_match
         && report.online.checksum_match
         && report.cold.image_without_running_mysqld
-        && report.gc_exit_code == 0;
+        && report.gc_exit_code == 0
+        && clean;
     if ok {
         ExitCode::SUCCESS
     } else {

@@ -24,6 +24,7 @@ use vtsnap_testkit::fake_vtctld::FakeVtctld;
 use vtsnap_testkit::fixtures::{ShardFixture, shard};
 use vtsnap_testkit::grpc::Running;
 use vtsnap_testkit::layout::TabletLayout;
+use vtsnap_testkit::leftovers::Footprint;
 use vtsnap_testkit::mariadb::MariaDb;
 
 use crate::backend::LabBackend;
@@ -110,6 +111,31 @@ pub struct Lab {
     _state: tempfile::TempDir,
     /// The lab's own btrfs (the in-memory control plane's volumes).
     pub vol: Option<BtrfsVolume>,
+}
+
+impl Lab {
+    /// What this lab owns on the host: every container this process started (tablets,
+    /// provisioned replicas, tool containers), and its directories (the btrfs image and
+    /// mount, the kubelet and state dirs). Checked after the lab is dropped.
+    pub fn footprint(&self) -> Footprint {
+        let mut dirs = vec![self.kubelet.clone(), self._state.path().to_path_buf()];
+        if let Some(parent) = self.vol.as_ref().and_then(|v| v.path().parent()) {
+            dirs.push(parent.to_path_buf());
+        }
+        Footprint::new(MariaDb::started_by_this_process(), dirs)
+    }
+}
+
+/// How long a dropped lab may take to be gone: Podman keeps an exec session's conmon 5 s
+/// (`exit_command_delay`), and container removal runs after the drop.
+pub const LEFTOVER_LIMIT: Duration = Duration::from_secs(30);
+
+/// Drops `lab` and fails, naming each, if any container, process, mount or loop device of
+/// it is still on the host after `limit` (Podman keeps an exec's conmon a few seconds).
+pub async fn drop_and_check_nothing_left(lab: Lab, limit: Duration) -> Result<(), Vec<String>> {
+    let fp = lab.footprint();
+    drop(lab);
+    fp.gone_within(limit).await
 }
 
 pub fn free_port() -> u16 {

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use vtsnap_lab::demo::{assert_demo_held, run_demo};
-use vtsnap_lab::shard::{Lab, LabOptions};
+use vtsnap_lab::shard::{LEFTOVER_LIMIT, Lab, LabOptions, drop_and_check_nothing_left};
 use vtsnap_lab::timeline::Timeline;
 
 /// Longer than the supervisor's delay plus the fake mysqlctld's Start timeout, so that its
@@ -35,4 +35,8 @@ async fn cold_and_online_snapshots_provision_replicas_that_match_and_gc_keeps_th
         r.summary().get("kube_version").is_none(),
         "the in-memory API has no version"
     );
+    // Nothing of the lab remains: containers, their conmon processes, mounts, loop devices.
+    drop_and_check_nothing_left(lab, LEFTOVER_LIMIT)
+        .await
+        .unwrap_or_else(|left| panic!("the lab left behind:\n  {}", left.join("\n  ")));
 }

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use vtsnap_lab::demo::{SnapshotReport, snapshot_report};
-use vtsnap_lab::shard::{Lab, LabOptions};
+use vtsnap_lab::shard::{LEFTOVER_LIMIT, Lab, LabOptions, drop_and_check_nothing_left};
 use vtsnap_lab::timeline::Timeline;
 
 /// What the target's mysqlctld and mysqld did: enough to tell a failed run's story.
@@ -102,4 +102,8 @@ async fn the_hold_defeats_a_supervisor_restart_and_switching_it_off_shows_the_di
         !unheld.image_without_running_mysqld,
         "without the hold the cut must catch the restarted mysqld: {unheld_story}"
     );
+    // Nothing of the lab remains: containers, their conmon processes, mounts, loop devices.
+    drop_and_check_nothing_left(lab, LEFTOVER_LIMIT)
+        .await
+        .unwrap_or_else(|left| panic!("the lab left behind:\n  {}", left.join("\n  ")));
 }

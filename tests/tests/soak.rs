@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use vtsnap_lab::shard::{Lab, LabOptions};
+use vtsnap_lab::shard::{LEFTOVER_LIMIT, Lab, LabOptions, drop_and_check_nothing_left};
 use vtsnap_lab::soak::{ACCOUNTS, OPENING_BALANCE, run_soak};
 use vtsnap_lab::timeline::Timeline;
 
@@ -48,4 +48,8 @@ async fn online_snapshots_under_transactions_recover_consistent_with_their_gtid_
         assert!(r.ok(), "round {r:?}\n{tl}");
     }
     assert!(report.all_ok());
+    // Nothing of the lab remains: containers, their conmon processes, mounts, loop devices.
+    drop_and_check_nothing_left(lab, LEFTOVER_LIMIT)
+        .await
+        .unwrap_or_else(|left| panic!("the lab left behind:\n  {}", left.join("\n  ")));
 }
