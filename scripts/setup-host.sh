@@ -50,10 +50,20 @@ modprobe loop 2>/dev/null || true
 
 # The Podman API socket, reached through DOCKER_HOST by testcontainers.
 sock=/run/podman/podman.sock
+# Its conmons inherit the service's working directory and fail every container start once
+# that directory is gone ("Failed to get working directory"): a service started from a
+# checkout that was deleted since is stopped and started again, from /.
+for pid in $(pgrep -f "podman system service .*unix://$sock" || true); do
+  if readlink "/proc/$pid/cwd" 2>/dev/null | grep -q ' (deleted)$'; then
+    echo "setup-host: the podman API service (pid $pid) runs in a deleted directory; restarting it"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  fi
+done
 if ! curl -fsS --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; then
   mkdir -p /run/podman
   rm -f "$sock"
-  nohup podman system service --time=0 "unix://$sock" >/var/log/vtsnap-podman-service.log 2>&1 &
+  (cd / && nohup podman system service --time=0 "unix://$sock" >/var/log/vtsnap-podman-service.log 2>&1 &)
   for _ in $(seq 1 100); do
     curl -fsS --unix-socket "$sock" http://d/_ping >/dev/null 2>&1 && break
     sleep 0.1
