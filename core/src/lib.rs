@@ -31,3 +31,4 @@ pub mod vitesscluster;
 pub mod volume;
 pub mod vtbackup;
 pub mod vtctld;
+pub mod wake;

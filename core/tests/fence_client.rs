@@ -226,3 +226,59 @@ async fn an_unreadable_conflict_is_never_taken_as_free() {
         .unwrap_err();
     assert!(matches!(e, FenceClientError::Kube { .. }), "{e}");
 }
+
+/// The node's answer arrives `after` (virtual time) into the wait; returns how long the
+/// wait took, in virtual time.
+async fn answered_after(kube: &FakeKube, after: Duration) -> Duration {
+    let a = api(kube);
+    let l = client::acquire(&a, &spec("job", 30), Request::Stop)
+        .await
+        .unwrap();
+    let name = l.metadata.name.clone().unwrap();
+    let (k, n) = (kube.clone(), name.clone());
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        let mut v = k
+            .get_json("coordination.k8s.io", "leases", "vitess", &n)
+            .unwrap();
+        v["metadata"]["annotations"][ANN_NODE_STATE] = json!("stopped");
+        k.put_json("coordination.k8s.io", "leases", v);
+    });
+    let start = tokio::time::Instant::now();
+    client::await_node(
+        &a,
+        &name,
+        "job",
+        NodeState::Stopped,
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    start.elapsed()
+}
+
+// Virtual time: the durations below are exact, not measured on a busy machine. 1,030 ms
+// is between two 200 ms polls, so a wait that polls ends at 1,200 ms; one woken by the
+// watch ends when the answer is written.
+const ANSWER_AT: Duration = Duration::from_millis(1_030);
+
+#[tokio::test(start_paused = true)]
+async fn the_nodes_answer_wakes_the_wait_through_its_watch() {
+    let kube = FakeKube::new();
+    let took = answered_after(&kube, ANSWER_AT).await;
+    assert!(
+        took < ANSWER_AT + Duration::from_millis(50),
+        "the wait did not wake on the watch event: {took:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_watch_the_wait_still_sees_the_answer_by_polling() {
+    let kube = FakeKube::new();
+    kube.fault(Fault::on(is(Verb::Watch, "leases")).status(500).times(100));
+    let took = answered_after(&kube, ANSWER_AT).await;
+    assert!(
+        took >= Duration::from_millis(1_200) && took < Duration::from_millis(1_450),
+        "a refused watch must fall back to the 200 ms poll: {took:?}"
+    );
+}

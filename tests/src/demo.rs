@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use vtsnap_core::config::Config;
 use vtsnap_core::naming::TabletUid;
 use vtsnap_gc::run::GcOptions;
-use vtsnap_snapshot::run::{RunOptions, Summary, run};
+use vtsnap_snapshot::run::{RunOptions, StepTiming, Summary, run};
 
 use crate::provision::{self, ProvisionTimes, wait_for_gtid};
 use crate::shard::{Lab, checksums, inserts_load, until};
@@ -32,6 +32,13 @@ pub struct SnapshotReport {
     /// The target's mysqlctld `Shutdown` and release `Start` (cold only).
     pub mysqld_shutdown_ms: Option<u64>,
     pub mysqld_start_ms: Option<u64>,
+    /// The lab's fake vtctld: the time its calls to the tablets' servers took during the
+    /// run (each a client through `podman exec`, a cost a real vttablet does not have).
+    pub fake_vtctld_ms: u64,
+    /// Each step of the run and how long it took (the job's `step_timings`).
+    pub step_timings: Vec<StepTiming>,
+    /// The whole `vtsnap-snapshot run`, start to exit (it exits once the snapshot is ready).
+    pub run_ms: u64,
     /// The snapshot holds no `mysql.pid`: mysqld was down at the cut (cold) — or, for an
     /// online snapshot, false by design (a running server's crash image).
     pub image_without_running_mysqld: bool,
@@ -136,7 +143,11 @@ pub async fn snapshot_report(lab: &Lab, online: bool, new_tablet: u32) -> Snapsh
         .iter()
         .map(|(n, t)| (*n, (t.ctl.supervisor_starts().len(), t.ctl.timings().len())))
         .collect();
+    let backend_before = lab.backend.timings().len();
+    let started = std::time::Instant::now();
     let s = take_snapshot(lab, online).await;
+    let fake_vtctld: std::time::Duration = lab.backend.timings()[backend_before..].iter().sum();
+    let run_ms = provision::ms(started.elapsed());
     let name = s.snapshot.clone().unwrap_or_default();
     let target = s.target.clone().unwrap_or_default();
     let (n, tablet) = lab.tablet_by_alias(&target);
@@ -168,6 +179,9 @@ pub async fn snapshot_report(lab: &Lab, online: bool, new_tablet: u32) -> Snapsh
         ready_latency_ms: s.ready_latency_ms.unwrap_or(0),
         mysqld_shutdown_ms: took("Shutdown"),
         mysqld_start_ms: took("Start"),
+        fake_vtctld_ms: provision::ms(fake_vtctld),
+        step_timings: s.step_timings.clone(),
+        run_ms,
         image_without_running_mysqld: !pid.exists(),
         supervisor_starts: tablet.ctl.supervisor_starts()[starts_before..].to_vec(),
         recorded_gtid: s

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use vtsnap_lab::bench::{self, BenchResults, render};
 use vtsnap_lab::control_plane::Choice;
 use vtsnap_lab::demo::run_demo;
 use vtsnap_lab::shard::{Lab, LabOptions};
@@ -59,6 +60,10 @@ enum Command {
             default_value = "docs/benchmarks.md"
         )]
         out: std::path::PathBuf,
+        /// Also time snapshots on the real cluster this kubeconfig names (`make bench-lab`
+        /// brings the local control plane up), beside the in-memory API.
+        #[arg(long, env = "VTSNAP_LAB_KUBECONFIG")]
+        kubeconfig: Option<std::path::PathBuf>,
     },
     /// Online snapshots under transactional load, each restored and checked, until the
     /// time is up.
@@ -89,7 +94,12 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(secs))
 }
 
-async fn bench(mut sizes: Vec<f64>, runs: usize, out: std::path::PathBuf) -> ExitCode {
+async fn bench(
+    mut sizes: Vec<f64>,
+    runs: usize,
+    out: std::path::PathBuf,
+    kubeconfig: Option<std::path::PathBuf>,
+) -> ExitCode {
     if let Some(bad) = sizes.iter().find(|s| s.is_nan() || **s <= 0.0) {
         eprintln!("vtsnap-lab bench: --sizes-gib: {bad} is not a positive size in GiB");
         return ExitCode::from(2);
@@ -101,17 +111,40 @@ async fn bench(mut sizes: Vec<f64>, runs: usize, out: std::path::PathBuf) -> Exi
     sizes.sort_by(f64::total_cmp);
     let timeline = Timeline::new(true);
     let start = std::time::Instant::now();
-    let mut results = Vec::new();
-    for (i, gib) in sizes.iter().enumerate() {
-        let r = vtsnap_lab::bench::bench_size(*gib, runs, i == 0, timeline.clone()).await;
-        results.push(r);
+    let mut results = BenchResults::default();
+    let write =
+        |results: &BenchResults| match std::fs::write(&out, render(results, start.elapsed())) {
+            Ok(()) => {
+                timeline.mark(format!("bench: wrote {}", out.display()));
+                true
+            }
+            Err(e) => {
+                eprintln!("vtsnap-lab bench: cannot write {}: {e}", out.display());
+                false
+            }
+        };
+    for gib in &sizes {
+        // The logical dump runs at the smallest size that was measured.
+        let dump_too = results.sizes.is_empty();
+        match bench::bench_size(*gib, runs, dump_too, timeline.clone()).await {
+            Ok(r) => results.sizes.push(r),
+            Err(skipped) => results.skipped.push(skipped),
+        }
         // Written after every size, so a long run that is stopped still leaves a page.
-        let page = vtsnap_lab::bench::render(&results, start.elapsed());
-        if let Err(e) = std::fs::write(&out, page) {
-            eprintln!("vtsnap-lab bench: cannot write {}: {e}", out.display());
+        if !write(&results) {
             return ExitCode::from(1);
         }
-        timeline.mark(format!("bench: wrote {}", out.display()));
+    }
+    if let Some(kubeconfig) = kubeconfig {
+        results
+            .series
+            .push(bench::snapshot_series(Choice::InMemory, runs, timeline.clone()).await);
+        results.series.push(
+            bench::snapshot_series(Choice::Real { kubeconfig }, runs, timeline.clone()).await,
+        );
+        if !write(&results) {
+            return ExitCode::from(1);
+        }
     }
     ExitCode::SUCCESS
 }
@@ -137,6 +170,7 @@ async fn soak(duration: Duration, max_rounds: usize) -> ExitCode {
             "rounds": report.rounds.len(),
             "all_ok": report.all_ok(),
             "failed_rounds": report.rounds.iter().filter(|r| !r.ok()).map(|r| r.round).collect::<Vec<_>>(),
+            "restore_ms": report.restore_ms(),
         })
     );
     if report.all_ok() && clean {
@@ -225,7 +259,8 @@ async fn main() -> ExitCode {
                 sizes_gib,
                 runs,
                 out,
-            } => bench(sizes_gib, runs, out).await,
+                kubeconfig,
+            } => bench(sizes_gib, runs, out, kubeconfig).await,
             Command::Soak {
                 duration,
                 max_rounds,

@@ -53,6 +53,29 @@ impl SoakReport {
     pub fn all_ok(&self) -> bool {
         self.rounds.iter().all(SoakRound::ok)
     }
+
+    /// `vtsnap-restore`'s time over the rounds, under the write load: p50, p99 and max in
+    /// milliseconds (nearest rank); None without rounds.
+    pub fn restore_ms(&self) -> Option<RestoreTimes> {
+        let mut v: Vec<u64> = self.rounds.iter().map(|r| r.times.restore_ms).collect();
+        v.sort_unstable();
+        let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        (!v.is_empty()).then(|| RestoreTimes {
+            p50: rank(0.50),
+            p99: rank(0.99),
+            max: v[v.len() - 1],
+            n: v.len(),
+        })
+    }
+}
+
+/// See [`SoakReport::restore_ms`].
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct RestoreTimes {
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+    pub n: usize,
 }
 
 /// The sequence number of the last GTID of `pos` (`0-101-42` → 42); one domain here.
@@ -172,6 +195,40 @@ pub async fn run_soak(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn round(restore_ms: u64) -> SoakRound {
+        SoakRound {
+            round: 0,
+            snapshot: String::new(),
+            restored_gtid: String::new(),
+            ledger_rows: 0,
+            binlog_transactions: 0,
+            total_balance: 0,
+            recovered: true,
+            money_conserved: true,
+            gtid_consistent: true,
+            checksum_match: true,
+            times: ProvisionTimes {
+                restore_ms,
+                ..ProvisionTimes::default()
+            },
+        }
+    }
+
+    #[test]
+    fn restore_percentiles_are_nearest_rank() {
+        assert_eq!(SoakReport { rounds: vec![] }.restore_ms(), None);
+        let rounds = (1..=200).rev().map(round).collect();
+        let t = SoakReport { rounds }.restore_ms().unwrap();
+        assert_eq!((t.p50, t.p99, t.max, t.n), (100, 198, 200, 200));
+        let one = SoakReport {
+            rounds: vec![round(7)],
+        };
+        assert_eq!(
+            one.restore_ms().map(|t| (t.p50, t.p99, t.max)),
+            Some((7, 7, 7))
+        );
+    }
 
     #[test]
     fn the_sequence_number_is_the_last_field() {

@@ -11,6 +11,7 @@ use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 
 use super::*;
 use crate::fence::put_back::{TabletChanges, describe, put_tablet_back_at};
+use crate::wake::Wake;
 
 /// What the job asks for in a new fence.
 #[derive(Debug, Clone)]
@@ -226,8 +227,17 @@ pub async fn renew(
     })
 }
 
+/// How often the wait for the node re-reads the lease (and renews it) when no watch event
+/// came: the watch is the fast path, this the safety net for a watch that went quiet.
+const NODE_POLL: Duration = Duration::from_millis(200);
+
 /// Waits until the node reports `want` on the fence `name` (renewing it meanwhile as
 /// `holder`); a `refused` or `failed` answer ends the wait with the node's error.
+///
+/// Each decision comes from a fresh GET. A watch on the lease, opened at that GET's
+/// resourceVersion, only wakes the wait as soon as the node writes its answer, so a
+/// hand-off costs a watch event rather than a poll interval; a watch that cannot be opened
+/// or ends falls back to reading every [`NODE_POLL`].
 pub async fn await_node(
     api: &Api<Lease>,
     name: &str,
@@ -236,6 +246,8 @@ pub async fn await_node(
     timeout: Duration,
 ) -> Result<Lease, FenceClientError> {
     let start = tokio::time::Instant::now();
+    let mut wake: Option<Wake<Lease>> = None;
+    let mut last_renew = start;
     loop {
         let l = api.get(name).await.map_err(|e| kube_err(name, e))?;
         let f = Fence::from_lease(&l)?;
@@ -266,8 +278,18 @@ pub async fn await_node(
                 error,
             });
         }
-        renew(api, name, holder, None).await?;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        if wake.is_none() {
+            wake = Some(Wake::watch(api, name, l.metadata.resource_version.as_deref()).await);
+        }
+        // Renewed on the poll's beat, not on every event: our own renewal is an event too.
+        if last_renew.elapsed() >= NODE_POLL {
+            renew(api, name, holder, None).await?;
+            last_renew = tokio::time::Instant::now();
+        }
+        let left = timeout.saturating_sub(start.elapsed());
+        if let Some(w) = wake.as_mut() {
+            w.nap(NODE_POLL.min(left + Duration::from_millis(1))).await;
+        }
     }
 }
 

@@ -206,17 +206,20 @@ impl Fence {
         })
     }
 
+    /// The last millisecond (since the epoch) at which the fence is still live:
+    /// `renewTime + leaseDurationSeconds`; None if it was never renewed.
+    pub fn live_until_ms(&self) -> Option<i64> {
+        let t = self.renew_time?;
+        Some(
+            t.as_millisecond()
+                .saturating_add(i64::try_from(self.lease_duration.as_millis()).unwrap_or(i64::MAX)),
+        )
+    }
+
     /// The holder stopped renewing: `renewTime + leaseDurationSeconds` is past.
     pub fn expired(&self, now: Timestamp) -> bool {
-        match self.renew_time {
-            None => true,
-            Some(t) => {
-                let until = t.as_millisecond().saturating_add(
-                    i64::try_from(self.lease_duration.as_millis()).unwrap_or(i64::MAX),
-                );
-                now.as_millisecond() > until
-            }
-        }
+        self.live_until_ms()
+            .is_none_or(|until| now.as_millisecond() > until)
     }
 }
 

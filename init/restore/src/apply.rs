@@ -158,6 +158,15 @@ pub fn apply(root: &Root, plan: &Plan, resumed: bool) -> Result<Vec<StepReport>,
         });
         fault::point(&format!("restore.step-{index}"));
     }
+    // Every step on disk before the journal goes: until then a power loss leaves the
+    // journal, and the rerun finishes whatever did not reach the disk.
+    root.sync_volume().map_err(|source| ApplyError {
+        index: plan.steps.len(),
+        op: "syncfs",
+        path: ".".to_owned(),
+        source,
+    })?;
+    fault::point("restore.synced");
     journal::remove(root).map_err(journal_err)?;
     Ok(reports)
 }

@@ -313,6 +313,11 @@ impl Root {
         Ok(rustix::fs::unlinkat(&dir, &name, AtFlags::empty())?)
     }
 
+    /// Writes out everything changed on the volume's file system (`syncfs`).
+    pub fn sync_volume(&self) -> io::Result<()> {
+        Ok(rustix::fs::syncfs(&self.fd)?)
+    }
+
     /// Flushes directory `rel` so the renames and removals in it survive a crash.
     pub fn sync_dir(&self, rel: &Path) -> io::Result<()> {
         Ok(rustix::fs::fsync(self.walk(rel, true)?)?)

@@ -1,6 +1,11 @@
-//! Crash-safe file system steps: every change is either done or not, and is on disk
-//! (data and directory entry) before the next step starts. All of them go through
-//! [`Root`], so none can reach outside the volume.
+//! Crash-safe file system steps: every change is atomic (done or not, never half) and
+//! idempotent, and new contents are on disk before the name points at them. The steps do
+//! not make their directory entries durable one by one: the journal is durable before
+//! the first step, so after a power loss any subset of the steps may have reached the
+//! disk and the rerun completes the rest; [`crate::apply::apply`] makes them all durable
+//! with one `syncfs` before it removes the journal. (One sync instead of one or two per
+//! step: under write load each directory fsync can wait for a whole file system commit.)
+//! All of them go through [`Root`], so none can reach outside the volume.
 
 use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -27,10 +32,6 @@ pub fn rename_once(root: &Root, from: &Path, to: &Path) -> io::Result<Renamed> {
     match (from_there, to_there) {
         (true, false) => {
             root.rename(from, to)?;
-            root.sync_dir(parent(to))?;
-            if parent(from) != parent(to) {
-                root.sync_dir(parent(from))?;
-            }
             Ok(Renamed::Now)
         }
         (false, true) => Ok(Renamed::Already),
@@ -79,8 +80,10 @@ pub fn replace_contents(
     Ok(true)
 }
 
-/// Writes `path` atomically (temp file created with `O_EXCL | O_NOFOLLOW`, fsync, rename,
-/// fsync dir); with `like`, the new file takes that owner and mode, set on the open file.
+/// Writes `path` atomically (temp file created with `O_EXCL | O_NOFOLLOW`, fsync, rename);
+/// with `like`, the new file takes that owner and mode, set on the open file. The data is
+/// synced before the rename, so the name never points at a file whose contents were lost;
+/// the rename itself becomes durable with the next sync of its directory or file system.
 pub fn write_new(root: &Root, path: &Path, contents: &[u8], like: Option<&Meta>) -> io::Result<()> {
     let tmp = tmp_name(path);
     clear_tmp(root, &tmp)?;
@@ -94,8 +97,7 @@ pub fn write_new(root: &Root, path: &Path, contents: &[u8], like: Option<&Meta>)
         }
         f.sync_all()?;
     }
-    root.rename(&tmp, path)?;
-    root.sync_dir(parent(path))
+    root.rename(&tmp, path)
 }
 
 /// Points the symlink `link` at `target` atomically (new link, then rename over the old).
@@ -117,7 +119,6 @@ pub fn retarget_symlink(root: &Root, link: &Path, target: &str) -> io::Result<bo
     root.symlink(target, &tmp)?;
     root.lchown(&tmp, meta.uid, meta.gid)?;
     root.rename(&tmp, link)?;
-    root.sync_dir(parent(link))?;
     Ok(true)
 }
 
@@ -127,7 +128,6 @@ pub fn remove_file_if_present(root: &Root, path: &Path) -> io::Result<bool> {
         None => Ok(false),
         Some(m) if m.kind == Kind::File => {
             root.unlink(path)?;
-            root.sync_dir(parent(path))?;
             Ok(true)
         }
         Some(m) => Err(io::Error::new(

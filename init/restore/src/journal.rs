@@ -199,13 +199,18 @@ pub fn read(root: &Root) -> Result<Option<Journal>, Refusal> {
     parse(&bytes).map(Some).map_err(|e| bad(e.to_string()))
 }
 
+/// Writes the journal and makes it durable (data and name) before any step runs.
 pub fn write(root: &Root, j: &Journal) -> io::Result<()> {
     let text = serde_json::to_vec_pretty(j).map_err(io::Error::other)?;
-    durable::write_new(root, Path::new(JOURNAL_NAME), &text, None)
+    durable::write_new(root, Path::new(JOURNAL_NAME), &text, None)?;
+    root.sync_dir(Path::new(""))
 }
 
+/// Removes the journal durably. Only after every step is on disk (see `apply`).
 pub fn remove(root: &Root) -> io::Result<bool> {
-    durable::remove_file_if_present(root, Path::new(JOURNAL_NAME))
+    let removed = durable::remove_file_if_present(root, Path::new(JOURNAL_NAME))?;
+    root.sync_dir(Path::new(""))?;
+    Ok(removed)
 }
 
 #[cfg(test)]

@@ -382,7 +382,8 @@ fn a_kill_at_any_fault_point_is_finished_by_the_next_run() {
         let want = Tree::capture(&clean);
 
         let points = std::iter::once("restore.journal-written".to_owned())
-            .chain((0..steps).map(|i| format!("restore.step-{i}")));
+            .chain((0..steps).map(|i| format!("restore.step-{i}")))
+            .chain(std::iter::once("restore.synced".to_owned()));
         for point in points {
             let (_d, v) = volume();
             layout.write(&v).unwrap();

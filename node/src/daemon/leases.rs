@@ -112,10 +112,7 @@ pub fn next_expiry(leases: &[Arc<Lease>], now: Timestamp) -> Option<Duration> {
         .iter()
         .filter_map(|l| Fence::from_lease(l).ok())
         .filter_map(|f| {
-            let until = f
-                .renew_time?
-                .as_millisecond()
-                .saturating_add(i64::try_from(f.lease_duration.as_millis()).unwrap_or(i64::MAX));
+            let until = f.live_until_ms()?;
             // `expired` is strict (now > until): one millisecond past it is expired.
             let wait = until.saturating_add(1).saturating_sub(now.as_millisecond());
             u64::try_from(wait).ok().filter(|w| *w > 0)

@@ -29,7 +29,11 @@
 //!
 //! Fault injection: [`Fault`] rules fail or delay the n-th request matching a predicate
 //! with any status code, or drop the connection; [`FakeKube::set_down`] makes every request
-//! fail as if the server were unreachable. Every request is logged for assertions.
+//! fail as if the server were unreachable, and ends every open watch;
+//! [`FakeKube::drop_watches`] ends the open watches alone (a server restart or a load
+//! balancer cutting long requests). A watch whose reader falls too far behind is ended
+//! too, as a real server ends a slow watcher, so clients must re-list. Every request is
+//! logged for assertions.
 
 mod http_front;
 mod selector;

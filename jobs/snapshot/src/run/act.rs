@@ -20,13 +20,14 @@ use vtsnap_core::fence::put_back::{self, TabletChanges};
 use vtsnap_core::fence::{NodeState, Request};
 use vtsnap_core::snapshot::{self, NewSnapshot, Phase, SnapshotStatus};
 use vtsnap_core::vtctld::TabletType;
+use vtsnap_core::wake::Wake;
 
 use super::RunOptions;
 use super::decide::{SnapshotPlan, Step, Undo, crash_safety, mode_name};
 use super::error::{RunError, UnfenceProblem};
 use super::fence::LiveFence;
 use super::observe::{Context, online_facts};
-use super::report::Summary;
+use super::report::{StepTiming, Summary};
 
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -47,8 +48,12 @@ pub struct Actor<'a> {
     /// Cold: the exact executed GTID set; online: the lower bound.
     position: String,
     snapshot: Option<String>,
+    /// The VolumeSnapshot's resourceVersion at creation: its watch starts there.
+    snapshot_version: Option<String>,
     /// When quiescing began (after the layout probe): the fence window and maxHold's clock.
     quiesce_start: Option<Instant>,
+    /// When the last step was recorded (each step's time runs from there).
+    last_step: Instant,
 }
 
 impl std::fmt::Debug for Actor<'_> {
@@ -79,7 +84,9 @@ impl<'a> Actor<'a> {
             version: String::new(),
             position: String::new(),
             snapshot: None,
+            snapshot_version: None,
             quiesce_start: None,
+            last_step: Instant::now(),
         }
     }
 
@@ -132,6 +139,12 @@ impl<'a> Actor<'a> {
         let s = s.into();
         tracing::info!(step = %s, shard = %self.ctx.shard, "step");
         let park = self.opts.park_after.as_ref().is_some_and(|f| (f.0)(&s));
+        let now = Instant::now();
+        self.summary.step_timings.push(StepTiming {
+            step: s.clone(),
+            ms: ms(now.duration_since(self.last_step)),
+        });
+        self.last_step = now;
         self.summary.steps.push(s);
         if park {
             std::future::pending::<()>().await;
@@ -315,25 +328,29 @@ impl<'a> Actor<'a> {
             }
         }
         // The order is the plan's: node release, StartReplication, the original type.
-        if release_node && let Err(e) = self.ask(Request::Release, NodeState::Released).await {
-            problems.push(UnfenceProblem::NodeRelease(e));
+        if release_node {
+            match self.ask(Request::Release, NodeState::Released).await {
+                Ok(()) => self.record("node released").await,
+                Err(e) => problems.push(UnfenceProblem::NodeRelease(e)),
+            }
         }
         let t = &self.plan.target;
-        problems.extend(
-            put_back::put_tablet_back(
-                &self.ctx.vtctld,
-                &t.target.tablet_alias,
-                t.original_type,
-                changes,
-            )
-            .await
-            .into_iter()
-            .map(UnfenceProblem::PutBack),
-        );
+        let put_back = put_back::put_tablet_back(
+            &self.ctx.vtctld,
+            &t.target.tablet_alias,
+            t.original_type,
+            changes,
+        )
+        .await;
+        if put_back.is_empty() && changes != TabletChanges::NONE {
+            self.record("tablet put back").await;
+        }
+        problems.extend(put_back.into_iter().map(UnfenceProblem::PutBack));
         if let Some(fence) = self.fence.take() {
             if problems.is_empty() && unfence {
-                if let Err(e) = fence.delete().await {
-                    problems.push(UnfenceProblem::DeleteFence(e));
+                match fence.delete().await {
+                    Ok(()) => self.record("fence deleted").await,
+                    Err(e) => problems.push(UnfenceProblem::DeleteFence(e)),
                 }
             } else {
                 fence.stop_renewing();
@@ -436,13 +453,15 @@ impl<'a> Actor<'a> {
                 name: name.clone(),
                 source,
             })?;
-        self.snapshots()
+        let created = self
+            .snapshots()
             .create(&PostParams::default(), &dynobj)
             .await
             .map_err(|source| RunError::CreateSnapshot {
                 name: name.clone(),
                 source,
             })?;
+        self.snapshot_version = created.metadata.resource_version;
         self.summary.snapshot = Some(name.clone());
         let msg = format!(
             "{} snapshot of {} ({})",
@@ -470,6 +489,11 @@ impl<'a> Actor<'a> {
             .and_then(|c| c.metadata.uid)
     }
 
+    /// A wake-up on the VolumeSnapshot's changes since its creation.
+    async fn watch_snapshot(&self, name: &str) -> Wake<DynamicObject> {
+        Wake::watch(&self.snapshots(), name, self.snapshot_version.as_deref()).await
+    }
+
     async fn status(&self, name: &str) -> Option<SnapshotStatus> {
         let o = self.snapshots().get_opt(name).await.ok().flatten()?;
         Some(SnapshotStatus::of(
@@ -493,6 +517,9 @@ impl<'a> Actor<'a> {
         }
         .min(hold_left);
         let mut last_error = None;
+        // Woken by the snapshot's changes: the cut is inside the fence window, and a poll
+        // interval there is out-of-service time.
+        let mut wake = self.watch_snapshot(name).await;
         while begin.elapsed() < limit {
             if let Some(s) = self.status(name).await {
                 if (want_ready && s.is_ready()) || (!want_ready && s.is_cut()) {
@@ -505,7 +532,8 @@ impl<'a> Actor<'a> {
                 }
                 last_error = s.error;
             }
-            tokio::time::sleep(self.opts.poll).await;
+            wake.nap(self.opts.poll.min(limit.saturating_sub(begin.elapsed())))
+                .await;
         }
         self.label(name, Phase::Failed, None).await;
         self.summary.phase = Some(Phase::Failed);
@@ -523,6 +551,7 @@ impl<'a> Actor<'a> {
             .await;
         let begin = Instant::now();
         let timeout = self.ctx.policy.snapshot.ready_timeout;
+        let mut wake = self.watch_snapshot(name).await;
         while begin.elapsed() < timeout.get() {
             if self.status(name).await.is_some_and(|s| s.is_ready()) {
                 let now = Timestamp::now().to_string();
@@ -535,7 +564,12 @@ impl<'a> Actor<'a> {
                 self.record("snapshot ready").await;
                 return Ok(());
             }
-            tokio::time::sleep(self.opts.poll).await;
+            wake.nap(
+                self.opts
+                    .poll
+                    .min(timeout.get().saturating_sub(begin.elapsed())),
+            )
+            .await;
         }
         self.label(name, Phase::Failed, None).await;
         self.summary.phase = Some(Phase::Failed);

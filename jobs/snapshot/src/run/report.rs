@@ -49,6 +49,13 @@ pub struct ErrorReport {
     pub message: String,
 }
 
+/// One finished step and how long it took.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct StepTiming {
+    pub step: String,
+    pub ms: u64,
+}
+
 /// The one JSON line printed at exit.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Summary {
@@ -68,6 +75,9 @@ pub struct Summary {
     pub recovered_fence: Option<String>,
     pub error: Option<ErrorReport>,
     pub steps: Vec<String>,
+    /// How long each step the run took, in order: from the end of the step before (the
+    /// first from the start of the act), so the fence window can be read step by step.
+    pub step_timings: Vec<StepTiming>,
     /// With `--dry-run`: what the run would do.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<SnapshotPlan>,
