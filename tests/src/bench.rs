@@ -685,7 +685,8 @@ fn method(s: &mut String, res: &BenchResults, total: Duration) {
            and fakes for the Kubernetes API, vtctld, mysqlctld and the CSI driver (cut after about 50 ms, \
            ready 100 ms later: a local driver; a cloud driver's upload adds to the snapshot's total time \
            but not to its out-of-service time). The last section repeats the snapshots on the real \
-           control plane.\n\
+           control plane, which runs only for that section, so that its processes do not share the \
+           cores with the rest.\n\
          - Data: one InnoDB table of rows with ~1 KiB of padding, generated on the primary. During every \
            measurement the primary takes ~100 single-row transactions a second, so catch-up has real work.\n\
          - Backup methods run against the same replica (the one vtsnap picks). `mariadb-backup --backup` \

@@ -60,10 +60,20 @@ enum Command {
             default_value = "docs/benchmarks.md"
         )]
         out: std::path::PathBuf,
-        /// Also time snapshots on the real cluster this kubeconfig names (`make bench-lab`
-        /// brings the local control plane up), beside the in-memory API.
-        #[arg(long, env = "VTSNAP_LAB_KUBECONFIG")]
-        kubeconfig: Option<std::path::PathBuf>,
+        /// After the sizes, also time snapshots on the real control plane: this script's
+        /// `up` starts it (and prints nothing on stdout), its `down` stops it again unless
+        /// its `status` said it was running already (`make bench-lab` gives
+        /// e2e/local-cluster/cluster.sh). Brought up only then, so that its processes do not
+        /// share the cores with the sizes' measurements.
+        #[arg(long, env = "VTSNAP_LAB_CLUSTER_SCRIPT")]
+        cluster_script: Option<std::path::PathBuf>,
+        /// The kubeconfig that script's cluster writes.
+        #[arg(
+            long,
+            env = "VTSNAP_LAB_KUBECONFIG",
+            default_value = "target/local-cluster/kubeconfig"
+        )]
+        kubeconfig: std::path::PathBuf,
     },
     /// Online snapshots under transactional load, each restored and checked, until the
     /// time is up.
@@ -98,7 +108,7 @@ async fn bench(
     mut sizes: Vec<f64>,
     runs: usize,
     out: std::path::PathBuf,
-    kubeconfig: Option<std::path::PathBuf>,
+    cluster: Option<(std::path::PathBuf, std::path::PathBuf)>,
 ) -> ExitCode {
     if let Some(bad) = sizes.iter().find(|s| s.is_nan() || **s <= 0.0) {
         eprintln!("vtsnap-lab bench: --sizes-gib: {bad} is not a positive size in GiB");
@@ -135,18 +145,45 @@ async fn bench(
             return ExitCode::from(1);
         }
     }
-    if let Some(kubeconfig) = kubeconfig {
+    if let Some((script, kubeconfig)) = cluster {
         results
             .series
             .push(bench::snapshot_series(Choice::InMemory, runs, timeline.clone()).await);
-        results.series.push(
-            bench::snapshot_series(Choice::Real { kubeconfig }, runs, timeline.clone()).await,
-        );
+        let was_up = cluster_script(&script, "status").is_ok_and(|out| out.contains("running"));
+        if let Err(e) = cluster_script(&script, "up") {
+            eprintln!("vtsnap-lab bench: {} up: {e}", script.display());
+            return ExitCode::from(1);
+        }
+        let real =
+            bench::snapshot_series(Choice::Real { kubeconfig }, runs, timeline.clone()).await;
+        if !was_up && let Err(e) = cluster_script(&script, "down") {
+            eprintln!("vtsnap-lab bench: {} down: {e}", script.display());
+        }
+        results.series.push(real);
         if !write(&results) {
             return ExitCode::from(1);
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Runs the cluster script with `verb`: `status`'s stdout is returned, the others' goes
+/// to our stderr (stdout is the lab's result); why it failed otherwise.
+fn cluster_script(script: &std::path::Path, verb: &str) -> Result<String, String> {
+    let redirect = if verb == "status" { "" } else { " >&2" };
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!("bash \"$0\" \"$1\"{redirect}"))
+        .arg(script)
+        .arg(verb)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!("exited with {}", out.status))
+    }
 }
 
 async fn soak(duration: Duration, max_rounds: usize) -> ExitCode {
@@ -259,8 +296,17 @@ async fn main() -> ExitCode {
                 sizes_gib,
                 runs,
                 out,
+                cluster_script,
                 kubeconfig,
-            } => bench(sizes_gib, runs, out, kubeconfig).await,
+            } => {
+                bench(
+                    sizes_gib,
+                    runs,
+                    out,
+                    cluster_script.map(|s| (s, kubeconfig)),
+                )
+                .await
+            }
             Command::Soak {
                 duration,
                 max_rounds,
