@@ -170,6 +170,19 @@ async fn renewals_retry_conflicts_with_the_node_helper() {
     assert!(matches!(e, FenceClientError::Conflict { .. }), "{e}");
 }
 
+/// The "node" answers `stopped` on the lease `name`, `after` from now.
+fn answer_later(kube: &FakeKube, name: &str, after: Duration) {
+    let (k, n) = (kube.clone(), name.to_owned());
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        let mut v = k
+            .get_json("coordination.k8s.io", "leases", "vitess", &n)
+            .unwrap();
+        v["metadata"]["annotations"][ANN_NODE_STATE] = json!("stopped");
+        k.put_json("coordination.k8s.io", "leases", v);
+    });
+}
+
 #[tokio::test]
 async fn waiting_for_the_node_sees_its_answer_or_its_refusal() {
     let kube = FakeKube::new();
@@ -179,16 +192,7 @@ async fn waiting_for_the_node_sees_its_answer_or_its_refusal() {
         .unwrap();
     let name = l.metadata.name.clone().unwrap();
     // The "node" answers a little later.
-    let k = kube.clone();
-    let n = name.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let mut v = k
-            .get_json("coordination.k8s.io", "leases", "vitess", &n)
-            .unwrap();
-        v["metadata"]["annotations"][ANN_NODE_STATE] = json!("stopped");
-        k.put_json("coordination.k8s.io", "leases", v);
-    });
+    answer_later(&kube, &name, Duration::from_millis(500));
     let got = client::await_node(
         &a,
         &name,
@@ -230,20 +234,28 @@ async fn an_unreadable_conflict_is_never_taken_as_free() {
 /// The node's answer arrives `after` (virtual time) into the wait; returns how long the
 /// wait took, in virtual time.
 async fn answered_after(kube: &FakeKube, after: Duration) -> Duration {
+    answered_after_watches_end(kube, after, None).await
+}
+
+/// As [`answered_after`], with every open watch ended by the server at `watches_end`.
+async fn answered_after_watches_end(
+    kube: &FakeKube,
+    after: Duration,
+    watches_end: Option<Duration>,
+) -> Duration {
+    if let Some(at) = watches_end {
+        let k = kube.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(at).await;
+            k.drop_watches();
+        });
+    }
     let a = api(kube);
     let l = client::acquire(&a, &spec("job", 30), Request::Stop)
         .await
         .unwrap();
     let name = l.metadata.name.clone().unwrap();
-    let (k, n) = (kube.clone(), name.clone());
-    tokio::spawn(async move {
-        tokio::time::sleep(after).await;
-        let mut v = k
-            .get_json("coordination.k8s.io", "leases", "vitess", &n)
-            .unwrap();
-        v["metadata"]["annotations"][ANN_NODE_STATE] = json!("stopped");
-        k.put_json("coordination.k8s.io", "leases", v);
-    });
+    answer_later(kube, &name, after);
     let start = tokio::time::Instant::now();
     client::await_node(
         &a,
@@ -280,5 +292,15 @@ async fn without_a_watch_the_wait_still_sees_the_answer_by_polling() {
     assert!(
         took >= Duration::from_millis(1_200) && took < Duration::from_millis(1_450),
         "a refused watch must fall back to the 200 ms poll: {took:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_the_server_ends_is_opened_again() {
+    let kube = FakeKube::new();
+    let took = answered_after_watches_end(&kube, ANSWER_AT, Some(Duration::from_millis(500))).await;
+    assert!(
+        took < ANSWER_AT + Duration::from_millis(50),
+        "after the server ended the watch, the wait fell back to polling: {took:?}"
     );
 }
