@@ -19,7 +19,7 @@ use vtsnap_testkit::operator_objects::{
 
 use super::*;
 use crate::inventory::{Dump, ShardState, TabletVersion};
-use crate::patch::apply;
+use crate::patch::{Op, apply};
 
 const NOW: &str = "2026-12-01T12:00:00Z";
 
@@ -901,6 +901,30 @@ fn inherited_storage_changes_nothing_and_stamps_the_first_pools_template() {
 }
 
 #[test]
+fn a_vtbackup_pvc_without_a_spec_gets_the_placeholder_added() {
+    // Found by the review fuzzer: a JSON patch cannot replace a member that is missing.
+    let pool = pvc_template("100Gi");
+    let inv = with_cluster(&pool);
+    let cfg = vtbackup_config("{useEmptyDirForInitialBackup: true}");
+    let mut pvc = operator_shard().vtbackup_init_pvc(&pool);
+    pvc.as_object_mut().unwrap().remove("spec");
+    let d = decide(
+        &review_of(Kind::PersistentVolumeClaim, &pvc),
+        &cfg,
+        &settings(),
+        &inv,
+        now(),
+    );
+    assert!(
+        matches!(&d.patch[0], Op::Add { path, .. } if path == "/spec"),
+        "{:?}",
+        d.patch
+    );
+    let after = apply(&pvc, &d.patch).unwrap();
+    assert_eq!(after["spec"], placeholder_spec());
+}
+
+#[test]
 fn an_empty_dir_initial_backup_gets_an_empty_dir_and_a_placeholder_pvc() {
     let pool = pvc_template("100Gi");
     let inv = with_cluster(&pool);
@@ -942,6 +966,11 @@ fn an_empty_dir_initial_backup_gets_an_empty_dir_and_a_placeholder_pvc() {
         now(),
     );
     assert_eq!(codes(&d), [Code::PlaceholderPvc]);
+    assert!(
+        matches!(&d.patch[0], Op::Replace { path, .. } if path == "/spec"),
+        "{:?}",
+        d.patch
+    );
     let after = apply(&pvc, &d.patch).unwrap();
     assert_eq!(after["spec"], placeholder_spec());
     assert_eq!(after["spec"]["storageClassName"], PLACEHOLDER_CLASS);

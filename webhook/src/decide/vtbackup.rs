@@ -33,9 +33,12 @@ fn stamp(d: &mut Decision, obj: &mut Value, key: &str, value: String) {
 }
 
 fn replace_spec(d: &mut Decision, obj: &mut Value, spec: &Value) {
-    d.patch.push(Op::Replace {
-        path: "/spec".into(),
-        value: spec.clone(),
+    let (path, value) = ("/spec".to_owned(), spec.clone());
+    // A JSON patch cannot replace a member that is not there (an object without a spec).
+    d.patch.push(if obj.get("spec").is_some() {
+        Op::Replace { path, value }
+    } else {
+        Op::Add { path, value }
     });
     obj["spec"] = spec.clone();
 }
