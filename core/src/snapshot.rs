@@ -99,10 +99,18 @@ pub fn mode_label(mode: Mode) -> &'static str {
     }
 }
 
-/// `<cluster>-<keyspace>-<shardSafe>-<UTC yyyymmddhhmmss>`; a name that would be invalid
-/// or too long is made valid and unique with the operator's hashed-join rule.
-pub fn snapshot_name(r: &ShardRef, at: Timestamp) -> String {
-    let stamp = at.strftime("%Y%m%d%H%M%S").to_string();
+/// How many names one job tries when the one it wanted is taken (two snapshots of a
+/// shard within one second: the stamp has second resolution).
+pub const NAME_ATTEMPTS: u32 = 5;
+
+/// `<cluster>-<keyspace>-<shardSafe>-<UTC yyyymmddhhmmss>`, with `-<attempt>` after the
+/// stamp when `attempt > 0` (the plain name was already taken); a name that would be
+/// invalid or too long is made valid and unique with the operator's hashed-join rule.
+pub fn snapshot_name(r: &ShardRef, at: Timestamp, attempt: u32) -> String {
+    let mut stamp = at.strftime("%Y%m%d%H%M%S").to_string();
+    if attempt > 0 {
+        stamp = format!("{stamp}-{attempt}");
+    }
     let safe = r.shard.safe_name();
     let plain = format!("{}-{}-{safe}-{stamp}", r.cluster, r.keyspace);
     if is_dns_subdomain(&plain) {
@@ -240,22 +248,39 @@ mod tests {
     fn names_follow_the_documented_form() {
         let at: Timestamp = "2026-11-29T13:05:09Z".parse().unwrap();
         assert_eq!(
-            snapshot_name(&shard("example", "commerce", "-80"), at),
+            snapshot_name(&shard("example", "commerce", "-80"), at, 0),
             "example-commerce-x-80-20261129130509"
         );
         assert_eq!(
-            snapshot_name(&shard("example", "commerce", "-"), at),
+            snapshot_name(&shard("example", "commerce", "-"), at, 0),
             "example-commerce-x-x-20261129130509"
         );
         // Keyspaces may hold characters a name cannot: made valid, and kept unique by a hash.
-        let odd = snapshot_name(&shard("example", "Commerce_V2", "-"), at);
+        let odd = snapshot_name(&shard("example", "Commerce_V2", "-"), at, 0);
         assert!(is_dns_subdomain(&odd), "{odd}");
         assert!(
             odd.starts_with("example-commerce-v2-x-x-20261129130509-"),
             "{odd}"
         );
-        let long = snapshot_name(&shard("example", &"k".repeat(300), "-"), at);
+        let long = snapshot_name(&shard("example", &"k".repeat(300), "-"), at, 0);
         assert!(long.len() <= 253 && long.contains("---"), "{long}");
+    }
+
+    #[test]
+    fn a_later_attempt_gets_its_own_valid_name() {
+        let at: Timestamp = "2026-11-29T13:05:09Z".parse().unwrap();
+        let r = shard("example", "commerce", "-80");
+        assert_eq!(
+            snapshot_name(&r, at, 2),
+            "example-commerce-x-80-20261129130509-2"
+        );
+        // Hashed names differ per attempt too (the hash covers the suffixed stamp).
+        let long = shard("example", &"k".repeat(300), "-");
+        let names: std::collections::BTreeSet<String> = (0..NAME_ATTEMPTS)
+            .map(|a| snapshot_name(&long, at, a))
+            .collect();
+        assert_eq!(names.len(), NAME_ATTEMPTS as usize);
+        assert!(names.iter().all(|n| is_dns_subdomain(n) && n.len() <= 253));
     }
 
     #[test]

@@ -280,7 +280,9 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
         // Without the VitessCluster object, whenDeleted (ownerReferences) governs: the shard
         // is not "removed".
         let exists = cl.is_none_or(|c| c.shards.contains(&(keyspace.clone(), shard.clone())));
-        snaps.sort_by(|a, b| b.created.cmp(&a.created).then(a.name.cmp(&b.name)));
+        // Newest first. creationTimestamp has second resolution; within one second the
+        // later name is the newer snapshot (its stamp, then its `-<attempt>` suffix).
+        snaps.sort_by(|a, b| b.created.cmp(&a.created).then(b.name.cmp(&a.name)));
         let newest = snaps.first().map_or(now, |s| s.created);
         let removed_delete = !exists && policy.deletion_policy.when_scaled == Lifecycle::Delete;
         let past_grace = age_secs(now, newest)

@@ -704,3 +704,89 @@ async fn the_invariants_hold_under_every_fault_at_every_step() {
         }
     }
 }
+
+/// Puts another job's snapshot under every name this job could pick for `attempts`
+/// attempts in the second before, of and after the moment the fault fires.
+fn take_names(kube: &vtsnap_testkit::fake_kube::FakeKube, attempts: u32) {
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    use vtsnap_core::snapshot::snapshot_name;
+    let r = vtsnap_core::shard::ShardRef {
+        cluster: "example".into(),
+        namespace: "vitess".into(),
+        keyspace: "commerce".into(),
+        shard: "-".parse().unwrap(),
+    };
+    let now = Timestamp::now();
+    for delta in [-1, 0, 1] {
+        let at = now + SignedDuration::from_secs(delta);
+        for attempt in 0..attempts {
+            kube.put_json(
+                GROUP,
+                PLURAL,
+                json!({
+                    "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+                    "metadata": {"name": snapshot_name(&r, at, attempt), "namespace": "vitess",
+                                 "annotations": {"test/owner": "another-job"}},
+                    "spec": {"source": {"persistentVolumeClaimName": "elsewhere"}}
+                }),
+            );
+        }
+    }
+}
+
+fn foreign_snapshots_untouched(w: &World) -> usize {
+    let foreign: Vec<Value> = snapshots(w)
+        .into_iter()
+        .filter(|v| v["metadata"]["annotations"]["test/owner"] == "another-job")
+        .collect();
+    for v in &foreign {
+        assert_eq!(
+            v["spec"]["source"]["persistentVolumeClaimName"], "elsewhere",
+            "another job's snapshot was changed: {v}"
+        );
+        assert!(
+            v["metadata"]["labels"].get(LABEL_PHASE).is_none(),
+            "another job's snapshot was adopted: {v}"
+        );
+    }
+    foreign.len()
+}
+
+#[tokio::test]
+async fn a_snapshot_name_already_taken_in_the_same_second_gets_the_next_name() {
+    let w = world(shard().replicas(3).primary(1)).await;
+    // The names are taken just before the job's create lands: the create gets a real 409.
+    w.kube
+        .fault(Fault::on(is(Verb::Create, PLURAL)).then_change(|kube| take_names(kube, 1)));
+    let s = go(&w, "").await;
+    assert_eq!((s.exit_code, s.outcome), (0, Outcome::Done), "{s:?}");
+    let name = s.snapshot.clone().unwrap();
+    assert!(name.ends_with("-1"), "{name}");
+    assert_eq!(foreign_snapshots_untouched(&w), 3);
+    let ours = w.kube.get_json(GROUP, PLURAL, "vitess", &name).unwrap();
+    assert_eq!(ours["metadata"]["labels"][LABEL_PHASE], "ready");
+    assert_tablet_whole(&w, &s);
+    assert!(!lease_left(&w));
+}
+
+#[tokio::test]
+async fn when_every_name_is_taken_the_job_fails_and_unfences() {
+    use vtsnap_core::snapshot::NAME_ATTEMPTS;
+    let w = world(shard().replicas(3).primary(1)).await;
+    w.kube.fault(
+        Fault::on(is(Verb::Create, PLURAL)).then_change(|kube| take_names(kube, NAME_ATTEMPTS)),
+    );
+    let s = go(&w, "").await;
+    assert_eq!((s.exit_code, s.outcome), (1, Outcome::Failed), "{s:?}");
+    let err = s.error.clone().unwrap();
+    assert_eq!(err.code, "snapshot-failed");
+    assert!(err.message.contains("already exists"), "{}", err.message);
+    assert_eq!(foreign_snapshots_untouched(&w), 3 * NAME_ATTEMPTS as usize);
+    assert_eq!(
+        snapshots(&w).len(),
+        3 * NAME_ATTEMPTS as usize,
+        "nothing of ours left"
+    );
+    assert_tablet_whole(&w, &s);
+    assert!(!lease_left(&w));
+}

@@ -88,6 +88,34 @@ fn max_count_counts_only_ready_snapshots() {
 }
 
 #[test]
+fn within_one_second_the_later_name_is_the_newer_snapshot() {
+    // Three snapshots the API server stamped in the same second: the job names them by
+    // its own clock and, on a clash, with a `-<attempt>` suffix.
+    let names = [
+        "example-commerce-x-x-20261202084854",
+        "example-commerce-x-x-20261202084855",
+        "example-commerce-x-x-20261202084855-1",
+    ];
+    let inv = Inventory {
+        snapshots: names
+            .iter()
+            .map(|n| snap(n, "commerce", "x-x", 1, true, false))
+            .collect(),
+        clusters: cluster(&[("commerce", "-")]),
+        ..Inventory::default()
+    };
+    let r = reasons(&plan(
+        &config("  retention: {maxCount: 1}\n"),
+        &inv,
+        now(),
+        None,
+    ));
+    assert_eq!(r[names[2]], ("newest-ready", false));
+    assert_eq!(r[names[1]], ("beyond-max-count", true));
+    assert_eq!(r[names[0]], ("beyond-max-count", true));
+}
+
+#[test]
 fn the_newest_ready_snapshot_is_kept_when_all_are_old() {
     let inv = Inventory {
         snapshots: vec![
@@ -625,7 +653,7 @@ proptest! {
         let p = plan(&cfg, &inv, now(), None);
         let deleted: BTreeSet<&str> = p.delete.iter().map(|i| i.name.as_str()).collect();
         for shard in ["x-80", "80-x"] {
-            let newest = snaps.iter().filter(|s| s.shard.safe_name() == shard && s.ready && !s.failed).max_by(|a, b| a.created.cmp(&b.created).then(b.name.cmp(&a.name)));
+            let newest = snaps.iter().filter(|s| s.shard.safe_name() == shard && s.ready && !s.failed).max_by(|a, b| a.created.cmp(&b.created).then(a.name.cmp(&b.name)));
             if let Some(n) = newest {
                 prop_assert!(!deleted.contains(n.name.as_str()), "deleted the newest ready {} of {shard}", n.name);
             }

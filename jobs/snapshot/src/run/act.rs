@@ -414,7 +414,7 @@ impl<'a> Actor<'a> {
 
     async fn create_snapshot(&mut self) -> Result<String, RunError> {
         let t = &self.plan.target.target;
-        let name = snapshot::snapshot_name(&self.ctx.shard, Timestamp::now());
+        let at = Timestamp::now();
         let flavor = if super::decide::is_mariadb(&self.version) {
             "mariadb"
         } else {
@@ -432,35 +432,47 @@ impl<'a> Actor<'a> {
             Mode::Online => snapshot::ANN_GTID_LOWER_BOUND,
         };
         let policy = &self.ctx.policy.snapshot;
-        let obj = snapshot::build(&NewSnapshot {
-            shard: &self.ctx.shard,
-            name: name.clone(),
-            class: policy.volume_snapshot_class_name.as_deref(),
-            source_pvc: &t.pvc,
-            source_tablet: &t.alias,
-            source_uid: t.tablet_alias.uid.get(),
-            source_node: &t.node,
-            mode: mode_name(self.plan.mode),
-            gtid: (gtid_key, &self.position),
-            mysql_version: &self.version,
-            mysql_flavor: flavor,
-            extra_labels: &policy.labels,
-            extra_annotations: &policy.annotations,
-            owner: owner.as_ref().map(|(n, u)| (n.as_str(), u.as_str())),
-        });
-        let dynobj: DynamicObject =
-            serde_json::from_value(obj).map_err(|source| RunError::BuildSnapshot {
+        let mut attempt = 0;
+        let (name, created) = loop {
+            let name = snapshot::snapshot_name(&self.ctx.shard, at, attempt);
+            let obj = snapshot::build(&NewSnapshot {
+                shard: &self.ctx.shard,
                 name: name.clone(),
-                source,
-            })?;
-        let created = self
-            .snapshots()
-            .create(&PostParams::default(), &dynobj)
-            .await
-            .map_err(|source| RunError::CreateSnapshot {
-                name: name.clone(),
-                source,
-            })?;
+                class: policy.volume_snapshot_class_name.as_deref(),
+                source_pvc: &t.pvc,
+                source_tablet: &t.alias,
+                source_uid: t.tablet_alias.uid.get(),
+                source_node: &t.node,
+                mode: mode_name(self.plan.mode),
+                gtid: (gtid_key, &self.position),
+                mysql_version: &self.version,
+                mysql_flavor: flavor,
+                extra_labels: &policy.labels,
+                extra_annotations: &policy.annotations,
+                owner: owner.as_ref().map(|(n, u)| (n.as_str(), u.as_str())),
+            });
+            let dynobj: DynamicObject =
+                serde_json::from_value(obj).map_err(|source| RunError::BuildSnapshot {
+                    name: name.clone(),
+                    source,
+                })?;
+            match self
+                .snapshots()
+                .create(&PostParams::default(), &dynobj)
+                .await
+            {
+                Ok(created) => break (name, created),
+                // Someone else's snapshot (an earlier job within the same second): never
+                // touched or adopted; this job takes the next name.
+                Err(kube::Error::Api(s))
+                    if s.reason == "AlreadyExists" && attempt + 1 < snapshot::NAME_ATTEMPTS =>
+                {
+                    tracing::info!(taken = %name, "snapshot name already taken; trying the next");
+                    attempt += 1;
+                }
+                Err(source) => return Err(RunError::CreateSnapshot { name, source }),
+            }
+        };
         self.snapshot_version = created.metadata.resource_version;
         self.summary.snapshot = Some(name.clone());
         let msg = format!(
