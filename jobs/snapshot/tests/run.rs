@@ -707,15 +707,13 @@ async fn the_invariants_hold_under_every_fault_at_every_step() {
 
 /// Puts another job's snapshot under every name this job could pick for `attempts`
 /// attempts in the second before, of and after the moment the fault fires.
-fn take_names(kube: &vtsnap_testkit::fake_kube::FakeKube, attempts: u32) {
+fn take_names(
+    kube: &vtsnap_testkit::fake_kube::FakeKube,
+    r: &vtsnap_core::shard::ShardRef,
+    attempts: u32,
+) {
     use k8s_openapi::jiff::{SignedDuration, Timestamp};
     use vtsnap_core::snapshot::snapshot_name;
-    let r = vtsnap_core::shard::ShardRef {
-        cluster: "example".into(),
-        namespace: "vitess".into(),
-        keyspace: "commerce".into(),
-        shard: "-".parse().unwrap(),
-    };
     let now = Timestamp::now();
     for delta in [-1, 0, 1] {
         let at = now + SignedDuration::from_secs(delta);
@@ -725,7 +723,7 @@ fn take_names(kube: &vtsnap_testkit::fake_kube::FakeKube, attempts: u32) {
                 PLURAL,
                 json!({
                     "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
-                    "metadata": {"name": snapshot_name(&r, at, attempt), "namespace": "vitess",
+                    "metadata": {"name": snapshot_name(r, at, attempt), "namespace": "vitess",
                                  "annotations": {"test/owner": "another-job"}},
                     "spec": {"source": {"persistentVolumeClaimName": "elsewhere"}}
                 }),
@@ -756,8 +754,10 @@ fn foreign_snapshots_untouched(w: &World) -> usize {
 async fn a_snapshot_name_already_taken_in_the_same_second_gets_the_next_name() {
     let w = world(shard().replicas(3).primary(1)).await;
     // The names are taken just before the job's create lands: the create gets a real 409.
-    w.kube
-        .fault(Fault::on(is(Verb::Create, PLURAL)).then_change(|kube| take_names(kube, 1)));
+    let r = w.fixture.shard_ref();
+    w.kube.fault(
+        Fault::on(is(Verb::Create, PLURAL)).then_change(move |kube| take_names(kube, &r, 1)),
+    );
     let s = go(&w, "").await;
     assert_eq!((s.exit_code, s.outcome), (0, Outcome::Done), "{s:?}");
     let name = s.snapshot.clone().unwrap();
@@ -773,8 +773,10 @@ async fn a_snapshot_name_already_taken_in_the_same_second_gets_the_next_name() {
 async fn when_every_name_is_taken_the_job_fails_and_unfences() {
     use vtsnap_core::snapshot::NAME_ATTEMPTS;
     let w = world(shard().replicas(3).primary(1)).await;
+    let r = w.fixture.shard_ref();
     w.kube.fault(
-        Fault::on(is(Verb::Create, PLURAL)).then_change(|kube| take_names(kube, NAME_ATTEMPTS)),
+        Fault::on(is(Verb::Create, PLURAL))
+            .then_change(move |kube| take_names(kube, &r, NAME_ATTEMPTS)),
     );
     let s = go(&w, "").await;
     assert_eq!((s.exit_code, s.outcome), (1, Outcome::Failed), "{s:?}");

@@ -96,20 +96,14 @@ fn within_one_second_the_later_name_is_the_newer_snapshot() {
         "example-commerce-x-x-20261202084855",
         "example-commerce-x-x-20261202084855-1",
     ];
-    let inv = Inventory {
-        snapshots: names
+    let r = reasons_of(
+        "  retention: {maxCount: 1}\n",
+        names
             .iter()
             .map(|n| snap(n, "commerce", "x-x", 1, true, false))
             .collect(),
-        clusters: cluster(&[("commerce", "-")]),
-        ..Inventory::default()
-    };
-    let r = reasons(&plan(
-        &config("  retention: {maxCount: 1}\n"),
-        &inv,
-        now(),
-        None,
-    ));
+        &[("commerce", "-")],
+    );
     assert_eq!(r[names[2]], ("newest-ready", false));
     assert_eq!(r[names[1]], ("beyond-max-count", true));
     assert_eq!(r[names[0]], ("beyond-max-count", true));
@@ -359,19 +353,28 @@ fn snap_secs(name: &str, shard: &str, secs: i64, ready: bool, failed: bool) -> S
     s
 }
 
-/// The reason of the one snapshot `s` (with `cluster: -`), under `extra`.
+/// Every snapshot's reason, when `snaps` of a cluster with `shards` are planned under `extra`.
+fn reasons_of(
+    extra: &str,
+    snaps: Vec<Snap>,
+    shards: &[(&str, &str)],
+) -> BTreeMap<String, (&'static str, bool)> {
+    let inv = Inventory {
+        snapshots: snaps,
+        clusters: cluster(shards),
+        ..Inventory::default()
+    };
+    reasons(&plan(&config(extra), &inv, now(), None))
+}
+
+/// The reason of the one snapshot `name`, as [`reasons_of`] gives it.
 fn reason_of(
     extra: &str,
     snaps: Vec<Snap>,
     shards: &[(&str, &str)],
     name: &str,
 ) -> (&'static str, bool) {
-    let inv = Inventory {
-        snapshots: snaps,
-        clusters: cluster(shards),
-        ..Inventory::default()
-    };
-    reasons(&plan(&config(extra), &inv, now(), None))[name]
+    reasons_of(extra, snaps, shards)[name]
 }
 
 const H: i64 = 3600;
