@@ -139,6 +139,52 @@ pub fn annotations_size<'a>(annotations: impl IntoIterator<Item = (&'a str, &'a 
         .sum()
 }
 
+/// Longest part of an untrusted string [`Untrusted`] shows (the rest is counted, not shown).
+pub const UNTRUSTED_SHOWN_MAX: usize = 256;
+
+/// A string from an object (a name, a label, an annotation) shown in a message: quoted,
+/// control characters and quotes escaped (`{:?}` of `str`), cut after
+/// [`UNTRUSTED_SHOWN_MAX`] characters, so that it can reach neither a terminal nor a log
+/// line as anything but text. `format!("PVC {}", untrusted(name))`.
+#[derive(Debug, Clone, Copy)]
+pub struct Untrusted<'a>(pub &'a str);
+
+/// Shows `s` as [`Untrusted`].
+pub fn untrusted(s: &str) -> Untrusted<'_> {
+    Untrusted(s)
+}
+
+impl std::fmt::Display for Untrusted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.char_indices().nth(UNTRUSTED_SHOWN_MAX) {
+            None => write!(f, "{:?}", self.0),
+            Some((cut, _)) => write!(
+                f,
+                "{:?}… ({} more bytes)",
+                &self.0[..cut],
+                self.0.len() - cut
+            ),
+        }
+    }
+}
+
+/// `s` with every control character escaped (`\u{1b}`) and the rest as it is: for a
+/// message assembled from several fields, as a last guard before it is logged or recorded.
+pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,5 +267,27 @@ mod tests {
     fn annotation_size_counts_keys_and_values() {
         assert_eq!(annotations_size([("ab", "cde"), ("f", "")]), 6);
         assert_eq!(annotations_size([]), 0);
+    }
+
+    #[test]
+    fn untrusted_strings_are_shown_quoted_with_controls_escaped_and_bounded() {
+        assert_eq!(untrusted("pvc-1").to_string(), "\"pvc-1\"");
+        assert_eq!(
+            untrusted("a\u{1b}[2Jb\n\"c").to_string(),
+            "\"a\\u{1b}[2Jb\\n\\\"c\""
+        );
+        let at_limit = "é".repeat(UNTRUSTED_SHOWN_MAX);
+        assert_eq!(untrusted(&at_limit).to_string(), format!("{at_limit:?}"));
+        let over = format!("{at_limit}xyz");
+        assert_eq!(
+            untrusted(&over).to_string(),
+            format!("{at_limit:?}… (3 more bytes)")
+        );
+        assert_eq!(escape_controls("plain"), "plain");
+        assert!(matches!(
+            escape_controls("plain"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(escape_controls("a\u{1b}[31m\tb\"é"), "a\\u{1b}[31m\\tb\"é");
     }
 }

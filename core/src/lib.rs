@@ -4,6 +4,7 @@
 //! - [`naming`]: vitess-operator and Vitess naming facts (tablet UIDs, names, key ranges).
 //! - [`labels`]: label keys of vitess-operator and vtsnap.
 //! - [`k8s_names`]: what the Kubernetes API accepts as a name, label or annotation.
+//! - [`input`]: the one bounded, type-checked reader of every input file.
 //! - [`fault`]: named fault points that tests use to stop a process after a given step.
 //! - [`logging`]: tracing setup (JSON in containers, human-readable on a terminal).
 
@@ -14,6 +15,7 @@ pub mod events;
 pub mod exit;
 pub mod fault;
 pub mod fence;
+pub mod input;
 pub mod k8s_names;
 pub mod labels;
 pub mod logging;

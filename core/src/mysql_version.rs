@@ -71,6 +71,38 @@ impl Series {
     }
 }
 
+/// Why a recorded flavor and version (a snapshot's annotations) give no series. The
+/// recorded texts are shown quoted and escaped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordedError {
+    #[error("flavor {0} is not mysql or mariadb")]
+    UnknownFlavor(String),
+    #[error("version {0} does not read as <major>.<minor>")]
+    Unparsable(String),
+    #[error("flavor {flavor} with version {version}, which is not a {flavor} version")]
+    Mismatch {
+        flavor: &'static str,
+        version: String,
+    },
+}
+
+impl Series {
+    /// The series a recorded flavor and version name together.
+    pub fn recorded(flavor: &str, version: &str) -> Result<Self, RecordedError> {
+        let shown = |s: &str| crate::k8s_names::untrusted(s).to_string();
+        let f = Flavor::parse(flavor).ok_or_else(|| RecordedError::UnknownFlavor(shown(flavor)))?;
+        let series =
+            Self::parse(version).ok_or_else(|| RecordedError::Unparsable(shown(version)))?;
+        if series.flavor != f {
+            return Err(RecordedError::Mismatch {
+                flavor: f.as_str(),
+                version: shown(version),
+            });
+        }
+        Ok(series)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +133,38 @@ mod tests {
         assert_eq!(s(Mysql, 8, 0).unwrap().to_string(), "mysql 8.0");
         assert_eq!(Flavor::parse("mariadb"), Some(Mariadb));
         assert_eq!(Flavor::parse("MySQL"), None);
+    }
+
+    #[test]
+    fn a_recorded_flavor_and_version_say_what_is_wrong_with_them() {
+        assert_eq!(
+            Series::recorded("mariadb", "10.11.18-MariaDB"),
+            Ok(s(Flavor::Mariadb, 10, 11).unwrap())
+        );
+        assert_eq!(
+            Series::recorded("mysql", "8.0.36"),
+            Ok(s(Flavor::Mysql, 8, 0).unwrap())
+        );
+        let e = |f: &str, v: &str| Series::recorded(f, v).unwrap_err().to_string();
+        assert_eq!(
+            e("percona", "8.0.36"),
+            "flavor \"percona\" is not mysql or mariadb"
+        );
+        assert_eq!(
+            e("mysql", "eight"),
+            "version \"eight\" does not read as <major>.<minor>"
+        );
+        assert_eq!(
+            e("mariadb", "8.0.36"),
+            "flavor mariadb with version \"8.0.36\", which is not a mariadb version"
+        );
+        assert_eq!(
+            e("mysql", "10.11.18-MariaDB"),
+            "flavor mysql with version \"10.11.18-MariaDB\", which is not a mysql version"
+        );
+        assert_eq!(
+            e("mysql", "x\u{1b}[2J"),
+            "version \"x\\u{1b}[2J\" does not read as <major>.<minor>"
+        );
     }
 }

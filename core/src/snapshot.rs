@@ -18,8 +18,12 @@ use crate::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
 use crate::naming::join_with_limit;
 use crate::shard::ShardRef;
 
+mod gtid;
 mod read;
-pub use read::{ReadError, VolumeSnapshot};
+mod source;
+pub use gtid::{GtidError, GtidFlavor, parse_position};
+pub use read::{CLOCK_SKEW, Layout, ReadError, TimeProblem, VolumeSnapshot};
+pub use source::{MAX_POOL_INDEX, SourceMismatch};
 
 pub const GROUP: &str = "snapshot.storage.k8s.io";
 pub const VERSION: &str = "v1";

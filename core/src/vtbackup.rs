@@ -49,24 +49,152 @@ pub enum BackupObject {
     ScheduledPvc,
 }
 
+/// The kind of an object being identified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectKind {
+    Pod,
+    PersistentVolumeClaim,
+}
+
+/// What an object is, its labels cross-checked against its name, its owner and each other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    Backup(BackupObject),
+    /// It claims to be no vtbackup object.
+    Other,
+    /// It claims to be `claimed`, and something else it carries says otherwise: it is
+    /// never acted on, only reported.
+    Conflicting {
+        claimed: BackupObject,
+        why: String,
+    },
+}
+
 fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
     obj.pointer("/metadata/labels")
         .and_then(|l| l.get(key))
         .and_then(Value::as_str)
 }
 
+/// The labels only the operator's tablet objects carry
+/// (`pkg/controller/vitessshard/reconcile_tablets.go`).
+const TABLET_LABELS: [&str; 3] = [
+    labels::TABLET_UID,
+    labels::TABLET_TYPE,
+    labels::TABLET_INDEX,
+];
+
+/// The name vitess-operator gives a shard's initial-backup Pod and its PVC
+/// (`pkg/operator/vttablet/vtbackup_pod.go`, `InitialBackupPodName`), from the object's
+/// own shard labels; `None` when one is missing.
+fn init_name_from_labels(obj: &Value) -> Option<String> {
+    let cluster = label(obj, labels::CLUSTER)?;
+    let keyspace = label(obj, labels::KEYSPACE)?;
+    let shard = label(obj, labels::SHARD)?;
+    Some(crate::naming::join_name(&[
+        cluster,
+        keyspace,
+        shard,
+        CONTAINER,
+        BACKUP_TYPE_INIT,
+    ]))
+}
+
+/// The kind of the object's controller, if it names one.
+fn controller_kind(obj: &Value) -> Option<&str> {
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|o| o.get("controller").and_then(Value::as_bool) == Some(true))
+        .map(|o| o.get("kind").and_then(Value::as_str).unwrap_or(""))
+}
+
+/// What the objects claims to be by its backup-type label alone.
+fn claimed(obj: &Value, kind: ObjectKind) -> Option<BackupObject> {
+    match (kind, label(obj, LABEL_BACKUP_TYPE)?) {
+        (ObjectKind::Pod, BACKUP_TYPE_INIT) => Some(BackupObject::InitPod),
+        (ObjectKind::PersistentVolumeClaim, BACKUP_TYPE_INIT) => Some(BackupObject::InitPvc),
+        (ObjectKind::PersistentVolumeClaim, BACKUP_TYPE_UPDATE) => Some(BackupObject::ScheduledPvc),
+        _ => None,
+    }
+}
+
+/// Why the object is not what its backup-type label claims, if it is not.
+fn conflict(obj: &Value, claimed: BackupObject) -> Option<String> {
+    let component = label(obj, labels::COMPONENT);
+    if component == Some(labels::COMPONENT_VTTABLET) {
+        return Some("it is labelled a vttablet object".to_owned());
+    }
+    if let Some(l) = TABLET_LABELS.iter().find(|l| label(obj, l).is_some()) {
+        return Some(format!("it carries the tablet label {l}"));
+    }
+    let schedule = label(obj, LABEL_BACKUP_SCHEDULE).is_some();
+    if claimed == BackupObject::ScheduledPvc {
+        // vitessbackupschedule_controller.go labels the Job's objects without a component.
+        return match (schedule, component) {
+            (false, _) => Some(format!("it has no {LABEL_BACKUP_SCHEDULE} label")),
+            (true, Some(c)) => Some(format!(
+                "it is labelled component {c:?}, which a scheduled backup's PVC is not"
+            )),
+            (true, None) => None,
+        };
+    }
+    if component != Some(labels::COMPONENT_VTBACKUP) {
+        return Some(format!(
+            "its component label is {component:?}, not {:?}",
+            labels::COMPONENT_VTBACKUP
+        ));
+    }
+    if schedule {
+        return Some(format!(
+            "it also carries {LABEL_BACKUP_SCHEDULE}, a scheduled backup's label"
+        ));
+    }
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    match init_name_from_labels(obj) {
+        None => return Some("its shard labels are missing".to_owned()),
+        Some(want) if want != name => {
+            return Some(format!(
+                "it is named {name:?}, and the operator names its shard's initial backup {want:?}"
+            ));
+        }
+        Some(_) => {}
+    }
+    // The operator's VitessShard controller owns both (reconcile_backup_job.go).
+    match controller_kind(obj) {
+        Some(k) if k != "VitessShard" => Some(format!(
+            "its controller is a {k:?}, not the shard's VitessShard"
+        )),
+        _ => None,
+    }
+}
+
 impl BackupObject {
-    /// What a Pod (`pod` true) or PVC is, from its labels; `None` for anything else.
+    /// What a Pod or PVC is: its backup-type label's claim, cross-checked.
+    pub fn identify(obj: &Value, kind: ObjectKind) -> Identity {
+        let Some(claimed) = claimed(obj, kind) else {
+            return Identity::Other;
+        };
+        match conflict(obj, claimed) {
+            None => Identity::Backup(claimed),
+            Some(why) => Identity::Conflicting { claimed, why },
+        }
+    }
+
+    /// What a Pod (`pod` true) or PVC is; `None` for anything else, and for an object whose
+    /// signals conflict (see [`Self::identify`]).
     pub fn classify(obj: &Value, pod: bool) -> Option<Self> {
-        let ty = label(obj, LABEL_BACKUP_TYPE);
-        let vtbackup = label(obj, labels::COMPONENT) == Some(labels::COMPONENT_VTBACKUP);
-        match (pod, ty) {
-            (true, Some(BACKUP_TYPE_INIT)) if vtbackup => Some(Self::InitPod),
-            (false, Some(BACKUP_TYPE_INIT)) if vtbackup => Some(Self::InitPvc),
-            (false, Some(BACKUP_TYPE_UPDATE)) if label(obj, LABEL_BACKUP_SCHEDULE).is_some() => {
-                Some(Self::ScheduledPvc)
-            }
-            _ => None,
+        let kind = if pod {
+            ObjectKind::Pod
+        } else {
+            ObjectKind::PersistentVolumeClaim
+        };
+        match Self::identify(obj, kind) {
+            Identity::Backup(b) => Some(b),
+            Identity::Other | Identity::Conflicting { .. } => None,
         }
     }
 }
@@ -296,7 +424,8 @@ mod tests {
     fn pod() -> Value {
         json!({
             "metadata": {"name": "example-commerce-x-x-vtbackup-init-c6db73c9",
-                         "labels": {"planetscale.com/component": "vtbackup", "backup.planetscale.com/type": "init"}},
+                         "labels": {"planetscale.com/component": "vtbackup", "backup.planetscale.com/type": "init",
+                                    "planetscale.com/cluster": "example", "planetscale.com/keyspace": "commerce", "planetscale.com/shard": "x-x"}},
             "spec": {
                 "containers": [{"name": "vtbackup", "volumeMounts": [
                     {"name": "vt-root", "mountPath": "/vt/config", "subPath": "config"},
@@ -335,6 +464,114 @@ mod tests {
         assert_eq!(BackupObject::classify(&tablet, true), None);
         assert_eq!(BackupObject::classify(&tablet, false), None);
         assert_eq!(BackupObject::classify(&json!({}), false), None);
+    }
+
+    fn pvc() -> Value {
+        let mut p = pod();
+        p["kind"] = json!("PersistentVolumeClaim");
+        p
+    }
+
+    fn identity(obj: &Value, kind: ObjectKind) -> Result<Option<BackupObject>, String> {
+        match BackupObject::identify(obj, kind) {
+            Identity::Backup(b) => Ok(Some(b)),
+            Identity::Other => Ok(None),
+            Identity::Conflicting { why, .. } => Err(why),
+        }
+    }
+
+    fn with_label(mut obj: Value, k: &str, v: &str) -> Value {
+        obj["metadata"]["labels"][k] = json!(v);
+        obj
+    }
+
+    #[test]
+    fn an_object_whose_signals_conflict_is_no_backup_object() {
+        use ObjectKind::{PersistentVolumeClaim as Pvc, Pod};
+        assert_eq!(identity(&pod(), Pod), Ok(Some(BackupObject::InitPod)));
+        assert_eq!(identity(&pvc(), Pvc), Ok(Some(BackupObject::InitPvc)));
+        // A tablet's PVC that also carries a scheduled backup's labels.
+        let tablet = json!({"metadata": {"name": "example-vttablet-zone1-2469782763-7e9b3fd1", "labels": {
+            "planetscale.com/component": "vttablet", "planetscale.com/tablet-uid": "2469782763",
+            "backup.planetscale.com/type": "update", "planetscale.com/backup-schedule": "daily"}}});
+        let why = identity(&tablet, Pvc).unwrap_err();
+        assert!(why.contains("vttablet"), "{why}");
+        assert_eq!(
+            BackupObject::identify(&tablet, Pvc),
+            Identity::Conflicting {
+                claimed: BackupObject::ScheduledPvc,
+                why
+            }
+        );
+        assert_eq!(BackupObject::classify(&tablet, false), None);
+        // Each tablet label alone is a tablet's signal.
+        let sched = json!({"metadata": {"labels": {"backup.planetscale.com/type": "update", "planetscale.com/backup-schedule": "s"}}});
+        for l in TABLET_LABELS {
+            let why = identity(&with_label(sched.clone(), l, "1"), Pvc).unwrap_err();
+            assert!(why.contains(l), "{why}");
+            assert!(identity(&with_label(pvc(), l, "1"), Pvc).is_err(), "{l}");
+        }
+        // A scheduled backup's PVC has no component label.
+        let why = identity(
+            &with_label(sched.clone(), labels::COMPONENT, "vtbackup"),
+            Pvc,
+        )
+        .unwrap_err();
+        assert!(why.contains("component"), "{why}");
+        // An initial backup's objects: the vtbackup component, no schedule, the
+        // operator's name for the shard, the shard's VitessShard as controller.
+        assert!(
+            identity(&with_label(pvc(), LABEL_BACKUP_SCHEDULE, "s"), Pvc)
+                .unwrap_err()
+                .contains(LABEL_BACKUP_SCHEDULE)
+        );
+        assert!(
+            identity(&with_label(pod(), labels::COMPONENT, "vtctld"), Pod)
+                .unwrap_err()
+                .contains("\"vtctld\"")
+        );
+        let mut renamed = pvc();
+        renamed["metadata"]["name"] = json!("example-commerce-x-80-vtbackup-init-c6db73c9");
+        assert!(identity(&renamed, Pvc).unwrap_err().contains(
+            "names its shard's initial backup \"example-commerce-x-x-vtbackup-init-c6db73c9\""
+        ));
+        let other_shard = with_label(pvc(), labels::SHARD, "x-80");
+        assert!(identity(&other_shard, Pvc).is_err());
+        let mut unlabelled = pvc();
+        unlabelled["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove(labels::KEYSPACE);
+        assert!(
+            identity(&unlabelled, Pvc)
+                .unwrap_err()
+                .contains("shard labels")
+        );
+        let owned = |kind: &str, controller: bool| {
+            let mut p = pvc();
+            p["metadata"]["ownerReferences"] =
+                json!([{"kind": kind, "name": "x", "controller": controller}]);
+            identity(&p, Pvc)
+        };
+        assert_eq!(owned("VitessShard", true), Ok(Some(BackupObject::InitPvc)));
+        assert!(
+            owned("StatefulSet", true)
+                .unwrap_err()
+                .contains("StatefulSet")
+        );
+        assert_eq!(
+            owned("StatefulSet", false),
+            Ok(Some(BackupObject::InitPvc)),
+            "only the controller counts"
+        );
+        // No backup type: not a claim at all.
+        assert_eq!(
+            identity(
+                &json!({"metadata": {"labels": {"planetscale.com/component": "vtbackup"}}}),
+                Pod
+            ),
+            Ok(None)
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use std::fmt::Debug;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt as _};
@@ -13,6 +14,15 @@ use kube::api::{Api, WatchEvent, WatchParams};
 use serde::de::DeserializeOwned;
 
 type Events<K> = Pin<Box<dyn Stream<Item = kube::Result<WatchEvent<K>>> + Send>>;
+
+/// Watches this process could not open (refused, e.g. a Role without `watch`, or failed):
+/// each turned a wait into a poll. Tests of an install assert it stays 0.
+static FALLBACKS: AtomicU64 = AtomicU64::new(0);
+
+/// How many waits of this process fell back from a watch to polling.
+pub fn fallbacks() -> u64 {
+    FALLBACKS.load(Ordering::Relaxed)
+}
 
 /// The server ends each watch after this long (under the client's 60 s limit on a
 /// silent answer, see the README); the wake opens the next one where it ended.
@@ -59,7 +69,9 @@ where
         self.events = match self.api.watch(&params, &self.version).await {
             Ok(s) => Some(Box::pin(s)),
             Err(e) => {
-                tracing::debug!(object = %self.name, error = %e, "no watch; polling instead");
+                // Loud: a silent poll hides a missing RBAC verb and lengthens every wait.
+                FALLBACKS.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(object = %self.name, error = %e, "cannot watch; polling instead");
                 None
             }
         };

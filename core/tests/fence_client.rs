@@ -287,8 +287,14 @@ async fn the_nodes_answer_wakes_the_wait_through_its_watch() {
 #[tokio::test(start_paused = true)]
 async fn without_a_watch_the_wait_still_sees_the_answer_by_polling() {
     let kube = FakeKube::new();
-    kube.fault(Fault::on(is(Verb::Watch, "leases")).status(500).times(100));
+    // 403, as a Role without `watch` answers: the open fails and is counted.
+    kube.fault(Fault::on(is(Verb::Watch, "leases")).status(403).times(100));
+    let before = vtsnap_core::wake::fallbacks();
     let took = answered_after(&kube, ANSWER_AT).await;
+    assert!(
+        vtsnap_core::wake::fallbacks() > before,
+        "the refused watch was not counted as a fallback"
+    );
     assert!(
         took >= Duration::from_millis(1_200) && took < Duration::from_millis(1_450),
         "a refused watch must fall back to the 200 ms poll: {took:?}"

@@ -289,7 +289,8 @@ mod tests {
 }
 
 /// One of vtsnap's VolumeSnapshots of `shard` as `vtsnap-snapshot run` leaves it once
-/// ready: cut at `cut`, of a MySQL 8.0.36 tablet on `node-2`, `restoreSize` 64Gi.
+/// ready: cut at `cut`, of the PVC of the shard's second replica (a MySQL 8.0.36 tablet on
+/// `node-2`), `restoreSize` 64Gi.
 #[derive(Debug, Clone)]
 pub struct VtsnapSnapshot {
     pub shard: OperatorShard,
@@ -322,6 +323,15 @@ impl OperatorShard {
 }
 
 impl VtsnapSnapshot {
+    /// A well-formed position of the snapshot's flavor (snapshots with others are refused).
+    fn gtid_executed(&self) -> &'static str {
+        if self.flavor == "mariadb" {
+            "MariaDB/0-1-100"
+        } else {
+            "MySQL56/3e11fa47-71ca-11e1-9e33-c80aa9429562:1-100"
+        }
+    }
+
     pub fn object(&self) -> Value {
         use vtsnap_core::snapshot::{
             ANN_CUT_TIME, ANN_GTID_EXECUTED, ANN_UNUSABLE, LABEL_PHASE, NewSnapshot, build,
@@ -333,16 +343,20 @@ impl VtsnapSnapshot {
             shard: self.shard.shard.clone(),
         };
         let none = std::collections::BTreeMap::new();
+        // Taken of the shard's second replica, as the snapshot job records it (a source
+        // that is not a tablet PVC of the labelled shard is refused).
+        let source = self.shard.tablet("replica", 2);
+        let alias = source.alias.to_string();
         let mut o = build(&NewSnapshot {
             shard: &r,
             name: self.name.clone(),
             class: None,
-            source_pvc: "pvc-2",
-            source_tablet: "zone1-0000000102",
-            source_uid: 102,
+            source_pvc: &source.name,
+            source_tablet: &alias,
+            source_uid: source.alias.uid.get(),
             source_node: &self.node,
             mode: "cold",
-            gtid: (ANN_GTID_EXECUTED, "MySQL56/u:1-100"),
+            gtid: (ANN_GTID_EXECUTED, self.gtid_executed()),
             mysql_version: &self.version,
             mysql_flavor: self.flavor,
             extra_labels: &none,

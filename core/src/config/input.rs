@@ -3,7 +3,6 @@
 //! `--config /dev/zero` grows until the pod is killed, a 22 MB file takes over a gigabyte,
 //! and a deeply nested one takes seconds per thousand levels to be rejected.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The largest config file read (1 MiB); a real one is a few kilobytes.
@@ -30,53 +29,17 @@ pub enum InputError {
     TooDeep { line: usize },
 }
 
-fn kind(t: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if t.is_dir() {
-        "directory"
-    } else if t.is_fifo() {
-        "FIFO"
-    } else if t.is_char_device() {
-        "character device"
-    } else if t.is_block_device() {
-        "block device"
-    } else if t.is_socket() {
-        "socket"
-    } else {
-        "special file"
-    }
-}
-
 /// The text of a config file, within the bounds.
 pub fn read(path: &Path) -> Result<String, InputError> {
-    let read_err = |source| InputError::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let not_a_file = |t| InputError::NotAFile {
-        path: path.to_owned(),
-        kind: kind(t),
-    };
-    // Checked before opening: opening a FIFO would wait for a writer. A ConfigMap
-    // mount's file is a symlink to a regular file, so links are followed.
-    let meta = std::fs::metadata(path).map_err(read_err)?;
-    if !meta.is_file() {
-        return Err(not_a_file(meta.file_type()));
-    }
-    let file = std::fs::File::open(path).map_err(read_err)?;
-    let meta = file.metadata().map_err(read_err)?;
-    if !meta.is_file() {
-        return Err(not_a_file(meta.file_type()));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_err)?;
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(InputError::TooLarge {
-            path: path.to_owned(),
-        });
-    }
+    use crate::input::{Accept, ReadError, read_bounded};
+    // A ConfigMap mount's file is a symlink to a regular file, so links are followed.
+    let bytes = read_bounded(path, "a config file", MAX_BYTES, Accept::RegularFile).map_err(
+        |e| match e {
+            ReadError::Io { path, source } => InputError::Read { path, source },
+            ReadError::NotAFile { path, kind } => InputError::NotAFile { path, kind },
+            ReadError::TooLarge { path, .. } => InputError::TooLarge { path },
+        },
+    )?;
     let text = String::from_utf8(bytes).map_err(|_| InputError::NotText {
         path: path.to_owned(),
     })?;

@@ -9,6 +9,7 @@ mod input;
 mod model;
 mod partial;
 mod probe;
+pub mod pvc_spec;
 mod resolve;
 mod validate;
 
@@ -128,6 +129,9 @@ pub enum LookupError {
 impl Config {
     /// Parses and validates YAML text.
     pub fn from_yaml(text: &str) -> Result<Self, ConfigErrors> {
+        // YAML allows a byte order mark before the document; the parser takes it for a
+        // second document.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         input::check_depth(text).map_err(|e| ConfigErrors::one("", e.to_string()))?;
         let de = serde_yaml_ng::Deserializer::from_str(text);
         let config: Config = match serde_path_to_error::deserialize(de) {
@@ -220,3 +224,5 @@ pub fn resolve_in(c: &ClusterConfig, keyspace: &str, shard: &str) -> ResolvedPol
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_hostile;

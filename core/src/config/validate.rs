@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use super::model::*;
 use super::resolve::{ResolvedPolicy, merge, with_defaults};
-use super::{ConfigError, GoDuration};
+use super::{ConfigError, GoDuration, pvc_spec};
 use crate::k8s_names::{self, ANNOTATIONS_TOTAL_MAX, is_dns_label};
 use crate::naming::KeyRange;
 
@@ -180,14 +180,11 @@ fn block(e: &mut Errors, path: &str, b: &PolicyBlocks) {
         {
             e.at(&p, "", "useEmptyDirForInitialBackup: true and dataVolumeClaimTemplate are mutually exclusive");
         }
-        if let Some(t) = &v.data_volume_claim_template
-            && !t.is_object()
-        {
-            e.at(
-                &p,
-                "dataVolumeClaimTemplate",
-                "must be a PersistentVolumeClaim spec (a mapping)",
-            );
+        if let Some(t) = &v.data_volume_claim_template {
+            let tp = format!("{p}.dataVolumeClaimTemplate");
+            for problem in pvc_spec::problems(t, pvc_spec::Purpose::Scratch) {
+                e.at(&tp, &problem.path, problem.message);
+            }
         }
     }
 }

@@ -5,17 +5,20 @@
 //! [`ReadError`] naming the snapshot and the field, never a default: a caller that acts on
 //! snapshots (the GC) must tell "unreadable" from "absent".
 
-use k8s_openapi::jiff::{self, Timestamp};
+use k8s_openapi::jiff::{self, SignedDuration, Timestamp};
 use serde_json::Value;
 
+use super::gtid::{self, GtidError};
 use super::{
-    ANN_CUT_TIME, ANN_GTID_EXECUTED, ANN_GTID_LOWER_BOUND, ANN_MYSQL_FLAVOR, ANN_MYSQL_VERSION,
-    ANN_READY_TIME, ANN_SOURCE_NODE, ANN_SOURCE_PVC, ANN_SOURCE_TABLET, ANN_UNUSABLE,
-    LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_MODE, LABEL_PHASE, LABEL_SHARD, LABEL_TABLET_UID, Phase,
-    SnapshotStatus, mode_label,
+    ANN_CUT_TIME, ANN_GTID_EXECUTED, ANN_GTID_LOWER_BOUND, ANN_LAYOUT, ANN_MYSQL_FLAVOR,
+    ANN_MYSQL_VERSION, ANN_READY_TIME, ANN_SOURCE_NODE, ANN_SOURCE_PVC, ANN_SOURCE_TABLET,
+    ANN_UNUSABLE, LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_MODE, LABEL_PHASE, LABEL_SHARD,
+    LABEL_TABLET_UID, LAYOUT_VERSION, Phase, SnapshotStatus, mode_label,
 };
 use crate::config::Mode;
+use crate::k8s_names::escape_controls;
 use crate::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
+use crate::mysql_version::Flavor;
 use crate::naming::{KeyRange, SafeNameError, TabletAlias, TabletUid, TabletUidError};
 
 const NAME: &str = "metadata.name";
@@ -29,6 +32,24 @@ const READY_TO_USE: &str = "status.readyToUse";
 const BOUND_CONTENT: &str = "status.boundVolumeSnapshotContentName";
 const STATUS_CREATION_TIME: &str = "status.creationTime";
 const STATUS_ERROR: &str = "status.error";
+const SOURCE_CLAIM: &str = "spec.source.persistentVolumeClaimName";
+
+/// How far apart two clocks (the API server's, the snapshotter's, the snapshot job's, the
+/// reader's) may be before a time read from a snapshot is taken as impossible.
+pub const CLOCK_SKEW: SignedDuration = SignedDuration::from_secs(300);
+
+/// The volume layout a snapshot holds (`vtsnap.io/layout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// [`LAYOUT_VERSION`] `1`: the tablet directory as vitess-operator's pods leave it.
+    V1,
+}
+
+impl Layout {
+    pub fn parse(s: &str) -> Option<Self> {
+        (s == LAYOUT_VERSION).then_some(Self::V1)
+    }
+}
 
 /// One of vtsnap's VolumeSnapshots, as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +74,11 @@ pub struct VolumeSnapshot {
     pub mysql_flavor: Option<String>,
     pub source_tablet: Option<TabletAlias>,
     pub source_pvc: Option<String>,
+    /// `spec.source.persistentVolumeClaimName`: the claim the snapshot was taken of (equal
+    /// to `source_pvc` when both are set).
+    pub source_claim: Option<String>,
     pub source_node: Option<String>,
+    pub layout: Option<Layout>,
     pub cut_time: Option<Timestamp>,
     pub ready_time: Option<Timestamp>,
     pub status: SnapshotStatus,
@@ -111,6 +136,39 @@ pub enum ReadError {
         value: String,
         source: jiff::Error,
     },
+    #[error(
+        "VolumeSnapshot {snapshot}: {field} {value:?} is not a layout vtsnap writes (only {LAYOUT_VERSION})"
+    )]
+    Layout {
+        snapshot: String,
+        field: &'static str,
+        value: String,
+    },
+    #[error("VolumeSnapshot {snapshot}: {field} {value:?} is not a GTID position: {source}")]
+    Gtid {
+        snapshot: String,
+        field: &'static str,
+        value: String,
+        source: GtidError,
+    },
+    #[error(
+        "VolumeSnapshot {snapshot}: {field} {value:?} is a {gtid_flavor} position, but {ANN_MYSQL_FLAVOR} is {flavor}"
+    )]
+    GtidFlavor {
+        snapshot: String,
+        field: &'static str,
+        value: String,
+        gtid_flavor: &'static str,
+        flavor: &'static str,
+    },
+    #[error("VolumeSnapshot {snapshot}: {field} {value:?} differs from {other} {other_value:?}")]
+    Contradiction {
+        snapshot: String,
+        field: &'static str,
+        value: String,
+        other: &'static str,
+        other_value: String,
+    },
     /// `reason` is the alias parser's own message.
     #[error("VolumeSnapshot {snapshot}: {field}: {reason}")]
     TabletAlias {
@@ -132,6 +190,10 @@ impl ReadError {
             | Self::Mode { field, .. }
             | Self::Phase { field, .. }
             | Self::Time { field, .. }
+            | Self::Layout { field, .. }
+            | Self::Gtid { field, .. }
+            | Self::GtidFlavor { field, .. }
+            | Self::Contradiction { field, .. }
             | Self::TabletAlias { field, .. } => field,
         }
     }
@@ -162,7 +224,7 @@ impl VolumeSnapshot {
         };
         let r = Reader {
             meta,
-            snapshot: format!("{namespace}/{name}"),
+            snapshot: escape_controls(&format!("{namespace}/{name}")).into_owned(),
         };
         let label = |key| r.entry(LABELS, key);
         let ann = |key| r.entry(ANNOTATIONS, key);
@@ -197,8 +259,8 @@ impl VolumeSnapshot {
                     })
                 })
                 .transpose()?,
-            gtid_executed: ann(ANN_GTID_EXECUTED)?.map(str::to_owned),
-            gtid_lower_bound: ann(ANN_GTID_LOWER_BOUND)?.map(str::to_owned),
+            gtid_executed: r.position(ANN_GTID_EXECUTED)?,
+            gtid_lower_bound: r.position(ANN_GTID_LOWER_BOUND)?,
             mysql_version: ann(ANN_MYSQL_VERSION)?.map(str::to_owned),
             mysql_flavor: ann(ANN_MYSQL_FLAVOR)?.map(str::to_owned),
             source_tablet: ann(ANN_SOURCE_TABLET)?
@@ -211,7 +273,17 @@ impl VolumeSnapshot {
                 })
                 .transpose()?,
             source_pvc: ann(ANN_SOURCE_PVC)?.map(str::to_owned),
+            source_claim: r.source_claim(obj)?,
             source_node: ann(ANN_SOURCE_NODE)?.map(str::to_owned),
+            layout: ann(ANN_LAYOUT)?
+                .map(|v| {
+                    Layout::parse(v).ok_or_else(|| ReadError::Layout {
+                        snapshot: r.snapshot.clone(),
+                        field: ANN_LAYOUT,
+                        value: v.to_owned(),
+                    })
+                })
+                .transpose()?,
             cut_time: time(ANN_CUT_TIME, ann(ANN_CUT_TIME)?)?,
             ready_time: time(ANN_READY_TIME, ann(ANN_READY_TIME)?)?,
             status: r.status(obj)?,
@@ -220,6 +292,69 @@ impl VolumeSnapshot {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
         })
+    }
+}
+
+/// A time read from a snapshot that cannot be true, beyond [`CLOCK_SKEW`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimeProblem {
+    #[error("{field} {at} is in the future (now is {now})")]
+    InTheFuture {
+        field: &'static str,
+        at: Timestamp,
+        now: Timestamp,
+    },
+    #[error("{field} {at} is before {earlier} {earlier_at}")]
+    OutOfOrder {
+        field: &'static str,
+        at: Timestamp,
+        earlier: &'static str,
+        earlier_at: Timestamp,
+    },
+}
+
+impl VolumeSnapshot {
+    /// The times the snapshot records, in the order they happen: the object is created,
+    /// the snapshotter takes the point in time, the job marks it cut, then ready.
+    pub fn times(&self) -> Vec<(&'static str, Timestamp)> {
+        let taken = self
+            .status
+            .creation_time
+            .as_deref()
+            .and_then(|t| t.parse().ok());
+        [
+            (CREATED, self.created),
+            (STATUS_CREATION_TIME, taken),
+            (ANN_CUT_TIME, self.cut_time),
+            (ANN_READY_TIME, self.ready_time),
+        ]
+        .into_iter()
+        .filter_map(|(field, t)| t.map(|t| (field, t)))
+        .collect()
+    }
+
+    /// The first recorded time that is later than `now`, or earlier than one that must
+    /// precede it, by more than [`CLOCK_SKEW`]: such a snapshot would be taken for the
+    /// newest and never age out.
+    pub fn impossible_time(&self, now: Timestamp) -> Option<TimeProblem> {
+        let latest = now.checked_add(CLOCK_SKEW).unwrap_or(Timestamp::MAX);
+        let times = self.times();
+        for (i, &(field, at)) in times.iter().enumerate() {
+            if at > latest {
+                return Some(TimeProblem::InTheFuture { field, at, now });
+            }
+            for &(earlier, earlier_at) in &times[..i] {
+                if at < earlier_at.checked_sub(CLOCK_SKEW).unwrap_or(Timestamp::MIN) {
+                    return Some(TimeProblem::OutOfOrder {
+                        field,
+                        at,
+                        earlier,
+                        earlier_at,
+                    });
+                }
+            }
+        }
+        None
     }
 }
 
@@ -284,6 +419,55 @@ impl<'a> Reader<'a> {
             value: v.to_owned(),
             source,
         })
+    }
+
+    /// A position annotation: a GTID set of the flavor `vtsnap.io/mysql-flavor` records
+    /// (when it records one vtsnap knows).
+    fn position(&self, key: &'static str) -> Result<Option<String>, ReadError> {
+        let Some(v) = self.entry(ANNOTATIONS, key)? else {
+            return Ok(None);
+        };
+        let gtid_flavor = gtid::parse_position(v).map_err(|source| ReadError::Gtid {
+            snapshot: self.snapshot.clone(),
+            field: key,
+            value: v.to_owned(),
+            source,
+        })?;
+        if let Some(flavor) = self
+            .entry(ANNOTATIONS, ANN_MYSQL_FLAVOR)?
+            .and_then(Flavor::parse)
+            && flavor != gtid_flavor.server()
+        {
+            return Err(ReadError::GtidFlavor {
+                snapshot: self.snapshot.clone(),
+                field: key,
+                value: v.to_owned(),
+                gtid_flavor: gtid_flavor.prefix(),
+                flavor: flavor.as_str(),
+            });
+        }
+        Ok(Some(v.to_owned()))
+    }
+
+    /// `spec.source.persistentVolumeClaimName`, which must agree with `vtsnap.io/source-pvc`.
+    fn source_claim(&self, obj: &Value) -> Result<Option<String>, ReadError> {
+        let claim = match obj.pointer("/spec/source/persistentVolumeClaimName") {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::String(c)) if !c.is_empty() => c,
+            Some(_) => return Err(self.malformed(SOURCE_CLAIM, "a non-empty string")),
+        };
+        if let Some(ann) = self.entry(ANNOTATIONS, ANN_SOURCE_PVC)?
+            && ann != claim
+        {
+            return Err(ReadError::Contradiction {
+                snapshot: self.snapshot.clone(),
+                field: SOURCE_CLAIM,
+                value: claim.clone(),
+                other: ANN_SOURCE_PVC,
+                other_value: ann.to_owned(),
+            });
+        }
+        Ok(Some(claim.clone()))
     }
 
     /// `status`, strictly: "ready" is decided from it, so a field of the wrong type (say
@@ -351,3 +535,5 @@ impl<'a> Reader<'a> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_strict;

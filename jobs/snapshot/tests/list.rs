@@ -69,7 +69,7 @@ fn world() -> (FakeKube, Config) {
             "2026-11-20T00:00:00Z",
             Some("failed"),
             json!({"error": {"message": "boom"}}),
-            (ANN_GTID_EXECUTED, "x"),
+            (ANN_GTID_EXECUTED, "MariaDB/0-1-50"),
         ),
         snap(
             "b-1",
@@ -77,7 +77,7 @@ fn world() -> (FakeKube, Config) {
             "2026-11-28T00:00:00Z",
             None,
             json!({"error": {"message": "retrying"}}),
-            (ANN_GTID_EXECUTED, "y"),
+            (ANN_GTID_EXECUTED, "MariaDB/0-2-10"),
         ),
         snap(
             "other",
@@ -85,7 +85,7 @@ fn world() -> (FakeKube, Config) {
             "2026-11-28T00:00:00Z",
             Some("ready"),
             json!({}),
-            (ANN_GTID_EXECUTED, "z"),
+            (ANN_GTID_EXECUTED, "MariaDB/0-3-10"),
         ),
     ] {
         kube.put_json(GROUP, PLURAL, v);

@@ -1246,8 +1246,11 @@ impl FakeKube {
             tokio::pin!(deadline);
             loop {
                 tokio::select! {
-                    () = &mut deadline => return,
+                    // Ending first: a write made after `drop_watches` returned never
+                    // reaches a stream it ended, though both are ready when it next runs.
+                    biased;
                     _ = epoch.changed() => return,
+                    () = &mut deadline => return,
                     ev = rx.recv() => match ev {
                         Ok(e) if e.rv > seen && matches(&e) => {
                             if tx.send(line(&e)).await.is_err() { return; }

@@ -294,6 +294,32 @@ async fn watches_deliver_changes_after_a_resource_version() {
 }
 
 #[tokio::test]
+async fn a_write_after_the_watches_are_dropped_never_reaches_them() {
+    let fake = FakeKube::new();
+    let a = api(&fake);
+    // Each round is a coin toss if the stream may pick either of its ready wake-ups.
+    for round in 0..20 {
+        let rv = a
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap();
+        let mut stream = a
+            .watch(&WatchParams::default().timeout(5), &rv)
+            .await
+            .unwrap()
+            .boxed();
+        fake.drop_watches();
+        // No await in between: the stream has not run since it was ended.
+        fake.put(&cm(&format!("late-{round}"), &[]));
+        let next = stream.try_next().await;
+        assert!(matches!(next, Ok(None)), "round {round}: {next:?}");
+    }
+}
+
+#[tokio::test]
 async fn the_nth_matching_request_fails_as_injected() {
     let fake = FakeKube::new();
     let a = api(&fake);

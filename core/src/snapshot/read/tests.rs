@@ -7,7 +7,7 @@ use crate::shard::ShardRef;
 use crate::snapshot::{ANN_GTID_EXECUTED, NewSnapshot, build};
 
 /// What `build` writes, then what the API server and the snapshot job add.
-fn complete() -> Value {
+pub(super) fn complete() -> Value {
     let shard = ShardRef {
         cluster: "example".into(),
         namespace: "vitess".into(),
@@ -66,7 +66,9 @@ fn reads_every_field_build_writes() {
             mysql_flavor: Some("mariadb".into()),
             source_tablet: Some(TabletAlias::new("zone1", 101)),
             source_pvc: Some("pvc-1".into()),
+            source_claim: Some("pvc-1".into()),
             source_node: Some("node-2".into()),
+            layout: Some(Layout::V1),
             cut_time: Some(ts("2026-11-29T13:05:10.5Z")),
             ready_time: Some(ts("2026-11-29T13:06:00Z")),
             status: SnapshotStatus {
