@@ -6,6 +6,7 @@
 
 use base64::Engine as _;
 use serde_json::{Value, json};
+use vtsnap_core::k8s_names::untrusted;
 
 use crate::decide::{Decision, Kind};
 
@@ -52,7 +53,7 @@ fn text<'a>(v: &'a Value, pointer: &str, field: &'static str) -> Result<&'a str,
     }
 }
 
-fn kind_of(v: &Value) -> String {
+pub(crate) fn kind_of(v: &Value) -> String {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -71,7 +72,7 @@ pub fn parse(body: &[u8]) -> Result<Request, ReviewError> {
     if api_version != "admission.k8s.io/v1" {
         return Err(ReviewError::Wrong {
             field: "apiVersion",
-            found: format!("{api_version:?}"),
+            found: untrusted(api_version).to_string(),
             expected: "admission.k8s.io/v1",
         });
     }
@@ -79,7 +80,7 @@ pub fn parse(body: &[u8]) -> Result<Request, ReviewError> {
     if kind != "AdmissionReview" {
         return Err(ReviewError::Wrong {
             field: "kind",
-            found: format!("{kind:?}"),
+            found: untrusted(kind).to_string(),
             expected: "AdmissionReview",
         });
     }
@@ -144,23 +145,30 @@ pub fn parse(body: &[u8]) -> Result<Request, ReviewError> {
     };
     if kind.is_some() && operation == "CREATE" {
         // The namespace of a namespaced object's review is always set; an object that
-        // names another would be a forged review.
-        if let Some(ns) = object
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            && !ns.is_empty()
-            && ns != namespace
-        {
-            return Err(ReviewError::Wrong {
-                field: "request.object.metadata.namespace",
-                found: format!("{ns:?}"),
-                expected: "the request's namespace",
-            });
-        }
+        // names another would be a forged review. The request's own field is checked
+        // first: its absence is the request's fault, not the object's.
         if namespace.is_empty() {
             return Err(ReviewError::Missing {
                 field: "request.namespace",
             });
+        }
+        match object.pointer("/metadata/namespace") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(ns)) if ns.is_empty() || *ns == namespace => {}
+            Some(Value::String(ns)) => {
+                return Err(ReviewError::Wrong {
+                    field: "request.object.metadata.namespace",
+                    found: untrusted(ns).to_string(),
+                    expected: "the request's namespace",
+                });
+            }
+            Some(other) => {
+                return Err(ReviewError::Wrong {
+                    field: "request.object.metadata.namespace",
+                    found: kind_of(other),
+                    expected: "a string",
+                });
+            }
         }
     }
     Ok(Request {
@@ -318,5 +326,57 @@ mod tests {
         let none = respond("u-2", &Decision::note(Code::NotVtsnaps, "x"));
         assert!(none["response"].get("patch").is_none());
         assert!(none["response"].get("patchType").is_none());
+    }
+
+    #[test]
+    fn the_namespace_is_blamed_on_the_field_that_is_wrong() {
+        let pod = |extra: Value| {
+            let mut r = json!({"uid": "u", "kind": {"version": "v1", "kind": "Pod"}, "operation": "CREATE",
+                               "object": {"metadata": {"name": "p"}}});
+            for (k, v) in extra.as_object().unwrap() {
+                r[k] = v.clone();
+            }
+            parse(&review(r))
+        };
+        // No request.namespace, though the object names one: the request lacks it.
+        let e = pod(json!({"object": {"metadata": {"namespace": "b"}}})).unwrap_err();
+        assert_eq!(e.to_string(), "request.namespace is missing");
+        let e = pod(json!({"namespace": ""})).unwrap_err();
+        assert_eq!(e.to_string(), "request.namespace is missing");
+        // A namespace that is not a string, in the request or in the object.
+        let e = pod(json!({"namespace": 7})).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "request.namespace is a number, expected a string"
+        );
+        for (ns, found) in [
+            (json!(7), "a number"),
+            (json!(["a"]), "a list"),
+            (json!({}), "an object"),
+        ] {
+            let e = pod(json!({"namespace": "a", "object": {"metadata": {"namespace": ns}}}))
+                .unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("request.object.metadata.namespace is {found}, expected a string")
+            );
+        }
+        // Escaped and bounded when it is shown.
+        let e = pod(json!({"namespace": "a", "object": {"metadata": {"namespace": "b\u{1b}[2J"}}}))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "request.object.metadata.namespace is \"b\\u{1b}[2J\", expected the request's namespace"
+        );
+        // Empty, absent, null or equal: read.
+        for ns in [json!(""), json!(null), json!("a")] {
+            let r =
+                pod(json!({"namespace": "a", "object": {"metadata": {"namespace": ns}}})).unwrap();
+            assert_eq!(r.namespace, "a");
+        }
+        assert_eq!(pod(json!({"namespace": "a"})).unwrap().namespace, "a");
+        // Not a creation of a kind vtsnap changes: the namespace is not required.
+        let r = pod(json!({"operation": "DELETE", "object": null})).unwrap();
+        assert_eq!(r.namespace, "");
     }
 }

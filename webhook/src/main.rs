@@ -9,7 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use vtsnap_admission::cache::Caches;
 use vtsnap_admission::decide::Settings;
 use vtsnap_admission::offline::offline_review;
-use vtsnap_admission::server::{App, serve};
+use vtsnap_admission::server::{App, Limits, serve_with};
 use vtsnap_admission::tls::{Reloading, server_config};
 use vtsnap_core::cli::{self, CommonArgs, positive_duration};
 use vtsnap_core::config::GoDuration;
@@ -32,11 +32,93 @@ struct DecisionArgs {
     config: PathBuf,
     /// Image of the `vtsnap-restore` init container injected into tablet Pods of opted-in
     /// pools (unset: none is injected; put it in the pool's `initContainers`).
-    #[arg(long, env = "VTSNAP_RESTORE_IMAGE")]
+    #[arg(long, env = "VTSNAP_RESTORE_IMAGE", value_parser = image_reference)]
     restore_image: Option<String>,
     /// vtctld's word on a shard (primary, versions) older than this is not used.
     #[arg(long, env = "VTSNAP_SHARD_STATE_MAX_AGE", default_value = "5m", value_parser = positive_duration)]
     shard_state_max_age: GoDuration,
+}
+
+/// The bounds on each connection (see [`Limits`]).
+#[derive(Debug, clap::Args)]
+struct LimitArgs {
+    /// A client's TLS handshake must finish within this.
+    #[arg(long, env = "VTSNAP_HANDSHAKE_TIMEOUT", default_value_t = GoDuration(Limits::default().handshake), value_parser = positive_duration)]
+    handshake_timeout: GoDuration,
+    /// A whole request (head, body, decision, answer) must finish within this of its first
+    /// byte; the API server waits at most 30 s (10 s by default) for a webhook.
+    #[arg(long, env = "VTSNAP_REQUEST_TIMEOUT", default_value_t = GoDuration(Limits::default().request), value_parser = positive_duration)]
+    request_timeout: GoDuration,
+    /// A kept-alive connection without a request is closed after this (longer than the API
+    /// server's own 90 s, so that the client closes first).
+    #[arg(long, env = "VTSNAP_IDLE_TIMEOUT", default_value_t = GoDuration(Limits::default().idle), value_parser = positive_duration)]
+    idle_timeout: GoDuration,
+    /// Connections served at once; past it, the one waiting longest on its client is closed.
+    #[arg(long, env = "VTSNAP_MAX_CONNECTIONS", default_value_t = Limits::default().max_connections,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_535))]
+    max_connections: usize,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        Limits {
+            handshake: self.handshake_timeout.get(),
+            request: self.request_timeout.get(),
+            idle: self.idle_timeout.get(),
+            max_connections: self.max_connections,
+        }
+    }
+}
+
+/// Why an image reference is refused: the API server would refuse every Pod it is put in
+/// (empty, surrounding spaces) or the runtime could never pull it.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+enum ImageError {
+    #[error("an image reference must not be empty")]
+    Empty,
+    #[error("an image reference must not contain whitespace or control characters")]
+    Space,
+    #[error("an image reference is at most {MAX_IMAGE} bytes")]
+    TooLong,
+    #[error("the repository part of an image reference must be lowercase ({0:?})")]
+    Uppercase(String),
+}
+
+/// Longer than any real reference (a 255-byte name, a 128-byte tag and a digest).
+const MAX_IMAGE: usize = 1024;
+
+/// A container image reference, checked only where a wrong one is certain.
+fn image_reference(s: &str) -> Result<String, ImageError> {
+    if s.is_empty() {
+        return Err(ImageError::Empty);
+    }
+    if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(ImageError::Space);
+    }
+    if s.len() > MAX_IMAGE {
+        return Err(ImageError::TooLong);
+    }
+    let name = s.split_once('@').map_or(s, |(n, _)| n);
+    let name = match name.rfind(':') {
+        Some(i) if !name[i..].contains('/') => &name[..i],
+        _ => name,
+    };
+    // The first component is a registry when it has `.` or `:`, is `localhost`, or has
+    // an uppercase letter (the docker reference grammar); the rest must be lowercase.
+    let path = match name.split_once('/') {
+        Some((first, rest))
+            if first.contains(['.', ':'])
+                || first == "localhost"
+                || first.chars().any(|c| c.is_ascii_uppercase()) =>
+        {
+            rest
+        }
+        _ => name,
+    };
+    if path.chars().any(|c| c.is_ascii_uppercase()) {
+        return Err(ImageError::Uppercase(path.to_owned()));
+    }
+    Ok(s.to_owned())
 }
 
 #[derive(Debug, Subcommand)]
@@ -66,6 +148,8 @@ enum Command {
         /// How often vtctld is read for each shard with snapshots and restore enabled.
         #[arg(long, env = "VTSNAP_REFRESH", default_value = "30s", value_parser = positive_duration)]
         refresh: GoDuration,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Print the AdmissionReview response the server would send, decided from a dump.
     #[command(
@@ -149,6 +233,7 @@ fn main() -> ExitCode {
             tls_key,
             cert_reload,
             refresh,
+            limits,
         } => cli::block_on(async move {
             let Ok(config) = cli::load_config(&decision.config) else {
                 return Exit::Usage;
@@ -197,7 +282,7 @@ fn main() -> ExitCode {
             tokio::spawn(cert.watch(cert_reload.get()));
             let (app, _events) = App::new(config, settings(&decision), caches, client);
             tracing::info!(%listen, namespaces = ?namespaces, "serving AdmissionReviews");
-            serve(listener, tls, app, shutdown_signal()).await;
+            serve_with(listener, tls, app, limits.limits(), shutdown_signal()).await;
             Exit::Ok
         }),
     }
@@ -217,5 +302,54 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {},
         () = term => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_references_the_runtime_could_pull_are_kept() {
+        for ok in [
+            "vtsnap/vtsnap-restore:0.1.0",
+            "vtsnap-restore",
+            "registry.example.com:5000/team/vtsnap-restore:v1.2_rc-3",
+            "Registry.Example.com/vtsnap/restore",
+            "localhost/restore:TAG",
+            "MyRegistry/restore",
+            "vtsnap/restore@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ] {
+            assert_eq!(image_reference(ok).as_deref(), Ok(ok), "{ok}");
+        }
+    }
+
+    #[test]
+    fn image_references_that_can_never_work_are_refused() {
+        assert_eq!(image_reference(""), Err(ImageError::Empty));
+        for bad in [
+            " vtsnap/restore",
+            "vtsnap/restore ",
+            "vtsnap /restore",
+            "a\tb",
+            "a\u{7}b",
+        ] {
+            assert_eq!(image_reference(bad), Err(ImageError::Space), "{bad:?}");
+        }
+        assert_eq!(
+            image_reference(&"a".repeat(MAX_IMAGE + 1)),
+            Err(ImageError::TooLong)
+        );
+        assert!(image_reference(&"a".repeat(MAX_IMAGE)).is_ok());
+        for bad in [
+            "vtsnap/Restore:1",
+            "Restore",
+            "registry.example.com/Team/restore",
+        ] {
+            assert!(
+                matches!(image_reference(bad), Err(ImageError::Uppercase(_))),
+                "{bad}"
+            );
+        }
     }
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 use vtsnap_core::config::Config;
+use vtsnap_core::input::{Accept, ReadError, read_bounded};
 
 use crate::admission;
 use crate::decide::{Decision, Settings};
@@ -18,6 +19,8 @@ pub const MAX_INPUT: u64 = 512 << 20;
 /// Why an offline review cannot be made.
 #[derive(Debug, thiserror::Error)]
 pub enum OfflineError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
     #[error("{path}: {reason}")]
     Input { path: String, reason: String },
     #[error("{path}: the server would answer 400: {source}")]
@@ -27,20 +30,13 @@ pub enum OfflineError {
     },
 }
 
-fn read_json(path: &Path, max: u64) -> Result<Value, OfflineError> {
-    let input = |reason: String| OfflineError::Input {
+/// A JSON input file, read bounded; a pipe (`--objects <(kubectl get …)`) is accepted.
+fn read_json(path: &Path, what: &'static str, max: u64) -> Result<Value, OfflineError> {
+    let bytes = read_bounded(path, what, max, Accept::FileOrPipe)?;
+    serde_json::from_slice(&bytes).map_err(|e| OfflineError::Input {
         path: path.display().to_string(),
-        reason,
-    };
-    let meta = std::fs::metadata(path).map_err(|e| input(e.to_string()))?;
-    if !meta.is_file() {
-        return Err(input("not a regular file".into()));
-    }
-    if meta.len() > max {
-        return Err(input(format!("larger than {max} bytes")));
-    }
-    let bytes = std::fs::read(path).map_err(|e| input(e.to_string()))?;
-    serde_json::from_slice(&bytes).map_err(|e| input(format!("not JSON: {e}")))
+        reason: format!("not JSON: {e}"),
+    })
 }
 
 /// The response and the decision for `request`, from `objects` (a `kubectl get
@@ -54,25 +50,26 @@ pub fn offline_review(
     shards: Option<&Path>,
     now: Timestamp,
 ) -> Result<(Value, Decision), OfflineError> {
-    let list = read_json(objects, MAX_INPUT)?;
+    let list = read_json(objects, "a dump", MAX_INPUT)?;
     let mut dump = Dump::from_list(&list).map_err(|reason| OfflineError::Input {
         path: objects.display().to_string(),
         reason,
     })?;
     if let Some(path) = shards {
         let states: Vec<ShardState> =
-            serde_json::from_value(read_json(path, MAX_INPUT)?).map_err(|e| {
-                OfflineError::Input {
+            serde_json::from_value(read_json(path, "a shard state list", MAX_INPUT)?).map_err(
+                |e| OfflineError::Input {
                     path: path.display().to_string(),
                     reason: format!("not a list of shard states: {e}"),
-                }
-            })?;
+                },
+            )?;
         for s in states {
             dump.set_shard_state(s);
         }
     }
     let raw = read_json(
         request,
+        "an AdmissionReview",
         u64::try_from(admission::MAX_BODY).unwrap_or(u64::MAX),
     )?;
     let body = serde_json::to_vec(&raw).unwrap_or_default();
@@ -81,4 +78,39 @@ pub fn offline_review(
         source,
     })?;
     Ok(review(&req, config, settings, &dump, now))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn inputs_are_read_bounded_and_typed() {
+        let e = read_json(Path::new("/dev/zero"), "a dump", MAX_INPUT).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/dev/zero is not a regular file (a character device)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.json");
+        std::fs::write(&big, "[1, 2, 3]").unwrap();
+        let e = read_json(&big, "an AdmissionReview", 8).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("big.json is larger than 8 bytes, the most an AdmissionReview may have"),
+            "{e}"
+        );
+        assert_eq!(
+            read_json(&big, "a dump", 9).unwrap(),
+            serde_json::json!([1, 2, 3])
+        );
+        std::fs::write(&big, "[1,").unwrap();
+        assert!(
+            read_json(&big, "a dump", 9)
+                .unwrap_err()
+                .to_string()
+                .contains("not JSON")
+        );
+    }
 }

@@ -2,10 +2,17 @@
 //! are filled), `/metrics`, and `/debug/shards` (the vtctld states reviews use, the input
 //! of the offline `review --shards`).
 //!
-//! Bounded everywhere: a body above [`crate::admission::MAX_BODY`] is refused (413), a TLS
-//! handshake or request head has 5 s, at most [`MAX_CONNECTIONS`] connections are served at
-//! once (more wait in the kernel's accept queue). Events go through a bounded queue to a
-//! task of their own: a review never waits for the API server.
+//! Bounded everywhere ([`Limits`]): a body above [`crate::admission::MAX_BODY`] is refused
+//! (413); the TLS handshake, an idle kept-alive connection and each whole request (head,
+//! body, decision, answer) have deadlines; at most `max_connections` are served, and at the
+//! cap the one that has waited longest on its client is closed for the newcomer, so a
+//! flood of stalled connections cannot keep probes or reviews out. Events go through a
+//! bounded queue to a task of their own: a review never waits for the API server.
+
+mod connections;
+
+pub use connections::{CloseReason, ConnectionMetrics, Limits};
+use connections::{Registry, Slot, Watched};
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -23,7 +30,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use serde_json::Value;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use vtsnap_core::config::Config;
 use vtsnap_core::events::{self, Subject};
@@ -34,8 +41,6 @@ use crate::decide::{Decision, EventNote, Kind, Settings};
 use crate::inventory::Inventory;
 use crate::review::{Overlay, review};
 
-pub const MAX_CONNECTIONS: usize = 512;
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a cache miss may wait for a PVC read before the Pod is decided without it.
 const PVC_READ_TIMEOUT: Duration = Duration::from_secs(1);
 const EVENT_QUEUE: usize = 256;
@@ -47,6 +52,8 @@ pub struct Metrics {
     decisions: Mutex<BTreeMap<String, u64>>,
     bad_reviews: Mutex<u64>,
     events_dropped: Mutex<u64>,
+    /// Open connections and why the server closed others.
+    pub connections: Arc<ConnectionMetrics>,
 }
 
 impl Metrics {
@@ -105,6 +112,7 @@ impl Metrics {
             "vtsnap_admission_snapshots_cached {}\n",
             caches.snapshot_count()
         ));
+        self.connections.render(&mut out);
         out
     }
 }
@@ -246,15 +254,20 @@ impl App {
         json(StatusCode::OK, &response)
     }
 
-    async fn handle(
-        self: Arc<Self>,
-        req: Request<Incoming>,
-    ) -> Result<Response<Full<Bytes>>, Infallible> {
+    /// Answers one request; `slot` is told when the request has been read.
+    async fn handle(self: Arc<Self>, req: Request<Incoming>, slot: &Slot) -> Response<Full<Bytes>> {
         let (parts, body) = req.into_parts();
-        let r = match (&parts.method, parts.uri.path()) {
+        if parts.method != Method::POST {
+            slot.deciding();
+        }
+        match (&parts.method, parts.uri.path()) {
             (&Method::POST, "/mutate") => match Limited::new(body, MAX_BODY).collect().await {
-                Ok(b) => self.mutate(&b.to_bytes()).await,
+                Ok(b) => {
+                    slot.deciding();
+                    self.mutate(&b.to_bytes()).await
+                }
                 Err(e) => {
+                    slot.deciding();
                     Metrics::bump(&self.metrics.bad_reviews);
                     let too_large = e
                         .downcast_ref::<http_body_util::LengthLimitError>()
@@ -295,8 +308,7 @@ impl App {
                 text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n")
             }
             _ => text(StatusCode::NOT_FOUND, "not found\n"),
-        };
-        Ok(r)
+        }
     }
 }
 
@@ -323,28 +335,36 @@ fn json(status: StatusCode, v: &Value) -> Response<Full<Bytes>> {
 /// How long in-flight reviews may take to finish once shutdown begins.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Serves HTTPS on `listener` until `shutdown` resolves; then every connection is closed
-/// (in-flight reviews are answered first, for at most [`DRAIN_TIMEOUT`]): the API server's
-/// kept-alive connections do not outlive the webhook.
+/// [`serve_with`] with the default [`Limits`].
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     app: Arc<App>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    serve_with(listener, tls, app, Limits::default(), shutdown).await;
+}
+
+/// Serves HTTPS on `listener` until `shutdown` resolves; then every connection is closed
+/// (in-flight reviews are answered first, for at most [`DRAIN_TIMEOUT`]): the API server's
+/// kept-alive connections do not outlive the webhook.
+///
+/// Every connection is accepted at once (none waits in the kernel's queue behind stalled
+/// ones); past `limits.max_connections` the one that has waited longest on its client is
+/// closed to make room.
+pub async fn serve_with(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    app: Arc<App>,
+    limits: Limits,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
     let acceptor = TlsAcceptor::from(tls);
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let registry = Arc::new(Registry::default());
     let (closing, closed) = tokio::sync::watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            () = &mut shutdown => break,
-        };
         let accepted = tokio::select! {
             a = listener.accept() => a,
             () = &mut shutdown => break,
@@ -360,39 +380,37 @@ pub async fn serve(
                 continue;
             }
         };
+        let Some(registered) = registry.admit(limits.max_connections, &app.metrics.connections)
+        else {
+            tracing::debug!(%peer, "every connection is deciding a review: closed at once");
+            continue;
+        };
         let acceptor = acceptor.clone();
         let app = app.clone();
-        let mut closed = closed.clone();
+        let closed = closed.clone();
         connections.spawn(async move {
-            let _permit = permit;
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            };
-            let service = hyper::service::service_fn(move |r| app.clone().handle(r));
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HANDSHAKE_TIMEOUT)
-                .serve_connection(TokioIo::new(tls), service);
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::debug!(%peer, error = %e, "connection ended with an error");
+            let slot = registered.slot.clone();
+            let ended = tokio::select! {
+                r = acceptor.accept(tcp) => match r {
+                    Ok(s) => {
+                        slot.handshake_done();
+                        connection(s, app.clone(), &slot, &limits, closed).await
                     }
-                }
-                _ = closed.changed() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(DRAIN_TIMEOUT, conn).await;
+                    Err(e) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        None
+                    }
+                },
+                reason = slot.ended(&limits) => Some(reason),
+            };
+            if let Some(reason) = ended {
+                tracing::debug!(%peer, reason = reason.as_str(), "connection closed by the server");
+                if reason != CloseReason::Evicted {
+                    // An eviction was counted when it was decided.
+                    app.metrics.connections.count_close(reason);
                 }
             }
+            drop(registered);
         });
     }
     drop(listener);
@@ -403,5 +421,67 @@ pub async fn serve(
     .await;
     if drained.is_err() {
         connections.abort_all();
+    }
+}
+
+/// Serves HTTP/1.1 on one stream whose TLS is done: what [`serve_with`] does for each
+/// connection, and how the request path is fuzzed without a network. Ends when the
+/// client closes, a deadline of `limits` passes, or `closed` turns true.
+pub async fn serve_stream<S>(
+    stream: S,
+    app: Arc<App>,
+    limits: Limits,
+    closed: tokio::sync::watch::Receiver<bool>,
+) -> Option<CloseReason>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let slot = Slot::new();
+    slot.handshake_done();
+    connection(stream, app, &slot, &limits, closed).await
+}
+
+/// Serves one connection. `Some(reason)`: the server closed it.
+async fn connection<S>(
+    stream: S,
+    app: Arc<App>,
+    slot: &Arc<Slot>,
+    limits: &Limits,
+    mut closed: tokio::sync::watch::Receiver<bool>,
+) -> Option<CloseReason>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service_slot = slot.clone();
+    let service = hyper::service::service_fn(move |r| {
+        let (app, slot) = (app.clone(), service_slot.clone());
+        async move {
+            // A request read ahead with the previous one starts when it is handed over.
+            slot.request_began();
+            let answer = app.handle(r, &slot).await;
+            slot.answered();
+            Ok::<_, Infallible>(answer)
+        }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        // The slot's deadlines bound the idle wait and the head; hyper's own would count
+        // from the end of the previous answer and close a kept-alive connection early.
+        .header_read_timeout(None)
+        .serve_connection(TokioIo::new(Watched::new(stream, slot.clone())), service);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+            None
+        }
+        reason = slot.ended(limits) => Some(reason),
+        _ = closed.changed() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(DRAIN_TIMEOUT, conn).await;
+            None
+        }
     }
 }

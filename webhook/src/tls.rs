@@ -13,15 +13,17 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use vtsnap_core::input::{Accept, ReadError, read_bounded};
+
+/// The most a certificate chain or key file may hold: a chain of a few certificates is a
+/// few KiB; `/dev/zero` or a runaway file is refused rather than read into memory.
+pub const MAX_PEM: u64 = 1 << 20;
 
 /// Why the certificate pair cannot be served.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Read(#[from] ReadError),
     #[error("{path}: no PEM certificate in it")]
     NoCertificate { path: PathBuf },
     #[error("{path}: not a PEM certificate chain: {reason}")]
@@ -43,11 +45,15 @@ struct Pem {
     key: Vec<u8>,
 }
 
+/// A regular file (a Secret mount's symlink to one) of at most [`MAX_PEM`] bytes: a FIFO
+/// would block the start or a reload, a device would never end.
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|source| TlsError::Read {
-        path: path.to_owned(),
-        source,
-    })
+    Ok(read_bounded(
+        path,
+        "a PEM file",
+        MAX_PEM,
+        Accept::RegularFile,
+    )?)
 }
 
 fn load(cert_path: &Path, key_path: &Path, pem: &Pem) -> Result<Arc<CertifiedKey>, TlsError> {

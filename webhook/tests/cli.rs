@@ -5,7 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -184,6 +185,208 @@ fn bad_inputs_exit_2_naming_the_file() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent.crt"));
     let help = bin().args(["review", "--help"]).output().unwrap();
     assert!(String::from_utf8_lossy(&help.stdout).contains("Example:"));
+}
+
+/// Runs `cmd` to its end; a child still running after `limit` is killed and the test
+/// fails (the bound only keeps a hung binary from hanging the suite).
+fn run_bounded(cmd: &mut Command, limit: Duration) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn an_empty_or_broken_restore_image_is_a_usage_error_naming_the_flag() {
+    let f = files();
+    let review = |image: Option<&str>, env: Option<&str>| {
+        let mut c = bin();
+        c.args(["review", "--now", NOW, "--config"])
+            .arg(&f.config)
+            .arg("--objects")
+            .arg(&f.objects)
+            .arg("--request")
+            .arg(&f.request)
+            .env_remove("VTSNAP_RESTORE_IMAGE");
+        if let Some(i) = image {
+            c.args(["--restore-image", i]);
+        }
+        if let Some(e) = env {
+            c.env("VTSNAP_RESTORE_IMAGE", e);
+        }
+        c.output().unwrap()
+    };
+    for (image, why) in [
+        ("", "must not be empty"),
+        (" vtsnap/vtsnap-restore:1", "whitespace"),
+        ("vtsnap/vtsnap-restore:1\n", "whitespace"),
+        ("vtsnap/VTSNAP-restore:1", "must be lowercase"),
+    ] {
+        let out = review(Some(image), None);
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{image:?}: {e}");
+        assert!(
+            e.contains("--restore-image") && e.contains(why),
+            "{image:?}: {e}"
+        );
+    }
+    // From the environment, the same.
+    let out = review(None, Some(""));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("--restore-image") && e.contains("must not be empty"),
+        "{e}"
+    );
+    let out = review(
+        Some("registry.example.com:5000/vtsnap/vtsnap-restore:0.1.0"),
+        None,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // serve refuses it before reading anything else.
+    let out = bin()
+        .args([
+            "serve",
+            "--restore-image",
+            "",
+            "--tls-cert",
+            "/c",
+            "--tls-key",
+            "/k",
+            "--config",
+        ])
+        .arg(&f.config)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--restore-image"));
+}
+
+#[test]
+fn serve_refuses_a_certificate_or_key_that_is_a_device_a_fifo_or_too_large() {
+    let f = files();
+    let dir = f.config.parent().unwrap();
+    let fifo = dir.join("tls.key");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let huge = dir.join("huge.crt");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(vtsnap_admission::tls::MAX_PEM + 1)
+        .unwrap();
+    let cert = vtsnap_testkit::https::TestCert::new(&["127.0.0.1"]);
+    std::fs::create_dir(dir.join("good")).unwrap();
+    let (good_cert, good_key) = cert.write(&dir.join("good"));
+    let cases: [(&Path, &Path, &str); 4] = [
+        (
+            Path::new("/dev/zero"),
+            &good_key,
+            "/dev/zero is not a regular file (a character device)",
+        ),
+        (
+            &good_cert,
+            Path::new("/dev/zero"),
+            "/dev/zero is not a regular file (a character device)",
+        ),
+        (&good_cert, &fifo, "tls.key is not a regular file (a FIFO)"),
+        (
+            &huge,
+            &good_key,
+            "huge.crt is larger than 1048576 bytes, the most a PEM file may have",
+        ),
+    ];
+    for (cert, key, want) in cases {
+        let out = run_bounded(
+            bin()
+                .args(["serve", "--listen", "127.0.0.1:0", "--tls-cert"])
+                .arg(cert)
+                .arg("--tls-key")
+                .arg(key)
+                .arg("--config")
+                .arg(&f.config),
+            Duration::from_secs(60),
+        );
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{e}");
+        assert!(e.contains(want), "{e:?} lacks {want:?}");
+    }
+}
+
+#[test]
+fn the_connection_bounds_are_flags_with_env_names_and_refuse_zero() {
+    let f = files();
+    let serve = |args: &[&str], env: Option<(&str, &str)>| {
+        let mut c = bin();
+        c.args(["serve", "--tls-cert", "/c", "--tls-key", "/k", "--config"])
+            .arg(&f.config)
+            .args(args);
+        if let Some((k, v)) = env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    for (args, env, flag) in [
+        (&["--request-timeout", "0"][..], None, "--request-timeout"),
+        (
+            &[],
+            Some(("VTSNAP_REQUEST_TIMEOUT", "0s")),
+            "--request-timeout",
+        ),
+        (&["--handshake-timeout", "0"], None, "--handshake-timeout"),
+        (
+            &[],
+            Some(("VTSNAP_HANDSHAKE_TIMEOUT", "soon")),
+            "--handshake-timeout",
+        ),
+        (&["--idle-timeout", "0"], None, "--idle-timeout"),
+        (&[], Some(("VTSNAP_IDLE_TIMEOUT", "-1s")), "--idle-timeout"),
+        (&["--max-connections", "0"], None, "--max-connections"),
+        (
+            &[],
+            Some(("VTSNAP_MAX_CONNECTIONS", "many")),
+            "--max-connections",
+        ),
+    ] {
+        let out = serve(args, env);
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}: {e}");
+        assert!(e.contains(flag), "{args:?} {env:?}: {e}");
+    }
+    let help = bin().args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for env in [
+        "VTSNAP_HANDSHAKE_TIMEOUT",
+        "VTSNAP_REQUEST_TIMEOUT",
+        "VTSNAP_IDLE_TIMEOUT",
+        "VTSNAP_MAX_CONNECTIONS",
+    ] {
+        assert!(help.contains(env), "{env} not in {help}");
+    }
 }
 
 #[test]

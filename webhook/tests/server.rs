@@ -399,5 +399,32 @@ async fn a_rotated_certificate_is_served_without_a_restart_and_a_broken_one_is_n
             .status,
         200
     );
+    // A FIFO in its place: refused unopened (opening it would wait for a writer for ever).
+    let crt = w.dir.path().join("tls.crt");
+    std::fs::remove_file(&crt).unwrap();
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&crt)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let reloading = w.reloading.clone();
+    let reloaded = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::task::spawn_blocking(move || reloading.reload()),
+    )
+    .await
+    .expect("a reload blocked on a FIFO")
+    .unwrap();
+    let e = reloaded.unwrap_err().to_string();
+    assert!(e.contains("tls.crt is not a regular file (a FIFO)"), "{e}");
+    assert_eq!(
+        request(addr, &next, "GET", "/healthz", Vec::new())
+            .await
+            .unwrap()
+            .server_cert,
+        next.der()
+    );
     watch.abort();
 }

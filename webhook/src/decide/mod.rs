@@ -7,6 +7,8 @@ mod vtbackup;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_hostile;
 
 use std::time::Duration;
 
@@ -14,9 +16,10 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
 use vtsnap_core::config::{Config, resolve_in};
+use vtsnap_core::k8s_names::escape_controls;
 use vtsnap_core::labels;
 use vtsnap_core::naming::KeyRange;
-use vtsnap_core::vtbackup::BackupObject;
+use vtsnap_core::vtbackup::{BackupObject, Identity, ObjectKind};
 
 pub use pod::{RESTORE_CONTAINER, data_claim as data_claim_of, restore_container};
 pub use restore::{
@@ -54,10 +57,14 @@ pub enum Code {
     // Tablet Pods.
     RestoreContainerAdded,
     RestoreContainerPresent,
+    /// Another container of the Pod already has the init container's name.
+    RestoreContainerNameTaken,
     NoRestoreImage,
     NoDataVolume,
     PinnedToSourceNode,
     NodeSelectorConflict,
+    /// The PVC's restore node is not a valid `nodeSelector` value.
+    RestoreNodeUnpinnable,
     RestorePvcUnknown,
     // vtbackup storage.
     EmptyDirForInitialBackup,
@@ -67,6 +74,8 @@ pub enum Code {
     VtbackupTemplate,
     InheritFirstPool,
     FirstPoolTemplateUnknown,
+    /// The object's vtbackup labels contradict its name, owner or each other.
+    BackupObjectConflicting,
 }
 
 impl Code {
@@ -93,6 +102,24 @@ pub struct EventNote {
     pub warning: bool,
 }
 
+/// An Event's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Normal,
+    Warning,
+}
+
+impl EventNote {
+    /// An Event whose message has its control characters escaped (it quotes objects).
+    pub fn new(reason: &'static str, message: impl AsRef<str>, severity: Severity) -> Self {
+        Self {
+            reason,
+            message: escape_controls(message.as_ref()).into_owned(),
+            warning: severity == Severity::Warning,
+        }
+    }
+}
+
 /// What the webhook answers: the patch (possibly empty) and why.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Decision {
@@ -102,20 +129,18 @@ pub struct Decision {
 }
 
 impl Decision {
-    pub fn note(code: Code, message: impl Into<String>) -> Self {
-        Self {
-            notes: vec![Note {
-                code,
-                message: message.into(),
-            }],
-            ..Self::default()
-        }
+    pub fn note(code: Code, message: impl AsRef<str>) -> Self {
+        let mut d = Self::default();
+        d.push(code, message);
+        d
     }
 
-    pub fn push(&mut self, code: Code, message: impl Into<String>) {
+    /// Adds a note; control characters the message quotes from objects are escaped (it
+    /// is logged and printed).
+    pub fn push(&mut self, code: Code, message: impl AsRef<str>) {
         self.notes.push(Note {
             code,
-            message: message.into(),
+            message: escape_controls(message.as_ref()).into_owned(),
         });
     }
 
@@ -182,6 +207,15 @@ fn shard_of(obj: &Value, namespace: &str) -> Result<ShardKey, String> {
     })
 }
 
+/// What a vtbackup object's labels say it is, in words.
+fn claimed_as(claimed: BackupObject) -> &'static str {
+    match claimed {
+        BackupObject::InitPod => "the initial backup's Pod",
+        BackupObject::InitPvc => "the initial backup's PVC",
+        BackupObject::ScheduledPvc => "a scheduled backup's PVC",
+    }
+}
+
 /// The decision for one review.
 pub fn decide(
     review: &Review<'_>,
@@ -195,7 +229,24 @@ pub fn decide(
         return Decision::note(Code::NotVtsnaps, "only Pod and PVC creation is changed");
     };
     let tablet = label(obj, labels::COMPONENT) == Some(labels::COMPONENT_VTTABLET);
-    let backup = BackupObject::classify(obj, kind == Kind::Pod);
+    let object_kind = match kind {
+        Kind::Pod => ObjectKind::Pod,
+        Kind::PersistentVolumeClaim => ObjectKind::PersistentVolumeClaim,
+    };
+    let backup = match BackupObject::identify(obj, object_kind) {
+        Identity::Backup(b) => Some(b),
+        Identity::Other => None,
+        // Neither a tablet's nor a vtbackup object for certain: left as it is.
+        Identity::Conflicting { claimed, why } => {
+            return Decision::note(
+                Code::BackupObjectConflicting,
+                format!(
+                    "its labels call it {}, but {why}; left unchanged",
+                    claimed_as(claimed)
+                ),
+            );
+        }
+    };
     if !tablet && backup.is_none() {
         return Decision::note(Code::NotVtsnaps, "neither a tablet's nor a vtbackup object");
     }

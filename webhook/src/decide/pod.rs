@@ -10,10 +10,11 @@
 
 use serde_json::{Value, json};
 use vtsnap_core::config::ResolvedRestore;
+use vtsnap_core::k8s_names::{self, untrusted};
 use vtsnap_core::labels;
 
 use super::restore::ANN_RESTORE_NODE;
-use super::{Code, Decision, Settings, name_of};
+use super::{Code, Decision, EventNote, Settings, Severity, name_of};
 use crate::patch;
 
 /// The injected init container's name (also the README snippet's).
@@ -47,13 +48,34 @@ pub fn restore_container(image: &str) -> Value {
     })
 }
 
-fn has_init_container(pod: &Value, name: &str) -> bool {
-    pod.pointer("/spec/initContainers")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.get("name").and_then(Value::as_str) == Some(name))
-        })
+/// The Pod's container lists; a name must be unique across all three.
+const CONTAINER_LISTS: [&str; 3] = ["initContainers", "containers", "ephemeralContainers"];
+
+/// The first container list of the Pod with a container named `name`.
+fn list_with_container(pod: &Value, name: &str) -> Option<&'static str> {
+    CONTAINER_LISTS.into_iter().find(|list| {
+        pod.get("spec")
+            .and_then(|s| s.get(*list))
+            .and_then(Value::as_array)
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c.get("name").and_then(Value::as_str) == Some(name))
+            })
+    })
+}
+
+/// Why a node name cannot be a `nodeSelector` value: the API refuses a Pod whose selector
+/// value is not a label value (at most 63 characters), though node names may be longer.
+pub fn unpinnable(node: &str) -> Option<String> {
+    let as_name = k8s_names::dns_subdomain(node)
+        .err()
+        .map(|e| format!("not a node name: {e}"));
+    let as_value = || {
+        k8s_names::label_value(node)
+            .err()
+            .map(|e| format!("not a label value: {e}"))
+    };
+    as_name.or_else(as_value)
 }
 
 /// The decision for a new tablet Pod; `pvc` is its data PVC as cached (if it is).
@@ -81,26 +103,26 @@ pub fn tablet_pod(
         );
     };
     let mut d = Decision::default();
-    if has_init_container(pod, RESTORE_CONTAINER) {
-        d.push(
+    // The injection adds a container and no volume (it mounts the data volume the Pod
+    // has), so only a container name can clash.
+    match list_with_container(pod, RESTORE_CONTAINER) {
+        Some("initContainers") => d.push(
             Code::RestoreContainerPresent,
             "the pool's initContainers already run vtsnap-restore",
-        );
-    } else if let Some(image) = &settings.restore_image {
-        d.patch.extend(patch::append(
-            pod,
-            "/spec/initContainers",
-            restore_container(image),
-        ));
-        d.push(
-            Code::RestoreContainerAdded,
-            format!("init container {RESTORE_CONTAINER} ({image})"),
-        );
-    } else {
-        d.push(
-            Code::NoRestoreImage,
-            "no --restore-image: add the vtsnap-restore init container to the pool (README)",
-        );
+        ),
+        Some(list) => {
+            let why = format!(
+                "Pod {} already has a container named {RESTORE_CONTAINER} in spec.{list}: no restore init container added (a second one would make the Pod invalid)",
+                untrusted(name_of(pod))
+            );
+            d.event = Some(EventNote::new(
+                "RestoreContainerNotAdded",
+                why.clone(),
+                Severity::Warning,
+            ));
+            d.push(Code::RestoreContainerNameTaken, why);
+        }
+        None => add_container(&mut d, pod, settings),
     }
     if !policy.node_local {
         return d;
@@ -119,6 +141,19 @@ pub fn tablet_pod(
     else {
         return d;
     };
+    if let Some(why) = unpinnable(node) {
+        let why = format!(
+            "PVC {claim}'s restore node {} cannot be a nodeSelector value ({why}): the Pod is not pinned",
+            untrusted(node)
+        );
+        d.event = Some(EventNote::new(
+            "RestoreNotPinned",
+            why.clone(),
+            Severity::Warning,
+        ));
+        d.push(Code::RestoreNodeUnpinnable, why);
+        return d;
+    }
     let key = &policy.node_label;
     match pod
         .pointer("/spec/nodeSelector")
@@ -145,4 +180,23 @@ pub fn tablet_pod(
         }
     }
     d
+}
+
+fn add_container(d: &mut Decision, pod: &Value, settings: &Settings) {
+    if let Some(image) = &settings.restore_image {
+        d.patch.extend(patch::append(
+            pod,
+            "/spec/initContainers",
+            restore_container(image),
+        ));
+        d.push(
+            Code::RestoreContainerAdded,
+            format!("init container {RESTORE_CONTAINER} ({image})"),
+        );
+    } else {
+        d.push(
+            Code::NoRestoreImage,
+            "no --restore-image: add the vtsnap-restore init container to the pool (README)",
+        );
+    }
 }

@@ -1,11 +1,15 @@
 //! Restore injection: a new tablet PVC of an opted-in pool gets `dataSourceRef` (and
 //! `dataSource`) to the newest snapshot of its shard that is usable:
 //! - ready (`readyToUse`), not `failed`, not marked unusable by the GC;
+//! - with no impossible time (in the future, or out of order, beyond clock skew);
 //! - younger than `restore.maxSnapshotAge` (its cut, else its creation);
+//! - of the volume layout vtsnap writes;
 //! - of the same flavor and MySQL `major.minor` as every tablet of the shard that vtctld
 //!   reported a version for (the primary among them);
 //! - with a `restoreSize` that fits the PVC's requested storage;
-//! - for node-local drivers, with a known source node (the Pod is pinned there).
+//! - taken of a tablet PVC of the shard its labels name;
+//! - for node-local drivers, with a known source node that a `nodeSelector` can name
+//!   (the Pod is pinned there).
 //!
 //! Nothing usable: the PVC is left as created (normal provisioning) and an Event says why.
 
@@ -15,11 +19,15 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 use serde_json::{Value, json};
 use vtsnap_core::config::ResolvedRestore;
-use vtsnap_core::mysql_version::{Flavor, Series};
+use vtsnap_core::k8s_names::untrusted;
+use vtsnap_core::mysql_version::Series;
 use vtsnap_core::quantity;
-use vtsnap_core::snapshot::{GROUP, Phase, VolumeSnapshot};
+use vtsnap_core::snapshot::{
+    ANN_MYSQL_FLAVOR, ANN_MYSQL_VERSION, GROUP, Layout, Phase, VolumeSnapshot,
+};
 
-use super::{Code, Decision, EventNote, Settings, name_of};
+use super::pod::unpinnable;
+use super::{Code, Decision, EventNote, Settings, Severity, name_of};
 use crate::inventory::{Inventory, ShardKey, ShardState, SnapshotRead};
 use crate::patch::{self, Op};
 
@@ -37,11 +45,22 @@ pub enum Rejection {
     MarkedUnusable {
         why: String,
     },
+    /// A time it records cannot be true (in the future, out of order).
+    ImpossibleTime {
+        detail: String,
+    },
     TooOld {
         age_seconds: i64,
     },
     AgeUnknown,
-    FlavorUnknown,
+    /// No `vtsnap.io/layout` (an unknown one does not read at all).
+    LayoutUnknown,
+    NoFlavor,
+    NoVersion,
+    /// The recorded flavor or version does not read, or they disagree.
+    SeriesUnreadable {
+        detail: String,
+    },
     OtherSeries {
         snapshot: String,
         shard: String,
@@ -54,7 +73,16 @@ pub enum Rejection {
         restore_bytes: u128,
         requested_bytes: u128,
     },
+    /// Taken of a volume that is not a tablet PVC of the labelled shard.
+    SourceNotOfShard {
+        detail: String,
+    },
     SourceNodeUnknown,
+    /// The source node cannot be a `nodeSelector` value (node-local restore).
+    SourceNodeUnpinnable {
+        node: String,
+        detail: String,
+    },
 }
 
 impl Rejection {
@@ -63,10 +91,14 @@ impl Rejection {
             Self::Unreadable { detail } => format!("unreadable ({detail})"),
             Self::NotReady => "not ready".into(),
             Self::Failed => "failed".into(),
-            Self::MarkedUnusable { why } => format!("marked unusable: {why}"),
+            Self::MarkedUnusable { why } => format!("marked unusable: {}", untrusted(why)),
+            Self::ImpossibleTime { detail } => format!("impossible time: {detail}"),
             Self::TooOld { age_seconds } => format!("too old ({}h)", age_seconds / 3600),
             Self::AgeUnknown => "no cut or creation time".into(),
-            Self::FlavorUnknown => "no MySQL version or flavor recorded".into(),
+            Self::LayoutUnknown => "no vtsnap.io/layout recorded".into(),
+            Self::NoFlavor => format!("no MySQL flavor recorded ({ANN_MYSQL_FLAVOR})"),
+            Self::NoVersion => format!("no MySQL version recorded ({ANN_MYSQL_VERSION})"),
+            Self::SeriesUnreadable { detail } => detail.clone(),
             Self::OtherSeries { snapshot, shard } => format!("{snapshot}, the shard runs {shard}"),
             Self::SizeUnknown => "no restoreSize".into(),
             Self::SizeUnreadable { detail } => format!("restoreSize unreadable: {detail}"),
@@ -74,7 +106,14 @@ impl Rejection {
                 restore_bytes,
                 requested_bytes,
             } => format!("needs {restore_bytes} bytes, the PVC asks for {requested_bytes}"),
+            Self::SourceNotOfShard { detail } => {
+                format!("not taken of a tablet PVC of this shard: {detail}")
+            }
             Self::SourceNodeUnknown => "no source node recorded (node-local restore)".into(),
+            Self::SourceNodeUnpinnable { node, detail } => format!(
+                "source node {} cannot be pinned with a nodeSelector ({detail}; node-local restore)",
+                untrusted(node)
+            ),
         }
     }
 }
@@ -101,10 +140,12 @@ fn cut_of(s: &VolumeSnapshot) -> Option<Timestamp> {
         .or(s.created)
 }
 
-fn series_of(s: &VolumeSnapshot) -> Option<Series> {
-    let flavor = Flavor::parse(s.mysql_flavor.as_deref()?)?;
-    let series = Series::parse(s.mysql_version.as_deref()?)?;
-    (series.flavor == flavor).then_some(series)
+fn series_of(s: &VolumeSnapshot) -> Result<Series, Rejection> {
+    let flavor = s.mysql_flavor.as_deref().ok_or(Rejection::NoFlavor)?;
+    let version = s.mysql_version.as_deref().ok_or(Rejection::NoVersion)?;
+    Series::recorded(flavor, version).map_err(|e| Rejection::SeriesUnreadable {
+        detail: e.to_string(),
+    })
 }
 
 /// Judges one snapshot.
@@ -136,6 +177,11 @@ fn judge(
     if let Some(why) = &s.unusable {
         return reject(Rejection::MarkedUnusable { why: why.clone() });
     }
+    if let Some(p) = s.impossible_time(now) {
+        return reject(Rejection::ImpossibleTime {
+            detail: p.to_string(),
+        });
+    }
     let Some(cut) = cut_of(s) else {
         return reject(Rejection::AgeUnknown);
     };
@@ -147,8 +193,12 @@ fn judge(
             age_seconds: age.as_secs(),
         });
     }
-    let Some(series) = series_of(s) else {
-        return reject(Rejection::FlavorUnknown);
+    if s.layout != Some(Layout::V1) {
+        return reject(Rejection::LayoutUnknown);
+    }
+    let series = match series_of(s) {
+        Ok(series) => series,
+        Err(r) => return reject(r),
     };
     if series != shard {
         return reject(Rejection::OtherSeries {
@@ -173,8 +223,22 @@ fn judge(
             requested_bytes: requested,
         });
     }
-    if policy.node_local && s.source_node.as_deref().is_none_or(str::is_empty) {
-        return reject(Rejection::SourceNodeUnknown);
+    if let Err(e) = s.source_of_its_shard() {
+        return reject(Rejection::SourceNotOfShard {
+            detail: e.to_string(),
+        });
+    }
+    if policy.node_local {
+        let node = s.source_node.as_deref().unwrap_or_default();
+        if node.is_empty() {
+            return reject(Rejection::SourceNodeUnknown);
+        }
+        if let Some(detail) = unpinnable(node) {
+            return reject(Rejection::SourceNodeUnpinnable {
+                node: node.to_owned(),
+                detail,
+            });
+        }
     }
     Ok(Choice {
         name: s.name.clone(),
@@ -253,12 +317,28 @@ fn shard_series(state: &ShardState) -> Result<Series, (Code, String)> {
 }
 
 fn skipped(d: &mut Decision, code: Code, message: String, pvc: &str) {
-    d.event = Some(EventNote {
-        reason: "RestoreSkipped",
-        message: format!("PVC {pvc} provisioned normally: {message}"),
-        warning: false,
-    });
+    d.event = Some(EventNote::new(
+        "RestoreSkipped",
+        format!("PVC {pvc} provisioned normally: {message}"),
+        Severity::Normal,
+    ));
     d.push(code, message);
+}
+
+/// The PVC's requested storage in bytes, or what is wrong with it.
+fn requested_bytes(pvc: &Value) -> Result<u128, String> {
+    const FIELD: &str = "spec.resources.requests.storage";
+    match pvc.pointer("/spec/resources/requests/storage") {
+        None | Some(Value::Null) => Err(format!("{FIELD} is missing")),
+        Some(Value::String(q)) => quantity::bytes(q).map_err(|e| format!("{FIELD}: {e}")),
+        Some(Value::Number(n)) => Err(format!(
+            "{FIELD} is the number {n}, not a quantity string (\"{n}\")"
+        )),
+        Some(other) => Err(format!(
+            "{FIELD} is {}, not a quantity string",
+            crate::admission::kind_of(other)
+        )),
+    }
 }
 
 /// The decision for a new tablet PVC.
@@ -295,12 +375,7 @@ pub fn tablet_pvc(
         );
         return d;
     }
-    let requested = match pvc
-        .pointer("/spec/resources/requests/storage")
-        .and_then(Value::as_str)
-        .ok_or_else(|| "spec.resources.requests.storage is missing".to_owned())
-        .and_then(|q| quantity::bytes(q).map_err(|e| e.to_string()))
-    {
+    let requested = match requested_bytes(pvc) {
         Ok(b) => b,
         Err(why) => {
             skipped(&mut d, Code::SizeUnreadable, why, name);
@@ -396,14 +471,14 @@ pub fn tablet_pvc(
                 obj = patch::apply(&obj, &ops).unwrap_or(obj);
                 d.patch.extend(ops);
             }
-            d.event = Some(EventNote {
-                reason: "RestoreInjected",
-                message: format!(
+            d.event = Some(EventNote::new(
+                "RestoreInjected",
+                format!(
                     "PVC {name} will be provisioned from VolumeSnapshot {}: {reason}",
                     c.name
                 ),
-                warning: false,
-            });
+                Severity::Normal,
+            ));
             d.push(Code::RestoredFromSnapshot, format!("{}: {reason}", c.name));
         }
     }

@@ -7,7 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use vtsnap_core::config::Config;
-use vtsnap_core::snapshot::ANN_CUT_TIME;
+use vtsnap_core::snapshot::{ANN_CUT_TIME, ANN_SOURCE_PVC, ANN_SOURCE_TABLET, LABEL_TABLET_UID};
 use vtsnap_core::vtbackup::{
     ANN_DATA_VOLUME_HASH, ANN_TEMPLATE_HASH, PLACEHOLDER_CLASS, data_volume, placeholder_spec,
     template_hash,
@@ -23,11 +23,11 @@ use crate::patch::{Op, apply};
 
 const NOW: &str = "2026-12-01T12:00:00Z";
 
-fn now() -> Timestamp {
+pub(super) fn now() -> Timestamp {
     NOW.parse().unwrap()
 }
 
-fn hours_ago(h: f64) -> Timestamp {
+pub(super) fn hours_ago(h: f64) -> Timestamp {
     let secs = (h * 3600.0) as i64;
     now()
         .checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(secs))
@@ -36,15 +36,15 @@ fn hours_ago(h: f64) -> Timestamp {
 
 const BASE: &str = "clusters:\n- name: example\n  namespace: vitess\n";
 
-fn config(extra: &str) -> Config {
+pub(super) fn config(extra: &str) -> Config {
     Config::from_yaml(&format!("{BASE}{extra}")).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn enabled() -> Config {
+pub(super) fn enabled() -> Config {
     config("  restore: {enabled: true}\n")
 }
 
-fn settings() -> Settings {
+pub(super) fn settings() -> Settings {
     Settings {
         restore_image: Some("vtsnap/vtsnap-restore:0.1.0".into()),
         shard_state_max_age: Duration::from_secs(300),
@@ -52,20 +52,20 @@ fn settings() -> Settings {
 }
 
 /// A snapshot cut `age_h` hours ago, otherwise as the test kit's [`VtsnapSnapshot`].
-struct Snap {
-    name: String,
-    shard: OperatorShard,
-    age_h: f64,
-    ready: bool,
-    phase: &'static str,
-    version: &'static str,
-    flavor: &'static str,
-    size: Option<&'static str>,
-    node: &'static str,
-    unusable: Option<&'static str>,
+pub(super) struct Snap {
+    pub(super) name: String,
+    pub(super) shard: OperatorShard,
+    pub(super) age_h: f64,
+    pub(super) ready: bool,
+    pub(super) phase: &'static str,
+    pub(super) version: &'static str,
+    pub(super) flavor: &'static str,
+    pub(super) size: Option<&'static str>,
+    pub(super) node: &'static str,
+    pub(super) unusable: Option<&'static str>,
 }
 
-fn snap(name: &str, age_h: f64) -> Snap {
+pub(super) fn snap(name: &str, age_h: f64) -> Snap {
     Snap {
         name: name.into(),
         shard: operator_shard(),
@@ -81,8 +81,10 @@ fn snap(name: &str, age_h: f64) -> Snap {
 }
 
 impl Snap {
-    fn object(&self) -> Value {
-        VtsnapSnapshot {
+    /// Taken of the PVC of the shard's second replica, as the snapshot job records it.
+    pub(super) fn object(&self) -> Value {
+        let source = self.shard.tablet("replica", 2);
+        let mut o = VtsnapSnapshot {
             ready: self.ready,
             phase: self.phase,
             version: self.version.into(),
@@ -92,11 +94,17 @@ impl Snap {
             unusable: self.unusable.map(str::to_owned),
             ..self.shard.snapshot(&self.name, hours_ago(self.age_h))
         }
-        .object()
+        .object();
+        o["spec"]["source"]["persistentVolumeClaimName"] = json!(source.name);
+        let ann = &mut o["metadata"]["annotations"];
+        ann[ANN_SOURCE_PVC] = json!(source.name);
+        ann[ANN_SOURCE_TABLET] = json!(source.alias.to_string());
+        o["metadata"]["labels"][LABEL_TABLET_UID] = json!(source.alias.uid.to_string());
+        o
     }
 }
 
-fn healthy_state(shard: &OperatorShard, versions: &[&str]) -> ShardState {
+pub(super) fn healthy_state(shard: &OperatorShard, versions: &[&str]) -> ShardState {
     ShardState {
         key: key(shard),
         primary: Some("zone1-0000000101".into()),
@@ -113,7 +121,7 @@ fn healthy_state(shard: &OperatorShard, versions: &[&str]) -> ShardState {
     }
 }
 
-fn key(s: &OperatorShard) -> ShardKey {
+pub(super) fn key(s: &OperatorShard) -> ShardKey {
     ShardKey {
         namespace: s.namespace.clone(),
         cluster: s.cluster.clone(),
@@ -122,7 +130,7 @@ fn key(s: &OperatorShard) -> ShardKey {
     }
 }
 
-fn inventory(snaps: &[Snap]) -> Dump {
+pub(super) fn inventory(snaps: &[Snap]) -> Dump {
     let mut d = Dump::default();
     for s in snaps {
         d.add(s.object());
@@ -134,7 +142,7 @@ fn inventory(snaps: &[Snap]) -> Dump {
     d
 }
 
-fn review_of<'a>(kind: Kind, obj: &'a Value) -> Review<'a> {
+pub(super) fn review_of<'a>(kind: Kind, obj: &'a Value) -> Review<'a> {
     Review {
         kind: Some(kind),
         operation: "CREATE",
@@ -143,7 +151,7 @@ fn review_of<'a>(kind: Kind, obj: &'a Value) -> Review<'a> {
     }
 }
 
-fn decide_pvc(cfg: &Config, inv: &Dump, pvc: &Value) -> Decision {
+pub(super) fn decide_pvc(cfg: &Config, inv: &Dump, pvc: &Value) -> Decision {
     decide(
         &review_of(Kind::PersistentVolumeClaim, pvc),
         cfg,
@@ -153,17 +161,17 @@ fn decide_pvc(cfg: &Config, inv: &Dump, pvc: &Value) -> Decision {
     )
 }
 
-fn new_pvc(size: &str) -> Value {
+pub(super) fn new_pvc(size: &str) -> Value {
     operator_shard()
         .tablet("replica", 4)
         .pvc(&pvc_template(size))
 }
 
-fn codes(d: &Decision) -> Vec<Code> {
+pub(super) fn codes(d: &Decision) -> Vec<Code> {
     d.notes.iter().map(|n| n.code).collect()
 }
 
-fn restored_from(d: &Decision, obj: &Value) -> Option<String> {
+pub(super) fn restored_from(d: &Decision, obj: &Value) -> Option<String> {
     let after = apply(obj, &d.patch).unwrap();
     after["spec"]["dataSourceRef"]["name"]
         .as_str()
@@ -223,7 +231,7 @@ fn rule_cases() -> Vec<(&'static str, Snap, &'static str)> {
                 flavor: "mariadb",
                 ..snap("s-bad", 1.0)
             },
-            "no MySQL version or flavor recorded",
+            "flavor mariadb with version \"8.0.36\", which is not a mariadb version",
         ),
         ("too old", snap("s-bad", 48.0), "too old (48h)"),
         (
@@ -273,7 +281,7 @@ fn rule_cases() -> Vec<(&'static str, Snap, &'static str)> {
                 unusable: Some("binlog purged"),
                 ..snap("s-bad", 1.0)
             },
-            "marked unusable: binlog purged",
+            "marked unusable: \"binlog purged\"",
         ),
     ]
 }
@@ -590,7 +598,7 @@ fn nothing_is_decided_before_the_caches_are_filled() {
 
 // ---- node-local restores -------------------------------------------------------------
 
-fn node_local() -> Config {
+pub(super) fn node_local() -> Config {
     config("  restore: {enabled: true, nodeLocal: true, nodeLabel: topology.topolvm.io/node}\n")
 }
 
@@ -817,13 +825,13 @@ fn vitess_cluster(first_pool: &Value) -> Value {
             "tabletPools": [{"cell": "zone1", "type": "replica", "replicas": 3, "dataVolumeClaimTemplate": first_pool}]}}}]}]}})
 }
 
-fn with_cluster(first_pool: &Value) -> Dump {
+pub(super) fn with_cluster(first_pool: &Value) -> Dump {
     let mut d = inventory(&[]);
     d.add(vitess_cluster(first_pool));
     d
 }
 
-fn vtbackup_config(block: &str) -> Config {
+pub(super) fn vtbackup_config(block: &str) -> Config {
     config(&format!("  vtbackup: {block}\n"))
 }
 
