@@ -21,12 +21,13 @@
 
 use serde::Serialize;
 use serde_json::Value;
-use vtsnap_core::config::{Config, resolve_in};
+use vtsnap_core::config::pvc_spec::{self, Purpose};
+use vtsnap_core::config::{Config, VtbackupStorage, resolve_in};
 use vtsnap_core::vitesscluster::first_pool;
 use vtsnap_core::vtbackup::{desired_init_template, desired_shape, template_hash};
 
 use crate::effective::pvc_matches;
-use crate::world::{PodState, PvcState, Read, Shard, ShardKey, World};
+use crate::world::{PodPhase, PodState, PvcState, Read, Shard, ShardKey, World};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -58,6 +59,13 @@ pub enum Reason {
     /// or its first pool not in its spec, the cluster not configured).
     DesiredUnknown,
     DefaultClassUnknown,
+    /// The wanted PVC template is not a valid PVC spec: the API server would refuse the
+    /// PVC the operator makes from it, so nothing is replaced for it.
+    TemplateInvalid,
+    /// The Pod's phase is `Unknown`, missing or unrecognised: it may still be running.
+    PodPhaseUncertain,
+    /// The Pod is already being deleted.
+    PodTerminating,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -118,6 +126,8 @@ impl Plan {
                         | Reason::PvcUnreadable
                         | Reason::DesiredUnknown
                         | Reason::DefaultClassUnknown
+                        | Reason::TemplateInvalid
+                        | Reason::PodPhaseUncertain
                 )
         })
     }
@@ -129,7 +139,39 @@ fn desired_for(
     world: &World,
     key: &ShardKey,
     pod_name: &str,
-) -> Result<(Value, Desired), String> {
+) -> Result<(Value, Desired), (Reason, String)> {
+    let (storage, pool, template) =
+        wanted(config, world, key).map_err(|why| (Reason::DesiredUnknown, why))?;
+    // The config's template was checked when it was loaded; the pool's comes from the
+    // cluster (or a dump) as it is.
+    let purpose = match storage {
+        VtbackupStorage::Template(_) => Purpose::Scratch,
+        VtbackupStorage::EmptyDirForInitialBackup | VtbackupStorage::InheritFirstPool => {
+            Purpose::AsKubernetesTakesIt
+        }
+    };
+    let problems = pvc_spec::problems(&template, purpose);
+    if let Some(p) = problems.first() {
+        return Err((
+            Reason::TemplateInvalid,
+            format!(
+                "the wanted PVC template is not a valid PVC spec ({p}): nothing is replaced for it"
+            ),
+        ));
+    }
+    let desired = Desired {
+        template_hash: template_hash(&template),
+        data_volume_hash: desired_shape(&pool, &storage, pod_name).hash(),
+    };
+    Ok((template, desired))
+}
+
+/// The storage policy, the first pool and the wanted template of a shard, or why unknown.
+fn wanted(
+    config: &Config,
+    world: &World,
+    key: &ShardKey,
+) -> Result<(VtbackupStorage, Value, Value), String> {
     let cl = config
         .cluster_in(&key.namespace, &key.cluster)
         .ok_or_else(|| {
@@ -180,11 +222,7 @@ fn desired_for(
             key.keyspace, key.shard
         )
     })?;
-    let desired = Desired {
-        template_hash: template_hash(&template),
-        data_volume_hash: desired_shape(pool, &storage, pod_name).hash(),
-    };
-    Ok((template, desired))
+    Ok((storage, pool.clone(), template))
 }
 
 fn step(
@@ -239,7 +277,7 @@ fn plan_steps(config: &Config, world: &World, shard: &Shard) -> ShardPlan {
     };
     let (template, desired) = match desired_for(config, world, &shard.key, &pod_name) {
         Ok(d) => d,
-        Err(why) => {
+        Err((reason, why)) => {
             for (kind, name, uid) in [
                 shard.pod.present().map(|p| (Kind::Pod, &p.name, &p.uid)),
                 shard
@@ -250,14 +288,8 @@ fn plan_steps(config: &Config, world: &World, shard: &Shard) -> ShardPlan {
             .into_iter()
             .flatten()
             {
-                out.objects.push(step(
-                    kind,
-                    name,
-                    uid,
-                    Action::Wait,
-                    Reason::DesiredUnknown,
-                    why.clone(),
-                ));
+                out.objects
+                    .push(step(kind, name, uid, Action::Wait, reason, why.clone()));
             }
             return out;
         }
@@ -370,6 +402,45 @@ fn plan_steps(config: &Config, world: &World, shard: &Shard) -> ShardPlan {
                 }
             };
             let pvc_terminating = shard.pvc.present().is_some_and(|c| c.terminating);
+            // Only a Pod known not to run (Pending, Succeeded, Failed) and not already
+            // going may be replaced; an uncertain one waits.
+            let replaceable = match (&p.phase, p.terminating) {
+                (_, true) => Err((
+                    Reason::PodTerminating,
+                    "it is already being deleted: the operator recreates it once it is gone"
+                        .to_owned(),
+                )),
+                (PodPhase::Uncertain(why), false) => Err((
+                    Reason::PodPhaseUncertain,
+                    format!("{why}: kept until it is known"),
+                )),
+                (PodPhase::Pending | PodPhase::Running | PodPhase::Terminated, false) => Ok(()),
+            };
+            // A deletion, or the wait that stands for it; whether the Pod goes.
+            let delete = |out: &mut ShardPlan, reason: Reason, msg: String| match &replaceable {
+                Ok(()) => {
+                    out.objects.push(step(
+                        Kind::Pod,
+                        &p.name,
+                        &p.uid,
+                        Action::DeletePod,
+                        reason,
+                        msg,
+                    ));
+                    true
+                }
+                Err((why_not, not)) => {
+                    out.objects.push(step(
+                        Kind::Pod,
+                        &p.name,
+                        &p.uid,
+                        Action::Wait,
+                        *why_not,
+                        format!("{msg}, but {not}"),
+                    ));
+                    false
+                }
+            };
             match (p.running(), drift, pvc_terminating) {
                 (true, drift, _) => {
                     let msg = if drift.is_some() {
@@ -387,17 +458,11 @@ fn plan_steps(config: &Config, world: &World, shard: &Shard) -> ShardPlan {
                     ));
                     false
                 }
-                (false, None, true) => {
-                    out.objects.push(step(
-                        Kind::Pod,
-                        &p.name,
-                        &p.uid,
-                        Action::DeletePod,
-                        Reason::PvcBeingReplaced,
-                        "its PVC is being deleted and it holds it: it goes, then the operator recreates both",
-                    ));
-                    true
-                }
+                (false, None, true) => delete(
+                    &mut out,
+                    Reason::PvcBeingReplaced,
+                    "its PVC is being deleted and it holds it: it goes, then the operator recreates both".to_owned(),
+                ),
                 (false, None, false) if hashed => {
                     out.objects.push(step(
                         Kind::Pod,
@@ -433,15 +498,7 @@ fn plan_steps(config: &Config, world: &World, shard: &Shard) -> ShardPlan {
                         ));
                         false
                     } else {
-                        out.objects.push(step(
-                            Kind::Pod,
-                            &p.name,
-                            &p.uid,
-                            Action::DeletePod,
-                            reason,
-                            format!("not running and {msg}"),
-                        ));
-                        true
+                        delete(&mut out, reason, format!("not running and {msg}"))
                     }
                 }
             }
@@ -559,3 +616,7 @@ pub fn plan(config: &Config, world: &World, only_cluster: Option<&str>) -> Plan 
             .collect(),
     }
 }
+
+#[cfg(test)]
+#[path = "decide_tests.rs"]
+mod tests;

@@ -8,6 +8,7 @@
 //! template.
 
 use serde_json::{Map, Value};
+use vtsnap_core::config::pvc_spec::json_kind;
 use vtsnap_core::quantity;
 use vtsnap_core::vtbackup::canonical;
 
@@ -94,7 +95,12 @@ pub fn pvc_matches(
             .filter(|v| !v.is_null())
             .map(|v| {
                 v.as_str()
-                    .ok_or_else(|| "resources.requests.storage is not a string".to_owned())
+                    .ok_or_else(|| {
+                        format!(
+                            "resources.requests.storage is {} where a quantity string (such as \"10Gi\") is expected",
+                            json_kind(v)
+                        )
+                    })
                     .and_then(|q| quantity::bytes(q).map_err(|e| e.to_string()))
             })
             .transpose()
@@ -262,6 +268,15 @@ mod tests {
             false,
         );
         assert!(pvc_matches(&unreadable, &template(), None).is_err());
+        // A size written as a JSON number is called one, not missing.
+        let number = pvc(
+            json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": 10_737_418_240_u64}}}),
+            false,
+        );
+        assert_eq!(
+            pvc_matches(&number, &template(), None),
+            Err("resources.requests.storage is a number where a quantity string (such as \"10Gi\") is expected".to_owned())
+        );
         let mut t = template();
         t["storageClassName"] = json!(3);
         assert!(

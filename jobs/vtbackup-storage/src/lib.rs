@@ -6,5 +6,6 @@
 
 pub mod decide;
 pub mod effective;
+pub mod report;
 pub mod run;
 pub mod world;

@@ -3,8 +3,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use vtsnap_core::cli::{self, CommonArgs, Output};
+use vtsnap_core::config::Config;
 use vtsnap_core::exit::Exit;
-use vtsnap_vtbackup_storage::decide::Plan;
+use vtsnap_core::input::{Accept, read_bounded};
+use vtsnap_vtbackup_storage::report::table;
 use vtsnap_vtbackup_storage::run::{Options, POD_GONE_TIMEOUT, plan_from_dump, run};
 
 /// Converges vtbackup initial-backup Pods and PVCs to the configured scratch storage.
@@ -52,31 +54,19 @@ enum Command {
     },
 }
 
-/// The largest dump read.
+/// The largest dump read: a whole cluster's Pods and PVCs fit many times over.
 const MAX_DUMP: u64 = 512 << 20;
 
-fn table(p: &Plan) -> String {
-    let mut out = String::new();
-    for s in &p.shards {
-        for o in &s.objects {
-            out.push_str(&format!(
-                "{:<10} {:?} {}/{}  {}: {}\n",
-                serde_json::to_value(o.action)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default(),
-                o.kind,
-                s.key.namespace,
-                o.name,
-                serde_json::to_value(o.reason)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default(),
-                o.message
-            ));
+/// `Err` naming `cluster` when no cluster of the config has that name: a filter that
+/// matches nothing would report "nothing to do" for a cluster never looked at.
+fn check_cluster(config: &Config, cluster: Option<&str>) -> Result<(), Exit> {
+    match cluster {
+        Some(c) if !config.clusters.iter().any(|k| k.name == c) => {
+            eprintln!("--cluster {c:?}: cluster {c:?} is not in the config");
+            Err(Exit::Usage)
         }
+        _ => Ok(()),
     }
-    out
 }
 
 fn main() -> ExitCode {
@@ -92,16 +82,11 @@ fn main() -> ExitCode {
             let Ok(config) = cli::load_config(&config) else {
                 return Exit::Usage.into();
             };
-            let read = std::fs::metadata(&objects)
+            if let Err(e) = check_cluster(&config, cluster.as_deref()) {
+                return e.into();
+            }
+            let read = read_bounded(&objects, "a dump", MAX_DUMP, Accept::FileOrPipe)
                 .map_err(|e| e.to_string())
-                .and_then(|m| {
-                    if m.len() > MAX_DUMP {
-                        Err(format!("larger than {MAX_DUMP} bytes"))
-                    } else {
-                        Ok(())
-                    }
-                })
-                .and_then(|()| std::fs::read(&objects).map_err(|e| e.to_string()))
                 .and_then(|b| {
                     serde_json::from_slice::<serde_json::Value>(&b)
                         .map_err(|e| format!("not JSON: {e}"))
@@ -129,6 +114,9 @@ fn main() -> ExitCode {
             let Ok(config) = cli::load_config(&config) else {
                 return Exit::Usage;
             };
+            if let Err(e) = check_cluster(&config, cluster.as_deref()) {
+                return e;
+            }
             let kube = match cli::kube_client().await {
                 Ok(k) => k,
                 Err(e) => {

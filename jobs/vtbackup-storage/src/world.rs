@@ -8,7 +8,8 @@ use serde_json::Value;
 use vtsnap_core::labels;
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::vtbackup::{
-    ANN_DATA_VOLUME_HASH, ANN_TEMPLATE_HASH, BackupObject, DataShape, data_volume,
+    ANN_DATA_VOLUME_HASH, ANN_TEMPLATE_HASH, BackupObject, DataShape, Identity, ObjectKind,
+    data_volume,
 };
 
 /// The loop guard's annotation on the PVC: the desired hashes a Pod was last replaced for.
@@ -57,6 +58,36 @@ fn text(v: &Value, p: &str) -> String {
         .to_owned()
 }
 
+/// A Pod's `status.phase`, as far as replacing it goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodPhase {
+    /// Not started yet: nothing runs, it may be replaced.
+    Pending,
+    Running,
+    /// Ended (`Succeeded`, `Failed`): it may be replaced.
+    Terminated,
+    /// `Unknown` (its node is unreachable: the backup may still run), no phase, or one
+    /// Kubernetes does not have: never replaced on a guess.
+    Uncertain(String),
+}
+
+impl PodPhase {
+    pub fn of(phase: Option<&str>) -> Self {
+        match phase {
+            Some("Pending") => Self::Pending,
+            Some("Running") => Self::Running,
+            Some("Succeeded" | "Failed") => Self::Terminated,
+            Some("Unknown") => Self::Uncertain(
+                "its phase is Unknown (its node does not answer): the backup may still run".into(),
+            ),
+            None => Self::Uncertain("it has no phase".into()),
+            Some(other) => {
+                Self::Uncertain(format!("its phase {other:?} is not one Kubernetes has"))
+            }
+        }
+    }
+}
+
 /// The initial-backup Pod.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PodState {
@@ -64,7 +95,9 @@ pub struct PodState {
     pub uid: String,
     /// As read: a delete is refused (409) if the Pod changed since (it started, say).
     pub resource_version: String,
-    pub phase: String,
+    pub phase: PodPhase,
+    /// It has a deletionTimestamp: already going.
+    pub terminating: bool,
     pub template_hash: Option<String>,
     pub data_hash: Option<String>,
     /// Its effective data volume (`None`: no vtbackup container mounts the data root).
@@ -80,7 +113,10 @@ impl PodState {
         }
         Ok(Self {
             resource_version: text(v, "/metadata/resourceVersion"),
-            phase: text(v, "/status/phase"),
+            phase: PodPhase::of(v.pointer("/status/phase").and_then(Value::as_str)),
+            terminating: v
+                .pointer("/metadata/deletionTimestamp")
+                .is_some_and(|t| !t.is_null()),
             template_hash: annotation(v, ANN_TEMPLATE_HASH),
             data_hash: annotation(v, ANN_DATA_VOLUME_HASH),
             shape: data_volume(v).map(|d| d.shape()),
@@ -90,7 +126,7 @@ impl PodState {
     }
 
     pub fn running(&self) -> bool {
-        self.phase == "Running"
+        self.phase == PodPhase::Running
     }
 }
 
@@ -186,41 +222,59 @@ pub fn default_class(classes: &[Value]) -> Option<String> {
         .map(|c| text(c, "/metadata/name"))
 }
 
-/// Groups initial-backup Pods and PVCs by shard. Objects of other shards' names (a label
-/// and a name that disagree) still count by their labels; one that cannot be read makes
-/// its shard's read of that kind unreadable.
+/// Groups initial-backup Pods and PVCs by shard. Objects of other shards' names are not
+/// the shard's ([`BackupObject::identify`] cross-checks the name with the labels); one that
+/// claims to be a shard's initial backup and conflicts, or cannot be read, makes its
+/// shard's read of that kind unreadable: nothing is decided on it.
 pub fn group(pods: &[Value], pvcs: &[Value]) -> Vec<Shard> {
     let mut by: BTreeMap<ShardKey, (Read<PodState>, Read<PvcState>)> = BTreeMap::new();
-    let mut put = |v: &Value, pod: bool| {
-        if !matches!(
-            BackupObject::classify(v, pod),
-            Some(BackupObject::InitPod | BackupObject::InitPvc)
-        ) {
-            return;
-        }
+    let mut put = |v: &Value, kind: ObjectKind| {
+        let found = match BackupObject::identify(v, kind) {
+            Identity::Backup(BackupObject::InitPod | BackupObject::InitPvc) => Ok(()),
+            Identity::Conflicting {
+                claimed: BackupObject::InitPod | BackupObject::InitPvc,
+                why,
+            } => Err(format!(
+                "{} is labelled the initial backup's, but {why}: left alone",
+                display(&text(v, "/metadata/name"))
+            )),
+            _ => return,
+        };
         let Some(key) = shard_of(v) else { return };
         let entry = by.entry(key).or_insert((Read::Absent, Read::Absent));
-        if pod {
-            entry.0 = match (&entry.0, PodState::read(v)) {
+        if kind == ObjectKind::Pod {
+            entry.0 = match (&entry.0, found.and_then(|()| PodState::read(v))) {
                 (Read::Absent, Ok(p)) => Read::Present(p),
-                (Read::Absent, Err(e)) => Read::Unreadable(e),
-                _ => Read::Unreadable("more than one initial-backup Pod for the shard".into()),
+                (Read::Unreadable(e), _) => Read::Unreadable(e.clone()),
+                (_, Err(e)) => Read::Unreadable(e),
+                (Read::Present(_), Ok(_)) => {
+                    Read::Unreadable("more than one initial-backup Pod for the shard".into())
+                }
             };
         } else {
-            entry.1 = match (&entry.1, PvcState::read(v)) {
+            entry.1 = match (&entry.1, found.and_then(|()| PvcState::read(v))) {
                 (Read::Absent, Ok(p)) => Read::Present(p),
-                (Read::Absent, Err(e)) => Read::Unreadable(e),
-                _ => Read::Unreadable("more than one initial-backup PVC for the shard".into()),
+                (Read::Unreadable(e), _) => Read::Unreadable(e.clone()),
+                (_, Err(e)) => Read::Unreadable(e),
+                (Read::Present(_), Ok(_)) => {
+                    Read::Unreadable("more than one initial-backup PVC for the shard".into())
+                }
             };
         }
     };
     for p in pods {
-        put(p, true);
+        put(p, ObjectKind::Pod);
     }
     for p in pvcs {
-        put(p, false);
+        put(p, ObjectKind::PersistentVolumeClaim);
     }
     by.into_iter()
         .map(|(key, (pod, pvc))| Shard { key, pod, pvc })
         .collect()
+}
+
+/// A string read from an object, quoted with its control characters escaped, for
+/// messages and the terminal.
+pub fn display(s: &str) -> String {
+    format!("{s:?}")
 }
