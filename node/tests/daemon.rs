@@ -258,6 +258,18 @@ impl Rig {
         assert!(!self.mysqld_up().await);
     }
 
+    /// Waits until the watchdog's one release is counted: it thaws first, then counts, so
+    /// a thawed freeze alone does not say the count is there yet.
+    async fn watchdog_release_counted(&self, h: &Handle) {
+        self.until(
+            "the watchdog's release is counted",
+            Duration::from_secs(30),
+            |_| h.metrics.releases(Cause::Watchdog) >= 1,
+        )
+        .await;
+        assert_eq!(h.metrics.releases(Cause::Watchdog), 1);
+    }
+
     async fn cycles(&self, h: &Handle, n: u64) {
         let target = h.metrics.cycles() + n;
         self.until("enough reconcile cycles", Duration::from_secs(30), |_| {
@@ -373,7 +385,7 @@ async fn with_the_api_server_down_the_watchdog_releases_at_max_hold() {
         !r.frozen()
     })
     .await;
-    assert_eq!(h.metrics.releases(Cause::Watchdog), 1);
+    rig.watchdog_release_counted(&h).await;
     assert!(
         !http_get(h.addr.unwrap(), "/readyz")
             .await
@@ -412,7 +424,7 @@ async fn with_the_api_server_silent_the_watchdog_releases_at_max_hold() {
         |r| !r.frozen(),
     )
     .await;
-    assert_eq!(h.metrics.releases(Cause::Watchdog), 1);
+    rig.watchdog_release_counted(&h).await;
     assert!(
         !http_get(h.addr.unwrap(), "/metrics").await.is_empty(),
         "the listener must still answer"
@@ -575,7 +587,7 @@ async fn the_watchdog_ends_a_filesystem_freeze_at_max_hold() {
     rig.kube.set_down(true);
     done.recv_timeout(Duration::from_secs(30))
         .expect("the watchdog did not thaw the volume");
-    assert_eq!(h.metrics.releases(Cause::Watchdog), 1);
+    rig.watchdog_release_counted(&h).await;
     rig.kube.set_down(false);
     rig.until("failed reported", Duration::from_secs(30), |r| {
         r.node_state().as_deref() == Some("failed")

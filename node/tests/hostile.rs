@@ -146,6 +146,14 @@ async fn a_truncated_registry_is_moved_aside_reported_and_its_complete_entries_s
         "{}",
         h.metrics.render()
     );
+    // Announced by the first pass after the leases are listed (the watchdog may thaw the
+    // hold before that); then never again.
+    until(
+        "the set-aside is announced",
+        Duration::from_secs(60),
+        || !events(&kube, "HoldRegistryCorrupt").is_empty(),
+    )
+    .await;
     cycles(&h, 3).await;
     let ev = events(&kube, "HoldRegistryCorrupt");
     assert_eq!(ev.len(), 1, "{ev:?}");

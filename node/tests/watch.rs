@@ -6,18 +6,20 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use vtsnap_core::fence::*;
 use vtsnap_node::cgroup::Roots;
 use vtsnap_node::daemon::{self, DaemonConfig, Handle};
-use vtsnap_testkit::fake_kube::{FakeKube, Fault, Verb};
+use vtsnap_testkit::fake_kube::{FakeKube, Fault, RequestInfo, Verb};
 
 const NS: &str = "vitess";
 
 fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
+    Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%S.%6fZ")
         .to_string()
 }
@@ -75,14 +77,64 @@ fn lease_requests(kube: &FakeKube, name: &str, from: usize) -> Vec<Verb> {
         .collect()
 }
 
+/// One call for a lease as it reached the API server: what, when, and how many passes
+/// the helper had completed then (the pass that made it ends when the count goes past that).
+struct Call {
+    verb: Verb,
+    at: Timestamp,
+    passes_before: u64,
+}
+
+/// Records every request for lease `name` from now on.
+fn requests_for(kube: &FakeKube, name: &'static str, h: &Handle) -> Arc<Mutex<Vec<Call>>> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (log, metrics) = (seen.clone(), h.metrics.clone());
+    kube.observe(
+        move |r| r.plural == "leases" && r.name.as_deref() == Some(name),
+        move |r, _| {
+            log.lock().unwrap().push(Call {
+                verb: r.verb,
+                at: Timestamp::now(),
+                passes_before: metrics.cycles(),
+            });
+        },
+    );
+    seen
+}
+
+/// The job renews lease `fence` now, for ten minutes.
+fn renew(kube: &FakeKube) {
+    let mut renewed = kube
+        .get_json("coordination.k8s.io", "leases", NS, "fence")
+        .unwrap();
+    renewed["spec"]["renewTime"] = json!(now());
+    renewed["spec"]["leaseDurationSeconds"] = json!(600);
+    kube.put_json("coordination.k8s.io", "leases", renewed);
+}
+
+/// When lease `name` expires as the API server holds it now.
+fn expiry(kube: &FakeKube, name: &str) -> Timestamp {
+    let l = kube
+        .get_json("coordination.k8s.io", "leases", NS, name)
+        .unwrap();
+    let renewed: Timestamp = l["spec"]["renewTime"].as_str().unwrap().parse().unwrap();
+    renewed
+        .checked_add(SignedDuration::from_secs(
+            l["spec"]["leaseDurationSeconds"].as_i64().unwrap(),
+        ))
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_is_answered_through_the_watch_without_a_resync() {
     let kube = FakeKube::new();
     let dir = tempfile::tempdir().unwrap();
     let h = watching_helper(&kube, dir.path()).await;
-    // Written after the helper listed: only a watch event can bring it.
-    until("the first list", Duration::from_secs(10), || {
-        h.metrics.cycles() > 0
+    // Written after the helper listed and began to watch: only a watch event can bring it.
+    until("the watch", Duration::from_secs(30), || {
+        kube.log()
+            .iter()
+            .any(|l| l.info.plural == "leases" && l.info.verb == Verb::Watch)
     })
     .await;
     kube.put_json("coordination.k8s.io", "leases", lease("l1", "release", 60));
@@ -110,38 +162,59 @@ async fn a_request_is_answered_through_the_watch_without_a_resync() {
 async fn a_renewal_the_watch_missed_is_not_taken_for_an_expiry() {
     let kube = FakeKube::new();
     let dir = tempfile::tempdir().unwrap();
+    // Long enough that the helper answers well before it, even on a loaded machine.
     kube.put_json(
         "coordination.k8s.io",
         "leases",
-        lease("fence", "release", 3),
+        lease("fence", "release", 5),
     );
     let h = watching_helper(&kube, dir.path()).await;
     until("the answer", Duration::from_secs(10), || {
         node_state(&kube, "fence").as_deref() == Some("released")
     })
     .await;
-    // The watch breaks and cannot be resumed; the job renews meanwhile. The helper's copy
-    // still says the lease expires 3 s after it was written.
-    kube.fault(Fault::on(|r| r.verb == Verb::Watch).always().status(500));
+    // The watch breaks and cannot be resumed; the job renews meanwhile. The renewal lands
+    // as the helper asks to watch again, so its old watch has surely ended and none
+    // brings it. The helper's copy still says the lease expires 5 s after it was written.
+    let copy_expires = expiry(&kube, "fence");
+    let is_watch = |r: &RequestInfo| r.verb == Verb::Watch;
+    kube.fault(Fault::on(is_watch).then_change(renew).status(500));
+    kube.fault(Fault::on(is_watch).always().status(500));
     let from = kube.log().len();
-    let passes = h.metrics.cycles();
+    let requests = requests_for(&kube, "fence", &h);
     kube.drop_watches();
-    let mut renewed = kube
-        .get_json("coordination.k8s.io", "leases", NS, "fence")
-        .unwrap();
-    renewed["spec"]["renewTime"] = json!(now());
-    renewed["spec"]["leaseDurationSeconds"] = json!(600);
-    kube.put_json("coordination.k8s.io", "leases", renewed);
-    // The copy's expiry wakes one pass, which reads the lease afresh: it is renewed.
+    until("the renewal", Duration::from_secs(60), || {
+        expiry(&kube, "fence") > copy_expires
+    })
+    .await;
+    // The copy's expiry wakes a pass that reads the lease afresh: it is renewed. Other
+    // passes (the answer's own watch event wakes one) may come first: only this read, made
+    // when the copy says expired, matters.
+    let read_at_expiry = || {
+        requests
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|r| r.verb == Verb::Get && r.at > copy_expires)
+            .map(|r| r.passes_before)
+    };
+    let deleted = || lease_requests(&kube, "fence", from).contains(&Verb::Delete);
     until(
-        "the pass at the copy's expiry",
-        Duration::from_secs(20),
-        || h.metrics.cycles() > passes,
+        "a fresh read after the copy's expiry",
+        Duration::from_secs(60),
+        || read_at_expiry().is_some() || deleted(),
     )
     .await;
+    if let Some(before) = read_at_expiry() {
+        // Whatever the pass that read it decided is done once it ends.
+        until("the end of that pass", Duration::from_secs(60), || {
+            h.metrics.cycles() > before
+        })
+        .await;
+    }
     let seen = lease_requests(&kube, "fence", from);
     assert!(
-        seen.contains(&Verb::Get),
+        read_at_expiry().is_some(),
         "no fresh read at expiry: {seen:?}"
     );
     assert!(
@@ -196,24 +269,35 @@ async fn a_lease_that_expires_is_acted_on_at_its_expiry_with_no_event() {
     kube.put_json(
         "coordination.k8s.io",
         "leases",
-        lease("fence", "release", 2),
+        lease("fence", "release", 3),
     );
-    let written = Instant::now();
+    let expires = expiry(&kube, "fence");
     let h = watching_helper(&kube, dir.path()).await;
+    let requests = requests_for(&kube, "fence", &h);
     until("the answer", Duration::from_secs(10), || {
         node_state(&kube, "fence").as_deref() == Some("released")
     })
     .await;
+    let answered = requests.lock().unwrap().len();
     // Nobody renews. At expiry the helper recovers the fence: its vtctld does not answer,
-    // so the put-back fails and is reported on the lease (kept for the next try).
-    until("the expiry is acted on", Duration::from_secs(10), || {
+    // so the put-back fails and is reported on the lease (kept for the next try). The
+    // helper resyncs once an hour: acting within the wait below, its expiry woke it.
+    until("the expiry is acted on", Duration::from_secs(60), || {
         node_state(&kube, "fence").as_deref() == Some("failed")
     })
     .await;
-    let after = written.elapsed();
-    assert!(
-        after >= Duration::from_secs(2) && after < Duration::from_secs(2 + 3),
-        "acted on {after:?} after a 2 s lease was written"
-    );
+    // Passes woken by the answer's own watch event may read the lease again; nothing is
+    // written to it before it expires.
+    for r in requests.lock().unwrap()[answered..]
+        .iter()
+        .filter(|r| r.verb.is_write())
+    {
+        assert!(
+            r.at > expires,
+            "{:?} at {}, before the lease expired at {expires}",
+            r.verb,
+            r.at
+        );
+    }
     h.stop().await;
 }

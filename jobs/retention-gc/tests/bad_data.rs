@@ -421,7 +421,9 @@ fn deep_nesting_is_refused_quickly() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(took < Duration::from_secs(5), "{took:?}");
+        // About a second on a loaded machine; a parse that recursed or went quadratic on a
+        // million levels would not end for hours.
+        assert!(took < Duration::from_secs(60), "{took:?}");
     }
 }
 
