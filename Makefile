@@ -117,8 +117,10 @@ mutants-check: dev-tools
 # Ends with one plain closing line summing every test binary's result (both tiers).
 # One pass over a clean checkout rebuilds nothing twice: no incremental caches (gigabytes).
 test: export CARGO_INCREMENTAL := 0
-test: images lint chart bench-check fuzz-check mutants-check unit test-real
-	@cat target/test.log target/test-real.log | awk '/^test result:/ {p += $$4; f += $$6} END {printf "tests: %d passed, %d failed\n", p, f}'
+# Each stage is timed; the table is printed at the end, or at the stage that failed.
+TEST_STAGES := setup tools images lint chart bench-check fuzz-check mutants-check unit test-real
+test:
+	@bash scripts/test-stages.sh $(TEST_STAGES)
 
 # ---- local real control plane (e2e/local-cluster/) --------------------------------------
 # etcd, kube-apiserver, kube-controller-manager and the CSI snapshot stack, built from their

@@ -338,6 +338,13 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
         assert_eq!(s.exit_code, 0, "vtsnap-snapshot as its account: {s:?}");
         cut.push(s.snapshot.unwrap());
     }
+    // Its waits were woken by watches its Role allows: a refused watch falls back to
+    // polling, which still passes but lengthens the fence window.
+    assert_eq!(
+        vtsnap_core::wake::fallbacks(),
+        0,
+        "vtsnap-snapshot as its account fell back from a watch to polling (its Role lacks watch)"
+    );
     // vtsnap-gc with its own token: retention maxCount 1 deletes the older one.
     let r = gc_run(
         &config,
