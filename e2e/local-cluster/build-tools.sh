@@ -6,6 +6,7 @@
 #   snapshot-controller, csi-snapshotter                           tools/snapshotter/
 #   csi-provisioner                                                tools/provisioner/
 #   helm (for the chart's tests)                                   tools/helm/
+#   csi-sanity (the CSI driver's conformance test)                 tools/csi-test/
 #   crds/*.yaml  (VolumeSnapshot CRDs, copied from the module cache)
 #
 # Each directory under tools/ is a Go module of our own holding only go.mod/go.sum with
@@ -34,6 +35,7 @@ SNAPSHOTTER_VERSION=v8.7.0
 PROVISIONER_VERSION=v6.4.0
 HELM_VERSION=v3.22.0
 HELM_K8S_MINOR=37 # the k8s.io/client-go minor helm v3.22.0 is built with: its default kube version
+CSI_TEST_VERSION=v5.6.0
 
 # name | module dir (under tools/) | package | ldflags kind
 TOOLS=(
@@ -45,8 +47,9 @@ TOOLS=(
   "csi-snapshotter|snapshotter|github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter|snapshotter"
   "csi-provisioner|provisioner|github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner|provisioner"
   "helm|helm|helm.sh/helm/v3/cmd/helm|helm"
+  "csi-sanity|csi-test|github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity|csi-test"
 )
-MODULES=(control-plane snapshotter provisioner helm)
+MODULES=(control-plane snapshotter provisioner helm csi-test)
 # from the snapshotter's client module (its config/crd), the release the binaries use
 CRDS=(
   snapshot.storage.k8s.io_volumesnapshotclasses.yaml
@@ -72,6 +75,7 @@ ldflags() {
     etcd) echo "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=none" ;; # 3.6.8: a constant
     snapshotter) echo "-s -w -X main.version=$SNAPSHOTTER_VERSION" ;;
     provisioner) echo "-s -w -X main.version=$PROVISIONER_VERSION" ;;
+    csi-test) echo "-s -w -X main.VERSION=$CSI_TEST_VERSION" ;; # cmd/csi-sanity/main.go: var VERSION
     helm)
       local f="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
       f+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"

@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 pub const IDENTITY: &str = "csi.v1.Identity";
 /// Call path prefix of the Controller service: `/csi.v1.Controller/<Method>`.
 pub const CONTROLLER: &str = "csi.v1.Controller";
+/// Call path prefix of the Node service: `/csi.v1.Node/<Method>`.
+pub const NODE: &str = "csi.v1.Node";
 
 /// google.protobuf.BoolValue (`google/protobuf/wrappers.proto`).
 #[derive(Clone, PartialEq, prost::Message)]
@@ -282,6 +284,42 @@ pub struct DeleteVolumeRequest {
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct DeleteVolumeResponse {}
 
+/// `ValidateVolumeCapabilitiesRequest`, without `secrets` (5).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ValidateVolumeCapabilitiesRequest {
+    #[prost(string, tag = "1")]
+    pub volume_id: String,
+    #[prost(btree_map = "string, string", tag = "2")]
+    pub volume_context: BTreeMap<String, String>,
+    #[prost(message, repeated, tag = "3")]
+    pub volume_capabilities: Vec<VolumeCapability>,
+    #[prost(btree_map = "string, string", tag = "4")]
+    pub parameters: BTreeMap<String, String>,
+    #[prost(btree_map = "string, string", tag = "6")]
+    pub mutable_parameters: BTreeMap<String, String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ValidateVolumeCapabilitiesResponse {
+    #[prost(message, optional, tag = "1")]
+    pub confirmed: Option<ValidateVolumeCapabilitiesConfirmed>,
+    #[prost(string, tag = "2")]
+    pub message: String,
+}
+
+/// `ValidateVolumeCapabilitiesResponse.Confirmed`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ValidateVolumeCapabilitiesConfirmed {
+    #[prost(btree_map = "string, string", tag = "1")]
+    pub volume_context: BTreeMap<String, String>,
+    #[prost(message, repeated, tag = "2")]
+    pub volume_capabilities: Vec<VolumeCapability>,
+    #[prost(btree_map = "string, string", tag = "3")]
+    pub parameters: BTreeMap<String, String>,
+    #[prost(btree_map = "string, string", tag = "4")]
+    pub mutable_parameters: BTreeMap<String, String>,
+}
+
 // ---- Controller: snapshots ----
 
 /// `CreateSnapshotRequest`, without `secrets` (3).
@@ -355,6 +393,90 @@ pub struct ListSnapshotsEntry {
     pub snapshot: Option<Snapshot>,
 }
 
+// ---- Node ----
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeGetInfoRequest {}
+
+/// `NodeGetInfoResponse`, without `accessible_topology` (3): this plugin has no
+/// VOLUME_ACCESSIBILITY_CONSTRAINTS.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeGetInfoResponse {
+    #[prost(string, tag = "1")]
+    pub node_id: String,
+    #[prost(int64, tag = "2")]
+    pub max_volumes_per_node: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeGetCapabilitiesRequest {}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeGetCapabilitiesResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub capabilities: Vec<NodeServiceCapability>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeServiceCapability {
+    #[prost(oneof = "NodeCapabilityType", tags = "1")]
+    pub r#type: Option<NodeCapabilityType>,
+}
+
+#[derive(Clone, PartialEq, prost::Oneof)]
+pub enum NodeCapabilityType {
+    #[prost(message, tag = "1")]
+    Rpc(NodeCapabilityRpc),
+}
+
+/// `NodeServiceCapability.RPC`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeCapabilityRpc {
+    #[prost(enumeration = "NodeRpcType", tag = "1")]
+    pub r#type: i32,
+}
+
+/// `NodeServiceCapability.RPC.Type` (the alpha VOLUME_CONDITION, 4, is left out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum NodeRpcType {
+    Unknown = 0,
+    StageUnstageVolume = 1,
+    GetVolumeStats = 2,
+    ExpandVolume = 3,
+    SingleNodeMultiWriter = 5,
+    VolumeMountGroup = 6,
+}
+
+/// `NodePublishVolumeRequest`, without `publish_context` (2: this controller has no
+/// PUBLISH_UNPUBLISH_VOLUME), `staging_target_path` (3: no STAGE_UNSTAGE_VOLUME),
+/// `secrets` (7) and `volume_context` (8: the volume's directory follows from its id).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodePublishVolumeRequest {
+    #[prost(string, tag = "1")]
+    pub volume_id: String,
+    #[prost(string, tag = "4")]
+    pub target_path: String,
+    #[prost(message, optional, tag = "5")]
+    pub volume_capability: Option<VolumeCapability>,
+    #[prost(bool, tag = "6")]
+    pub readonly: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodePublishVolumeResponse {}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeUnpublishVolumeRequest {
+    #[prost(string, tag = "1")]
+    pub volume_id: String,
+    #[prost(string, tag = "2")]
+    pub target_path: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeUnpublishVolumeResponse {}
+
 #[cfg(test)]
 mod tests {
     use prost::Message;
@@ -401,5 +523,48 @@ mod tests {
             })),
         };
         assert_eq!(cap.encode_to_vec(), [0x0a, 2, 0x08, 6]);
+
+        // NodePublishVolumeRequest: 1:"v" | 4:"/t" | 5:{2:{3:"g"}, 3:{1:7}} | 6:true, with
+        // 7 (secrets) skipped on decode.
+        let wire = [
+            0x0a, 1, b'v', 0x22, 2, b'/', b't', 0x2a, 9, 0x12, 3, 0x1a, 1, b'g', 0x1a, 2, 0x08, 7,
+            0x30, 1, 0x3a, 5, 0x0a, 1, b'k', 0x12, 0,
+        ];
+        let r = NodePublishVolumeRequest::decode(&wire[..]).unwrap();
+        assert_eq!((r.volume_id.as_str(), r.target_path.as_str()), ("v", "/t"));
+        assert!(r.readonly);
+        let c = r.volume_capability.unwrap();
+        assert_eq!(
+            c.access_mode.map(|m| m.mode),
+            Some(AccessModeKind::SingleNodeMultiWriter as i32)
+        );
+        assert_eq!(
+            c.access_type,
+            Some(AccessType::Mount(MountVolume {
+                volume_mount_group: "g".into(),
+                ..Default::default()
+            }))
+        );
+
+        let info = NodeGetInfoResponse {
+            node_id: "n".into(),
+            max_volumes_per_node: 0,
+        };
+        assert_eq!(info.encode_to_vec(), [0x0a, 1, b'n']);
+        let node_cap = NodeServiceCapability {
+            r#type: Some(NodeCapabilityType::Rpc(NodeCapabilityRpc {
+                r#type: NodeRpcType::SingleNodeMultiWriter as i32,
+            })),
+        };
+        assert_eq!(node_cap.encode_to_vec(), [0x0a, 2, 0x08, 5]);
+        let confirmed = ValidateVolumeCapabilitiesResponse {
+            confirmed: Some(ValidateVolumeCapabilitiesConfirmed {
+                volume_capabilities: vec![VolumeCapability::default()],
+                ..Default::default()
+            }),
+            message: String::new(),
+        };
+        // 1:{2:{}}
+        assert_eq!(confirmed.encode_to_vec(), [0x0a, 2, 0x12, 0]);
     }
 }

@@ -78,6 +78,54 @@ impl<'de> serde::Deserialize<'de> for ObjectId {
     }
 }
 
+/// The spec's limit on `NodeGetInfoResponse.node_id`, which overrides the general one.
+pub const MAX_NODE_ID_LEN: usize = 256;
+
+/// Why a string is not a node id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeIdError {
+    #[error("is empty")]
+    Empty,
+    #[error("is {len} bytes, more than {MAX_NODE_ID_LEN}")]
+    TooLong { len: usize },
+    #[error("contains {found:?}: no whitespace or control characters")]
+    BadChar { found: char },
+}
+
+/// This node's name, as `NodeGetInfo` reports it (kubelet records it in the CSINode
+/// object; Kubernetes node names are DNS subdomains).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeId(String);
+
+impl NodeId {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for NodeId {
+    type Err = NodeIdError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.is_empty() {
+            return Err(NodeIdError::Empty);
+        }
+        if s.len() > MAX_NODE_ID_LEN {
+            return Err(NodeIdError::TooLong { len: s.len() });
+        }
+        if let Some(found) = s.chars().find(|c| c.is_whitespace() || c.is_control()) {
+            return Err(NodeIdError::BadChar { found });
+        }
+        Ok(Self(s.to_owned()))
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +171,26 @@ mod tests {
         let ok: ObjectId = serde_json::from_str("\"pvc-1\"").unwrap();
         assert_eq!(ok.as_str(), "pvc-1");
         assert!(serde_json::from_str::<ObjectId>("\"../x\"").is_err());
+    }
+
+    #[test]
+    fn node_ids_are_bounded_printable_names() {
+        for ok in [
+            "node-1",
+            "ip-10-0-0-1.ec2.internal",
+            &"n".repeat(MAX_NODE_ID_LEN),
+        ] {
+            assert_eq!(ok.parse::<NodeId>().unwrap().as_str(), ok);
+        }
+        assert_eq!("".parse::<NodeId>(), Err(NodeIdError::Empty));
+        assert_eq!(
+            "n".repeat(MAX_NODE_ID_LEN + 1).parse::<NodeId>(),
+            Err(NodeIdError::TooLong {
+                len: MAX_NODE_ID_LEN + 1
+            })
+        );
+        for (bad, found) in [("a b", ' '), ("a\nb", '\n'), ("a\0", '\0')] {
+            assert_eq!(bad.parse::<NodeId>(), Err(NodeIdError::BadChar { found }));
+        }
     }
 }

@@ -5,10 +5,12 @@ use clap::Parser;
 use tokio::signal::unix::{SignalKind, signal};
 use vtsnap_core::cli::{self, CommonArgs};
 use vtsnap_core::exit::Exit;
+use vtsnap_csi_btrfs::ids::NodeId;
 use vtsnap_csi_btrfs::server::{self, Config, Endpoint};
 
-/// A CSI driver (Identity and Controller) on btrfs: volumes are subvolumes under
-/// `<root>/volumes`, snapshots read-only snapshots under `<root>/snapshots`.
+/// A CSI driver (Identity, Controller and Node) on btrfs: volumes are subvolumes under
+/// `<root>/volumes`, published as bind mounts; snapshots read-only snapshots under
+/// `<root>/snapshots`.
 #[derive(Debug, Parser)]
 #[command(
     name = "vtsnap-csi-btrfs",
@@ -25,9 +27,10 @@ struct Cli {
     /// The driver's directory on a btrfs file system (created if missing).
     #[arg(long, env = "VTSNAP_CSI_ROOT")]
     root: PathBuf,
-    /// This node's name, reported in GetPluginInfo's manifest.
+    /// This node's name, reported by NodeGetInfo and in GetPluginInfo's manifest
+    /// (required for NodeGetInfo; at most 256 bytes, no whitespace).
     #[arg(long, env = "VTSNAP_CSI_NODE_ID")]
-    node_id: Option<String>,
+    node_id: Option<NodeId>,
 }
 
 fn main() -> ExitCode {
@@ -107,7 +110,18 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.endpoint.path(), std::path::Path::new("/run/csi/csi.sock"));
-        assert_eq!(c.node_id.as_deref(), Some("n1"));
+        assert_eq!(c.node_id.as_ref().map(NodeId::as_str), Some("n1"));
+        let e = Cli::try_parse_from([
+            "vtsnap-csi-btrfs",
+            "--endpoint",
+            "unix:///run/csi/csi.sock",
+            "--root",
+            "/mnt/csi",
+            "--node-id",
+            "node 1",
+        ])
+        .unwrap_err();
+        assert!(e.to_string().contains("no whitespace"), "{e}");
         let e = Cli::try_parse_from([
             "vtsnap-csi-btrfs",
             "--endpoint",

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::service::{ControllerService, Driver, IdentityService};
+use crate::ids::NodeId;
+use crate::service::{ControllerService, Driver, IdentityService, NodeService};
 use crate::store::{Store, StoreError};
 
 /// Where to listen: `unix:///abs/path.sock` (the CSI convention) or a bare absolute path.
@@ -46,7 +47,7 @@ impl Endpoint {
 pub struct Config {
     pub endpoint: Endpoint,
     pub root: PathBuf,
-    pub node_id: Option<String>,
+    pub node_id: Option<NodeId>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +112,8 @@ pub async fn start(cfg: &Config) -> Result<Serving, ServeError> {
     let task = tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(IdentityService(Arc::clone(&driver)))
-            .add_service(ControllerService(driver))
+            .add_service(ControllerService(Arc::clone(&driver)))
+            .add_service(NodeService(driver))
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = stopped.await;
             }),

@@ -1,9 +1,10 @@
-//! The CSI Identity and Controller services: parse each request at the boundary (every
-//! field a CO can get wrong is an INVALID_ARGUMENT naming it), run the store operation,
-//! and map its error to the status code the spec prescribes.
+//! The CSI Identity, Controller and Node services: parse each request at the boundary
+//! (every field a CO can get wrong is an INVALID_ARGUMENT naming it), run the store or
+//! node operation, and map its error to the status code the spec prescribes.
 //!
-//! Store operations run one at a time on a blocking thread: they shell out to `btrfs`,
-//! and two creates of one name must not interleave.
+//! Store and node operations run one at a time on a blocking thread: they shell out to
+//! `btrfs` or mount, two creates of one name must not interleave, and a delete must not
+//! pass a publish of the same volume.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -17,17 +18,20 @@ use tonic::{Code, Status};
 use tonic_prost::ProstCodec;
 use tracing::Instrument;
 
+use crate::capability::{self, Requested};
 use crate::csi::*;
-use crate::ids::ObjectId;
+use crate::ids::{NodeId, ObjectId};
 use crate::meta::{SnapshotRecord, VolumeRecord};
+use crate::node::{self, NodeError, Publish, TargetPath, Unpublish};
 use crate::store::{Capacity, Deleted, NewSnapshot, NewVolume, Store, StoreError};
 
 /// The name the sidecars register the driver under (StorageClass `provisioner`,
 /// VolumeSnapshotClass `driver`).
 pub const DRIVER_NAME: &str = "btrfs.csi.vtsnap.io";
 
-/// The `volume_context` key holding the volume's directory: where the lab mounts it
-/// from, as kubelet's node plugin would.
+/// The `volume_context` key holding the volume's directory, for a reader of the PV (the
+/// lab reads volumes there). NodePublishVolume binds the directory its id names, never
+/// one a request's context names.
 pub const PATH_KEY: &str = "path";
 
 /// What the controller advertises. CLONE_VOLUME, GET_CAPACITY and LIST_VOLUMES are not
@@ -38,17 +42,43 @@ pub const CONTROLLER_CAPABILITIES: [ControllerRpcType; 3] = [
     ControllerRpcType::ListSnapshots,
 ];
 
-/// The driver behind both services.
+/// What the Node service advertises. SINGLE_NODE_MULTI_WRITER: the publish rules of the
+/// spec's second NodePublishVolume table are implemented (node.rs), and kubelet then
+/// sends SINGLE_NODE_MULTI_WRITER for ReadWriteOnce and SINGLE_NODE_SINGLE_WRITER for
+/// ReadWriteOncePod (k8s.io/kubernetes `pkg/volume/csi/csi_client.go`,
+/// `asSingleNodeMultiWriterCapableCSIAccessModeV1`). No STAGE_UNSTAGE_VOLUME (a bind
+/// needs no staging), no GET_VOLUME_STATS, no EXPAND_VOLUME, and no VOLUME_MOUNT_GROUP
+/// (capability.rs): kubelet applies fsGroup itself.
+pub const NODE_CAPABILITIES: [NodeRpcType; 1] = [NodeRpcType::SingleNodeMultiWriter];
+
+/// The errors of an operation run by [`Driver::with_store`].
+pub trait ToStatus {
+    fn to_status(&self) -> Status;
+}
+
+impl ToStatus for StoreError {
+    fn to_status(&self) -> Status {
+        status(self)
+    }
+}
+
+impl ToStatus for NodeError {
+    fn to_status(&self) -> Status {
+        node_status(self)
+    }
+}
+
+/// The driver behind the services.
 #[derive(Debug)]
 pub struct Driver {
     store: Arc<Store>,
-    /// Serializes store operations (the store holds no data in memory to guard).
+    /// Serializes store and node operations (neither holds data in memory to guard).
     one_at_a_time: Arc<Mutex<()>>,
-    node_id: Option<String>,
+    node_id: Option<NodeId>,
 }
 
 impl Driver {
-    pub fn new(store: Store, node_id: Option<String>) -> Self {
+    pub fn new(store: Store, node_id: Option<NodeId>) -> Self {
         Self {
             store: Arc::new(store),
             one_at_a_time: Arc::new(Mutex::new(())),
@@ -57,10 +87,11 @@ impl Driver {
     }
 
     /// Runs `op` on the store on a blocking thread, one call at a time.
-    async fn with_store<T, F>(&self, op: F) -> Result<T, Status>
+    async fn with_store<T, E, F>(&self, op: F) -> Result<T, Status>
     where
         T: Send + 'static,
-        F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+        E: ToStatus + Send + 'static,
+        F: FnOnce(&Store) -> Result<T, E> + Send + 'static,
     {
         let store = Arc::clone(&self.store);
         let lock = Arc::clone(&self.one_at_a_time);
@@ -74,7 +105,7 @@ impl Driver {
         })
         .await;
         match joined {
-            Ok(r) => r.map_err(|e| status(&e)),
+            Ok(r) => r.map_err(|e| e.to_status()),
             Err(e) => Err(Status::internal(format!(
                 "store operation did not finish: {e}"
             ))),
@@ -88,7 +119,7 @@ impl Driver {
             manifest: self
                 .node_id
                 .iter()
-                .map(|n| ("node-id".to_owned(), n.clone()))
+                .map(|n| ("node-id".to_owned(), n.to_string()))
                 .collect(),
         }
     }
@@ -142,7 +173,7 @@ impl Driver {
             .with_store(move |s| {
                 let r = s.create_volume(&req)?;
                 let path = s.volume_path(&r.id);
-                Ok((r, path))
+                Ok::<_, StoreError>((r, path))
             })
             .await?;
         tracing::info!(volume = %record.id, capacity = record.capacity_bytes, "volume ready");
@@ -156,7 +187,12 @@ impl Driver {
         r: DeleteVolumeRequest,
     ) -> Result<DeleteVolumeResponse, Status> {
         let id = field_id("volume_id", &r.volume_id)?;
-        let done = self.with_store(move |s| s.delete_volume(&id)).await?;
+        let done = self
+            .with_store(move |s| {
+                node::ensure_unused(s, &id)?;
+                Ok::<_, NodeError>(s.delete_volume(&id)?)
+            })
+            .await?;
         tracing::info!(volume = %r.volume_id, ?done, "volume deleted");
         Ok(DeleteVolumeResponse {})
     }
@@ -201,6 +237,165 @@ impl Driver {
         let q = parse_list(&r)?;
         let all = self.with_store(|s| s.snapshots()).await?;
         Ok(page(&q, &all))
+    }
+
+    /// Confirms the capabilities a volume has; a capability it cannot serve, or a
+    /// context or parameters other than the volume's, leave it unconfirmed with the
+    /// reason in `message` (not an error: the spec keeps errors for bad requests and
+    /// unknown volumes).
+    pub async fn validate_volume_capabilities(
+        &self,
+        r: ValidateVolumeCapabilitiesRequest,
+    ) -> Result<ValidateVolumeCapabilitiesResponse, Status> {
+        let id = field_id("volume_id", &r.volume_id)?;
+        let caps = parse_capabilities(&r.volume_capabilities)?;
+        let (record, path) = self
+            .with_store(move |s| match s.volume(&id)? {
+                Some(v) => Ok((v, s.volume_path(&id))),
+                None => Err(StoreError::VolumeNotFound { id }),
+            })
+            .await?;
+        let ours = volume_of(&record, &path.to_string_lossy());
+        Ok(validation(&r, &caps, &record, &ours.volume_context))
+    }
+
+    pub fn node_info(&self) -> Result<NodeGetInfoResponse, Status> {
+        let Some(node_id) = &self.node_id else {
+            return Err(Status::failed_precondition(
+                "the driver was started without --node-id",
+            ));
+        };
+        Ok(NodeGetInfoResponse {
+            node_id: node_id.to_string(),
+            // No limit of its own: the CO decides.
+            max_volumes_per_node: 0,
+        })
+    }
+
+    pub fn node_capabilities() -> NodeGetCapabilitiesResponse {
+        NodeGetCapabilitiesResponse {
+            capabilities: NODE_CAPABILITIES
+                .iter()
+                .map(|&t| NodeServiceCapability {
+                    r#type: Some(NodeCapabilityType::Rpc(NodeCapabilityRpc {
+                        r#type: t as i32,
+                    })),
+                })
+                .collect(),
+        }
+    }
+
+    pub async fn node_publish(
+        &self,
+        r: NodePublishVolumeRequest,
+    ) -> Result<NodePublishVolumeResponse, Status> {
+        let req = parse_publish(&r)?;
+        let (volume, target) = (r.volume_id, r.target_path);
+        let done = self.with_store(move |s| node::publish(s, &req)).await?;
+        tracing::info!(%volume, %target, ?done, "volume published");
+        Ok(NodePublishVolumeResponse {})
+    }
+
+    pub async fn node_unpublish(
+        &self,
+        r: NodeUnpublishVolumeRequest,
+    ) -> Result<NodeUnpublishVolumeResponse, Status> {
+        let req = Unpublish {
+            volume: field_id("volume_id", &r.volume_id)?,
+            target: target_path(&r.target_path)?,
+        };
+        let (volume, target) = (r.volume_id, r.target_path);
+        let done = self.with_store(move |s| node::unpublish(s, &req)).await?;
+        tracing::info!(%volume, %target, ?done, "volume unpublished");
+        Ok(NodeUnpublishVolumeResponse {})
+    }
+}
+
+/// The status for a node operation's error (CSI spec, NodePublishVolume,
+/// NodeUnpublishVolume and DeleteVolume "Errors").
+pub fn node_status(e: &NodeError) -> Status {
+    let code = match e {
+        NodeError::Store(s) => return status(s),
+        NodeError::Incompatible { .. } => Code::AlreadyExists,
+        NodeError::Unsupported { .. }
+        | NodeError::ParentMissing { .. }
+        | NodeError::NotADirectory { .. }
+        | NodeError::NotEmpty { .. }
+        | NodeError::TargetTaken { .. }
+        | NodeError::PublishedElsewhere { .. }
+        | NodeError::InUse { .. } => Code::FailedPrecondition,
+        NodeError::Overlaps { .. } => Code::InvalidArgument,
+        NodeError::Mounts(_)
+        | NodeError::Io { .. }
+        | NodeError::Mount { .. }
+        | NodeError::StillMounted { .. } => Code::Internal,
+    };
+    Status::new(code, e.to_string())
+}
+
+/// `field` must hold a target path; the status names the field.
+fn target_path(value: &str) -> Result<TargetPath, Status> {
+    TargetPath::parse(value).map_err(|e| Status::invalid_argument(format!("target_path {e}")))
+}
+
+/// A NodePublishVolume, checked field by field.
+pub fn parse_publish(r: &NodePublishVolumeRequest) -> Result<Publish, Status> {
+    let volume = field_id("volume_id", &r.volume_id)?;
+    let target = target_path(&r.target_path)?;
+    let Some(cap) = &r.volume_capability else {
+        return Err(Status::invalid_argument("volume_capability is required"));
+    };
+    let capability = capability::parse(cap)
+        .map_err(|e| Status::invalid_argument(format!("volume_capability.{e}")))?;
+    Ok(Publish {
+        volume,
+        target,
+        capability,
+        readonly: r.readonly,
+    })
+}
+
+/// Whether a volume has what a ValidateVolumeCapabilities asks (the request's shape is
+/// already checked): confirmed with what was validated, or the reasons it is not.
+pub fn validation(
+    r: &ValidateVolumeCapabilitiesRequest,
+    caps: &[Requested],
+    record: &VolumeRecord,
+    volume_context: &BTreeMap<String, String>,
+) -> ValidateVolumeCapabilitiesResponse {
+    let mut why: Vec<String> = caps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            c.mount_flags()
+                .err()
+                .map(|e| format!("volume_capabilities[{i}].{e}"))
+        })
+        .collect();
+    if !r.volume_context.is_empty() && &r.volume_context != volume_context {
+        why.push("volume_context is not the volume's".to_owned());
+    }
+    if !r.parameters.is_empty() && r.parameters != record.parameters {
+        why.push("parameters are not the ones the volume was created with".to_owned());
+    }
+    if !r.mutable_parameters.is_empty() {
+        why.push("mutable_parameters: this driver has no MODIFY_VOLUME capability".to_owned());
+    }
+    if why.is_empty() {
+        ValidateVolumeCapabilitiesResponse {
+            confirmed: Some(ValidateVolumeCapabilitiesConfirmed {
+                volume_context: r.volume_context.clone(),
+                volume_capabilities: r.volume_capabilities.clone(),
+                parameters: r.parameters.clone(),
+                mutable_parameters: BTreeMap::new(),
+            }),
+            message: String::new(),
+        }
+    } else {
+        ValidateVolumeCapabilitiesResponse {
+            confirmed: None,
+            message: why.join("; "),
+        }
     }
 }
 
@@ -279,34 +474,25 @@ pub fn parse_create_volume(r: CreateVolumeRequest) -> Result<NewVolume, Status> 
     })
 }
 
-/// A subvolume is a directory: any access mode on this one host, never a block device.
-fn check_capabilities(caps: &[VolumeCapability]) -> Result<(), Status> {
+/// `volume_capabilities`: at least one, each well-formed (capability.rs).
+fn parse_capabilities(caps: &[VolumeCapability]) -> Result<Vec<Requested>, Status> {
     if caps.is_empty() {
         return Err(Status::invalid_argument("volume_capabilities is required"));
     }
-    for (i, c) in caps.iter().enumerate() {
-        match c.access_type {
-            Some(AccessType::Mount(_)) => {}
-            Some(AccessType::Block(_)) => {
-                return Err(Status::invalid_argument(format!(
-                    "volume_capabilities[{i}].block: block volumes are not supported"
-                )));
-            }
-            None => {
-                return Err(Status::invalid_argument(format!(
-                    "volume_capabilities[{i}].access_type is required"
-                )));
-            }
-        }
-        let mode = c.access_mode.as_ref().map(|m| m.mode);
-        match mode.and_then(|m| AccessModeKind::try_from(m).ok()) {
-            Some(AccessModeKind::Unknown) | None => {
-                return Err(Status::invalid_argument(format!(
-                    "volume_capabilities[{i}].access_mode is missing or unknown ({mode:?})"
-                )));
-            }
-            Some(_) => {}
-        }
+    caps.iter()
+        .enumerate()
+        .map(|(i, c)| {
+            capability::parse(c)
+                .map_err(|e| Status::invalid_argument(format!("volume_capabilities[{i}].{e}")))
+        })
+        .collect()
+}
+
+/// A volume is created only for capabilities it can serve (capability.rs).
+fn check_capabilities(caps: &[VolumeCapability]) -> Result<(), Status> {
+    for (i, c) in parse_capabilities(caps)?.iter().enumerate() {
+        c.mount_flags()
+            .map_err(|e| Status::invalid_argument(format!("volume_capabilities[{i}].{e}")))?;
     }
     Ok(())
 }
@@ -586,7 +772,63 @@ impl tower::Service<http::Request<Body>> for ControllerService {
                     "ListSnapshots" => {
                         unary(req, move |r| async move { d.list_snapshots(r).await }).await
                     }
+                    "ValidateVolumeCapabilities" => {
+                        unary(req, move |r| async move {
+                            d.validate_volume_capabilities(r).await
+                        })
+                        .await
+                    }
                     other => unimplemented(CONTROLLER, other),
+                };
+                Ok(resp)
+            }
+            .instrument(span),
+        )
+    }
+}
+
+/// `csi.v1.Node`. Served without a plugin capability: the spec's PluginCapability
+/// lists the controller service only; every plugin is expected to serve Node.
+#[derive(Debug, Clone)]
+pub struct NodeService(pub Arc<Driver>);
+
+impl tonic::server::NamedService for NodeService {
+    const NAME: &'static str = NODE;
+}
+
+impl tower::Service<http::Request<Body>> for NodeService {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = HttpFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        let d = Arc::clone(&self.0);
+        let m = method(&req);
+        let span = tracing::info_span!("csi", service = "Node", method = %m);
+        Box::pin(
+            async move {
+                let resp = match m.as_str() {
+                    "NodeGetInfo" => {
+                        let info = d.node_info();
+                        unary(req, move |_: NodeGetInfoRequest| async move { info }).await
+                    }
+                    "NodeGetCapabilities" => {
+                        unary(req, |_: NodeGetCapabilitiesRequest| async {
+                            Ok(Driver::node_capabilities())
+                        })
+                        .await
+                    }
+                    "NodePublishVolume" => {
+                        unary(req, move |r| async move { d.node_publish(r).await }).await
+                    }
+                    "NodeUnpublishVolume" => {
+                        unary(req, move |r| async move { d.node_unpublish(r).await }).await
+                    }
+                    other => unimplemented(NODE, other),
                 };
                 Ok(resp)
             }
@@ -604,250 +846,4 @@ fn unimplemented(service: &str, method: &str) -> http::Response<Body> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn mount() -> VolumeCapability {
-        VolumeCapability {
-            access_type: Some(AccessType::Mount(MountVolume::default())),
-            access_mode: Some(AccessMode {
-                mode: AccessModeKind::SingleNodeWriter as i32,
-            }),
-        }
-    }
-
-    fn create(name: &str) -> CreateVolumeRequest {
-        CreateVolumeRequest {
-            name: name.to_owned(),
-            volume_capabilities: vec![mount()],
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn a_snapshot_takes_a_cut_delay_and_the_sidecars_names_and_nothing_else() {
-        let params = |kv: &[(&str, &str)]| -> BTreeMap<String, String> {
-            kv.iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect()
-        };
-        assert_eq!(
-            snapshot_cut_delay(&params(&[])).unwrap(),
-            std::time::Duration::ZERO
-        );
-        assert_eq!(
-            snapshot_cut_delay(&params(&[
-                ("cutDelayMillis", "8000"),
-                ("csi.storage.k8s.io/volumesnapshot/name", "s"),
-            ]))
-            .unwrap(),
-            std::time::Duration::from_secs(8)
-        );
-        let msg = |kv: &[(&str, &str)]| {
-            snapshot_cut_delay(&params(kv))
-                .unwrap_err()
-                .message()
-                .to_owned()
-        };
-        assert!(msg(&[("cutDelay", "8s")]).starts_with("parameters.cutDelay: unknown"));
-        assert!(msg(&[("cutDelayMillis", "8s")]).contains("not a whole number"));
-        assert!(msg(&[("cutDelayMillis", "-1")]).contains("not a whole number"));
-        assert!(msg(&[("cutDelayMillis", "50001")]).contains("more than the 50000 ms"));
-        assert!(snapshot_cut_delay(&params(&[("cutDelayMillis", "50000")])).is_ok());
-    }
-
-    fn refused(r: Result<NewVolume, Status>) -> String {
-        let e = r.unwrap_err();
-        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
-        e.message().to_owned()
-    }
-
-    #[test]
-    fn a_create_volume_is_parsed_with_its_source() {
-        let mut r = create("pvc-1");
-        r.capacity_range = Some(CapacityRange {
-            required_bytes: 10,
-            limit_bytes: 20,
-        });
-        r.volume_content_source = Some(VolumeContentSource {
-            r#type: Some(ContentSource::Snapshot(SnapshotSource {
-                snapshot_id: "snap-1".into(),
-            })),
-        });
-        let v = parse_create_volume(r).unwrap();
-        assert_eq!(v.id.as_str(), "pvc-1");
-        assert_eq!(
-            v.capacity,
-            Capacity {
-                required: 10,
-                limit: 20
-            }
-        );
-        assert_eq!(v.source_snapshot.unwrap().as_str(), "snap-1");
-    }
-
-    #[test]
-    fn every_bad_field_is_named() {
-        assert!(refused(parse_create_volume(create("../x"))).starts_with("name "));
-        assert!(refused(parse_create_volume(create(""))).contains("name is required"));
-
-        let mut r = create("v");
-        r.volume_capabilities.clear();
-        assert!(refused(parse_create_volume(r)).contains("volume_capabilities is required"));
-
-        let mut r = create("v");
-        r.volume_capabilities[0].access_type = Some(AccessType::Block(BlockVolume {}));
-        assert!(refused(parse_create_volume(r)).contains("volume_capabilities[0].block"));
-
-        let mut r = create("v");
-        r.volume_capabilities[0].access_mode = None;
-        assert!(refused(parse_create_volume(r)).contains("volume_capabilities[0].access_mode"));
-
-        for (req, lim) in [(-1, 0), (0, -1), (10, 5)] {
-            let mut r = create("v");
-            r.capacity_range = Some(CapacityRange {
-                required_bytes: req,
-                limit_bytes: lim,
-            });
-            assert!(refused(parse_create_volume(r)).starts_with("capacity_range"));
-        }
-
-        let mut r = create("v");
-        r.volume_content_source = Some(VolumeContentSource {
-            r#type: Some(ContentSource::Snapshot(SnapshotSource {
-                snapshot_id: "/etc".into(),
-            })),
-        });
-        assert!(
-            refused(parse_create_volume(r))
-                .starts_with("volume_content_source.snapshot.snapshot_id ")
-        );
-
-        let mut r = create("v");
-        r.volume_content_source = Some(VolumeContentSource {
-            r#type: Some(ContentSource::Volume(VolumeSource {
-                volume_id: "v0".into(),
-            })),
-        });
-        assert!(refused(parse_create_volume(r)).contains("CLONE_VOLUME"));
-
-        let mut r = create("v");
-        r.mutable_parameters.insert("k".into(), "v".into());
-        assert!(refused(parse_create_volume(r)).starts_with("mutable_parameters"));
-    }
-
-    #[test]
-    fn store_errors_get_the_specs_codes() {
-        let id = || ObjectId::parse("x").unwrap();
-        let code = |e: StoreError| status(&e).code();
-        assert_eq!(
-            code(StoreError::VolumeNotFound { id: id() }),
-            Code::NotFound
-        );
-        assert_eq!(
-            code(StoreError::SnapshotNotFound { id: id() }),
-            Code::NotFound
-        );
-        assert_eq!(
-            code(StoreError::SnapshotConflict {
-                id: id(),
-                existing: id(),
-                requested: id()
-            }),
-            Code::AlreadyExists
-        );
-        assert_eq!(
-            code(StoreError::CapacityBelowSource {
-                limit: 1,
-                minimum: 2,
-                snapshot: id()
-            }),
-            Code::OutOfRange
-        );
-    }
-
-    fn snap(id: &str, volume: &str) -> SnapshotRecord {
-        SnapshotRecord {
-            version: crate::meta::VERSION,
-            id: ObjectId::parse(id).unwrap(),
-            source_volume: ObjectId::parse(volume).unwrap(),
-            size_bytes: 0,
-            creation_time: Timestamp::default(),
-        }
-    }
-
-    fn ids(r: &ListSnapshotsResponse) -> Vec<String> {
-        r.entries
-            .iter()
-            .map(|e| e.snapshot.as_ref().unwrap().snapshot_id.clone())
-            .collect()
-    }
-
-    #[test]
-    fn list_pages_by_id_and_filters() {
-        let all = [snap("a", "v1"), snap("b", "v2"), snap("c", "v1")];
-        let list = |r: ListSnapshotsRequest| page(&parse_list(&r).unwrap(), &all);
-
-        let first = list(ListSnapshotsRequest {
-            max_entries: 2,
-            ..Default::default()
-        });
-        assert_eq!(ids(&first), ["a", "b"]);
-        assert_eq!(first.next_token, "after:c");
-        let rest = list(ListSnapshotsRequest {
-            max_entries: 2,
-            starting_token: first.next_token,
-            ..Default::default()
-        });
-        assert_eq!(ids(&rest), ["c"]);
-        assert_eq!(rest.next_token, "", "the last page");
-
-        let by_volume = list(ListSnapshotsRequest {
-            source_volume_id: "v1".into(),
-            ..Default::default()
-        });
-        assert_eq!(ids(&by_volume), ["a", "c"]);
-        let one = list(ListSnapshotsRequest {
-            snapshot_id: "b".into(),
-            ..Default::default()
-        });
-        assert_eq!(ids(&one), ["b"]);
-        for nothing in ["zzz", "../a", "a\0"] {
-            let none = list(ListSnapshotsRequest {
-                snapshot_id: nothing.into(),
-                ..Default::default()
-            });
-            assert!(none.entries.is_empty(), "{nothing:?}");
-        }
-    }
-
-    #[test]
-    fn a_foreign_token_is_aborted_and_a_negative_limit_refused() {
-        let e = parse_list(&ListSnapshotsRequest {
-            starting_token: "invalid-token".into(),
-            ..Default::default()
-        })
-        .unwrap_err();
-        assert_eq!(e.code(), Code::Aborted);
-        let e = parse_list(&ListSnapshotsRequest {
-            max_entries: -1,
-            ..Default::default()
-        })
-        .unwrap_err();
-        assert_eq!(e.code(), Code::InvalidArgument);
-    }
-
-    #[test]
-    fn advertised_capabilities_are_the_implemented_ones() {
-        let caps: Vec<i32> = Driver::controller_capabilities()
-            .capabilities
-            .into_iter()
-            .filter_map(|c| c.r#type.map(|ControllerCapabilityType::Rpc(r)| r.r#type))
-            .collect();
-        assert_eq!(
-            caps,
-            [1, 5, 6],
-            "CREATE_DELETE_VOLUME, CREATE_DELETE_SNAPSHOT, LIST_SNAPSHOTS"
-        );
-    }
-}
+mod tests;

@@ -4,108 +4,15 @@
 // Test helpers outside #[test] functions: a failure is a test failure.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
-use tempfile::TempDir;
-use tonic::transport::{Channel, Uri};
-use tonic::{Code, Status};
-use tonic_prost::ProstCodec;
+use common::{Csi, LoopBtrfs, assert_code, dir_of, driver, from_snapshot, run, tree, volume};
+use tonic::Code;
 use vtsnap_csi_btrfs::csi::*;
-use vtsnap_csi_btrfs::server::{self, Config, Serving};
-
-// ---- a btrfs file system on a loop device, gone again on drop ----
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// A loop device holding a fresh btrfs, mounted; unmounted and detached on drop, also
-/// when the test panics.
-struct LoopBtrfs {
-    dir: TempDir,
-    device: String,
-    mounted: bool,
-}
-
-impl LoopBtrfs {
-    fn new() -> Self {
-        let dir = tempfile::Builder::new()
-            .prefix("vtsnap-csi-btrfs-")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        let image = dir.path().join("disk.img");
-        std::fs::File::create(&image)
-            .unwrap()
-            .set_len(512 << 20)
-            .unwrap();
-        let device = run(Command::new("losetup")
-            .args(["--find", "--show"])
-            .arg(&image));
-        let mut fs = Self {
-            dir,
-            device,
-            mounted: false,
-        };
-        run(Command::new("mkfs.btrfs").args(["-q", "-f", &fs.device]));
-        std::fs::create_dir(fs.mnt()).unwrap();
-        run(Command::new("mount").arg(&fs.device).arg(fs.mnt()));
-        fs.mounted = true;
-        fs
-    }
-
-    fn mnt(&self) -> PathBuf {
-        self.dir.path().join("mnt")
-    }
-
-    /// The driver's root: one level below the mount, so an escape would be visible.
-    fn root(&self) -> PathBuf {
-        self.mnt().join("csi")
-    }
-}
-
-impl Drop for LoopBtrfs {
-    fn drop(&mut self) {
-        if self.mounted {
-            let ok = Command::new("umount")
-                .arg(self.mnt())
-                .status()
-                .is_ok_and(|s| s.success());
-            if !ok {
-                let _ = Command::new("umount").arg("-l").arg(self.mnt()).status();
-            }
-        }
-        let _ = Command::new("losetup").args(["-d", &self.device]).status();
-    }
-}
-
-/// Every path under `dir`, relative to it.
-fn tree(dir: &Path) -> BTreeSet<String> {
-    fn walk(base: &Path, dir: &Path, out: &mut BTreeSet<String>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            out.insert(p.strip_prefix(base).unwrap().display().to_string());
-            if p.symlink_metadata().unwrap().is_dir() {
-                walk(base, &p, out);
-            }
-        }
-    }
-    let mut out = BTreeSet::new();
-    walk(dir, dir, &mut out);
-    out
-}
 
 fn readonly(path: &Path) -> String {
     run(Command::new("btrfs")
@@ -133,153 +40,6 @@ fn kernel_otime(path: &Path) -> i64 {
     run(Command::new("date").args(["-u", "+%s", "-d", &line]))
         .parse()
         .unwrap()
-}
-
-// ---- a CSI client over the socket ----
-
-struct Csi {
-    channel: Channel,
-}
-
-impl Csi {
-    async fn connect(socket: &Path) -> Self {
-        let p = socket.to_owned();
-        let connector = tower::service_fn(move |_: Uri| {
-            let p = p.clone();
-            async move {
-                Ok::<_, std::io::Error>(TokioIo::new(vtsnap_core::unixsock::connect(&p).await?))
-            }
-        });
-        // The URI is never dialled: the connector is.
-        let channel = tonic::transport::Endpoint::from_static("http://csi.local")
-            .connect_with_connector(connector)
-            .await
-            .unwrap();
-        Self { channel }
-    }
-
-    async fn call<Req, Resp>(&self, service: &str, method: &str, req: Req) -> Result<Resp, Status>
-    where
-        Req: prost::Message + Send + Sync + 'static,
-        Resp: prost::Message + Default + Send + Sync + 'static,
-    {
-        let mut grpc = tonic::client::Grpc::new(self.channel.clone());
-        grpc.ready().await.unwrap();
-        let path = http::uri::PathAndQuery::try_from(format!("/{service}/{method}")).unwrap();
-        grpc.unary(
-            tonic::Request::new(req),
-            path,
-            ProstCodec::<Req, Resp>::default(),
-        )
-        .await
-        .map(tonic::Response::into_inner)
-    }
-
-    async fn create_volume(&self, r: CreateVolumeRequest) -> Result<Volume, Status> {
-        let resp: CreateVolumeResponse = self.call(CONTROLLER, "CreateVolume", r).await?;
-        Ok(resp.volume.unwrap())
-    }
-
-    async fn create_snapshot(&self, name: &str, source: &str) -> Result<Snapshot, Status> {
-        self.create_snapshot_with(name, source, &[]).await
-    }
-
-    async fn create_snapshot_with(
-        &self,
-        name: &str,
-        source: &str,
-        parameters: &[(&str, &str)],
-    ) -> Result<Snapshot, Status> {
-        let r = CreateSnapshotRequest {
-            name: name.into(),
-            source_volume_id: source.into(),
-            parameters: parameters
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        };
-        let resp: CreateSnapshotResponse = self.call(CONTROLLER, "CreateSnapshot", r).await?;
-        Ok(resp.snapshot.unwrap())
-    }
-
-    async fn delete_volume(&self, id: &str) -> Result<(), Status> {
-        let r = DeleteVolumeRequest {
-            volume_id: id.into(),
-        };
-        let _: DeleteVolumeResponse = self.call(CONTROLLER, "DeleteVolume", r).await?;
-        Ok(())
-    }
-
-    async fn delete_snapshot(&self, id: &str) -> Result<(), Status> {
-        let r = DeleteSnapshotRequest {
-            snapshot_id: id.into(),
-        };
-        let _: DeleteSnapshotResponse = self.call(CONTROLLER, "DeleteSnapshot", r).await?;
-        Ok(())
-    }
-
-    async fn list_snapshots(&self, r: ListSnapshotsRequest) -> Vec<Snapshot> {
-        let resp: ListSnapshotsResponse = self.call(CONTROLLER, "ListSnapshots", r).await.unwrap();
-        resp.entries
-            .into_iter()
-            .filter_map(|e| e.snapshot)
-            .collect()
-    }
-}
-
-/// A CreateVolume the way csi-provisioner sends it for a filesystem PVC.
-fn volume(name: &str) -> CreateVolumeRequest {
-    CreateVolumeRequest {
-        name: name.into(),
-        capacity_range: Some(CapacityRange {
-            required_bytes: 64 << 20,
-            limit_bytes: 0,
-        }),
-        volume_capabilities: vec![VolumeCapability {
-            access_type: Some(AccessType::Mount(MountVolume::default())),
-            access_mode: Some(AccessMode {
-                mode: AccessModeKind::SingleNodeWriter as i32,
-            }),
-        }],
-        ..Default::default()
-    }
-}
-
-fn from_snapshot(mut r: CreateVolumeRequest, snapshot_id: &str) -> CreateVolumeRequest {
-    r.volume_content_source = Some(VolumeContentSource {
-        r#type: Some(ContentSource::Snapshot(SnapshotSource {
-            snapshot_id: snapshot_id.into(),
-        })),
-    });
-    r
-}
-
-fn dir_of(v: &Volume) -> PathBuf {
-    PathBuf::from(&v.volume_context["path"])
-}
-
-/// The driver on `fs`, serving on a socket in `sock_dir`, and a client connected to it.
-async fn driver(fs: &LoopBtrfs, sock_dir: &Path) -> (Serving, Csi) {
-    let cfg = Config {
-        endpoint: format!("unix://{}", sock_dir.join("csi.sock").display())
-            .parse()
-            .unwrap(),
-        root: fs.root(),
-        node_id: Some("node-1".into()),
-    };
-    let serving = server::start(&cfg).await.unwrap();
-    let csi = Csi::connect(serving.socket()).await;
-    (serving, csi)
-}
-
-fn assert_code<T: std::fmt::Debug>(r: Result<T, Status>, code: Code, what: &str) -> String {
-    match r {
-        Err(s) => {
-            assert_eq!(s.code(), code, "{what}: {s:?}");
-            s.message().to_owned()
-        }
-        Ok(v) => panic!("{what}: expected {code:?}, got {v:?}"),
-    }
 }
 
 // ---- the tests ----
@@ -321,10 +81,14 @@ async fn a_snapshot_holds_its_cut_and_a_clone_of_it_is_writable() {
         .await
         .unwrap();
     assert_eq!(caps.capabilities.len(), 3);
-    let node: Result<ProbeResponse, _> = csi
-        .call("csi.v1.Node", "NodeGetInfo", ProbeRequest {})
-        .await;
-    assert_code(node, Code::Unimplemented, "no Node service");
+    assert_eq!(
+        plugin.capabilities.len(),
+        1,
+        "the Node service is served, not advertised"
+    );
+    let unserved: Result<ProbeResponse, _> =
+        csi.call(NODE, "NodeStageVolume", ProbeRequest {}).await;
+    assert_code(unserved, Code::Unimplemented, "no staging");
 
     // An empty volume, written to.
     let vol = csi.create_volume(volume("pvc-data")).await.unwrap();
