@@ -57,7 +57,7 @@ async fn watching_helper(kube: &FakeKube, dir: &std::path::Path) -> Handle {
         start_timeout: Duration::from_secs(5),
         shutdown_timeout: Duration::from_secs(5),
     };
-    daemon::start(cfg, kube.client()).await.unwrap()
+    daemon::start(cfg, kube.client_as("node")).await.unwrap()
 }
 
 async fn until(what: &str, limit: Duration, cond: impl Fn() -> bool) {
@@ -155,6 +155,11 @@ async fn a_request_is_answered_through_the_watch_without_a_resync() {
     .await;
     assert_eq!(node_state(&kube, "l2"), None);
     assert!(lease_requests(&kube, "l2", 0).is_empty());
+    assert_eq!(
+        vtsnap_testkit::rbac::refused("node", &kube.log()),
+        Vec::<String>::new(),
+        "requests its ClusterRole does not grant"
+    );
     h.stop().await;
 }
 
@@ -299,5 +304,10 @@ async fn a_lease_that_expires_is_acted_on_at_its_expiry_with_no_event() {
             r.at
         );
     }
+    assert_eq!(
+        vtsnap_testkit::rbac::refused("node", &kube.log()),
+        Vec::<String>::new(),
+        "requests its ClusterRole does not grant"
+    );
     h.stop().await;
 }

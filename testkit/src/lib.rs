@@ -30,5 +30,6 @@ pub mod layout;
 pub mod leftovers;
 pub mod mariadb;
 pub mod operator_objects;
+pub mod rbac;
 pub mod real_kube;
 pub mod tree;

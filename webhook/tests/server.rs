@@ -68,7 +68,10 @@ impl Webhook {
             operator_shard().snapshot("s-1", cut).object(),
         );
         let config = Arc::new(Config::from_yaml(CONFIG).unwrap());
-        let (caches, _) = Caches::start(&kube.client(), &BTreeSet::from(["vitess".to_owned()]));
+        let (caches, _) = Caches::start(
+            &kube.client_as("admission"),
+            &BTreeSet::from(["vitess".to_owned()]),
+        );
         let c = caches.clone();
         until("the caches are filled", Duration::from_secs(10), || {
             c.synced()
@@ -96,7 +99,12 @@ impl Webhook {
             restore_image: Some("vtsnap/vtsnap-restore:test".into()),
             shard_state_max_age: Duration::from_secs(300),
         };
-        let (app, _events) = App::new(config, settings, caches.clone(), kube.client());
+        let (app, _events) = App::new(
+            config,
+            settings,
+            caches.clone(),
+            kube.client_as("admission"),
+        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -205,6 +213,11 @@ async fn a_review_over_https_gets_the_patch_and_the_event_is_recorded() {
     assert_eq!(
         stored["spec"]["initContainers"][2]["image"],
         "vtsnap/vtsnap-restore:test"
+    );
+    assert_eq!(
+        vtsnap_testkit::rbac::refused("admission", &w.kube.log()),
+        Vec::<String>::new(),
+        "requests its Role does not grant"
     );
 }
 

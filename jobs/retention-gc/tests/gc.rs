@@ -77,7 +77,7 @@ fn opts(dry_run: bool) -> GcOptions {
 #[tokio::test]
 async fn retention_deletes_beyond_max_count() {
     let kube = world(5);
-    let r = run(&config(""), &opts(false), kube.client()).await;
+    let r = run(&config(""), &opts(false), kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 0, "{r:?}");
     assert_eq!(r.deleted, ["vitess/snap-0003", "vitess/snap-0004"]);
     assert_eq!(kube.list_json(GROUP, PLURAL).len(), 3);
@@ -89,6 +89,11 @@ async fn retention_deletes_beyond_max_count() {
             (Some("VitessCluster"), Some("SnapshotDeleted"))
         );
     }
+    assert_eq!(
+        vtsnap_testkit::rbac::refused("gc", &kube.log()),
+        Vec::<String>::new(),
+        "requests its Role does not grant"
+    );
 }
 
 #[tokio::test]
@@ -98,7 +103,7 @@ async fn an_unreadable_snapshot_is_never_deleted() {
     let mut bad = snap_obj("snap-unreadable", "x-x", 10);
     bad["metadata"]["labels"]["vtsnap.io/phase"] = json!("Ready");
     kube.put_json(GROUP, PLURAL, bad);
-    let r = run(&config(""), &opts(false), kube.client()).await;
+    let r = run(&config(""), &opts(false), kube.client_as("gc")).await;
     assert_eq!(r.deleted, ["vitess/snap-0003"], "{r:?}");
     assert!(
         kube.get_json(GROUP, PLURAL, "vitess", "snap-unreadable")
@@ -138,7 +143,7 @@ async fn a_list_that_fails_half_way_through_its_pages_deletes_nothing() {
             .nth(2)
             .status(500),
     );
-    let r = run(&config(""), &opts(false), kube.client()).await;
+    let r = run(&config(""), &opts(false), kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 1, "{r:?}");
     assert_eq!(r.unreadable.len(), 1);
     assert!(r.plan.delete.is_empty() && r.deleted.is_empty());
@@ -162,7 +167,7 @@ async fn owner_reference_sync_is_retried_on_conflict() {
     let r = run(
         &config("  deletionPolicy: {whenDeleted: Delete}\n"),
         &opts(false),
-        kube.client(),
+        kube.client_as("gc"),
     )
     .await;
     assert_eq!((r.exit_code, r.owner_refs_changed), (0, 2), "{r:?}");
@@ -176,7 +181,7 @@ async fn owner_reference_sync_is_retried_on_conflict() {
     let r = run(
         &config("  deletionPolicy: {whenDeleted: Retain}\n"),
         &opts(false),
-        kube.client(),
+        kube.client_as("gc"),
     )
     .await;
     assert_eq!(r.owner_refs_changed, 2, "{r:?}");
@@ -188,6 +193,11 @@ async fn owner_reference_sync_is_retried_on_conflict() {
             "{s}"
         );
     }
+    assert_eq!(
+        vtsnap_testkit::rbac::refused("gc", &kube.log()),
+        Vec::<String>::new(),
+        "requests its Role does not grant"
+    );
 }
 
 #[tokio::test]
@@ -198,7 +208,7 @@ async fn a_delete_that_returns_404_is_done() {
             .always()
             .status(404),
     );
-    let r = run(&config(""), &opts(false), kube.client()).await;
+    let r = run(&config(""), &opts(false), kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 0, "{r:?}");
     assert_eq!(r.deleted, ["vitess/snap-0003"]);
 }
@@ -227,7 +237,7 @@ async fn expired_fences_are_recovered() {
             "vtsnap.io/request": "hold", "vtsnap.io/max-hold-seconds": "60"}},
         "spec": {"holderIdentity": "dead-job", "leaseDurationSeconds": 30, "renewTime": "2026-01-01T00:00:00.000000Z"}
     }));
-    let r = run(&config(""), &opts(false), kube.client()).await;
+    let r = run(&config(""), &opts(false), kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 0, "{r:?}");
     assert_eq!(r.fences_recovered, [format!("vitess/{name}")]);
     assert!(
@@ -239,6 +249,11 @@ async fn expired_fences_are_recovered() {
             .calls()
             .contains(&format!("ChangeTabletType {} REPLICA", fixture.alias(2)))
     );
+    assert_eq!(
+        vtsnap_testkit::rbac::refused("gc", &kube.log()),
+        Vec::<String>::new(),
+        "requests its Role does not grant"
+    );
 }
 
 #[tokio::test]
@@ -247,7 +262,7 @@ async fn dry_run_changes_nothing() {
     let r = run(
         &config("  deletionPolicy: {whenDeleted: Delete}\n"),
         &opts(true),
-        kube.client(),
+        kube.client_as("gc"),
     )
     .await;
     assert_eq!(r.exit_code, 0);

@@ -1,5 +1,5 @@
 //! `vtsnap-gc run` watching the restores the webhook injected, against the in-memory API
-//! (`FakeKube`, for fault injection) and the fake vtctld (DESIGN §7: no vtctld here): a
+//! (`FakeKube`, for fault injection) and the fake vtctld (docs/design.md §7: no vtctld here): a
 //! node-local restore stuck Pending is un-stuck once, a tablet that cannot catch up (error
 //! 1236) marks its snapshot unusable, and an uncertain read deletes nothing.
 
@@ -112,11 +112,11 @@ impl World {
 async fn a_stuck_node_local_restore_marks_its_snapshot_then_its_pod_and_pvc_go() {
     let (w, _vt) = world("Pending", "Pending").await;
     // A dry run plans it and changes nothing.
-    let r = run(&w.config, &opts(true), w.kube.client()).await;
+    let r = run(&w.config, &opts(true), w.kube.client_as("gc")).await;
     assert_eq!(r.plan.restores.unstick.len(), 1, "{r:?}");
     assert!(w.snapshot_unusable().is_none() && w.has("pods") && w.has("persistentvolumeclaims"));
 
-    let r = run(&w.config, &opts(false), w.kube.client()).await;
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 0, "{r:?}");
     assert_eq!(r.marked_unusable, ["vitess/s-1"]);
     assert_eq!(r.unstuck, [format!("vitess/{}", w.tablet.name)]);
@@ -142,15 +142,20 @@ async fn a_stuck_node_local_restore_marks_its_snapshot_then_its_pod_and_pvc_go()
     w.kube.put_json("", "persistentvolumeclaims", pvc);
     pod["status"] = json!({"phase": "Pending"});
     w.kube.put_json("", "pods", pod);
-    let r = run(&w.config, &opts(false), w.kube.client()).await;
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
     assert!(r.marked_unusable.is_empty(), "{r:?}");
+    assert_eq!(
+        vtsnap_testkit::rbac::refused("gc", &w.kube.log()),
+        Vec::<String>::new(),
+        "requests its Role does not grant"
+    );
 }
 
 #[tokio::test]
 async fn a_bound_or_running_restore_is_never_deleted() {
     for (pvc, pod) in [("Bound", "Pending"), ("Pending", "Running")] {
         let (w, _vt) = world(pvc, pod).await;
-        let r = run(&w.config, &opts(false), w.kube.client()).await;
+        let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
         assert!(
             r.unstuck.is_empty() && r.plan.restores.unstick.is_empty(),
             "{pvc}/{pod}: {r:?}"
@@ -166,7 +171,7 @@ async fn a_bound_or_running_restore_is_never_deleted() {
 async fn an_uncertain_read_of_pods_deletes_nothing() {
     let (w, _vt) = world("Pending", "Pending").await;
     w.kube.fault(Fault::on(is(Verb::List, "pods")).status(503));
-    let r = run(&w.config, &opts(false), w.kube.client()).await;
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 1, "{r:?}");
     assert!(r.unstuck.is_empty() && r.marked_unusable.is_empty());
     assert!(w.has("pods") && w.has("persistentvolumeclaims"));
@@ -178,7 +183,7 @@ async fn a_failed_mark_leaves_the_stuck_restore_for_the_next_run() {
     let (w, _vt) = world("Pending", "Pending").await;
     w.kube
         .fault(Fault::on(is(Verb::Patch, "volumesnapshots")).status(500));
-    let r = run(&w.config, &opts(false), w.kube.client()).await;
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 1, "{r:?}");
     assert!(
         r.unstuck.is_empty(),
@@ -186,7 +191,7 @@ async fn a_failed_mark_leaves_the_stuck_restore_for_the_next_run() {
     );
     assert!(w.has("pods") && w.has("persistentvolumeclaims"));
     // Next run: marked, then un-stuck.
-    let r = run(&w.config, &opts(false), w.kube.client()).await;
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
     assert_eq!((r.exit_code, r.unstuck.len()), (0, 1), "{r:?}");
 }
 
@@ -206,7 +211,7 @@ async fn a_restored_tablet_that_cannot_catch_up_marks_its_snapshot() {
         t.status = Some(status);
         sh.tablets.insert(alias.to_string(), t);
     });
-    let r = run(&w.config, &opts(false), w.kube.client()).await;
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 0, "{r:?}");
     assert_eq!(r.marked_unusable, ["vitess/s-1"], "{r:?}");
     let why = w.snapshot_unusable().unwrap();
@@ -219,8 +224,13 @@ async fn a_restored_tablet_that_cannot_catch_up_marks_its_snapshot() {
     assert!(w.has("pods") && w.has("persistentvolumeclaims"));
     // Replication that is merely slow is no reason.
     let (w, _vt) = world("Bound", "Running").await;
-    let r = run(&w.config, &opts(false), w.kube.client()).await;
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
     assert!(r.marked_unusable.is_empty(), "{r:?}");
+    assert_eq!(
+        vtsnap_testkit::rbac::refused("gc", &w.kube.log()),
+        Vec::<String>::new(),
+        "requests its Role does not grant"
+    );
 }
 
 #[tokio::test]
@@ -236,7 +246,7 @@ async fn a_pod_that_starts_between_the_read_and_the_delete_is_not_deleted() {
             k.put_json("", "pods", pod);
         }),
     );
-    let r = run(&w.config, &opts(false), w.kube.client()).await;
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 1, "{r:?}");
     assert!(r.unstuck.is_empty(), "{r:?}");
     assert!(w.has("pods") && w.has("persistentvolumeclaims"));

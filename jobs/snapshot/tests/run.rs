@@ -48,16 +48,24 @@ fn opts() -> RunOptions {
     }
 }
 
+/// A run as the snapshot job's own account: every request it sends must be one the
+/// chart's Role grants (charts/vtsnap/files/rbac.yaml).
 async fn go(w: &World, extra: &str) -> Summary {
-    run(
+    let s = run(
         &config(w, extra),
         "example",
         "commerce",
         "-",
         &opts(),
-        w.kube.client(),
+        w.kube.client_as("snapshot"),
     )
-    .await
+    .await;
+    assert_eq!(
+        vtsnap_testkit::rbac::refused("snapshot", &w.kube.log()),
+        Vec::<String>::new(),
+        "the snapshot job sent requests its Role does not grant"
+    );
+    s
 }
 
 fn lease_left(w: &World) -> bool {

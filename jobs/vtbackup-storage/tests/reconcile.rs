@@ -89,7 +89,7 @@ fn actions(r: &Report) -> Vec<String> {
 async fn pending_on_an_inherited_pvc_the_empty_dir_policy_replaces_pod_then_pvc() {
     let kube = world(Some("Pending"));
     let cfg = config("{useEmptyDirForInitialBackup: true}");
-    let dry = run(&cfg, &opts(true), kube.client()).await;
+    let dry = run(&cfg, &opts(true), kube.client_as("vtbackup-storage")).await;
     assert_eq!(
         actions(&dry),
         ["Pod DeletePod", "PersistentVolumeClaim DeletePvc"],
@@ -99,7 +99,7 @@ async fn pending_on_an_inherited_pvc_the_empty_dir_policy_replaces_pod_then_pvc(
         has(&kube, "pods") && has(&kube, "persistentvolumeclaims"),
         "a dry run changed something"
     );
-    let r = run(&cfg, &opts(false), kube.client()).await;
+    let r = run(&cfg, &opts(false), kube.client_as("vtbackup-storage")).await;
     assert_eq!(r.exit_code, 0, "{r:?}");
     assert_eq!(r.done.len(), 2, "{r:?}");
     assert!(!has(&kube, "pods") && !has(&kube, "persistentvolumeclaims"));
@@ -114,6 +114,11 @@ async fn pending_on_an_inherited_pvc_the_empty_dir_policy_replaces_pod_then_pvc(
         .position(|l| l.info.verb == Verb::Delete && l.info.plural == "persistentvolumeclaims")
         .unwrap();
     assert!(gone < deleted, "{log:?}");
+    assert_eq!(
+        vtsnap_testkit::rbac::refused("vtbackup-storage", &kube.log()),
+        Vec::<String>::new(),
+        "requests its Role does not grant"
+    );
 }
 
 #[tokio::test]
@@ -121,14 +126,14 @@ async fn an_uncertain_read_of_the_pod_keeps_the_pvc_until_a_later_run() {
     let kube = world(None);
     let cfg = config("{useEmptyDirForInitialBackup: true}");
     kube.fault(Fault::on(is(Verb::Get, "pods")).status(503));
-    let r = run(&cfg, &opts(false), kube.client()).await;
+    let r = run(&cfg, &opts(false), kube.client_as("vtbackup-storage")).await;
     assert_eq!(r.exit_code, 1, "{r:?}");
     assert!(
         has(&kube, "persistentvolumeclaims"),
         "a PVC was deleted on an uncertain read"
     );
     assert!(r.errors[0].contains("cannot verify"), "{r:?}");
-    let r = run(&cfg, &opts(false), kube.client()).await;
+    let r = run(&cfg, &opts(false), kube.client_as("vtbackup-storage")).await;
     assert_eq!(r.exit_code, 0, "{r:?}");
     assert!(!has(&kube, "persistentvolumeclaims"));
 }
@@ -143,7 +148,7 @@ async fn a_pod_that_appears_before_the_pvc_goes_keeps_it() {
     kube.fault(Fault::on(is(Verb::Get, "pods")).then_change(move |k| {
         k.put_json("", "pods", pod.clone());
     }));
-    let r = run(&cfg, &opts(false), kube.client()).await;
+    let r = run(&cfg, &opts(false), kube.client_as("vtbackup-storage")).await;
     assert_eq!(r.exit_code, 1, "{r:?}");
     assert!(
         has(&kube, "persistentvolumeclaims") && has(&kube, "pods"),
@@ -155,7 +160,12 @@ async fn a_pod_that_appears_before_the_pvc_goes_keeps_it() {
 #[tokio::test]
 async fn matching_legacy_objects_are_adopted_and_then_left_alone() {
     let kube = world(Some("Succeeded"));
-    let r = run(&config(""), &opts(false), kube.client()).await;
+    let r = run(
+        &config(""),
+        &opts(false),
+        kube.client_as("vtbackup-storage"),
+    )
+    .await;
     assert_eq!(r.exit_code, 0, "{r:?}");
     assert_eq!(
         actions(&r),
@@ -171,13 +181,23 @@ async fn matching_legacy_objects_are_adopted_and_then_left_alone() {
         pod["metadata"]["annotations"][ANN_TEMPLATE_HASH],
         pvc["metadata"]["annotations"][ANN_TEMPLATE_HASH]
     );
-    let again = run(&config(""), &opts(false), kube.client()).await;
+    let again = run(
+        &config(""),
+        &opts(false),
+        kube.client_as("vtbackup-storage"),
+    )
+    .await;
     assert_eq!(
         actions(&again),
         ["Pod Keep", "PersistentVolumeClaim Keep"],
         "{again:?}"
     );
     assert!(again.done.is_empty());
+    assert_eq!(
+        vtsnap_testkit::rbac::refused("vtbackup-storage", &kube.log()),
+        Vec::<String>::new(),
+        "requests its Role does not grant"
+    );
 }
 
 #[tokio::test]
@@ -192,9 +212,14 @@ async fn a_failed_loop_guard_write_deletes_nothing() {
         json!([{"name": "persistent-volume-claim", "hostPath": {"path": "/scratch"}}]);
     kube.put_json("planetscale.com", "vitessclusters", cluster);
     kube.fault(Fault::on(is(Verb::Patch, "persistentvolumeclaims")).status(409));
-    let r = run(&cfg, &opts(false), kube.client()).await;
+    let r = run(&cfg, &opts(false), kube.client_as("vtbackup-storage")).await;
     assert_eq!(r.exit_code, 1, "{r:?}");
     assert!(has(&kube, "pods"), "deleted without the loop guard: {r:?}");
+    assert_eq!(
+        vtsnap_testkit::rbac::refused("vtbackup-storage", &kube.log()),
+        Vec::<String>::new(),
+        "requests its Role does not grant"
+    );
 }
 
 // ---- the property -------------------------------------------------------------------

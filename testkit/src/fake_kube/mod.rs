@@ -93,7 +93,12 @@ pub struct RequestInfo {
     pub subresource: Option<String>,
     pub query: BTreeMap<String, String>,
     pub content_type: Option<String>,
+    /// The program that sent it, for a client made by [`FakeKube::client_as`].
+    pub client: Option<String>,
 }
+
+/// The header [`FakeKube::client_as`]'s clients name themselves with.
+const CLIENT_HEADER: &str = "x-vtsnap-test-client";
 
 /// One logged request and the status it got.
 #[derive(Debug, Clone)]
@@ -382,9 +387,19 @@ impl FakeKube {
         kube::Client::new(self.service(), "default")
     }
 
+    /// As [`Self::client`], its requests logged as `program`'s (see `crate::rbac`).
+    pub fn client_as(&self, program: &str) -> kube::Client {
+        let service = FakeKubeService {
+            inner: self.inner.clone(),
+            client: Some(Arc::from(program)),
+        };
+        kube::Client::new(service, "default")
+    }
+
     pub fn service(&self) -> FakeKubeService {
         FakeKubeService {
             inner: self.inner.clone(),
+            client: None,
         }
     }
 
@@ -696,6 +711,11 @@ impl FakeKube {
             content_type: parts
                 .headers
                 .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+            client: parts
+                .headers
+                .get(CLIENT_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned),
         };
@@ -1348,6 +1368,7 @@ fn respond(r: Reply) -> Response<FakeBody> {
 #[derive(Clone)]
 pub struct FakeKubeService {
     inner: Arc<Inner>,
+    client: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for FakeKubeService {
@@ -1365,10 +1386,17 @@ impl tower::Service<Request<kube::client::Body>> for FakeKubeService {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request<kube::client::Body>) -> Self::Future {
+    fn call(&mut self, mut req: Request<kube::client::Body>) -> Self::Future {
         let fake = FakeKube {
             inner: self.inner.clone(),
         };
+        if let Some(v) = self
+            .client
+            .as_deref()
+            .and_then(|c| http::HeaderValue::from_str(c).ok())
+        {
+            req.headers_mut().insert(CLIENT_HEADER, v);
+        }
         Box::pin(async move { fake.handle(req).await })
     }
 }
