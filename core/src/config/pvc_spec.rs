@@ -254,10 +254,10 @@ fn parse_problem(e: &serde_path_to_error::Error<serde_json::Error>) -> Problem {
             "unknown field, did you mean resources.requests.storage?".to_owned()
         }
         Some((_, Some(near))) => format!("unknown field, did you mean {near}?"),
-        Some((expected, None)) if !expected.is_empty() => {
+        // Every struct here has fields, so serde always lists them.
+        Some((expected, None)) => {
             format!("unknown field (the fields are {})", expected.join(", "))
         }
-        Some(_) => "unknown field".to_owned(),
         None => message,
     };
     Problem { path, message }
@@ -340,6 +340,22 @@ mod tests {
     }
 
     #[test]
+    fn distance_is_levenshteins() {
+        for (a, b, d) in [
+            ("kitten", "sitting", 3),
+            ("flaw", "lawn", 2),
+            ("", "abc", 3),
+            ("abc", "", 3),
+            ("abc", "ab", 1),
+            ("ab", "abc", 1),
+            ("ab", "ba", 2),
+            ("storageclass", "storageclassname", 4),
+        ] {
+            assert_eq!(distance(a, b), d, "{a:?} to {b:?}");
+        }
+    }
+
+    #[test]
     fn the_probes_inputs_are_refused_by_path() {
         assert_eq!(
             messages(json!({})),
@@ -360,6 +376,13 @@ mod tests {
                 json!({"storageClass": "fast", "resources": {"requests": {"storage": "1Gi"}}})
             ),
             ["storageClass: unknown field, did you mean storageClassName?"]
+        );
+        // Near no field: every field is listed.
+        assert_eq!(
+            messages(json!({"zzz": 1, "resources": {"requests": {"storage": "1Gi"}}})),
+            [
+                "zzz: unknown field (the fields are accessModes, resources, storageClassName, volumeMode, selector, volumeName, volumeAttributesClassName, dataSource, dataSourceRef)"
+            ]
         );
         let bogus = messages(
             json!({"accessModes": ["ReadWriteSometimes"], "resources": {"requests": {"storage": "1Gi"}}}),

@@ -109,7 +109,7 @@ fn mysql56_element(e: &str) -> Result<(), &'static str> {
     if !parts.next().is_some_and(is_uuid) {
         return Err("does not start with a server UUID");
     }
-    let mut intervals = 0;
+    let mut intervals: usize = 0;
     for p in parts {
         if is_tag(p) {
             continue;
@@ -150,6 +150,7 @@ mod tests {
             (format!("MySQL56/{U1}:5"), GtidFlavor::Mysql56),
             (format!("MySQL56/{U1}:1-5:7-9,{U2}:1"), GtidFlavor::Mysql56),
             (format!("MySQL56/{U1}:1-5:vtsnap:1-3"), GtidFlavor::Mysql56),
+            (format!("MySQL56/{U1}:_a9_b:1"), GtidFlavor::Mysql56),
             ("MySQL56/".to_owned(), GtidFlavor::Mysql56),
             ("MariaDB/0-1-100".to_owned(), GtidFlavor::Mariadb),
             (
@@ -187,6 +188,24 @@ mod tests {
         );
         assert_eq!(why(&format!("MySQL56/{U1}")), "has no interval");
         assert_eq!(why(&format!("MySQL56/{U1}:tag")), "has no interval");
+        // A tag is lowercase letters, digits and `_`: anything else is read as an interval.
+        assert_eq!(
+            why(&format!("MySQL56/{U1}:my-tag:1")),
+            "an interval is N or N-M"
+        );
+        assert_eq!(
+            why(&format!("MySQL56/{U1}:Tag:1")),
+            "an interval is N or N-M"
+        );
+        assert_eq!(
+            why(&format!("MySQL56/{U1}:9tag:1")),
+            "an interval is N or N-M"
+        );
+        let long = "t".repeat(33);
+        assert_eq!(
+            why(&format!("MySQL56/{U1}:{long}:1")),
+            "an interval is N or N-M"
+        );
         assert_eq!(why(&format!("MySQL56/{U1}:0-5")), "an interval starts at 1");
         assert_eq!(
             why(&format!("MySQL56/{U1}:6-5")),

@@ -188,10 +188,17 @@ mod tests {
             Err(SourceMismatch::NotTheTabletsPvc { .. })
         ));
         let e = taken_of(&ours, "pvc-2").source_of_its_shard().unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("source PVC \"pvc-2\" is not the PVC of tablet"),
-            "{e}"
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "source PVC \"pvc-2\" is not the PVC of tablet \"{ours}\" of cluster \"example\" ({})",
+                tablet_pod_name("example", &ours)
+            )
+        );
+        let s = taken_of(&other, &tablet_pod_name("example", &other));
+        assert_eq!(
+            s.source_of_its_shard().unwrap_err().to_string(),
+            format!("source tablet \"{other}\" is not a tablet of keyspace \"commerce\" shard -80")
         );
     }
 

@@ -533,13 +533,13 @@ fn a_vtbackup_object_whose_labels_contradict_it_is_left_unchanged() {
             "renamed PVC",
             Kind::PersistentVolumeClaim,
             &renamed,
-            "is named",
+            "its labels call it the initial backup's PVC, but it is named",
         ),
         (
             "Pod with a tablet label",
             Kind::Pod,
             &tablet_pod,
-            "tablet label",
+            "its labels call it the initial backup's Pod, but it carries the tablet label",
         ),
         (
             "PVC owned by another controller",
