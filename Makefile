@@ -66,6 +66,8 @@ lint: setup
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	shellcheck -x scripts/*.sh e2e/local-cluster/*.sh kind/*.sh
+	python3 scripts/docs-check.py --self-test
+	python3 scripts/docs-check.py
 
 # Every test against the in-memory API and on this machine (the real-API tier is test-real).
 unit:
@@ -81,7 +83,7 @@ bench-check:
 	cargo test -p vtsnap-admission --bench review_latency -- --quick
 	cargo test -p vtsnap-node --bench reaction -- --quick
 
-# DESIGN §8's start-up (first API request) and node-helper footprint, on release binaries.
+# docs/design.md §8's start-up (first API request) and node-helper footprint, on release binaries.
 bench-startup:
 	cargo build --release --locked -p vtsnap-snapshot -p vtsnap-gc -p vtsnap-vtbackup-storage -p vtsnap-admission -p vtsnap-node --bins
 	cargo bench -p vtsnap-lab --bench startup

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The README's chart values reference, generated from charts/vtsnap/values.schema.json
-and the defaults in values.yaml.
+"""The chart values reference of docs/install.md ("Values"), generated from
+charts/vtsnap/values.schema.json and the defaults in values.yaml.
 
   chart-values-doc.py            print the table
-  chart-values-doc.py --check    fail unless README.md holds exactly that table between
+  chart-values-doc.py --check    fail unless docs/install.md holds exactly that table between
                                  its `<!-- values:begin -->` and `<!-- values:end -->` lines
   chart-values-doc.py --write    put the table there
 """
@@ -16,6 +16,8 @@ import yaml  # python3-yaml
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "vtsnap"
 BEGIN, END = "<!-- values:begin -->", "<!-- values:end -->"
+DOC = ROOT / "docs" / "install.md"
+DOC_NAME = "docs/install.md"
 
 
 def kind(s):
@@ -71,20 +73,20 @@ def main():
     if not mode:
         sys.stdout.write(t)
         return 0
-    readme = (ROOT / "README.md").read_text()
-    if BEGIN not in readme or END not in readme:
-        print(f"README.md has no {BEGIN} … {END} block", file=sys.stderr)
+    doc = DOC.read_text()
+    if BEGIN not in doc or END not in doc:
+        print(f"{DOC_NAME} has no {BEGIN} … {END} block", file=sys.stderr)
         return 1
-    head, rest = readme.split(BEGIN, 1)
+    head, rest = doc.split(BEGIN, 1)
     current, tail = rest.split(END, 1)
     if mode == "--write":
-        (ROOT / "README.md").write_text(f"{head}{BEGIN}\n{t}{END}{tail}")
+        DOC.write_text(f"{head}{BEGIN}\n{t}{END}{tail}")
         return 0
     if current.strip() != t.strip():
-        print("README.md's values reference differs from values.schema.json: "
+        print(f"{DOC_NAME}'s values reference differs from values.schema.json: "
               "run scripts/chart-values-doc.py --write", file=sys.stderr)
         return 1
-    print("chart: the README's values reference matches values.schema.json")
+    print(f"chart: the values reference in {DOC_NAME} matches values.schema.json")
     return 0
 
 

@@ -24,7 +24,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Podman settings that work without systemd and without a registry (DESIGN §7).
+# Podman settings that work without systemd and without a registry (docs/design.md §7).
 mkdir -p /etc/containers
 conf=/etc/containers/containers.conf
 if ! grep -q '# vtsnap test host settings (2)' "$conf" 2>/dev/null; then

@@ -1,4 +1,4 @@
-//! The exit codes every vtsnap binary uses (DESIGN §5.1), in one place.
+//! The exit codes every vtsnap binary uses (docs/design.md §5.1), in one place.
 
 use std::process::ExitCode;
 

@@ -1,5 +1,5 @@
 //! Label keys: vitess-operator's on tablet Pods and PVCs (`pkg/apis/planetscale/v2/labels.go`),
-//! and vtsnap's own on the objects it creates (DESIGN §4.3).
+//! and vtsnap's own on the objects it creates (docs/design.md §4.3).
 
 pub const COMPONENT: &str = "planetscale.com/component";
 pub const CLUSTER: &str = "planetscale.com/cluster";

@@ -1,4 +1,4 @@
-//! Which tablet to snapshot (DESIGN §5.1 step 2), as a pure function of the shard and the
+//! Which tablet to snapshot (docs/design.md §5.1 step 2), as a pure function of the shard and the
 //! resolved policy. Every refusal is its own variant with a stable code.
 
 use serde::Serialize;

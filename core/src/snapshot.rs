@@ -1,4 +1,4 @@
-//! The VolumeSnapshot schema vtsnap writes and reads (DESIGN §4.3): names, labels,
+//! The VolumeSnapshot schema vtsnap writes and reads (docs/design.md §4.3): names, labels,
 //! annotations, phases, and what "cut" and "ready" mean (external-snapshotter v1).
 //!
 //! A snapshot is **cut** when `status.boundVolumeSnapshotContentName` and

@@ -1,4 +1,4 @@
-//! vtbackup scratch storage (seed 000, "Allow configuring vtbackup storage separately"):
+//! vtbackup scratch storage (docs/design.md §9):
 //! which objects are vtbackup's, where a vtbackup Pod's data volume is, the placeholder
 //! PVC an emptyDir initial backup leaves behind, and the two hashes stamped on the objects
 //! so that the storage reconciler can tell what they were made for.

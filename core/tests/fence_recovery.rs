@@ -1,4 +1,4 @@
-//! Recovering an expired fence (DESIGN §5.4) against the fake API, the fake vtctld and the
+//! Recovering an expired fence (docs/design.md §5.4) against the fake API, the fake vtctld and the
 //! fake node helper: the tablet ends in its original type with replication running, and the
 //! lease is gone — or, if vtctld cannot be reached, the lease stays for the next try.
 

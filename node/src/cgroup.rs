@@ -188,7 +188,7 @@ impl Cgroup {
     }
 
     /// Opens the cgroup's freezer files and keeps them open: a hold keeps this from the
-    /// freeze on, so that ending it needs no new file descriptor (DESIGN §6).
+    /// freeze on, so that ending it needs no new file descriptor (docs/design.md §6).
     pub fn open(&self) -> Result<Control, CgroupError> {
         let open = |p: &Path, write: bool| {
             fs::OpenOptions::new()

@@ -81,7 +81,7 @@ fn check_mount_point(mount: &Path) -> Result<std::fs::Metadata, FsFreezeError> {
 }
 
 /// A mounted file system held open ([`open`]): freezing and thawing through it need no new
-/// file descriptor, so a hold keeps it from the freeze on (DESIGN §6).
+/// file descriptor, so a hold keeps it from the freeze on (docs/design.md §6).
 #[derive(Debug)]
 pub struct Mount {
     path: PathBuf,

@@ -1,4 +1,4 @@
-//! The layout probe (DESIGN §5.3): a tablet can be snapshotted consistently only if its
+//! The layout probe (docs/design.md §5.3): a tablet can be snapshotted consistently only if its
 //! data directory, InnoDB data and redo directories, binlogs and relay logs all live on the
 //! one volume being snapshotted — inside the PVC mount and on its file system.
 

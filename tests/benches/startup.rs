@@ -1,4 +1,4 @@
-//! DESIGN §8's start-up and footprint targets, measured on the release binaries:
+//! docs/design.md §8's start-up and footprint targets, measured on the release binaries:
 //! - each program's start to its first API request (target ≤ 100 ms): the process is
 //!   spawned with a kubeconfig pointing at the test kit's in-memory API server (a fake,
 //!   over real HTTP on loopback), and the first request it makes is timestamped there;

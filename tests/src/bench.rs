@@ -103,7 +103,7 @@ impl Run {
     }
 }
 
-/// DESIGN §8 / the benchmark issue: vtsnap's own part of the cold fence window.
+/// docs/design.md §8 / the benchmark issue: vtsnap's own part of the cold fence window.
 pub const OVERHEAD_TARGET_MS: u64 = 200;
 
 /// The cold run's steps in the breakdown table: (column, step-name prefix). Fence and

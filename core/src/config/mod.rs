@@ -1,4 +1,4 @@
-//! The config file every vtsnap program reads (DESIGN §4.1): load, validate, resolve.
+//! The config file every vtsnap program reads (docs/design.md §4.1): load, validate, resolve.
 //!
 //! Parsing is strict (unknown fields are errors) and every error names the path of the
 //! field it is about, e.g. `clusters[0].keyspaces.commerce.shards.-80.retention.maxCount`.

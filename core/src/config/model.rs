@@ -1,4 +1,4 @@
-//! The config file as written (DESIGN §4.1): strict, every field optional at every level.
+//! The config file as written (docs/design.md §4.1): strict, every field optional at every level.
 
 use std::collections::BTreeMap;
 

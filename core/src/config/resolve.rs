@@ -97,7 +97,7 @@ pub enum VtbackupStorage {
     Template(serde_json::Value),
 }
 
-/// Built-in defaults (DESIGN §4.1 and the documented choices in docs/config.md).
+/// Built-in defaults (docs/design.md §4.1 and the documented choices in docs/config.md).
 pub mod defaults {
     use super::GoDuration;
     pub const CUT_TIMEOUT: GoDuration = GoDuration::secs(5 * 60);

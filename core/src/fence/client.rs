@@ -41,7 +41,7 @@ pub enum FenceClientError {
         holder: String,
         until: String,
     },
-    /// A fence whose holder stopped renewing: recover it (DESIGN §5.4) before taking it.
+    /// A fence whose holder stopped renewing: recover it (docs/design.md §5.4) before taking it.
     #[error("fence lease {lease} expired (holder {holder:?}); it must be recovered first")]
     Expired { lease: String, holder: String },
     /// Someone else wrote the lease since we read it.
@@ -303,7 +303,7 @@ pub struct Recovered {
     pub tablet_restored: bool,
 }
 
-/// Recovers an expired fence (DESIGN §5.4): ask the node to release, wait for it (the
+/// Recovers an expired fence (docs/design.md §5.4): ask the node to release, wait for it (the
 /// node helper also does this on its own when the lease expires), put the tablet back
 /// through vtctld, then delete the lease. Idempotent. The lease is deleted only once the
 /// tablet is restored, so a failed recovery leaves it for the next try; a node helper that

@@ -1,4 +1,4 @@
-//! The fence lease (DESIGN §4.4): one `coordination.k8s.io/v1` Lease per shard that is the
+//! The fence lease (docs/design.md §4.4): one `coordination.k8s.io/v1` Lease per shard that is the
 //! fence, the job → node request channel and the dead-man's switch at once.
 //!
 //! The job writes the request annotations and renews the lease; the node helper on the

@@ -1,4 +1,4 @@
-//! Putting a fenced tablet back into service (DESIGN §5.1 step 6, §5.4): StartReplication,
+//! Putting a fenced tablet back into service (docs/design.md §5.1 step 6, §5.4): StartReplication,
 //! then ChangeTabletType to its original type. The one copy used by the snapshot job's
 //! unfence, fence recovery (job and GC), and the node helper's release.
 
@@ -54,7 +54,7 @@ pub enum PutBackError {
 
 /// Undoes `changes` on the tablet: StartReplication, then ChangeTabletType back to
 /// `original`. Each step is attempted even if the one before failed; every failure is
-/// returned. A PRIMARY is never changed by ChangeTabletType (DESIGN §2), so an original
+/// returned. A PRIMARY is never changed by ChangeTabletType (docs/design.md §2), so an original
 /// type of PRIMARY skips that step.
 pub async fn put_tablet_back(
     vtctld: &VtctldClient,

@@ -2,7 +2,7 @@
 //! API server at the webhook over TLS (a URL on 127.0.0.1, the CA in `caBundle`); the
 //! objects the API server stores carry the patch. The snapshot it injects was cut by the
 //! real CSI stack through `vtsnap-snapshot run`; the webhook's caches ride real watches;
-//! its vtctld refresh reads the fake vtctld over real gRPC (DESIGN §7: no vtctld here).
+//! its vtctld refresh reads the fake vtctld over real gRPC (docs/design.md §7: no vtctld here).
 //! With the webhook gone, creation still works (`failurePolicy: Ignore`).
 
 // Test code: a failed unwrap is a failed test.

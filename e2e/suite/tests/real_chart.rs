@@ -5,7 +5,7 @@
 //! (TokenRequest), does its job while a request outside its documented rules is refused
 //! with 403: least privilege proven against the RBAC authorizer, not asserted. The node
 //! helper runs for real too (a probe and a lease recovery, no mysqld needed).
-//! vtctld and the node helper are fakes (DESIGN §7), as in the other real-API tests.
+//! vtctld and the node helper are fakes (docs/design.md §7), as in the other real-API tests.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -5,7 +5,7 @@
 //! by the lab's VolumeSnapshotClass, so the supervisor's `Start` lands inside the cold
 //! cut), new replicas restored from them, GC deleting through the real stack. Real:
 //! MariaDB, GTID replication, btrfs, the cgroup freezer, the node daemon on the real API.
-//! Fake: vtctld and mysqlctld (DESIGN §7). Needs root, Podman and the lab's image.
+//! Fake: vtctld and mysqlctld (docs/design.md §7). Needs root, Podman and the lab's image.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -2,7 +2,7 @@
 //! snapshot stack: VolumeSnapshot → snapshot-controller → VolumeSnapshotContent →
 //! csi-snapshotter → the btrfs CSI driver, and PVC `dataSourceRef` → csi-provisioner →
 //! the driver → PV bound. vtctld and the node helper are fakes (neither can run here;
-//! DESIGN §7); the fake node answers the fence lease on the real API server.
+//! docs/design.md §7); the fake node answers the fence lease on the real API server.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -1,5 +1,5 @@
 //! `vtsnap-restore`: makes a tablet volume cloned from another tablet's snapshot belong
-//! to the tablet it is now attached to (DESIGN §5.5).
+//! to the tablet it is now attached to (docs/design.md §5.5).
 //!
 //! The spine is observe → decide → act → report:
 //! [`observe::observe`] reads the volume, [`plan::plan`] decides the steps (pure),

@@ -1,5 +1,5 @@
 //! `vtsnap-gc`: retention, deletion policy and fence recovery for vtsnap's VolumeSnapshots
-//! (DESIGN §4.2, §5.4, §5.6), and the watch over injected restores ([`restores`]).
+//! (docs/design.md §4.2, §5.4, §5.6), and the watch over injected restores ([`restores`]).
 //! observe ([`inventory`]) → decide ([`plan`], pure) → act → report.
 
 pub mod inventory;

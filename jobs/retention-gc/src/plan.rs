@@ -1,5 +1,5 @@
 //! Decide: retention, deletion policy and fence recovery as one pure function of the
-//! inventory, the config and the time (DESIGN §4.2, §5.6).
+//! inventory, the config and the time (docs/design.md §4.2, §5.6).
 //!
 //! Per shard (newest first): a snapshot a Pending PVC is provisioned from is always kept,
 //! and so is every snapshot of a namespace with a Pending PVC whose source is unreadable;

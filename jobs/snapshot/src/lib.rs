@@ -1,4 +1,4 @@
-//! `vtsnap-snapshot`: volume-snapshot backups of one shard (DESIGN §5.1, §5.2).
+//! `vtsnap-snapshot`: volume-snapshot backups of one shard (docs/design.md §5.1, §5.2).
 //!
 //! This release has the read-only commands: `plan` (observe the shard, resolve the policy,
 //! choose the target, change nothing), `list` (the snapshot inventory) and `validate`

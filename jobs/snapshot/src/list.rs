@@ -1,5 +1,5 @@
 //! `list`: the snapshot inventory, per shard, from the VolumeSnapshot label schema
-//! (DESIGN §4.3). Reads only.
+//! (docs/design.md §4.3). Reads only.
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,6 @@
 //! A snapshot job killed after each step of the cold choreography (the run is parked at the
 //! step and its task aborted: its renewals stop with it), then recovered by each of the
-//! three paths of DESIGN §5.4: the node helper when the lease expires, the next job run,
+//! three paths of docs/design.md §5.4: the node helper when the lease expires, the next job run,
 //! and the recovery the GC runs (`fence::client::recover`). Every path must leave the tablet
 //! in its original type with replication running and no fence behind.
 

@@ -1,4 +1,4 @@
-//! Every API call has a timeout (DESIGN §6: an uncertain read never leads to a destructive
+//! Every API call has a timeout (docs/design.md §6: an uncertain read never leads to a destructive
 //! step). The API server starts accepting requests and never answering while the tablet is
 //! held: the job, with the binaries' client timeouts over real sockets, ends within its
 //! bound, and the fence it could not release is released by the node helper once the lease

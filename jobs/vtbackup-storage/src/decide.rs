@@ -1,5 +1,5 @@
 //! Decide, pure: per shard, what to do with its initial-backup Pod and PVC to converge
-//! them to the configured storage (seed 000, "Storage reconciliation"), against the two
+//! them to the configured storage (docs/design.md §9), against the two
 //! hashes the admission webhook stamps:
 //!
 //! 1. a running initial-backup Pod is kept, whatever its storage;

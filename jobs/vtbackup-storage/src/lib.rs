@@ -1,5 +1,5 @@
 //! `vtsnap-vtbackup-storage`: converges existing vtbackup initial-backup Pods and PVCs to
-//! the configured scratch storage (seed 000's storage reconciliation, from outside the
+//! the configured scratch storage (the storage reconciliation of docs/design.md §9, from outside the
 //! operator) — objects made before vtsnap, while the admission webhook was down, or before
 //! the config changed. observe ([`run::observe`], [`world`]) → decide ([`decide::plan`],
 //! pure) → act → report.

@@ -1,5 +1,5 @@
 //! The reconciler's decisions, pure, on objects shaped as vitess-operator makes them and
-//! mutated by the admission webhook's own decision code: seed 000's test list, one test
+//! mutated by the admission webhook's own decision code: the storage proposal's test list (docs/design.md §9), one test
 //! per case.
 
 // Test code: a failed unwrap is a failed test.

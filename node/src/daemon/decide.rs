@@ -47,7 +47,7 @@ pub fn decide(fence: Option<&Fence>, expired: bool, entry: Option<&Entry>) -> Ve
             .unwrap_or_default();
     };
     if expired {
-        // The dead-man's switch: recover the whole fence (DESIGN §5.4), then remove it.
+        // The dead-man's switch: recover the whole fence (docs/design.md §5.4), then remove it.
         return vec![release(Cause::Expiry, true, true, false)];
     }
     let reported = |s: NodeState| f.node_state == Some(s);

@@ -196,7 +196,7 @@ fn add_container(d: &mut Decision, pod: &Value, settings: &Settings) {
     } else {
         d.push(
             Code::NoRestoreImage,
-            "no --restore-image: add the vtsnap-restore init container to the pool (README)",
+            "no --restore-image: add the vtsnap-restore init container to the pool (docs/restore.md)",
         );
     }
 }

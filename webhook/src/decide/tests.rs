@@ -1,4 +1,4 @@
-//! Every injection rule and every row of seed 000's vtbackup table, on objects shaped as
+//! Every injection rule and every row of the vtbackup table (docs/design.md §9), on objects shaped as
 //! vitess-operator makes them (`vtsnap_testkit::operator_objects`).
 
 use std::time::Duration;
@@ -816,7 +816,7 @@ fn tablet_pods_of_opted_in_pools_get_the_restore_init_container_last() {
     );
 }
 
-// ---- vtbackup storage (seed 000's table) ---------------------------------------------
+// ---- vtbackup storage (docs/design.md §9's table) ---------------------------------------------
 
 fn vitess_cluster(first_pool: &Value) -> Value {
     json!({"apiVersion": "planetscale.com/v2", "kind": "VitessCluster",

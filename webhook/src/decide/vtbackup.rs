@@ -1,4 +1,4 @@
-//! vtbackup scratch storage at creation (seed 000's table):
+//! vtbackup scratch storage at creation (docs/design.md §9's table):
 //!
 //! | `vtbackup` policy | initial-backup Pod | its PVC | scheduled-backup PVC |
 //! |---|---|---|---|

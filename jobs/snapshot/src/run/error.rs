@@ -1,5 +1,5 @@
 //! Why a run stopped: one typed error per cause, each naming the object, with the stable
-//! `code` of the JSON line and the exit code (DESIGN §5.1) decided in one place.
+//! `code` of the JSON line and the exit code (docs/design.md §5.1) decided in one place.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! `run`: one snapshot of one shard (DESIGN §5.1 cold, §5.2 online).
+//! `run`: one snapshot of one shard (docs/design.md §5.1 cold, §5.2 online).
 //!
 //! observe (config, the shard's fence — an expired one is recovered first — and its
 //! tablets) → decide (a [`SnapshotPlan`]: the target and the ordered steps with their undo

@@ -71,7 +71,7 @@ pub async fn context(
     })
 }
 
-/// Heal first: an expired fence is recovered (DESIGN §5.4) and its name returned; a live
+/// Heal first: an expired fence is recovered (docs/design.md §5.4) and its name returned; a live
 /// or unreadable one refuses the run.
 pub async fn heal(
     ctx: &Context,

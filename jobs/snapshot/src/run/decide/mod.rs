@@ -253,7 +253,7 @@ impl std::fmt::Display for Violation {
     }
 }
 
-/// The variables an online snapshot's crash safety rests on (DESIGN §5.2), and the values
+/// The variables an online snapshot's crash safety rests on (docs/design.md §5.2), and the values
 /// that satisfy each. MariaDB has no `gtid_mode`: its GTIDs are always on.
 pub fn crash_safety_variables(mariadb: bool) -> Vec<(&'static str, &'static [&'static str])> {
     let mut v: Vec<(&'static str, &'static [&'static str])> = vec![
