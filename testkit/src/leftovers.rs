@@ -180,10 +180,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let fp = Footprint::new(Vec::new(), vec![dir.path().to_path_buf()]);
         assert!(fp.remaining().is_empty(), "{:?}", fp.remaining());
-        // A process naming the directory (a shell that must stay to run `true` after).
+        // A process naming the directory: a shell waiting on a read (a builtin, so killing
+        // it leaves no child behind), its output not the test runner's (an orphan holding
+        // that pipe kept `cargo test | tee` open for ten minutes).
         let mut child = Command::new("sh")
-            .args(["-c", "sleep 600; true"])
+            .args(["-c", "read -r line"])
             .arg(dir.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
         let left = fp.remaining();
