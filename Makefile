@@ -129,6 +129,7 @@ test:
 # Go modules into target/tools/ (cached: a warm run rebuilds nothing), run on 127.0.0.1.
 # cluster-up also starts vtsnap's btrfs CSI driver (e2e/csi-btrfs) on a loop device and
 # csi-snapshotter and csi-provisioner against it; KUBECONFIG=target/local-cluster/kubeconfig.
+# `make cluster-up NODE=1` also runs a real node (containerd, CNI bridge, kubelet): Pods run.
 tools:
 	@bash e2e/local-cluster/build-tools.sh
 

@@ -2,16 +2,22 @@
 # Builds the real Kubernetes control plane and the CSI sidecars from their upstream Go
 # modules into target/tools/ (test infrastructure only; the product is Rust):
 #
-#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler   tools/control-plane/
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+#   kubelet, kubectl                                               tools/control-plane/
+#   containerd, containerd-shim-runc-v2, ctr (the local node)      tools/containerd/
+#   cni/{bridge,host-local,loopback,portmap} (its pod network)     tools/cni/
 #   snapshot-controller, csi-snapshotter                           tools/snapshotter/
 #   csi-provisioner                                                tools/provisioner/
 #   helm (for the chart's tests)                                   tools/helm/
 #   csi-sanity (the CSI driver's conformance test)                 tools/csi-test/
+#   pause (the node's sandbox program: our own code)               pause/
 #   crds/*.yaml  (VolumeSnapshot CRDs, copied from the module cache)
 #
 # Each directory under tools/ is a Go module of our own holding only go.mod/go.sum with
 # `tool` directives; the upstream code stays in the Go module cache. Separate modules
 # because the sidecars' dependency graphs clash with k8s.io/kubernetes' under MVS.
+# One `go build` per module builds all of its binaries (shared packages compile once).
+# runc is not built: the node uses Debian's (package runc, scripts/setup-host.sh).
 #
 # Cached: a stamp records a hash of every go.mod/go.sum, this script and `go version`;
 # when it matches and every output exists, nothing is rebuilt.
@@ -37,19 +43,22 @@ HELM_VERSION=v3.22.0
 HELM_K8S_MINOR=37 # the k8s.io/client-go minor helm v3.22.0 is built with: its default kube version
 CSI_TEST_VERSION=v5.6.0
 
-# name | module dir (under tools/) | package | ldflags kind
-TOOLS=(
-  "etcd|control-plane|go.etcd.io/etcd/server/v3|etcd"
-  "kube-apiserver|control-plane|k8s.io/kubernetes/cmd/kube-apiserver|k8s"
-  "kube-controller-manager|control-plane|k8s.io/kubernetes/cmd/kube-controller-manager|k8s"
-  "kube-scheduler|control-plane|k8s.io/kubernetes/cmd/kube-scheduler|k8s"
-  "snapshot-controller|snapshotter|github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller|snapshotter"
-  "csi-snapshotter|snapshotter|github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter|snapshotter"
-  "csi-provisioner|provisioner|github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner|provisioner"
-  "helm|helm|helm.sh/helm/v3/cmd/helm|helm"
-  "csi-sanity|csi-test|github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity|csi-test"
+CONTAINERD_VERSION=v2.4.2
+CNI_PLUGINS_VERSION=v1.10.0
+
+# One `go build` per entry: module dir (under e2e/local-cluster/) | ldflags kind | output subdir
+# ("." = target/tools) | name=package ... (the binary's name in the output directory)
+BUILDS=(
+  "tools/control-plane|k8s|.|etcd=go.etcd.io/etcd/server/v3 kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler kubelet=k8s.io/kubernetes/cmd/kubelet kubectl=k8s.io/kubernetes/cmd/kubectl"
+  "tools/containerd|containerd|.|containerd=github.com/containerd/containerd/v2/cmd/containerd containerd-shim-runc-v2=github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 ctr=github.com/containerd/containerd/v2/cmd/ctr"
+  "tools/cni|cni|cni|bridge=github.com/containernetworking/plugins/plugins/main/bridge host-local=github.com/containernetworking/plugins/plugins/ipam/host-local loopback=github.com/containernetworking/plugins/plugins/main/loopback portmap=github.com/containernetworking/plugins/plugins/meta/portmap"
+  "tools/snapshotter|snapshotter|.|snapshot-controller=github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller csi-snapshotter=github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter"
+  "tools/provisioner|provisioner|.|csi-provisioner=github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner"
+  "tools/helm|helm|.|helm=helm.sh/helm/v3/cmd/helm"
+  "tools/csi-test|csi-test|.|csi-sanity=github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity"
+  "pause|plain|.|pause=vtsnap/e2e/local-cluster/pause"
 )
-MODULES=(control-plane snapshotter provisioner helm csi-test)
+MODULES=(tools/control-plane tools/containerd tools/cni tools/snapshotter tools/provisioner tools/helm tools/csi-test pause)
 # from the snapshotter's client module (its config/crd), the release the binaries use
 CRDS=(
   snapshot.storage.k8s.io_volumesnapshotclasses.yaml
@@ -71,8 +80,15 @@ ldflags() {
         # no commit: the module zip has none (an empty gitCommit, not "$Format:%H$")
         f+=" -X $p.gitCommit= -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
       done
+      # one build links etcd and the Kubernetes binaries: -X naming a package a binary does
+      # not link is ignored, so both sets go to all of them
+      f+=" -X go.etcd.io/etcd/api/v3/version.GitSHA=none" # etcd 3.6.8: its version is a constant
       echo "-s -w$f" ;;
-    etcd) echo "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=none" ;; # 3.6.8: a constant
+    containerd)
+      local p=github.com/containerd/containerd/v2/version # version/version.go: Version, Revision
+      echo "-s -w -X $p.Version=$CONTAINERD_VERSION -X $p.Revision= -X $p.Package=github.com/containerd/containerd/v2" ;;
+    plain) echo "-s -w" ;;
+    cni) echo "-s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$CNI_PLUGINS_VERSION" ;;
     snapshotter) echo "-s -w -X main.version=$SNAPSHOTTER_VERSION" ;;
     provisioner) echo "-s -w -X main.version=$PROVISIONER_VERSION" ;;
     csi-test) echo "-s -w -X main.VERSION=$CSI_TEST_VERSION" ;; # cmd/csi-sanity/main.go: var VERSION
@@ -89,7 +105,9 @@ ldflags() {
 inputs_hash() {
   {
     for m in "${MODULES[@]}"; do
-      sha256sum "$here/tools/$m/go.mod" "$here/tools/$m/go.sum" | awk '{print $1}'
+      # (pause/ is our own program: go.mod and its .go files, no go.sum)
+      find "$here/$m" -maxdepth 1 -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) -print0 |
+        sort -z | xargs -0 sha256sum | awk '{print $1}'
     done
     sha256sum "$here/build-tools.sh" | awk '{print $1}'
     "$GO" version
@@ -97,10 +115,10 @@ inputs_hash() {
 }
 
 all_outputs_exist() {
-  local t name
-  for t in "${TOOLS[@]}"; do
-    name="${t%%|*}"
-    [[ -x "$out/$name" ]] || return 1
+  local b mod kind sub bins nv
+  for b in "${BUILDS[@]}"; do
+    IFS='|' read -r mod kind sub bins <<<"$b"
+    for nv in $bins; do [[ -x "$out/$sub/${nv%%=*}" ]] || return 1; done
   done
   for c in "${CRDS[@]}"; do [[ -s "$out/crds/$c" ]] || return 1; done
 }
@@ -131,13 +149,33 @@ step() { # label, command...
 }
 
 for m in "${MODULES[@]}"; do
-  step "download $m" bash -c "cd '$here/tools/$m' && '$GO' mod download"
+  step "download $m" bash -c "cd '$here/$m' && '$GO' mod download"
 done
 
-for t in "${TOOLS[@]}"; do
-  IFS='|' read -r name mod pkg kind <<<"$t"
-  step "build $name" bash -c "cd '$here/tools/$mod' && '$GO' build -trimpath -buildvcs=false \
-    -ldflags '$(ldflags "$kind")' -o '$out/$name.tmp' '$pkg' && mv '$out/$name.tmp' '$out/$name'"
+# go build -o DIR/ names a binary after its package's last element (before a /vN suffix):
+# built into a scratch directory, then renamed into place.
+build_module() { # module kind subdir "name=pkg ..."
+  local mod="$1" kind="$2" sub="$3" nv pkgs=() tmp
+  for nv in $4; do pkgs+=("${nv#*=}"); done
+  tmp="$out/.build-${mod##*/}"
+  rm -rf "$tmp"
+  mkdir -p "$tmp" "$out/$sub"
+  (cd "$here/$mod" && "$GO" build -trimpath -buildvcs=false -ldflags "$(ldflags "$kind")" \
+    -o "$tmp/" "${pkgs[@]}")
+  for nv in $4; do
+    local pkg="${nv#*=}" base
+    base="${pkg##*/}"
+    [[ "$base" =~ ^v[0-9]+$ ]] && { base="${pkg%/*}"; base="${base##*/}"; }
+    mv "$tmp/$base" "$out/$sub/${nv%%=*}"
+  done
+  rmdir "$tmp"
+}
+
+for b in "${BUILDS[@]}"; do
+  IFS='|' read -r mod kind sub bins <<<"$b"
+  names=""
+  for nv in $bins; do names+=" ${nv%%=*}"; done
+  step "build$names" build_module "$mod" "$kind" "$sub" "$bins"
 done
 
 copy_crds() {

@@ -1,0 +1,189 @@
+//! A real kubelet runs Pods (the local cluster's `NODE=1`: containerd, runc, the CNI
+//! bridge): a Pod is bound by the scheduler and Running, its container has a cgroup under
+//! the freezer hierarchy's `kubepods`, the API server serves a container's log from
+//! kubelet, and deleting the Pod removes its cgroup. Without a kubelet-run Node (the
+//! default `cluster.sh up`, whose Node is hand-made) it fails: `scripts/test-real.sh` runs
+//! it only on the cluster with a node.
+//!
+//! Images are never pulled: the sandbox image and `localhost/vtsnap-debian:bookworm` are
+//! imported into the node by `cluster.sh up` (imagePullPolicy: Never).
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::{DeleteParams, LogParams};
+use serde_json::{Value, json};
+use vtsnap_testkit::real_kube::{RealKube, resource};
+
+const PAUSE_IMAGE: &str = "localhost/vtsnap-pause:1";
+const SHELL_IMAGE: &str = "localhost/vtsnap-debian:bookworm";
+const FREEZER_KUBEPODS: &str = "/sys/fs/cgroup/freezer/kubepods";
+
+fn pods() -> kube::core::ApiResource {
+    resource("", "v1", "Pod", "pods")
+}
+
+/// The Node a kubelet registered (it reports its version), if any.
+async fn kubelet_node(kube: &RealKube) -> Option<String> {
+    let api: Api<Node> = Api::all(kube.client());
+    api.list(&Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("list Nodes: {e}"))
+        .items
+        .into_iter()
+        .find(|n| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.node_info.as_ref())
+                .is_some_and(|i| !i.kubelet_version.is_empty())
+        })
+        .and_then(|n| n.metadata.name)
+}
+
+fn pod(namespace: &str, name: &str, image: &str, command: Option<Vec<&str>>) -> Value {
+    let mut container = json!({"name": "main", "image": image, "imagePullPolicy": "Never"});
+    if let Some(c) = command {
+        container["command"] = json!(c);
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"containers": [container], "terminationGracePeriodSeconds": 5},
+    })
+}
+
+/// Running; panics at once when kubelet reports it cannot start the container.
+fn running(v: &Value) -> bool {
+    if let Some(statuses) = v
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+    {
+        for s in statuses {
+            if let Some(reason) = s.pointer("/state/waiting/reason").and_then(Value::as_str) {
+                assert!(
+                    !matches!(
+                        reason,
+                        "ErrImageNeverPull" | "CreateContainerError" | "CrashLoopBackOff"
+                    ),
+                    "pod {}: container waiting: {reason}: {}",
+                    v["metadata"]["name"],
+                    s.pointer("/state/waiting/message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                );
+            }
+        }
+    }
+    v.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
+}
+
+/// The container's cgroup in the freezer hierarchy: kubepods/<qos>/pod<uid>/<container id>
+/// (kubelet's cgroupfs layout: Guaranteed Pods sit directly under kubepods).
+fn freezer_cgroup(v: &Value) -> PathBuf {
+    let uid = v["metadata"]["uid"].as_str().expect("pod uid");
+    let id = v
+        .pointer("/status/containerStatuses/0/containerID")
+        .and_then(Value::as_str)
+        .expect("containerID of a running container");
+    let id = id.split_once("://").map_or(id, |(_, id)| id);
+    let qos = match v.pointer("/status/qosClass").and_then(Value::as_str) {
+        Some("Guaranteed") => String::new(),
+        Some(q) => format!("{}/", q.to_ascii_lowercase()),
+        None => panic!("pod without qosClass"),
+    };
+    PathBuf::from(format!("{FREEZER_KUBEPODS}/{qos}pod{uid}/{id}"))
+}
+
+async fn wait_path_gone(path: &Path, limit: Duration) {
+    let start = Instant::now();
+    while path.exists() {
+        assert!(
+            start.elapsed() < limit,
+            "{} still exists {limit:?} after the pod was deleted",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_runs_on_the_real_kubelet_in_its_own_cgroup_and_serves_its_log() {
+    let kube = RealKube::from_env().await;
+    // Never skipped: scripts/test-real.sh runs it on the cluster with a node, and leaves it
+    // out (--skip) of the node-less phase.
+    let node = kubelet_node(&kube)
+        .await
+        .expect("no Node is run by a kubelet: start the local cluster with NODE=1 for this test");
+    let ns = kube.namespace("kubelet").await;
+    let api: Api<Pod> = Api::namespaced(kube.client(), &ns.name);
+
+    // The sandbox image alone as the container: bound by the scheduler, run by kubelet.
+    kube.create(pod(&ns.name, "pause", PAUSE_IMAGE, None)).await;
+    let limit = Duration::from_secs(120);
+    let pause = kube
+        .wait_for(&pods(), &ns.name, "pause", "Running", limit, running)
+        .await;
+    assert_eq!(
+        pause["spec"]["nodeName"],
+        json!(node),
+        "bound to the kubelet's Node"
+    );
+    assert!(
+        pause
+            .pointer("/status/podIP")
+            .and_then(Value::as_str)
+            .is_some_and(|ip| !ip.is_empty()),
+        "the pod has an IP from the CNI bridge: {}",
+        pause["status"]
+    );
+    let cgroup = freezer_cgroup(&pause);
+    assert!(cgroup.is_dir(), "no cgroup {}", cgroup.display());
+
+    // A container that writes to stdout: its log comes from kubelet through the API server.
+    let word = format!("hello-from-{}", ns.name);
+    // (a shell as PID 1 ignores SIGTERM unless it traps it: deleting would take the grace period)
+    let script = format!("echo {word}; trap 'exit 0' TERM; sleep 3600 & wait");
+    kube.create(pod(
+        &ns.name,
+        "echo",
+        SHELL_IMAGE,
+        Some(vec!["/bin/sh", "-c", &script]),
+    ))
+    .await;
+    kube.wait_for(&pods(), &ns.name, "echo", "Running", limit, running)
+        .await;
+    let start = Instant::now();
+    loop {
+        let log = api
+            .logs("echo", &LogParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("log of pod echo (the API server asks kubelet): {e}"));
+        if log.lines().any(|l| l == word) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "log of pod echo: {log:?}, no {word}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    // Deleted: kubelet stops the container and removes its pod's cgroup.
+    api.delete("pause", &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("delete pod pause: {e}"));
+    kube.wait_gone(&pods(), &ns.name, "pause", limit).await;
+    wait_path_gone(&cgroup, Duration::from_secs(60)).await;
+    let pod_cgroup = cgroup.parent().unwrap().to_path_buf();
+    wait_path_gone(&pod_cgroup, Duration::from_secs(60)).await;
+
+    api.delete("echo", &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("delete pod echo: {e}"));
+    kube.wait_gone(&pods(), &ns.name, "echo", limit).await;
+}
