@@ -681,161 +681,102 @@ fn method(req: &http::Request<Body>) -> String {
         .to_owned()
 }
 
-/// `csi.v1.Identity`.
-#[derive(Debug, Clone)]
-pub struct IdentityService(pub Arc<Driver>);
+/// One `csi.v1` gRPC service over the driver: the tower plumbing is the same for each;
+/// only its name and its method routing (`$route`, a `match` on the method name whose
+/// arms are response futures, with `$d` the driver and `$req` the request) differ.
+macro_rules! csi_service {
+    ($(#[$doc:meta])* $service:ident, $name:expr, $label:literal,
+     |$d:ident, $req:ident, $method:ident| $route:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone)]
+        pub struct $service(pub Arc<Driver>);
 
-impl tonic::server::NamedService for IdentityService {
-    const NAME: &'static str = IDENTITY;
-}
+        impl tonic::server::NamedService for $service {
+            const NAME: &'static str = $name;
+        }
 
-impl tower::Service<http::Request<Body>> for IdentityService {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = HttpFuture;
+        impl tower::Service<http::Request<Body>> for $service {
+            type Response = http::Response<Body>;
+            type Error = Infallible;
+            type Future = HttpFuture;
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
-        let d = Arc::clone(&self.0);
-        let m = method(&req);
-        let span = tracing::info_span!("csi", service = "Identity", method = %m);
-        Box::pin(
-            async move {
-                let resp = match m.as_str() {
-                    "GetPluginInfo" => {
-                        let info = d.plugin_info();
-                        unary(req, move |_: GetPluginInfoRequest| async move { Ok(info) }).await
-                    }
-                    "GetPluginCapabilities" => {
-                        unary(req, |_: GetPluginCapabilitiesRequest| async {
-                            Ok(Driver::plugin_capabilities())
-                        })
-                        .await
-                    }
-                    "Probe" => {
-                        unary(req, move |_: ProbeRequest| async move { d.probe().await }).await
-                    }
-                    other => unimplemented(IDENTITY, other),
-                };
-                Ok(resp)
+            fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+                Poll::Ready(Ok(()))
             }
-            .instrument(span),
-        )
-    }
-}
 
-/// `csi.v1.Controller`.
-#[derive(Debug, Clone)]
-pub struct ControllerService(pub Arc<Driver>);
-
-impl tonic::server::NamedService for ControllerService {
-    const NAME: &'static str = CONTROLLER;
-}
-
-impl tower::Service<http::Request<Body>> for ControllerService {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = HttpFuture;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
-        let d = Arc::clone(&self.0);
-        let m = method(&req);
-        let span = tracing::info_span!("csi", service = "Controller", method = %m);
-        Box::pin(
-            async move {
-                let resp = match m.as_str() {
-                    "ControllerGetCapabilities" => {
-                        unary(req, |_: ControllerGetCapabilitiesRequest| async {
-                            Ok(Driver::controller_capabilities())
-                        })
-                        .await
-                    }
-                    "CreateVolume" => {
-                        unary(req, move |r| async move { d.create_volume(r).await }).await
-                    }
-                    "DeleteVolume" => {
-                        unary(req, move |r| async move { d.delete_volume(r).await }).await
-                    }
-                    "CreateSnapshot" => {
-                        unary(req, move |r| async move { d.create_snapshot(r).await }).await
-                    }
-                    "DeleteSnapshot" => {
-                        unary(req, move |r| async move { d.delete_snapshot(r).await }).await
-                    }
-                    "ListSnapshots" => {
-                        unary(req, move |r| async move { d.list_snapshots(r).await }).await
-                    }
-                    "ValidateVolumeCapabilities" => {
-                        unary(req, move |r| async move {
-                            d.validate_volume_capabilities(r).await
-                        })
-                        .await
-                    }
-                    other => unimplemented(CONTROLLER, other),
-                };
-                Ok(resp)
+            fn call(&mut self, $req: http::Request<Body>) -> Self::Future {
+                let $d = Arc::clone(&self.0);
+                let $method = method(&$req);
+                let span = tracing::info_span!("csi", service = $label, method = %$method);
+                Box::pin(async move { Ok($route) }.instrument(span))
             }
-            .instrument(span),
-        )
-    }
+        }
+    };
 }
 
-/// `csi.v1.Node`. Served without a plugin capability: the spec's PluginCapability
-/// lists the controller service only; every plugin is expected to serve Node.
-#[derive(Debug, Clone)]
-pub struct NodeService(pub Arc<Driver>);
-
-impl tonic::server::NamedService for NodeService {
-    const NAME: &'static str = NODE;
-}
-
-impl tower::Service<http::Request<Body>> for NodeService {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = HttpFuture;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
+csi_service!(
+    /// `csi.v1.Identity`.
+    IdentityService, IDENTITY, "Identity",
+    |d, req, m| match m.as_str() {
+        "GetPluginInfo" => {
+            let info = d.plugin_info();
+            unary(req, move |_: GetPluginInfoRequest| async move { Ok(info) }).await
+        }
+        "GetPluginCapabilities" => {
+            unary(req, |_: GetPluginCapabilitiesRequest| async {
+                Ok(Driver::plugin_capabilities())
+            })
+            .await
+        }
+        "Probe" => unary(req, move |_: ProbeRequest| async move { d.probe().await }).await,
+        other => unimplemented(IDENTITY, other),
     }
+);
 
-    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
-        let d = Arc::clone(&self.0);
-        let m = method(&req);
-        let span = tracing::info_span!("csi", service = "Node", method = %m);
-        Box::pin(
-            async move {
-                let resp = match m.as_str() {
-                    "NodeGetInfo" => {
-                        let info = d.node_info();
-                        unary(req, move |_: NodeGetInfoRequest| async move { info }).await
-                    }
-                    "NodeGetCapabilities" => {
-                        unary(req, |_: NodeGetCapabilitiesRequest| async {
-                            Ok(Driver::node_capabilities())
-                        })
-                        .await
-                    }
-                    "NodePublishVolume" => {
-                        unary(req, move |r| async move { d.node_publish(r).await }).await
-                    }
-                    "NodeUnpublishVolume" => {
-                        unary(req, move |r| async move { d.node_unpublish(r).await }).await
-                    }
-                    other => unimplemented(NODE, other),
-                };
-                Ok(resp)
-            }
-            .instrument(span),
-        )
+csi_service!(
+    /// `csi.v1.Controller`.
+    ControllerService, CONTROLLER, "Controller",
+    |d, req, m| match m.as_str() {
+        "ControllerGetCapabilities" => {
+            unary(req, |_: ControllerGetCapabilitiesRequest| async {
+                Ok(Driver::controller_capabilities())
+            })
+            .await
+        }
+        "CreateVolume" => unary(req, move |r| async move { d.create_volume(r).await }).await,
+        "DeleteVolume" => unary(req, move |r| async move { d.delete_volume(r).await }).await,
+        "CreateSnapshot" => unary(req, move |r| async move { d.create_snapshot(r).await }).await,
+        "DeleteSnapshot" => unary(req, move |r| async move { d.delete_snapshot(r).await }).await,
+        "ListSnapshots" => unary(req, move |r| async move { d.list_snapshots(r).await }).await,
+        "ValidateVolumeCapabilities" => {
+            unary(req, move |r| async move { d.validate_volume_capabilities(r).await }).await
+        }
+        other => unimplemented(CONTROLLER, other),
     }
-}
+);
+
+csi_service!(
+    /// `csi.v1.Node`. Served without a plugin capability: the spec's PluginCapability
+    /// lists the controller service only; every plugin is expected to serve Node.
+    NodeService, NODE, "Node",
+    |d, req, m| match m.as_str() {
+        "NodeGetInfo" => {
+            let info = d.node_info();
+            unary(req, move |_: NodeGetInfoRequest| async move { info }).await
+        }
+        "NodeGetCapabilities" => {
+            unary(req, |_: NodeGetCapabilitiesRequest| async {
+                Ok(Driver::node_capabilities())
+            })
+            .await
+        }
+        "NodePublishVolume" => unary(req, move |r| async move { d.node_publish(r).await }).await,
+        "NodeUnpublishVolume" => {
+            unary(req, move |r| async move { d.node_unpublish(r).await }).await
+        }
+        other => unimplemented(NODE, other),
+    }
+);
 
 fn unimplemented(service: &str, method: &str) -> http::Response<Body> {
     tracing::debug!(service, method, "not implemented");
