@@ -5,6 +5,10 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+/// The most a dump of cluster objects (`kubectl get … -o json`) may hold: a large
+/// cluster's objects fit many times over. The offline commands of every program share it.
+pub const MAX_DUMP: u64 = 512 << 20;
+
 /// What kind of file an input may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Accept {

@@ -14,7 +14,7 @@ use crate::inventory::{Dump, ShardState};
 use crate::review::review;
 
 /// The largest input file read (a dump of a large cluster is big; a review is small).
-pub const MAX_INPUT: u64 = 512 << 20;
+pub const MAX_INPUT: u64 = vtsnap_core::input::MAX_DUMP;
 
 /// Why an offline review cannot be made.
 #[derive(Debug, thiserror::Error)]

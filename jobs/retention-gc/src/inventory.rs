@@ -165,7 +165,7 @@ impl UnreadableObject {
 }
 
 /// The largest `--objects` dump read (a dump of 100,000 snapshots is about 150 MiB).
-pub const MAX_DUMP_BYTES: u64 = 512 << 20;
+pub const MAX_DUMP_BYTES: u64 = vtsnap_core::input::MAX_DUMP;
 
 /// Why a dump cannot be read.
 #[derive(Debug, thiserror::Error)]

@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 use vtsnap_core::cli::{self, CommonArgs, Output};
 use vtsnap_core::config::Config;
 use vtsnap_core::exit::Exit;
-use vtsnap_core::input::{Accept, read_bounded};
+use vtsnap_core::input::{Accept, MAX_DUMP, read_bounded};
 use vtsnap_vtbackup_storage::report::table;
 use vtsnap_vtbackup_storage::run::{Options, POD_GONE_TIMEOUT, plan_from_dump, run};
 
@@ -53,9 +53,6 @@ enum Command {
         output: Output,
     },
 }
-
-/// The largest dump read: a whole cluster's Pods and PVCs fit many times over.
-const MAX_DUMP: u64 = 512 << 20;
 
 /// `Err` naming `cluster` when no cluster of the config has that name: a filter that
 /// matches nothing would report "nothing to do" for a cluster never looked at.
