@@ -14,7 +14,7 @@ use vtsnap_core::vtctld::client::CallLimits;
 use vtsnap_core::vtctld::{TabletType, VtctldClient};
 
 use super::Daemon;
-use super::decide::Step;
+use super::decide::{LeaseAfter, Step, TabletAfter};
 use super::error::{ReleaseProblem, StepError};
 use super::metrics::Cause;
 use super::observe::{mysqld_container_id, node_of};
@@ -40,13 +40,9 @@ impl Daemon {
                 Step::ThawCgroup => self.thaw_cgroup(key),
                 Step::Release {
                     cause,
-                    restore_tablet,
-                    delete_lease,
-                    report,
-                } => {
-                    self.release(f, key, *cause, *restore_tablet, *delete_lease, *report)
-                        .await
-                }
+                    tablet,
+                    lease,
+                } => self.release(f, key, *cause, *tablet, *lease).await,
                 Step::Report(state, msg) => match f {
                     Some(f) if !self.report(f, *state, msg.as_deref()).await => return false,
                     _ => Ok(()),
@@ -261,9 +257,8 @@ impl Daemon {
         f: Option<&Fence>,
         key: &str,
         cause: Cause,
-        restore: bool,
-        delete: bool,
-        report: bool,
+        tablet: TabletAfter,
+        lease: LeaseAfter,
     ) -> Result<(), StepError> {
         let before = self.reg.get(key);
         let mut problems = if before.is_some() {
@@ -277,7 +272,7 @@ impl Daemon {
         {
             problems.extend(self.start_mysqld_again(e).await);
         }
-        if restore {
+        if tablet == TabletAfter::PutBack {
             problems.extend(put_tablet_back(f, record.as_ref()).await);
         }
         if !problems.is_empty() {
@@ -288,7 +283,7 @@ impl Daemon {
             self.forget_hold(key, before.as_ref(), cause)?;
         }
         if let Some(f) = f {
-            self.settle_lease(f, delete, report).await?;
+            self.settle_lease(f, lease).await?;
         }
         tracing::info!(cause = cause.as_str(), "released");
         Ok(())
@@ -334,18 +329,22 @@ impl Daemon {
         Ok(())
     }
 
-    /// Deletes the lease (unless it changed), or answers `released` on it.
-    async fn settle_lease(&self, f: &Fence, delete: bool, report: bool) -> Result<(), StepError> {
-        if delete {
-            let api: Api<Lease> = Api::namespaced(self.kube.clone(), &f.namespace);
-            delete_if_unchanged(&api, &f.name, f.resource_version.as_deref())
-                .await
-                .map_err(|source| StepError::LeaseDelete {
-                    lease: f.key(),
-                    source: Box::new(source),
-                })?;
-        } else if report {
-            self.report(f, NodeState::Released, None).await;
+    /// Deletes the lease (unless it changed), answers `released` on it, or leaves it.
+    async fn settle_lease(&self, f: &Fence, lease: LeaseAfter) -> Result<(), StepError> {
+        match lease {
+            LeaseAfter::Delete => {
+                let api: Api<Lease> = Api::namespaced(self.kube.clone(), &f.namespace);
+                delete_if_unchanged(&api, &f.name, f.resource_version.as_deref())
+                    .await
+                    .map_err(|source| StepError::LeaseDelete {
+                        lease: f.key(),
+                        source: Box::new(source),
+                    })?;
+            }
+            LeaseAfter::ReportReleased => {
+                self.report(f, NodeState::Released, None).await;
+            }
+            LeaseAfter::Untouched => {}
         }
         Ok(())
     }

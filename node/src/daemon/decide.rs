@@ -17,25 +17,35 @@ pub enum Step {
     FreezeCgroup,
     FreezeFs,
     ThawCgroup,
-    /// Thaw everything, `Start` mysqld if this helper stopped it, and optionally restore the
-    /// tablet (StartReplication, ChangeTabletType back), delete the lease, report `released`.
-    /// Every part is attempted even if an earlier one failed.
+    /// Thaw everything, `Start` mysqld if this helper stopped it, then do to the tablet and
+    /// the lease what `tablet` and `lease` say. Every part is attempted even if an earlier
+    /// one failed.
     Release {
         cause: Cause,
-        restore_tablet: bool,
-        delete_lease: bool,
-        report: bool,
+        tablet: TabletAfter,
+        lease: LeaseAfter,
     },
     Report(NodeState, Option<String>),
 }
 
-fn release(cause: Cause, restore_tablet: bool, delete_lease: bool, report: bool) -> Step {
-    Step::Release {
-        cause,
-        restore_tablet,
-        delete_lease,
-        report,
-    }
+/// What a release does to the tablet the fence changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TabletAfter {
+    /// Core's put-back: StartReplication, ChangeTabletType back to the original type.
+    PutBack,
+    /// Left as it is: the job that asked for the release puts it back itself.
+    Untouched,
+}
+
+/// What a release does to the lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseAfter {
+    /// Deleted, unless it changed since it was read.
+    Delete,
+    /// Answered `released`.
+    ReportReleased,
+    /// Not written (it is gone).
+    Untouched,
 }
 
 /// The steps for one lease. `fence` is `None` when the lease is gone.
@@ -43,12 +53,22 @@ pub fn decide(fence: Option<&Fence>, expired: bool, entry: Option<&Entry>) -> Ve
     let Some(f) = fence else {
         // Deleted: the job is gone or finished. Undo what we hold, and restore the tablet.
         return entry
-            .map(|_| vec![release(Cause::Deleted, true, false, false)])
+            .map(|_| {
+                vec![Step::Release {
+                    cause: Cause::Deleted,
+                    tablet: TabletAfter::PutBack,
+                    lease: LeaseAfter::Untouched,
+                }]
+            })
             .unwrap_or_default();
     };
     if expired {
         // The dead-man's switch: recover the whole fence (docs/design.md §5.4), then remove it.
-        return vec![release(Cause::Expiry, true, true, false)];
+        return vec![Step::Release {
+            cause: Cause::Expiry,
+            tablet: TabletAfter::PutBack,
+            lease: LeaseAfter::Delete,
+        }];
     }
     let reported = |s: NodeState| f.node_state == Some(s);
     let report = |s: NodeState, steps: &mut Vec<Step>| {
@@ -59,7 +79,11 @@ pub fn decide(fence: Option<&Fence>, expired: bool, entry: Option<&Entry>) -> Ve
     let mut steps = Vec::new();
     match f.request {
         Request::Release => match entry {
-            Some(_) => steps.push(release(Cause::Request, false, false, true)),
+            Some(_) => steps.push(Step::Release {
+                cause: Cause::Request,
+                tablet: TabletAfter::Untouched,
+                lease: LeaseAfter::ReportReleased,
+            }),
             None => report(NodeState::Released, &mut steps),
         },
         Request::Probe => {
@@ -239,9 +263,8 @@ mod tests {
             expired,
             vec![Step::Release {
                 cause: Cause::Expiry,
-                restore_tablet: true,
-                delete_lease: true,
-                report: false
+                tablet: TabletAfter::PutBack,
+                lease: LeaseAfter::Delete,
             }]
         );
         // Even with nothing held here: the job may have drained the tablet and died.
@@ -254,9 +277,8 @@ mod tests {
             gone,
             vec![Step::Release {
                 cause: Cause::Deleted,
-                restore_tablet: true,
-                delete_lease: false,
-                report: false
+                tablet: TabletAfter::PutBack,
+                lease: LeaseAfter::Untouched,
             }]
         );
         assert!(decide(None, false, None).is_empty());
@@ -272,9 +294,8 @@ mod tests {
             ),
             vec![Step::Release {
                 cause: Cause::Request,
-                restore_tablet: false,
-                delete_lease: false,
-                report: true
+                tablet: TabletAfter::Untouched,
+                lease: LeaseAfter::ReportReleased,
             }]
         );
         assert!(
