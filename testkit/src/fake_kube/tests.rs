@@ -1,12 +1,15 @@
 //! The fake API server, exercised through a real `kube::Client`.
 
-use futures::TryStreamExt;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
     PatchParams, PostParams, WatchEvent, WatchParams,
 };
+use serde_json::json;
 
 use super::*;
 
