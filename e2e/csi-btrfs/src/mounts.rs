@@ -128,7 +128,7 @@ fn parse_line(line: &str) -> Result<Mount, &'static str> {
         major.parse().map_err(|_| "major is not a number")?,
         minor.parse().map_err(|_| "minor is not a number")?,
     );
-    let root = unescape(f.next().ok_or("no root")?)?;
+    let root = root_of(f.next().ok_or("no root")?)?;
     let mount_point = unescape(f.next().ok_or("no mount point")?)?;
     let options = f
         .next()
@@ -146,6 +146,17 @@ fn parse_line(line: &str) -> Result<Mount, &'static str> {
         options,
         fs_type,
     })
+}
+
+/// A mount's root: a path in its file system, or, for a bind mount of a namespace file
+/// (containerd's network namespaces, `nsfs`), the namespace's name such as
+/// `net:[4026532363]` (`fs/nsfs.c`, `ns_dname`). Such a root names no directory, so it
+/// never matches a volume's place.
+fn root_of(s: &str) -> Result<PathBuf, &'static str> {
+    if !s.starts_with('/') && !s.contains('/') && s.ends_with(']') && s.contains(":[") {
+        return Ok(PathBuf::from(s));
+    }
+    unescape(s)
 }
 
 /// Undoes the kernel's `\ooo` escapes (`fs/proc_namespace.c`, `mangle`: space, tab,
@@ -196,12 +207,16 @@ mod tests {
 49 22 0:41 / /run/t rw - tmpfs tmpfs rw
 50 49 0:42 / /run/t rw,noexec - tmpfs tmpfs rw
 51 22 0:40 /csi/volumes/pvc-a2 /run/a2 rw,relatime - btrfs /dev/loop0 rw,subvolid=257
+52 22 0:4 net:[4026532363] /run/netns/cni-1 rw shared:31 - nsfs nsfs rw
 ";
 
     #[test]
     fn lines_parse_with_escapes_and_optional_fields() {
         let t = MountTable::parse(SAMPLE).unwrap();
-        assert_eq!(t.mounts().len(), 7);
+        assert_eq!(t.mounts().len(), 8);
+        // a network namespace bound by containerd: its root is the namespace's name
+        assert_eq!(t.mounts()[7].root, Path::new("net:[4026532363]"));
+        assert_eq!(t.mounts()[7].fs_type, "nsfs");
         let m = &t.mounts()[2];
         assert_eq!(m.dev, (0, 40));
         assert_eq!(m.root, Path::new("/csi/volumes/pvc-a"));
@@ -226,10 +241,12 @@ mod tests {
             "1 2 0:40 / /x\\04 rw - btrfs /dev/x rw",
             "1 2 0:40 / /x\\09a rw - btrfs /dev/x rw",
             "1 2 0:40 / x rw - btrfs /dev/x rw",
+            "1 2 0:40 net:[1]/x /x rw - btrfs /dev/x rw",
+            "1 2 0:40 relative /x rw - btrfs /dev/x rw",
         ] {
             let text = format!("{}{bad}\n", SAMPLE);
             match MountTable::parse(&text) {
-                Err(MountsError::Parse { line: 8, .. }) => {}
+                Err(MountsError::Parse { line: 9, .. }) => {}
                 other => panic!("{bad:?}: {other:?}"),
             }
         }
