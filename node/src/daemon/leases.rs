@@ -46,11 +46,21 @@ impl Drop for Leases {
     }
 }
 
+/// The lease watch: this node's leases, and a server-side timeout under the client's read
+/// timeout. Without it a quiet watch (no lease changes for a minute, the usual case) is cut
+/// by the read timeout, logged as a failure and resumed with backoff; found when the
+/// helper first ran as a Pod.
+fn watch_config(node: &str) -> watcher::Config {
+    watcher::Config::default()
+        .labels(&format!("{}={node}", fence::LABEL_NODE))
+        .timeout(vtsnap_core::cli::MAX_WATCH_SECONDS)
+}
+
 impl Leases {
     /// Starts the watch of the leases labelled `vtsnap.io/node=<node>` in every namespace.
     pub fn follow(client: kube::Client, node: &str, metrics: Metrics) -> Self {
         let api: Api<Lease> = Api::all(client);
-        let config = watcher::Config::default().labels(&format!("{}={node}", fence::LABEL_NODE));
+        let config = watch_config(node);
         let (store, writer) = reflector::store();
         let changed = Arc::new(Notify::new());
         let wake = changed.clone();
@@ -213,5 +223,16 @@ mod tests {
         );
         // A retry period longer than the resync never delays it.
         assert_eq!(next_wake(retry, resync, true, None), retry);
+    }
+
+    #[test]
+    fn the_lease_watch_is_ended_by_the_server_before_the_read_timeout() {
+        let c = watch_config("node-1");
+        assert_eq!(c.label_selector.as_deref(), Some("vtsnap.io/node=node-1"));
+        let t = c.timeout.expect("a server-side timeout");
+        assert!(
+            u64::from(t) + 5 <= vtsnap_core::cli::ApiTimeouts::DEFAULT.read.as_secs(),
+            "the server must end the watch before the client's read timeout cuts it: {t} s"
+        );
     }
 }
