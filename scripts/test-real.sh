@@ -2,9 +2,8 @@
 # The real-API tier: starts the local control plane (etcd, kube-apiserver,
 # kube-controller-manager, the CSI snapshot stack and vtsnap's btrfs CSI driver), runs
 # the e2e/suite tests against it, and always takes it down again. Then the same control
-# plane with a real node (NODE=1: containerd, CNI bridge, kubelet) for the one test that
-# runs Pods (real_kubelet): the other tests set Pod status by hand, which a kubelet would
-# overwrite. TEST_REAL_NODE=0 leaves that phase out. Output in target/test-real.log (make
+# plane with a real node (NODE=1: containerd, CNI bridge, kubelet, kube-proxy; the CSI
+# driver registered with kubelet) for the tests that run Pods. TEST_REAL_NODE=0 leaves that phase out. Output in target/test-real.log (make
 # test sums it with the unit tests).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,14 +16,23 @@ trap 'bash e2e/local-cluster/cluster.sh down' EXIT
 bash e2e/local-cluster/cluster.sh up
 export VTSNAP_TEST_KUBECONFIG="$root/target/local-cluster/kubeconfig"
 set -o pipefail
-kubelet_test=a_pod_runs_on_the_real_kubelet_in_its_own_cgroup_and_serves_its_log
-cargo test -p vtsnap-e2e --no-fail-fast -- --skip "$kubelet_test" 2>&1 | tee target/test-real.log
+# The tests that run Pods: only on the cluster with a node (the others set Pod status by
+# hand, which a kubelet would overwrite).
+node_tests=(real_kubelet real_pods)
+node_less=(--lib)
+for f in e2e/suite/tests/*.rs; do
+  t=$(basename "$f" .rs)
+  [[ " ${node_tests[*]} " == *" $t "* ]] || node_less+=(--test "$t")
+done
+cargo test -p vtsnap-e2e --no-fail-fast "${node_less[@]}" 2>&1 | tee target/test-real.log
 if [[ "${TEST_REAL_NODE:-1}" == 0 ]]; then
   exit
 fi
 bash e2e/local-cluster/cluster.sh down
-NODE=1 bash e2e/local-cluster/cluster.sh up --no-csi
-cargo test -p vtsnap-e2e --test real_kubelet -- --exact "$kubelet_test" 2>&1 | tee -a target/test-real.log
+NODE=1 bash e2e/local-cluster/cluster.sh up
+node_args=()
+for t in "${node_tests[@]}"; do node_args+=(--test "$t"); done
+cargo test -p vtsnap-e2e --no-fail-fast "${node_args[@]}" 2>&1 | tee -a target/test-real.log
 # down fails when the node left anything on the host (processes, mounts, cgroups, links,
 # iptables rules): part of the test
 trap - EXIT

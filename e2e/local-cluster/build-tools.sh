@@ -3,7 +3,8 @@
 # modules into target/tools/ (test infrastructure only; the product is Rust):
 #
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-#   kubelet, kubectl                                               tools/control-plane/
+#   kubelet, kube-proxy, kubectl                                   tools/control-plane/
+#   registrar (kubelet's CSI plugin registration: our own code)    tools/control-plane/registrar/
 #   containerd, containerd-shim-runc-v2, ctr (the local node)      tools/containerd/
 #   cni/{bridge,host-local,loopback,portmap} (its pod network)     tools/cni/
 #   snapshot-controller, csi-snapshotter                           tools/snapshotter/
@@ -14,7 +15,8 @@
 #   crds/*.yaml  (VolumeSnapshot CRDs, copied from the module cache)
 #
 # Each directory under tools/ is a Go module of our own holding only go.mod/go.sum with
-# `tool` directives; the upstream code stays in the Go module cache. Separate modules
+# `tool` directives (and, in control-plane/, our registrar); the upstream code stays in the
+# Go module cache. Separate modules
 # because the sidecars' dependency graphs clash with k8s.io/kubernetes' under MVS.
 # One `go build` per module builds all of its binaries (shared packages compile once).
 # runc is not built: the node uses Debian's (package runc, scripts/setup-host.sh).
@@ -49,7 +51,7 @@ CNI_PLUGINS_VERSION=v1.10.0
 # One `go build` per entry: module dir (under e2e/local-cluster/) | ldflags kind | output subdir
 # ("." = target/tools) | name=package ... (the binary's name in the output directory)
 BUILDS=(
-  "tools/control-plane|k8s|.|etcd=go.etcd.io/etcd/server/v3 kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler kubelet=k8s.io/kubernetes/cmd/kubelet kubectl=k8s.io/kubernetes/cmd/kubectl"
+  "tools/control-plane|k8s|.|etcd=go.etcd.io/etcd/server/v3 kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler kubelet=k8s.io/kubernetes/cmd/kubelet kubectl=k8s.io/kubernetes/cmd/kubectl kube-proxy=k8s.io/kubernetes/cmd/kube-proxy registrar=vtsnap/e2e/local-cluster/tools/control-plane/registrar"
   "tools/containerd|containerd|.|containerd=github.com/containerd/containerd/v2/cmd/containerd containerd-shim-runc-v2=github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 ctr=github.com/containerd/containerd/v2/cmd/ctr"
   "tools/cni|cni|cni|bridge=github.com/containernetworking/plugins/plugins/main/bridge host-local=github.com/containernetworking/plugins/plugins/ipam/host-local loopback=github.com/containernetworking/plugins/plugins/main/loopback portmap=github.com/containernetworking/plugins/plugins/meta/portmap"
   "tools/snapshotter|snapshotter|.|snapshot-controller=github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller csi-snapshotter=github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter"
@@ -105,8 +107,8 @@ ldflags() {
 inputs_hash() {
   {
     for m in "${MODULES[@]}"; do
-      # (pause/ is our own program: go.mod and its .go files, no go.sum)
-      find "$here/$m" -maxdepth 1 -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) -print0 |
+      # (pause/ and control-plane/registrar/ are our own programs: their .go files)
+      find "$here/$m" -maxdepth 2 -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) -print0 |
         sort -z | xargs -0 sha256sum | awk '{print $1}'
     done
     sha256sum "$here/build-tools.sh" | awk '{print $1}'

@@ -3,7 +3,8 @@
 # target/tools/: etcd, kube-apiserver, kube-controller-manager, snapshot-controller and,
 # given a CSI driver's socket, csi-snapshotter and csi-provisioner. By default no kubelet:
 # the Node object is created by hand and Pods are never run. With NODE=1 (--node) a real
-# node instead: containerd + CNI bridge + kubelet, which registers the Node and runs Pods.
+# node instead: containerd + CNI bridge + kubelet + kube-proxy, which registers the Node and
+# runs Pods; the CSI driver is registered with that kubelet, which mounts its volumes.
 #
 #   cluster.sh up [--no-csi] [--csi-socket PATH] [--scheduler] [--node]
 #                                start (idempotent), then verify; unless --no-csi, also
@@ -12,6 +13,8 @@
 #   cluster.sh csi PATH          start the CSI sidecars against a driver socket (cluster up)
 #   cluster.sh verify            the checks `up` ends with
 #   cluster.sh status            what runs, by pid
+#   cluster.sh images            copy the images again into the running node (after
+#                                `make images`; Pods started later use them)
 #   cluster.sh down              stop everything and remove the state (idempotent); fails
 #                                when a node left processes, mounts, cgroups, links or rules
 #
@@ -19,7 +22,8 @@
 # logs to target/local-cluster/logs/ (kept by `down` for post-mortems; next `up` clears it).
 # Environment: CSI_SOCKET (as --csi-socket), LOCAL_CLUSTER_SCHEDULER=1 (as --scheduler),
 # NODE=1 or LOCAL_CLUSTER_NODE=1 (as --node; LOCAL_CLUSTER_NODE_IP, LOCAL_CLUSTER_POD_CIDR,
-# LOCAL_CLUSTER_NODE_IMAGES, LOCAL_CLUSTER_KUBELET_{,HEALTHZ_}PORT),
+# LOCAL_CLUSTER_NODE_IMAGES, LOCAL_CLUSTER_KUBELET_{,HEALTHZ_}PORT,
+# LOCAL_CLUSTER_PROXY_{HEALTHZ,METRICS}_PORT),
 # LOCAL_CLUSTER_CSI=0 (as --no-csi), LOCAL_CLUSTER_CSI_BYTES (its sparse image, 8G),
 # CSI_DRIVER_BIN (the driver binary, target/debug/vtsnap-csi-btrfs),
 # LOCAL_CLUSTER_KEEP_ON_FAILURE=1 (no teardown when `up` fails), the ports
@@ -225,24 +229,31 @@ start_etcd() {
   wait_for 60 "etcd /health" etcd_healthy
 }
 
-# --endpoint-reconciler-type=none: the "kubernetes" Service gets no Endpoints, which would
-# have to be a loopback address the API refuses (and nothing here runs in a pod).
+# Without the node, --endpoint-reconciler-type=none: the "kubernetes" Service gets no
+# Endpoints, which would have to be a loopback address the API refuses (no pod runs).
 start_apiserver() {
   # With the node: the API server reaches kubelet (logs, exec, port-forward) with a client
   # certificate (system:masters, as kubeadm's apiserver-kubelet-client) and checks kubelet's
   # serving certificate against the cluster CA.
-  local apiserver_node_flags=()
+  # Pods reach it as in-cluster clients do: the "kubernetes" Service's ClusterIP, which
+  # kube-proxy sends to the endpoint the API server publishes (its advertised address), so
+  # with the node it listens on every address and advertises the node's.
+  local apiserver_node_flags=(--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --endpoint-reconciler-type=none)
   if [[ $with_node == 1 ]]; then
+    local ip
+    ip="$(node_ip)"
+    [[ -n "$ip" ]] || die "no address for the node (no default route): set LOCAL_CLUSTER_NODE_IP"
     [[ -f "$pki/apiserver-kubelet-client.crt" ]] ||
       make_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "extendedKeyUsage=clientAuth"
-    apiserver_node_flags=(--kubelet-certificate-authority="$pki/ca.crt"
+    apiserver_node_flags=(--bind-address=0.0.0.0 --advertise-address="$ip" --endpoint-reconciler-type=lease
+      --kubelet-certificate-authority="$pki/ca.crt"
       --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt"
       --kubelet-client-key="$pki/apiserver-kubelet-client.key"
       --kubelet-preferred-address-types=InternalIP)
   fi
   start_proc kube-apiserver "$tools/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
+    --secure-port="$APISERVER_PORT" \
     --cert-dir="$state/apiserver-certs" \
     --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
     --client-ca-file="$pki/ca.crt" \
@@ -255,7 +266,6 @@ start_apiserver() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
     --service-cluster-ip-range="$SERVICE_CIDR" --allow-privileged=true --profiling=false \
-    --endpoint-reconciler-type=none \
     "${apiserver_node_flags[@]}" \
     --v=1
   wait_for 180 "kube-apiserver /readyz" kapi GET /readyz
@@ -367,7 +377,21 @@ reclaimPolicy: Delete
 allowVolumeExpansion: false
 EOF
   apply_yaml /apis/storage.k8s.io/v1/storageclasses "$CLASS_NAME" "$state/storageclass.yaml"
-  log "VolumeSnapshotClass and StorageClass $CLASS_NAME (driver $CSI_DRIVER)"
+  # No attach step (a local bind mount): without this object kubelet would wait for a
+  # VolumeAttachment that no external-attacher ever makes. fsGroup is applied by kubelet.
+  cat >"$state/csidriver.yaml" <<EOF
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata:
+  name: $CSI_DRIVER
+spec:
+  attachRequired: false
+  podInfoOnMount: false
+  fsGroupPolicy: File
+  volumeLifecycleModes: [Persistent]
+EOF
+  apply_yaml /apis/storage.k8s.io/v1/csidrivers "$CSI_DRIVER" "$state/csidriver.yaml"
+  log "VolumeSnapshotClass and StorageClass $CLASS_NAME, CSIDriver $CSI_DRIVER"
 }
 
 start_snapshot_controller() {
@@ -400,6 +424,10 @@ csi_loop="$state/csi-btrfs.loop"
 csi_sock="$state/csi/csi.sock"
 csi_bin="${CSI_DRIVER_BIN:-$root/target/debug/vtsnap-csi-btrfs}"
 
+csi_registered() {
+  grep -q "\"name\":\"$CSI_DRIVER\"" <<<"$(kapi GET "/apis/storage.k8s.io/v1/csinodes/$NODE_NAME" 2>/dev/null)"
+}
+
 start_csi_driver() {
   [[ -x "$csi_bin" ]] || die "$csi_bin missing: cargo build -p vtsnap-csi-btrfs (make cluster-up does it)"
   need_cmd mkfs.btrfs btrfs-progs
@@ -421,6 +449,13 @@ start_csi_driver() {
   running csi-btrfs || start_proc csi-btrfs "$csi_bin" --endpoint "unix://$csi_sock" \
     --root "$csi_root" --node-id "$NODE_NAME" --log-format text
   wait_for 30 "the CSI driver's socket" test -S "$csi_sock"
+  # With the node, the registrar announces the driver to kubelet (plugins_registry), which
+  # then calls its Node service to mount its volumes into Pods.
+  if [[ $with_node == 1 ]]; then
+    running csi-registrar || start_proc csi-registrar "$tools/registrar" --driver-name "$CSI_DRIVER" \
+      --csi-endpoint "$csi_sock" --registration-dir "$kubelet_dir/plugins_registry"
+    wait_for 60 "kubelet to register $CSI_DRIVER (CSINode $NODE_NAME)" csi_registered
+  fi
 }
 
 stop_csi_storage() {
@@ -613,6 +648,9 @@ case "$cmd" in
   down) cmd_down ;;
   verify) cmd_verify ;;
   status) cmd_status ;;
+  images)
+    running containerd || die "no node is running (cluster.sh up --node)"
+    import_node_images ;;
   csi)
     [[ -n "$csi_socket" ]] || die "usage: cluster.sh csi SOCKET"
     kapi GET /readyz >/dev/null 2>&1 || die "the cluster is not up (make cluster-up)"

@@ -9,8 +9,8 @@
 # A real kubelet registers $NODE_NAME itself (no hand-made status) and runs Pods through
 # containerd (built by build-tools.sh), Debian's runc and the CNI bridge plugin. Images:
 # no registry is reachable, so the sandbox ("pause") image is our own program
-# (e2e/local-cluster/pause) packed here, and LOCAL_CLUSTER_NODE_IMAGES (Podman images,
-# default localhost/vtsnap-debian:bookworm when Podman has it) are copied in with
+# (e2e/local-cluster/pause) packed here, and LOCAL_CLUSTER_NODE_IMAGES (Podman images;
+# default: the ones `make images` builds that Podman has) are copied in with
 # `podman save | ctr images import`. Pods must use imagePullPolicy: Never (or IfNotPresent).
 node_dir="$state/node"
 ctd_dir="$node_dir/containerd"
@@ -23,6 +23,8 @@ CNI_NETWORK=vtsnap-pods
 CNI_BRIDGE=vtsnap-cni0
 KUBELET_PORT="${LOCAL_CLUSTER_KUBELET_PORT:-10250}"
 KUBELET_HEALTHZ_PORT="${LOCAL_CLUSTER_KUBELET_HEALTHZ_PORT:-10248}"
+PROXY_HEALTHZ_PORT="${LOCAL_CLUSTER_PROXY_HEALTHZ_PORT:-10256}"
+PROXY_METRICS_PORT="${LOCAL_CLUSTER_PROXY_METRICS_PORT:-10249}"
 PAUSE_IMAGE=localhost/vtsnap-pause:1
 # The shims' sockets (named by a 64-digit hash) need a short directory (a socket path has at
 # most 107 bytes): one of our own under /run, named after the state directory.
@@ -142,22 +144,25 @@ pause_image_tar() { # output-file
 }
 
 import_node_images() {
-  local t="$node_dir/pause.tar" img
+  local t="$node_dir/pause.tar"
   pause_image_tar "$t"
   # (ctr repeats containerd's cgroup v1 deprecation warning: to the log, not the terminal)
   ctr_ images import "$t" >/dev/null 2>>"$logs/containerd.log" || die "could not import $PAUSE_IMAGE"
   rm -f "$t"
   local images="${LOCAL_CLUSTER_NODE_IMAGES-}"
-  if [[ -z "${LOCAL_CLUSTER_NODE_IMAGES+x}" ]] && command -v podman >/dev/null 2>&1 &&
-    podman image exists localhost/vtsnap-debian:bookworm 2>/dev/null; then
-    images=localhost/vtsnap-debian:bookworm
+  if [[ -z "${LOCAL_CLUSTER_NODE_IMAGES+x}" ]] && command -v podman >/dev/null 2>&1; then
+    # what `make images` builds: the base, the MariaDB tablet image, one image per program
+    images="$(podman images --format '{{.Repository}}:{{.Tag}}' 2>/dev/null |
+      grep -E '^localhost/vtsnap(/vtsnap-[a-z-]+|-debian|-mariadb):' | sort -u | tr '\n' ' ')"
   fi
-  for img in $images; do
-    local s0=$SECONDS
-    podman save --format docker-archive "$img" | ctr_ images import - >/dev/null 2>>"$logs/containerd.log" ||
-      die "could not copy image $img from Podman into containerd"
-    log "image $img copied into the node ($((SECONDS - s0))s)"
-  done
+  [[ -n "${images// /}" ]] || return 0
+  local s0=$SECONDS
+  # one archive for all of them: shared layers are written once
+  # shellcheck disable=SC2086 # a list of image names
+  podman save --multi-image-archive --format docker-archive $images |
+    ctr_ images import - >/dev/null 2>>"$logs/containerd.log" ||
+    die "could not copy images from Podman into containerd: $images"
+  log "images copied into the node ($((SECONDS - s0))s): $images"
 }
 
 write_kubelet_config() {
@@ -211,6 +216,54 @@ syncFrequency: 10s
 EOF
 }
 
+# kube-proxy (iptables mode): Services' ClusterIPs work from Pods and from the host, as
+# users expect (the API server calls the webhook through its Service; Pods reach the API
+# server at the "kubernetes" Service). Differences from a production node: conntrack and
+# route_localnet sysctls are left alone (this sandbox may not set them; no NodePort on
+# localhost is needed), and it runs as a host process, not a DaemonSet.
+write_kube_proxy_config() {
+  make_cert kube-proxy "/CN=system:kube-proxy" "extendedKeyUsage=clientAuth"
+  write_kubeconfig "$node_dir/kube-proxy.kubeconfig" system:kube-proxy kube-proxy
+  # KubeProxyConfiguration (k8s.io/kube-proxy config/v1alpha1 types.go)
+  cat >"$node_dir/kube-proxy-config.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: $node_dir/kube-proxy.kubeconfig
+hostnameOverride: $NODE_NAME
+mode: iptables
+clusterCIDR: $POD_CIDR
+bindAddress: 127.0.0.1
+healthzBindAddress: 127.0.0.1:$PROXY_HEALTHZ_PORT
+metricsBindAddress: 127.0.0.1:$PROXY_METRICS_PORT
+iptables:
+  localhostNodePorts: false
+  masqueradeAll: false
+  syncPeriod: 5s
+  minSyncPeriod: 0s
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+  udpTimeout: 0s
+  udpStreamTimeout: 0s
+nodePortAddresses: [primary]
+EOF
+}
+
+# The API server's own Service answers through kube-proxy's rules (from the host).
+kube_proxy_serving() {
+  curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
+    "https://$SERVICE_IP:443/readyz" >/dev/null 2>&1
+}
+
+start_kube_proxy() {
+  write_kube_proxy_config
+  start_proc kube-proxy "$tools/kube-proxy" --config="$node_dir/kube-proxy-config.yaml" --v=1
+  wait_for 60 "kube-proxy: the kubernetes Service ($SERVICE_IP:443) answers" kube_proxy_serving
+}
+
 node_ready() {
   grep -q '"type":"Ready","status":"True"' <<<"$(kapi GET "/api/v1/nodes/$NODE_NAME")"
 }
@@ -245,12 +298,14 @@ start_node() {
   need_cmd iptables
   need_cmd ip iproute2
   local t ip
-  for t in kubelet containerd containerd-shim-runc-v2 ctr pause cni/bridge cni/host-local cni/loopback cni/portmap; do
+  for t in kubelet kube-proxy containerd containerd-shim-runc-v2 ctr pause cni/bridge cni/host-local cni/loopback cni/portmap; do
     [[ -x "$tools/$t" ]] || die "$tools/$t missing: run e2e/local-cluster/build-tools.sh (make tools)"
   done
   ip="$(node_ip)"
   [[ -n "$ip" ]] || die "no address for the node (no default route): set LOCAL_CLUSTER_NODE_IP"
   port_free "$KUBELET_HEALTHZ_PORT" || die "127.0.0.1:$KUBELET_HEALTHZ_PORT is in use (LOCAL_CLUSTER_KUBELET_HEALTHZ_PORT)"
+  port_free "$PROXY_HEALTHZ_PORT" || die "127.0.0.1:$PROXY_HEALTHZ_PORT is in use (LOCAL_CLUSTER_PROXY_HEALTHZ_PORT)"
+  port_free "$PROXY_METRICS_PORT" || die "127.0.0.1:$PROXY_METRICS_PORT is in use (LOCAL_CLUSTER_PROXY_METRICS_PORT)"
   ! (exec 3<>"/dev/tcp/$ip/$KUBELET_PORT") 2>/dev/null || die "$ip:$KUBELET_PORT is in use (LOCAL_CLUSTER_KUBELET_PORT)"
   mkdir -p "$node_dir"
   record_host_state
@@ -265,6 +320,7 @@ start_node() {
     --hostname-override="$NODE_NAME" --node-ip="$ip" --v=1
   wait_for 120 "Node $NODE_NAME Ready (reported by kubelet)" node_ready
   wait_for 60 "the not-ready taint on $NODE_NAME removed (node lifecycle controller)" node_untainted
+  start_kube_proxy
   log "node $NODE_NAME Ready: kubelet at https://$ip:$KUBELET_PORT, containerd at ${ctd_sock#"$root"/}, pods in $POD_CIDR"
 }
 
@@ -287,6 +343,7 @@ stop_node() {
     local deadline=$((SECONDS + 60))
     while ((SECONDS < deadline)) && [[ -n "$(ctr_ tasks ls -q 2>/dev/null)" ]]; do sleep 0.5; done
   fi
+  stop_one kube-proxy
   stop_one kubelet
   if running containerd; then
     local c
