@@ -147,6 +147,11 @@ impl FakeVtctld {
         grpc::serve_tcp(Service { fake: self.clone() }).await
     }
 
+    /// Starts serving on `ip` (the node's address: Pods cannot reach the host's loopback).
+    pub async fn serve_on(&self, ip: std::net::IpAddr) -> Running {
+        grpc::serve_tcp_on(Service { fake: self.clone() }, ip).await
+    }
+
     fn begin(&self, method: &str, detail: String) -> Result<(), tonic::Status> {
         self.with(|s| {
             s.calls

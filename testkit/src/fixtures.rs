@@ -444,7 +444,7 @@ impl ShardFixture {
     }
 
     /// The shard and its tablets in the fake vtctld.
-    fn install_vtctld(&self, vtctld: &FakeVtctld) {
+    pub fn install_vtctld(&self, vtctld: &FakeVtctld) {
         let primary_alias = self.primary.map(|n| self.alias(n));
         let mut fake = FakeShard {
             primary: primary_alias.as_ref().map(topodata::TabletAlias::from),

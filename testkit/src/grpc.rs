@@ -101,7 +101,21 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve_tcp_on(svc, std::net::Ipv4Addr::LOCALHOST.into()).await
+}
+
+/// Serves on a free port of `ip` (the node's address, for Pods to reach).
+pub async fn serve_tcp_on<S>(svc: S, ip: std::net::IpAddr) -> Running
+where
+    S: tower::Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
+        + tonic::server::NamedService
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = spawn_server(
         svc,

@@ -9,6 +9,7 @@
 //! - [`mariadb`]: a real MariaDB (or, where Docker and the internet exist, MySQL 8)
 //!   server in a container, running on a tablet directory of a host volume.
 //!
+//! - [`helm`]: the real helm installing the repo's chart.
 //! - [`real_kube`]: a client of a real API server (the local control plane of
 //!   `make cluster-up`) with per-test namespaces and watch-based waits.
 //!
@@ -25,6 +26,7 @@ pub mod fake_snapshotter;
 pub mod fake_vtctld;
 pub mod fixtures;
 pub mod grpc;
+pub mod helm;
 pub mod https;
 pub mod layout;
 pub mod leftovers;

@@ -264,6 +264,39 @@ impl OperatorTablet {
             }
         })
     }
+
+    /// [`Self::pod`] made runnable by a real kubelet from a local `image` (never pulled):
+    /// the operator's names, labels, volumes and mounts, with commands that stand in for
+    /// Vitess's. The init containers make `/vt/socket` and `/vt/config` in `vt-root`;
+    /// `vttablet` and `mysqld` are FAKES (sleepers: vttablet and mysqlctld cannot run here)
+    /// that end at once on SIGTERM.
+    pub fn runnable_pod(&self, image: &str) -> Value {
+        let sleeper = json!(["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]);
+        let mut pod = self.pod();
+        let spec = &mut pod["spec"];
+        spec["terminationGracePeriodSeconds"] = json!(5);
+        let commands = [
+            (
+                "initContainers",
+                0,
+                json!(["/bin/sh", "-c", "mkdir -p /mnt/vt/socket /mnt/vt/config"]),
+            ),
+            (
+                "initContainers",
+                1,
+                json!(["/bin/sh", "-c", "test -d /vt/vtdataroot"]),
+            ),
+            ("containers", 0, sleeper.clone()),
+            ("containers", 1, sleeper),
+        ];
+        for (list, i, command) in commands {
+            let c = &mut spec[list][i];
+            c["image"] = json!(image);
+            c["imagePullPolicy"] = json!("Never");
+            c["command"] = command;
+        }
+        pod
+    }
 }
 
 #[cfg(test)]

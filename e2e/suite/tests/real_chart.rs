@@ -12,8 +12,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
@@ -26,6 +24,7 @@ use vtsnap_snapshot::run::{RunOptions, run as snapshot_run};
 use vtsnap_testkit::fake_node::{ApiLeases, FakeNodeHelper, NodeScript};
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
 use vtsnap_testkit::fixtures::shard;
+use vtsnap_testkit::helm::Release;
 use vtsnap_testkit::layout::TabletLayout;
 use vtsnap_testkit::operator_objects::{OperatorShard, operator_shard, pvc_template};
 use vtsnap_testkit::real_kube::{BTRFS_CLASS, RealKube, plural_of, resource};
@@ -36,45 +35,6 @@ const LIMIT: Duration = Duration::from_secs(90);
 const NEVER: &str = "0 0 31 2 *";
 const RELEASE: &str = "t";
 const FULL: &str = "t-vtsnap";
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// helm from target/tools/ (`make tools`), or `VTSNAP_TEST_HELM`.
-fn helm() -> Command {
-    let path = std::env::var_os("VTSNAP_TEST_HELM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/tools/helm"));
-    assert!(
-        path.exists(),
-        "{} is missing: run `make tools` (it builds helm from its Go module)",
-        path.display()
-    );
-    Command::new(path)
-}
-
-/// `helm uninstall` when the test ends (the cluster-scoped objects are the release's).
-struct Release {
-    namespace: String,
-    kubeconfig: PathBuf,
-}
-
-impl Drop for Release {
-    fn drop(&mut self) {
-        let _ = helm()
-            .args([
-                "uninstall",
-                RELEASE,
-                "--wait=false",
-                "-n",
-                &self.namespace,
-                "--kubeconfig",
-            ])
-            .arg(&self.kubeconfig)
-            .output();
-    }
-}
 
 /// Whether the client's identity may `verb` the resource (a SelfSubjectAccessReview:
 /// the API server's RBAC authorizer answers).
@@ -134,61 +94,23 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
     kube.create(backup.vtbackup_init_pod()).await;
 
     // helm install, with the workloads' Pods kept off the one Node (there is no kubelet).
-    let dir = tempfile::tempdir().unwrap();
-    let values = dir.path().join("values.yaml");
     let off_node = json!({"vtsnap.io/test-no-such-node": "true"});
-    std::fs::write(
-        &values,
-        serde_json::to_vec(&json!({
-            "image": {"tag": "0.1.0"},
-            "config": {"clusters": [{"name": "example", "namespace": vitess.name, "vtctld": vt.endpoint(),
-                "snapshot": {"volumeSnapshotClassName": BTRFS_CLASS, "cutTimeout": "60s", "readyTimeout": "60s", "maxHold": "60s"},
-                "retention": {"maxCount": 1}, "restore": {"enabled": true}}]},
-            "snapshot": {"shards": [{"cluster": "example", "keyspace": "commerce", "shard": "-", "schedule": NEVER}]},
-            "gc": {"schedule": NEVER},
-            "vtbackupStorage": {"schedule": NEVER},
-            "node": {"nodeSelector": off_node},
-            "admission": {"replicas": 2, "nodeSelector": off_node},
-        }))
-        .unwrap(),
-    )
-    .unwrap();
-    let _release = Release {
-        namespace: system.name.clone(),
-        kubeconfig: kube.kubeconfig().to_path_buf(),
-    };
-    let out = helm()
-        .args(["install", RELEASE])
-        .arg(root().join("charts/vtsnap"))
-        .args(["-n", &system.name, "-f"])
-        .arg(&values)
-        .arg("--kubeconfig")
-        .arg(kube.kubeconfig())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "helm install: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let values = json!({
+        "image": {"tag": "0.1.0"},
+        "config": {"clusters": [{"name": "example", "namespace": vitess.name, "vtctld": vt.endpoint(),
+            "snapshot": {"volumeSnapshotClassName": BTRFS_CLASS, "cutTimeout": "60s", "readyTimeout": "60s", "maxHold": "60s"},
+            "retention": {"maxCount": 1}, "restore": {"enabled": true}}]},
+        "snapshot": {"shards": [{"cluster": "example", "keyspace": "commerce", "shard": "-", "schedule": NEVER}]},
+        "gc": {"schedule": NEVER},
+        "vtbackupStorage": {"schedule": NEVER},
+        "node": {"nodeSelector": off_node},
+        "admission": {"replicas": 2, "nodeSelector": off_node},
+    });
+    let release = Release::install(RELEASE, &system.name, &values, kube.kubeconfig());
 
     // Every object of the release's manifest is on the server (the API server validated
     // and stored each one; helm would have failed otherwise).
-    let out = helm()
-        .args([
-            "get",
-            "manifest",
-            RELEASE,
-            "-n",
-            &system.name,
-            "--kubeconfig",
-        ])
-        .arg(kube.kubeconfig())
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let manifest = String::from_utf8(out.stdout).unwrap();
+    let manifest = release.manifest();
     let mut kinds = std::collections::BTreeSet::new();
     for doc in manifest.split("\n---") {
         let v: Value = match serde_yaml_ng::from_str(doc) {
