@@ -91,6 +91,27 @@ pub fn supervisor_script(server: &str, admin: &str, request_dir: &str) -> String
     )
 }
 
+/// The `mysqld` container's command in a tablet Pod run by a real kubelet from
+/// [`DEFAULT_IMAGE`] (MariaDB), as the Pod's user (999, not root): initialize an empty data
+/// directory, then [`supervisor_script`] serving request files in `/vt/socket`, where the
+/// test's [`crate::fake_mysqlctld::FakeMysqlctld`] writes them (a FAKE of mysqlctld, which
+/// cannot run here). A shutdown by the admin client is refused to a non-root OS user, so
+/// the supervisor's SIGTERM (a clean shutdown too) does it.
+pub fn pod_mysqld_command(uid: TabletUid) -> Vec<String> {
+    let mycnf = format!("{MOUNT}/{}/my.cnf", uid.tablet_dir_name());
+    let datadir = format!("{MOUNT}/{}/data", uid.tablet_dir_name());
+    let script = format!(
+        "set -e; [ -d {datadir}/mysql ] || mariadb-install-db --defaults-file={mycnf} --skip-test-db >/dev/null; \
+         set +e; {supervisor}",
+        supervisor = supervisor_script(
+            &format!("mariadbd --defaults-file={mycnf}"),
+            &format!("mariadb-admin --socket={SOCKET} -uroot"),
+            "/vt/socket",
+        ),
+    );
+    vec!["/bin/sh".into(), "-c".into(), script]
+}
+
 /// A running server on one tablet directory. Removed (killed) on drop.
 pub struct MariaDb {
     container: ContainerAsync<GenericImage>,

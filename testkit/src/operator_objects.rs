@@ -208,6 +208,19 @@ pub fn with_extra_mount(mut pod: Value, mount: Value) -> Value {
     pod
 }
 
+/// What a runnable tablet Pod's `mysqld` container runs.
+#[derive(Debug, Clone)]
+pub enum MysqldContainer<'a> {
+    /// A FAKE: it only sleeps (no database; enough for an online snapshot's probe).
+    Sleeper,
+    /// A real database server under a supervisor that stands in for mysqlctld
+    /// ([`crate::mariadb::pod_mysqld_command`]).
+    Supervised {
+        image: &'a str,
+        command: Vec<String>,
+    },
+}
+
 /// One tablet of a pool.
 #[derive(Debug, Clone)]
 pub struct OperatorTablet {
@@ -265,31 +278,37 @@ impl OperatorTablet {
         })
     }
 
-    /// [`Self::pod`] made runnable by a real kubelet from a local `image` (never pulled):
-    /// the operator's names, labels, volumes and mounts, with commands that stand in for
+    /// [`Self::pod`] made runnable by a real kubelet from local images (never pulled): the
+    /// operator's names, labels, volumes and mounts, with commands that stand in for
     /// Vitess's. The init containers make `/vt/socket` and `/vt/config` in `vt-root`;
-    /// `vttablet` and `mysqld` are FAKES (sleepers: vttablet and mysqlctld cannot run here)
-    /// that end at once on SIGTERM.
-    pub fn runnable_pod(&self, image: &str) -> Value {
+    /// `vttablet` is a FAKE (a sleeper: vttablet cannot run here) and `mysqld` is `mysqld`.
+    /// Every container ends at once on SIGTERM.
+    pub fn runnable_pod(&self, shell_image: &str, mysqld: &MysqldContainer) -> Value {
         let sleeper = json!(["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]);
         let mut pod = self.pod();
         let spec = &mut pod["spec"];
         spec["terminationGracePeriodSeconds"] = json!(5);
+        let (mysqld_image, mysqld_command) = match mysqld {
+            MysqldContainer::Sleeper => (shell_image, sleeper.clone()),
+            MysqldContainer::Supervised { image, command } => (*image, json!(command)),
+        };
         let commands = [
             (
                 "initContainers",
                 0,
+                shell_image,
                 json!(["/bin/sh", "-c", "mkdir -p /mnt/vt/socket /mnt/vt/config"]),
             ),
             (
                 "initContainers",
                 1,
+                shell_image,
                 json!(["/bin/sh", "-c", "test -d /vt/vtdataroot"]),
             ),
-            ("containers", 0, sleeper.clone()),
-            ("containers", 1, sleeper),
+            ("containers", 0, shell_image, sleeper),
+            ("containers", 1, mysqld_image, mysqld_command),
         ];
-        for (list, i, command) in commands {
+        for (list, i, image, command) in commands {
             let c = &mut spec[list][i];
             c["image"] = json!(image);
             c["imagePullPolicy"] = json!("Never");

@@ -19,28 +19,31 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::{ListParams, LogParams};
 use serde_json::{Value, json};
-use vtsnap_core::naming::TabletUid;
+use vtsnap_core::fence::{ANN_NODE_STATE, ANN_TABLET_ALIAS, ANN_TARGET_POD};
+use vtsnap_core::naming::{TabletAlias, TabletUid};
+use vtsnap_core::vtctld::TabletType;
+use vtsnap_testkit::fake_mysqlctld::{self, FakeMysqlctld, Serving};
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
 use vtsnap_testkit::fixtures::shard;
 use vtsnap_testkit::helm::Release;
-use vtsnap_testkit::layout::TabletLayout;
+use vtsnap_testkit::layout::{POD_UID, TabletLayout, chown_tree};
+use vtsnap_testkit::mariadb::{DEFAULT_IMAGE as DB_IMAGE, pod_mysqld_command};
 use vtsnap_testkit::operator_objects::{
-    OperatorShard, OperatorTablet, operator_shard, pvc_template,
+    MysqldContainer, OperatorShard, OperatorTablet, operator_shard, pvc_template,
 };
 use vtsnap_testkit::real_kube::{BTRFS_CLASS, RealKube, resource, snapshot_ready};
 
 const SHELL_IMAGE: &str = "localhost/vtsnap-debian:bookworm";
 const RELEASE: &str = "p";
 const FULL: &str = "p-vtsnap";
-/// A cron line that never fires (February 31st).
-const NEVER: &str = "0 0 31 2 *";
 const LIMIT: Duration = Duration::from_secs(120);
 /// The chart's non-root user (images/vtsnap/Containerfile, values' securityContext).
 const NON_ROOT: u32 = 65532;
@@ -171,9 +174,8 @@ async fn pod_log(kube: &RealKube, ns: &str, name: &str) -> String {
         .unwrap_or_else(|e| panic!("log of pod {ns}/{name} (the API server asks kubelet): {e}"))
 }
 
-/// The uid the container's first process runs as, read on the host: the container's
-/// cgroup (kubepods/<qos>/pod<uid>/<container id>) lists its processes.
-fn container_process_uid(pod: &Value, container: &str) -> u32 {
+/// The container's cgroup in the freezer hierarchy (kubepods/<qos>/pod<uid>/<container id>).
+fn freezer_cgroup(pod: &Value, container: &str) -> PathBuf {
     let uid = pod["metadata"]["uid"].as_str().unwrap();
     let status = pod["status"]["containerStatuses"]
         .as_array()
@@ -188,12 +190,20 @@ fn container_process_uid(pod: &Value, container: &str) -> u32 {
         Some(q) => format!("{}/", q.to_ascii_lowercase()),
         None => panic!("pod without qosClass"),
     };
-    let procs = format!("/sys/fs/cgroup/freezer/kubepods/{qos}pod{uid}/{id}/cgroup.procs");
-    let text = std::fs::read_to_string(&procs).unwrap_or_else(|e| panic!("{procs}: {e}"));
+    PathBuf::from(format!(
+        "/sys/fs/cgroup/freezer/kubepods/{qos}pod{uid}/{id}"
+    ))
+}
+
+/// The uid the container's first process runs as, read on the host from its cgroup.
+fn container_process_uid(pod: &Value, container: &str) -> u32 {
+    let procs = freezer_cgroup(pod, container).join("cgroup.procs");
+    let text =
+        std::fs::read_to_string(&procs).unwrap_or_else(|e| panic!("{}: {e}", procs.display()));
     let pid = text
         .lines()
         .next()
-        .unwrap_or_else(|| panic!("{procs} is empty"));
+        .unwrap_or_else(|| panic!("{} is empty", procs.display()));
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
@@ -233,13 +243,183 @@ fn assert_no_fallback(what: &str, log: &str) {
     }
 }
 
+/// A tablet Pod running on the node, its MariaDB, and the FAKE mysqlctld serving its socket.
+struct Tablet {
+    op: OperatorTablet,
+    pod: Value,
+    socket_dir: PathBuf,
+    _mysqlctld: Serving,
+}
+
+impl Tablet {
+    fn mysql_socket(&self) -> PathBuf {
+        self.socket_dir.join("mysql.sock")
+    }
+}
+
+/// Creates the tablet's PVC (bound by the real provisioner; its volume holding the tablet's
+/// directory unless `from_snapshot`) and its Pod; waits until it is Ready.
+async fn start_tablet(
+    kube: &RealKube,
+    kubelet: &Path,
+    op: OperatorTablet,
+    template: &Value,
+) -> Tablet {
+    let ns = op.shard.namespace.clone();
+    let pvc = kube.create(op.pvc(template)).await;
+    let pv = kube.wait_pvc_bound(&ns, &op.name, LIMIT).await;
+    let vtdataroot = kube.volume_dir(&pv).await.join("vtdataroot");
+    if pvc["spec"].get("dataSourceRef").is_none() {
+        std::fs::create_dir_all(&vtdataroot).unwrap();
+        // my.cnf and empty directories: the Pod's mysqld initializes the data directory
+        TabletLayout::mariadb(op.alias.uid.get())
+            .write_skeleton(&vtdataroot)
+            .unwrap();
+        chown_tree(&vtdataroot, POD_UID).unwrap();
+    }
+    let mysqld = MysqldContainer::Supervised {
+        image: DB_IMAGE,
+        command: pod_mysqld_command(op.alias.uid),
+    };
+    kube.create(op.runnable_pod(SHELL_IMAGE, &mysqld)).await;
+    let pod = kube
+        .wait_for(&pods(), &ns, &op.name, "Ready", LIMIT, ready)
+        .await;
+    let uid = pod["metadata"]["uid"].as_str().unwrap();
+    let socket_dir = kubelet.join(format!(
+        "pods/{uid}/volumes/kubernetes.io~empty-dir/vt-root/socket"
+    ));
+    let tablet_dir = vtdataroot.join(op.alias.uid.tablet_dir_name());
+    let mysqlctld = FakeMysqlctld::new(&socket_dir, &tablet_dir)
+        .with_start_timeout(Duration::from_secs(60))
+        .serve()
+        .await;
+    let t = Tablet {
+        op,
+        pod,
+        socket_dir,
+        _mysqlctld: mysqlctld,
+    };
+    if !answers_within(&t.mysql_socket(), LIMIT).await {
+        let api: Api<Pod> = Api::namespaced(kube.client(), &ns);
+        let log = api
+            .logs(
+                &t.op.name,
+                &LogParams {
+                    container: Some("mysqld".into()),
+                    ..LogParams::default()
+                },
+            )
+            .await
+            .unwrap_or_else(|e| e.to_string());
+        let error_log = std::fs::read_to_string(tablet_dir.join("error.log")).unwrap_or_default();
+        panic!(
+            "{}: mysqld does not answer within {LIMIT:?}; its container logged:\n{log}\nerror.log:\n{error_log}",
+            t.op.name
+        );
+    }
+    t
+}
+
+/// Whether mysqld answers on its socket (it greets with protocol 10) within `limit`.
+async fn answers_within(socket: &Path, limit: Duration) -> bool {
+    let start = Instant::now();
+    while !fake_mysqlctld::answers(socket).await {
+        if start.elapsed() > limit {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    true
+}
+
+/// Waits until mysqld answers on its socket (it greets with protocol 10).
+async fn wait_answers(socket: &Path, what: &str) {
+    let start = Instant::now();
+    while !fake_mysqlctld::answers(socket).await {
+        assert!(
+            start.elapsed() < LIMIT,
+            "{what}: mysqld does not answer on {} within {LIMIT:?}",
+            socket.display()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// kubectl from target/tools/ (`make tools`), against the test's cluster.
+fn kubectl(kube: &RealKube, args: &[&str]) -> String {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/kubectl");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `make tools`",
+        bin.display()
+    );
+    let out = Command::new(bin)
+        .arg("--kubeconfig")
+        .arg(kube.kubeconfig())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn annotation<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v["metadata"]["annotations"][key].as_str()
+}
+
+/// A VolumeSnapshotClass of the btrfs driver whose cuts take `delay_ms` (the driver's
+/// `cutDelayMillis`), so a fence lasts long enough to be interrupted; deleted on drop.
+struct SlowClass {
+    name: String,
+    kubeconfig: PathBuf,
+}
+
+impl SlowClass {
+    async fn create(kube: &RealKube, name: &str, delay_ms: u64) -> Self {
+        kube.create(json!({
+            "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
+            "metadata": {"name": name},
+            "driver": vtsnap_testkit::real_kube::BTRFS_DRIVER, "deletionPolicy": "Delete",
+            "parameters": {"cutDelayMillis": delay_ms.to_string()},
+        }))
+        .await;
+        Self {
+            name: name.into(),
+            kubeconfig: kube.kubeconfig().to_path_buf(),
+        }
+    }
+}
+
+impl Drop for SlowClass {
+    fn drop(&mut self) {
+        let (name, kubeconfig) = (self.name.clone(), self.kubeconfig.clone());
+        let _ = std::thread::spawn(move || {
+            let _ = Command::new(
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/kubectl"),
+            )
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["delete", "volumesnapshotclass", &name, "--wait=false"])
+            .output();
+        })
+        .join();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_chart_runs_as_pods_snapshots_on_schedule_and_a_new_tablet_restores() {
+async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tablet() {
     let kube = RealKube::from_env().await;
     let (node, node_ip) = kubelet_node(&kube).await;
     let kubelet = kubelet_dir(&kube);
     let vitess = kube.namespace("pods-vitess").await;
     let system = kube.namespace("pods-system").await;
+    let class = SlowClass::create(&kube, &format!("slow-{}", vitess.name), 8000).await;
 
     // vtctld (FAKE) knows the shard: tablet 1 primary, 2 and 3 replicas, on the node's
     // address so that Pods reach it.
@@ -248,35 +428,25 @@ async fn the_chart_runs_as_pods_snapshots_on_schedule_and_a_new_tablet_restores(
     fixture.install_vtctld(&vtctld);
     let vt = vtctld.serve_on(node_ip).await;
 
-    // The tablets as vitess-operator makes them: each PVC bound by the real provisioner and
-    // holding its tablet's files, each Pod run by kubelet with the volume mounted.
+    // The tablets as vitess-operator makes them, each a Pod run by kubelet with its PVC
+    // mounted and MariaDB in its mysqld container.
     let operator = OperatorShard {
         namespace: vitess.name.clone(),
         ..operator_shard()
     };
     let mut template = pvc_template("64Mi");
     template["storageClassName"] = json!(BTRFS_CLASS);
-    let tablets: Vec<OperatorTablet> = (1..=3).map(|i| operator.tablet("replica", i)).collect();
-    for (n, t) in tablets.iter().enumerate() {
+    let mut tablets = Vec::new();
+    for i in 1..=3 {
+        let op = operator.tablet("replica", i);
         assert_eq!(
-            t.alias,
-            fixture.alias(n + 1),
+            op.alias,
+            fixture.alias(i as usize),
             "the fixture and the operator agree"
         );
-        kube.create(t.pvc(&template)).await;
-        let pv = kube.wait_pvc_bound(&vitess.name, &t.name, LIMIT).await;
-        let dir = kube.volume_dir(&pv).await.join("vtdataroot");
-        std::fs::create_dir_all(&dir).unwrap();
-        TabletLayout::mariadb(t.alias.uid.get())
-            .write(&dir)
-            .unwrap();
-        kube.create(t.runnable_pod(SHELL_IMAGE)).await;
-    }
-    for t in &tablets {
-        let p = kube
-            .wait_for(&pods(), &vitess.name, &t.name, "Ready", LIMIT, ready)
-            .await;
-        assert_eq!(p["spec"]["nodeName"], json!(node));
+        let t = start_tablet(&kube, &kubelet, op, &template).await;
+        assert_eq!(t.pod["spec"]["nodeName"], json!(node));
+        tablets.push(t);
     }
 
     // helm install: the real images, the snapshot CronJob due at the next minute.
@@ -289,13 +459,13 @@ async fn the_chart_runs_as_pods_snapshots_on_schedule_and_a_new_tablet_restores(
     let values = json!({
         "image": {"registry": "localhost", "repository": "vtsnap", "tag": "0.1.0", "pullPolicy": "Never"},
         "config": {"clusters": [{"name": "example", "namespace": vitess.name, "vtctld": vt.endpoint(),
-            "snapshot": {"mode": "online", "volumeSnapshotClassName": BTRFS_CLASS,
-                         "cutTimeout": "60s", "readyTimeout": "60s", "maxHold": "60s"},
+            "snapshot": {"mode": "cold", "volumeSnapshotClassName": class.name,
+                         "cutTimeout": "60s", "readyTimeout": "60s", "maxHold": "120s"},
             "restore": {"enabled": true, "nodeLocal": true}}]},
-        "snapshot": {"timeZone": "UTC", "activeDeadlineSeconds": 300,
+        "snapshot": {"timeZone": "UTC", "activeDeadlineSeconds": 300, "backoffLimit": 0,
                      "shards": [{"cluster": "example", "keyspace": "commerce", "shard": "-", "schedule": schedule}]},
-        "gc": {"schedule": NEVER},
-        "vtbackupStorage": {"schedule": NEVER},
+        "gc": {"schedule": schedule, "timeZone": "UTC", "backoffLimit": 0},
+        "vtbackupStorage": {"schedule": schedule, "timeZone": "UTC", "backoffLimit": 0},
         "node": {"kubeletDir": kubelet.display().to_string(), "stateDir": node_state.display().to_string()},
         "admission": {"replicas": 1, "refresh": "2s", "podDisruptionBudget": {"enabled": false}},
     });
@@ -339,27 +509,23 @@ async fn the_chart_runs_as_pods_snapshots_on_schedule_and_a_new_tablet_restores(
     assert_restricted(&webhook, "admission");
     assert_eq!(container_process_uid(&webhook, "admission"), NON_ROOT);
 
-    // The CronJob fires (the real CronJob controller), its Job's Pod takes the snapshot.
+    // The CronJob fires (the real CronJob controller), its Job's Pod takes a cold snapshot.
     let job_pod = wait_pods(
         &kube,
         &system.name,
         "app.kubernetes.io/component=snapshot",
         1,
         "the snapshot CronJob's Job",
-        |p| {
-            let phase = p["status"]["phase"].as_str().unwrap_or("");
-            assert_ne!(
-                phase, "Failed",
-                "the snapshot Job's Pod failed: {}",
-                p["status"]
-            );
-            phase == "Succeeded"
-        },
+        |p| matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")),
     )
     .await
     .remove(0);
     let job_name = job_pod["metadata"]["name"].as_str().unwrap().to_owned();
     let job_log = pod_log(&kube, &system.name, &job_name).await;
+    assert_eq!(
+        job_pod["status"]["phase"], "Succeeded",
+        "the snapshot Job's Pod failed; it logged:\n{job_log}"
+    );
     assert_eq!(
         job_pod["spec"]["serviceAccountName"],
         json!(format!("{FULL}-snapshot"))
@@ -367,12 +533,7 @@ async fn the_chart_runs_as_pods_snapshots_on_schedule_and_a_new_tablet_restores(
     assert_restricted(&job_pod, "snapshot");
     let exit = &job_pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"];
     assert_eq!(exit, &json!(0), "{job_log}");
-    assert!(
-        job_pod["metadata"]["ownerReferences"][0]["kind"] == "Job",
-        "{}",
-        job_pod["metadata"]
-    );
-    // its last line is the run's JSON summary
+    assert_eq!(job_pod["metadata"]["ownerReferences"][0]["kind"], "Job");
     let summary: Value = job_log
         .lines()
         .rev()
@@ -394,13 +555,76 @@ async fn the_chart_runs_as_pods_snapshots_on_schedule_and_a_new_tablet_restores(
         )
         .await;
     assert_eq!(
-        taken["metadata"]["labels"]["vtsnap.io/mode"], "online",
+        taken["metadata"]["labels"]["vtsnap.io/mode"], "cold",
         "{taken}"
+    );
+    // The GC and vtbackup-storage CronJobs fired at the same minute: each Job's Pod ran
+    // to the end as its own ServiceAccount.
+    let mut job_logs = vec![("the snapshot Job".to_owned(), job_log.clone())];
+    for program in ["gc", "vtbackup-storage"] {
+        let p = wait_pods(
+            &kube,
+            &system.name,
+            &format!("app.kubernetes.io/component={program}"),
+            1,
+            program,
+            |p| matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")),
+        )
+        .await
+        .remove(0);
+        let log = pod_log(&kube, &system.name, p["metadata"]["name"].as_str().unwrap()).await;
+        assert_eq!(
+            p["status"]["phase"], "Succeeded",
+            "the {program} Job's Pod failed:\n{log}"
+        );
+        assert_eq!(
+            p["spec"]["serviceAccountName"],
+            json!(format!("{FULL}-{program}"))
+        );
+        assert_restricted(&p, p["spec"]["containers"][0]["name"].as_str().unwrap());
+        job_logs.push((format!("the {program} Job"), log));
+    }
+
+    // The target's MariaDB was stopped and held, and serves again; no primary was touched.
+    let source_uid: TabletUid = taken["metadata"]["labels"]["vtsnap.io/tablet-uid"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let source = tablets
+        .iter()
+        .find(|t| t.op.alias.uid == source_uid)
+        .unwrap();
+    assert_ne!(
+        source.op.alias,
+        fixture.alias(1),
+        "the primary was snapshotted"
+    );
+    wait_answers(
+        &source.mysql_socket(),
+        "the snapshot's source after the fence",
+    )
+    .await;
+    let frozen =
+        std::fs::read_to_string(freezer_cgroup(&source.pod, "mysqld").join("freezer.state"))
+            .unwrap();
+    assert_eq!(frozen.trim(), "THAWED");
+    let calls = vtctld.calls();
+    assert!(
+        calls.contains(&format!("ChangeTabletType {} REPLICA", source.op.alias)),
+        "the tablet was not put back: {calls:?}"
+    );
+    assert!(
+        job_log.contains("held")
+            || job_log.contains("SnapshotQuiesced")
+            || job_log.contains("quiesced"),
+        "the Job's log does not show the hold:\n{job_log}"
     );
 
     // A new tablet: the API server calls the webhook through its Service; the PVC is
-    // restored from the snapshot and kubelet runs vtsnap-restore from its image.
-    let new_tablet = operator.tablet("replica", 4);
+    // restored from the snapshot, kubelet runs vtsnap-restore from its image, and MariaDB
+    // starts on the clone.
+    let new_op = operator.tablet("replica", 4);
     let start = Instant::now();
     loop {
         let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
@@ -408,8 +632,7 @@ async fn the_chart_runs_as_pods_snapshots_on_schedule_and_a_new_tablet_restores(
             &vitess.name,
             &resource("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
         );
-        let pvc: kube::api::DynamicObject =
-            serde_json::from_value(new_tablet.pvc(&template)).unwrap();
+        let pvc: kube::api::DynamicObject = serde_json::from_value(new_op.pvc(&template)).unwrap();
         let p = api
             .create(
                 &kube::api::PostParams {
@@ -430,17 +653,9 @@ async fn the_chart_runs_as_pods_snapshots_on_schedule_and_a_new_tablet_restores(
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let pvc = kube.create(new_tablet.pvc(&template)).await;
-    assert_eq!(
-        pvc["spec"]["dataSourceRef"]["name"],
-        json!(snapshot),
-        "{pvc}"
-    );
-    let pv = kube
-        .wait_pvc_bound(&vitess.name, &new_tablet.name, LIMIT)
-        .await;
-    let stored = kube.create(new_tablet.runnable_pod(SHELL_IMAGE)).await;
-    let inits: Vec<&str> = stored["spec"]["initContainers"]
+    let restored = start_tablet(&kube, &kubelet, new_op, &template).await;
+    let pod = &restored.pod;
+    let inits: Vec<&str> = pod["spec"]["initContainers"]
         .as_array()
         .unwrap()
         .iter()
@@ -451,50 +666,128 @@ async fn the_chart_runs_as_pods_snapshots_on_schedule_and_a_new_tablet_restores(
         ["init-vt-root", "init-mysql-socket", "vtsnap-restore"]
     );
     assert_eq!(
-        stored["spec"]["initContainers"][2]["image"],
+        pod["spec"]["initContainers"][2]["image"],
         json!("localhost/vtsnap/vtsnap-restore:0.1.0")
     );
-    let restored = kube
-        .wait_for(
-            &pods(),
-            &vitess.name,
-            &new_tablet.name,
-            "Ready",
-            LIMIT,
-            ready,
-        )
-        .await;
-    let init = &restored["status"]["initContainerStatuses"][2];
-    assert_eq!(init["name"], "vtsnap-restore");
+    let init = &pod["status"]["initContainerStatuses"][2];
     assert_eq!(init["state"]["terminated"]["exitCode"], json!(0), "{init}");
-    let restore_log = {
-        let api: Api<Pod> = Api::namespaced(kube.client(), &vitess.name);
-        api.logs(
-            &new_tablet.name,
-            &LogParams {
-                container: Some("vtsnap-restore".into()),
-                ..LogParams::default()
-            },
+    let pvc = kube
+        .get(
+            &resource("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+            &vitess.name,
+            &restored.op.name,
         )
         .await
-        .unwrap()
-    };
-    // The clone is the new tablet's: its directory renamed, the source's gone.
-    let root = kube.volume_dir(&pv).await.join("vtdataroot");
-    let source_uid: TabletUid = taken["metadata"]["labels"]["vtsnap.io/tablet-uid"]
-        .as_str()
+        .unwrap();
+    assert_eq!(
+        pvc["spec"]["dataSourceRef"]["name"],
+        json!(snapshot),
+        "{pvc}"
+    );
+    let pv = pvc["spec"]["volumeName"].as_str().unwrap();
+    let root = kube.volume_dir(pv).await.join("vtdataroot");
+    assert!(root.join(restored.op.alias.uid.tablet_dir_name()).is_dir());
+    assert!(!root.join(source_uid.tablet_dir_name()).exists());
+
+    // An ad-hoc snapshot, its Job's Pod killed while the tablet is held: the node helper
+    // releases it when the fence lease expires, and it serves again.
+    let cronjob = kubectl(
+        &kube,
+        &[
+            "-n",
+            &system.name,
+            "get",
+            "cronjob",
+            "-l",
+            "app.kubernetes.io/component=snapshot",
+            "-o",
+            "name",
+        ],
+    );
+    let cronjob = cronjob.trim();
+    kubectl(
+        &kube,
+        &[
+            "-n",
+            &system.name,
+            "create",
+            "job",
+            &format!("--from={cronjob}"),
+            "adhoc",
+        ],
+    );
+    let lease = wait_lease_state(&kube, &vitess.name, "held").await;
+    let target = annotation(&lease, ANN_TARGET_POD).unwrap().to_owned();
+    let alias: TabletAlias = annotation(&lease, ANN_TABLET_ALIAS)
         .unwrap()
         .parse()
         .unwrap();
+    let held = tablets
+        .iter()
+        .find(|t| t.op.name == target)
+        .expect("the target is one of the tablets");
+    let freezer = freezer_cgroup(&held.pod, "mysqld").join("freezer.state");
+    assert_eq!(std::fs::read_to_string(&freezer).unwrap().trim(), "FROZEN");
     assert!(
-        root.join(format!("vt_{}", new_tablet.alias.uid.padded()))
-            .is_dir(),
-        "no tablet directory of the new tablet in its volume; vtsnap-restore logged:\n{restore_log}"
+        !fake_mysqlctld::answers(&held.mysql_socket()).await,
+        "mysqld answers while held"
     );
-    assert!(!root.join(format!("vt_{}", source_uid.padded())).exists());
+    let adhoc = wait_pods(
+        &kube,
+        &system.name,
+        "job-name=adhoc",
+        1,
+        "the ad-hoc Job",
+        |p| p["status"]["phase"] == "Running",
+    )
+    .await
+    .remove(0);
+    let killed_at = Instant::now();
+    kubectl(
+        &kube,
+        &[
+            "-n",
+            &system.name,
+            "delete",
+            "pod",
+            adhoc["metadata"]["name"].as_str().unwrap(),
+            "--grace-period=0",
+            "--force",
+        ],
+    );
+    let lease_name = lease["metadata"]["name"].as_str().unwrap();
+    let duration = lease["spec"]["leaseDurationSeconds"].as_u64().unwrap();
+    let bound = Duration::from_secs(duration) + Duration::from_secs(30);
+    kube.wait_gone(
+        &resource("coordination.k8s.io", "v1", "Lease", "leases"),
+        &vitess.name,
+        lease_name,
+        bound,
+    )
+    .await;
+    wait_answers(
+        &held.mysql_socket(),
+        "the held tablet after its Job was killed",
+    )
+    .await;
+    assert!(
+        killed_at.elapsed() < bound,
+        "the tablet served again {:?} after the kill, over the lease bound {bound:?}",
+        killed_at.elapsed()
+    );
+    assert_eq!(std::fs::read_to_string(&freezer).unwrap().trim(), "THAWED");
+    assert_eq!(vtctld.tablet_type(&alias), Some(TabletType::Replica));
+    let node_log = pod_log(
+        &kube,
+        &system.name,
+        node_pod["metadata"]["name"].as_str().unwrap(),
+    )
+    .await;
 
     // Nothing fell back from a watch to polling; the Events are on the server.
-    assert_no_fallback("the snapshot Job", &job_log);
+    for (what, log) in &job_logs {
+        assert_no_fallback(what, log);
+    }
     assert_no_fallback(
         "the webhook",
         &pod_log(
@@ -504,15 +797,7 @@ async fn the_chart_runs_as_pods_snapshots_on_schedule_and_a_new_tablet_restores(
         )
         .await,
     );
-    assert_no_fallback(
-        "the node helper",
-        &pod_log(
-            &kube,
-            &system.name,
-            node_pod["metadata"]["name"].as_str().unwrap(),
-        )
-        .await,
-    );
+    assert_no_fallback("the node helper", &node_log);
     let events = kube
         .list(
             &resource("events.k8s.io", "v1", "Event", "events"),
@@ -529,5 +814,29 @@ async fn the_chart_runs_as_pods_snapshots_on_schedule_and_a_new_tablet_restores(
             reasons.contains(&want),
             "no {want} Event on {snapshot}: {reasons:?}"
         );
+    }
+}
+
+/// Waits until a fence lease in `ns` reports `state` from the node helper.
+async fn wait_lease_state(kube: &RealKube, ns: &str, state: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let leases = kube
+            .list(
+                &resource("coordination.k8s.io", "v1", "Lease", "leases"),
+                ns,
+            )
+            .await;
+        if let Some(l) = leases
+            .iter()
+            .find(|l| annotation(l, ANN_NODE_STATE) == Some(state))
+        {
+            return l.clone();
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "no lease in {ns} reached {state}: {leases:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
