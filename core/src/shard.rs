@@ -1,16 +1,19 @@
 //! The value a shard discovery produces: what Kubernetes and vtctld say about each tablet,
 //! joined by tablet alias, plus everything that did not line up (reported, never fatal).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::naming::{KeyRange, TabletAlias};
 use crate::vtctld::TabletType;
 
-/// One shard of one VitessCluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One shard of one VitessCluster: the one shard identity of every program (the snapshot
+/// job's target, the GC's retention group, the webhook's and vtbackup-storage's index key).
+/// Ordered by namespace, cluster, keyspace, then key range (`-80` before `80-`); printed
+/// `<namespace>/<cluster>/<keyspace>/<key range>`; in JSON the key range is a string.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ShardRef {
-    pub cluster: String,
     pub namespace: String,
+    pub cluster: String,
     pub keyspace: String,
     pub shard: KeyRange,
 }
@@ -123,5 +126,57 @@ pub struct Shard {
 impl Shard {
     pub fn tablet(&self, alias: &TabletAlias) -> Option<&Tablet> {
         self.tablets.iter().find(|t| &t.alias == alias)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(namespace: &str, cluster: &str, shard: &str) -> ShardRef {
+        ShardRef {
+            namespace: namespace.into(),
+            cluster: cluster.into(),
+            keyspace: "commerce".into(),
+            shard: shard.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn shards_sort_by_namespace_cluster_keyspace_then_key_range() {
+        let mut v = [
+            shard("b", "a", "-"),
+            shard("a", "b", "-"),
+            shard("a", "a", "80-"),
+            shard("a", "a", "-80"),
+            shard("a", "a", "-"),
+        ];
+        v.sort();
+        let printed: Vec<String> = v.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            printed,
+            [
+                "a/a/commerce/-",
+                "a/a/commerce/-80",
+                "a/a/commerce/80-",
+                "a/b/commerce/-",
+                "b/a/commerce/-",
+            ]
+        );
+    }
+
+    #[test]
+    fn in_json_the_key_range_is_a_string_and_must_be_one() {
+        let s = shard("vitess", "example", "-80");
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"namespace": "vitess", "cluster": "example",
+                "keyspace": "commerce", "shard": "-80"})
+        );
+        assert_eq!(serde_json::from_value::<ShardRef>(v).unwrap(), s);
+        let bad = serde_json::json!({"namespace": "vitess", "cluster": "example",
+            "keyspace": "commerce", "shard": "x-80"});
+        assert!(serde_json::from_value::<ShardRef>(bad).is_err());
     }
 }

@@ -19,10 +19,11 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 use vtsnap_admission::cache::Caches;
 use vtsnap_admission::decide::Settings;
-use vtsnap_admission::inventory::{Inventory, ShardKey, ShardState, TabletVersion};
+use vtsnap_admission::inventory::{Inventory, ShardState, TabletVersion};
 use vtsnap_admission::server::{App, serve};
 use vtsnap_admission::tls::{Reloading, server_config};
 use vtsnap_core::config::Config;
+use vtsnap_core::shard::ShardRef;
 use vtsnap_testkit::fake_kube::FakeKube;
 use vtsnap_testkit::https::{Connection, TestCert};
 use vtsnap_testkit::operator_objects::{operator_shard, pvc_template};
@@ -72,11 +73,11 @@ async fn measure(snapshots: usize, reviews: usize) -> Latency {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let key = ShardKey {
+    let key = ShardRef {
         namespace: "vitess".into(),
         cluster: "example".into(),
         keyspace: "commerce".into(),
-        shard: "-".into(),
+        shard: "-".parse().unwrap(),
     };
     caches.shard_states().write().unwrap().insert(
         key.clone(),

@@ -19,12 +19,13 @@ use serde_json::Value;
 use vtsnap_core::cli::MAX_WATCH_SECONDS;
 use vtsnap_core::labels;
 use vtsnap_core::naming::KeyRange;
+use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::{self, VolumeSnapshot};
 
-use crate::inventory::{Inventory, ShardKey, ShardState, SnapshotRead, snapshot_of};
+use crate::inventory::{Inventory, ShardState, SnapshotRead, snapshot_of};
 
 /// The shard states, written by the vtctld refresh and read by every review.
-pub type ShardStates = Arc<RwLock<BTreeMap<ShardKey, ShardState>>>;
+pub type ShardStates = Arc<RwLock<BTreeMap<ShardRef, ShardState>>>;
 
 fn vitess_clusters() -> ApiResource {
     ApiResource::from_gvk_with_plural(
@@ -77,7 +78,7 @@ fn watch_config(selector: Option<&str>) -> watcher::Config {
 }
 
 /// Each shard's snapshots by name.
-type Shards = HashMap<ShardKey, BTreeMap<String, Arc<DynamicObject>>>;
+type Shards = HashMap<ShardRef, BTreeMap<String, Arc<DynamicObject>>>;
 
 /// The snapshots of each shard, kept beside the reflector's store from the same watch
 /// events, so that a review reads its shard's few snapshots and never scans the cache.
@@ -85,27 +86,25 @@ type Shards = HashMap<ShardKey, BTreeMap<String, Arc<DynamicObject>>>;
 struct ShardIndex {
     live: Shards,
     /// Where each snapshot is, by name (its labels may change).
-    shard_of: HashMap<String, ShardKey>,
+    shard_of: HashMap<String, ShardRef>,
     /// A relist in progress (replaces `live` when it is done, as the store does).
-    relist: Option<(Shards, HashMap<String, ShardKey>)>,
+    relist: Option<(Shards, HashMap<String, ShardRef>)>,
 }
 
 /// The shard a snapshot's labels name (`None`: they do not name one).
-fn shard_key(namespace: &str, o: &DynamicObject) -> Option<ShardKey> {
-    Some(ShardKey {
+fn shard_key(namespace: &str, o: &DynamicObject) -> Option<ShardRef> {
+    Some(ShardRef {
         namespace: namespace.to_owned(),
         cluster: label(o, snapshot::LABEL_CLUSTER)?.to_owned(),
         keyspace: label(o, snapshot::LABEL_KEYSPACE)?.to_owned(),
-        shard: KeyRange::from_safe_name(label(o, snapshot::LABEL_SHARD)?)
-            .ok()?
-            .to_string(),
+        shard: KeyRange::from_safe_name(label(o, snapshot::LABEL_SHARD)?).ok()?,
     })
 }
 
 impl ShardIndex {
     fn insert(
         live: &mut Shards,
-        shard_of: &mut HashMap<String, ShardKey>,
+        shard_of: &mut HashMap<String, ShardRef>,
         namespace: &str,
         o: &DynamicObject,
     ) {
@@ -280,7 +279,7 @@ impl Caches {
     }
 
     /// Every shard with at least one of vtsnap's snapshots (what the refresh reads).
-    pub fn shards_with_snapshots(&self) -> BTreeSet<ShardKey> {
+    pub fn shards_with_snapshots(&self) -> BTreeSet<ShardRef> {
         self.namespaces
             .values()
             .filter_map(|n| n.index.read().ok())
@@ -313,7 +312,7 @@ impl Inventory for Caches {
         self.synced.load(Ordering::Relaxed) >= self.need
     }
 
-    fn snapshots(&self, shard: &ShardKey) -> Vec<SnapshotRead> {
+    fn snapshots(&self, shard: &ShardRef) -> Vec<SnapshotRead> {
         let Some(n) = self.namespaces.get(&shard.namespace) else {
             return Vec::new();
         };
@@ -333,7 +332,7 @@ impl Inventory for Caches {
             .collect()
     }
 
-    fn shard_state(&self, shard: &ShardKey) -> Option<ShardState> {
+    fn shard_state(&self, shard: &ShardRef) -> Option<ShardState> {
         self.shard_states.read().ok()?.get(shard).cloned()
     }
 
@@ -362,12 +361,12 @@ mod tests {
         .unwrap()
     }
 
-    fn key(shard: &str) -> ShardKey {
-        ShardKey {
+    fn key(shard: &str) -> ShardRef {
+        ShardRef {
             namespace: "vitess".into(),
             cluster: "example".into(),
             keyspace: "commerce".into(),
-            shard: shard.into(),
+            shard: shard.parse().unwrap(),
         }
     }
 

@@ -10,26 +10,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::{ReadError, VolumeSnapshot};
-
-/// A shard as its objects' labels name it; `shard` is the key range (`-80`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ShardKey {
-    pub namespace: String,
-    pub cluster: String,
-    pub keyspace: String,
-    pub shard: String,
-}
-
-impl std::fmt::Display for ShardKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}/{}/{}/{}",
-            self.namespace, self.cluster, self.keyspace, self.shard
-        )
-    }
-}
 
 /// One tablet's MySQL version as vtctld's `GetFullStatus` reported it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,7 +24,7 @@ pub struct TabletVersion {
 /// What vtctld said about a shard at `refreshed_at` (`GET /debug/shards` on the server).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardState {
-    pub key: ShardKey,
+    pub key: ShardRef,
     /// The shard record's primary.
     pub primary: Option<String>,
     pub tablets: Vec<TabletVersion>,
@@ -58,8 +40,8 @@ pub trait Inventory {
     /// Whether every cache has been filled once (before, nothing is decided from it).
     fn synced(&self) -> bool;
     /// The shard's VolumeSnapshots (vtsnap's, by their labels).
-    fn snapshots(&self, shard: &ShardKey) -> Vec<SnapshotRead>;
-    fn shard_state(&self, shard: &ShardKey) -> Option<ShardState>;
+    fn snapshots(&self, shard: &ShardRef) -> Vec<SnapshotRead>;
+    fn shard_state(&self, shard: &ShardRef) -> Option<ShardState>;
     /// A VitessCluster object.
     fn cluster(&self, namespace: &str, name: &str) -> Option<Value>;
     /// A tablet PVC object.
@@ -73,7 +55,7 @@ pub struct Dump {
     snapshots: Vec<Value>,
     clusters: BTreeMap<(String, String), Value>,
     pvcs: BTreeMap<(String, String), Value>,
-    shards: BTreeMap<ShardKey, ShardState>,
+    shards: BTreeMap<ShardRef, ShardState>,
 }
 
 fn meta<'a>(v: &'a Value, field: &str) -> &'a str {
@@ -120,21 +102,17 @@ impl Dump {
 }
 
 /// Whether a snapshot object carries the labels of `shard`.
-pub fn snapshot_of(obj: &Value, shard: &ShardKey) -> bool {
+pub fn snapshot_of(obj: &Value, shard: &ShardRef) -> bool {
     use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
     let label = |k: &str| {
         obj.pointer("/metadata/labels")
             .and_then(|l| l.get(k))
             .and_then(Value::as_str)
     };
-    let safe = shard
-        .shard
-        .parse::<vtsnap_core::naming::KeyRange>()
-        .map(|k| k.safe_name());
     meta(obj, "namespace") == shard.namespace
         && label(LABEL_CLUSTER) == Some(&shard.cluster)
         && label(LABEL_KEYSPACE) == Some(&shard.keyspace)
-        && safe.is_ok_and(|s| label(LABEL_SHARD) == Some(&s))
+        && label(LABEL_SHARD) == Some(&shard.shard.safe_name())
 }
 
 impl Inventory for Dump {
@@ -142,7 +120,7 @@ impl Inventory for Dump {
         true
     }
 
-    fn snapshots(&self, shard: &ShardKey) -> Vec<SnapshotRead> {
+    fn snapshots(&self, shard: &ShardRef) -> Vec<SnapshotRead> {
         self.snapshots
             .iter()
             .filter(|s| snapshot_of(s, shard))
@@ -150,7 +128,7 @@ impl Inventory for Dump {
             .collect()
     }
 
-    fn shard_state(&self, shard: &ShardKey) -> Option<ShardState> {
+    fn shard_state(&self, shard: &ShardRef) -> Option<ShardState> {
         self.shards.get(shard).cloned()
     }
 

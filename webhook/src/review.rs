@@ -4,10 +4,11 @@
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 use vtsnap_core::config::Config;
+use vtsnap_core::shard::ShardRef;
 
 use crate::admission::{self, Request};
 use crate::decide::{self, Decision, Review, Settings};
-use crate::inventory::{Inventory, ShardKey, ShardState, SnapshotRead};
+use crate::inventory::{Inventory, ShardState, SnapshotRead};
 
 /// The response review and the decision behind it.
 pub fn review(
@@ -57,11 +58,11 @@ impl Inventory for Overlay<'_> {
         self.base.synced()
     }
 
-    fn snapshots(&self, shard: &ShardKey) -> Vec<SnapshotRead> {
+    fn snapshots(&self, shard: &ShardRef) -> Vec<SnapshotRead> {
         self.base.snapshots(shard)
     }
 
-    fn shard_state(&self, shard: &ShardKey) -> Option<ShardState> {
+    fn shard_state(&self, shard: &ShardRef) -> Option<ShardState> {
         self.base.shard_state(shard)
     }
 

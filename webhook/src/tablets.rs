@@ -12,17 +12,18 @@ use k8s_openapi::jiff::Timestamp;
 use vtsnap_core::config::{Config, resolve_in};
 use vtsnap_core::discover::vtctld_endpoint;
 use vtsnap_core::naming::TabletAlias;
+use vtsnap_core::shard::ShardRef;
 use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
 
 use crate::cache::{Caches, ShardStates};
-use crate::inventory::{ShardKey, ShardState, TabletVersion};
+use crate::inventory::{ShardState, TabletVersion};
 
 /// At most this many `GetFullStatus` calls at once per shard.
 const CONCURRENT_STATUS: usize = 4;
 
 /// What vtctld says about one shard now.
-pub async fn read_shard(vtctld: &VtctldClient, key: &ShardKey) -> ShardState {
+pub async fn read_shard(vtctld: &VtctldClient, key: &ShardRef) -> ShardState {
     let now = Timestamp::now;
     let failed = |e: String| ShardState {
         key: key.clone(),
@@ -31,11 +32,17 @@ pub async fn read_shard(vtctld: &VtctldClient, key: &ShardKey) -> ShardState {
         refreshed_at: now(),
         error: Some(e),
     };
-    let shard = match vtctld.get_shard(&key.keyspace, &key.shard).await {
+    let shard = match vtctld
+        .get_shard(&key.keyspace, &key.shard.to_string())
+        .await
+    {
         Ok(s) => s,
         Err(e) => return failed(e.to_string()),
     };
-    let tablets = match vtctld.get_tablets(&key.keyspace, &key.shard).await {
+    let tablets = match vtctld
+        .get_tablets(&key.keyspace, &key.shard.to_string())
+        .await
+    {
         Ok(t) => t,
         Err(e) => return failed(e.to_string()),
     };
@@ -83,12 +90,15 @@ pub async fn refresh_once(
     caches: &Caches,
     states: &ShardStates,
 ) {
-    let mut by_cluster: BTreeMap<(String, String), Vec<ShardKey>> = BTreeMap::new();
+    let mut by_cluster: BTreeMap<(String, String), Vec<ShardRef>> = BTreeMap::new();
     for key in caches.shards_with_snapshots() {
         let Some(cl) = config.cluster_in(&key.namespace, &key.cluster) else {
             continue;
         };
-        if resolve_in(cl, &key.keyspace, &key.shard).restore.enabled {
+        if resolve_in(cl, &key.keyspace, &key.shard.to_string())
+            .restore
+            .enabled
+        {
             by_cluster
                 .entry((key.namespace.clone(), key.cluster.clone()))
                 .or_default()

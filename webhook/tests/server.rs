@@ -16,11 +16,12 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use vtsnap_admission::cache::Caches;
 use vtsnap_admission::decide::Settings;
-use vtsnap_admission::inventory::{Inventory, ShardKey, ShardState, TabletVersion};
+use vtsnap_admission::inventory::{Inventory, ShardState, TabletVersion};
 use vtsnap_admission::patch::{Op, apply};
 use vtsnap_admission::server::{App, serve};
 use vtsnap_admission::tls::{Reloading, server_config};
 use vtsnap_core::config::Config;
+use vtsnap_core::shard::ShardRef;
 use vtsnap_testkit::fake_kube::FakeKube;
 use vtsnap_testkit::https::{TestCert, request};
 use vtsnap_testkit::operator_objects::{operator_shard, pvc_template};
@@ -47,12 +48,12 @@ struct Webhook {
     _stop: oneshot::Sender<()>,
 }
 
-fn key() -> ShardKey {
-    ShardKey {
+fn key() -> ShardRef {
+    ShardRef {
         namespace: "vitess".into(),
         cluster: "example".into(),
         keyspace: "commerce".into(),
-        shard: "-".into(),
+        shard: "-".parse().unwrap(),
     }
 }
 

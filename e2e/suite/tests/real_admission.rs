@@ -19,10 +19,11 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use vtsnap_admission::cache::Caches;
 use vtsnap_admission::decide::Settings;
-use vtsnap_admission::inventory::{Inventory, ShardKey};
+use vtsnap_admission::inventory::Inventory;
 use vtsnap_admission::server::{App, serve};
 use vtsnap_admission::tls::{Reloading, server_config};
 use vtsnap_core::config::Config;
+use vtsnap_core::shard::ShardRef;
 use vtsnap_core::vtbackup::{ANN_DATA_VOLUME_HASH, ANN_TEMPLATE_HASH, PLACEHOLDER_CLASS};
 use vtsnap_snapshot::run::{RunOptions, run};
 use vtsnap_testkit::fake_node::{ApiLeases, FakeNodeHelper, NodeScript};
@@ -155,11 +156,11 @@ async fn the_api_server_calls_the_webhook_and_stores_its_patches() {
         caches.clone(),
         Duration::from_millis(500),
     ));
-    let key = ShardKey {
+    let key = ShardRef {
         namespace: ns.name.clone(),
         cluster: "example".into(),
         keyspace: "commerce".into(),
-        shard: "-".into(),
+        shard: "-".parse().unwrap(),
     };
     let start = Instant::now();
     while caches.shard_state(&key).is_none_or(|s| s.error.is_some())

@@ -323,11 +323,11 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
         caches.clone(),
         Duration::from_millis(500),
     ));
-    let key = vtsnap_admission::inventory::ShardKey {
+    let key = vtsnap_core::shard::ShardRef {
         namespace: vitess.name.clone(),
         cluster: "example".into(),
         keyspace: "commerce".into(),
-        shard: "-".into(),
+        shard: "-".parse().unwrap(),
     };
     let deadline = std::time::Instant::now() + LIMIT;
     while caches.shard_state(&key).is_none_or(|s| s.error.is_some())

@@ -147,7 +147,23 @@ pub struct UnreadableObject {
     pub error: Unreadable,
 }
 
+/// The namespaces something may concern: one, or any (its own could not be read).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scope {
+    Namespace(String),
+    Any,
+}
+
 impl UnreadableObject {
+    /// Its namespace, or [`Scope::Any`] when that could not be read.
+    pub fn scope(&self) -> Scope {
+        if self.namespace.is_empty() {
+            Scope::Any
+        } else {
+            Scope::Namespace(self.namespace.clone())
+        }
+    }
+
     fn of(kind: Kind, v: &Value, error: Unreadable) -> Self {
         let text = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_owned);
         let label = |k: &str| text(&format!("/metadata/labels/{}", k.replace('/', "~1")));
@@ -204,9 +220,9 @@ pub struct Inventory {
     pub snapshots: Vec<Snap>,
     /// `(namespace, snapshot name)` that a Pending PVC names as its data source.
     pub in_use: BTreeSet<(String, String)>,
-    /// Namespaces with a Pending PVC whose data source cannot be read (`""`: a PVC whose
-    /// own namespace is unknown, so every namespace): no snapshot there is deleted.
-    pub in_use_unknown: BTreeSet<String>,
+    /// Namespaces with a Pending PVC whose data source cannot be read ([`Scope::Any`]: a
+    /// PVC whose own namespace is unknown): no snapshot there is deleted.
+    pub in_use_unknown: BTreeSet<Scope>,
     pub leases: Vec<LeaseRef>,
     /// Keyed by `(namespace, name)`.
     pub clusters: BTreeMap<(String, String), Cluster>,
@@ -281,7 +297,7 @@ impl Inventory {
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read a Pending PVC's data source; no snapshot of its namespace is deleted");
                 let u = UnreadableObject::of(Kind::PersistentVolumeClaim, v, e);
-                self.in_use_unknown.insert(u.namespace.clone());
+                self.in_use_unknown.insert(u.scope());
                 self.unreadable.push(u);
             }
         }
@@ -359,6 +375,15 @@ impl Inventory {
                 self.unusable_clusters.insert(key);
             }
         }
+    }
+
+    /// Whether a Pending PVC whose data source cannot be read may take its snapshot from
+    /// `namespace`.
+    pub fn source_unknown_in(&self, namespace: &str) -> bool {
+        self.in_use_unknown.contains(&Scope::Any)
+            || self
+                .in_use_unknown
+                .contains(&Scope::Namespace(namespace.to_owned()))
     }
 
     /// Reads a dump file (or pipe) of at most [`MAX_DUMP_BYTES`], then

@@ -24,8 +24,9 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use vtsnap_core::config::{Config, Lifecycle};
 use vtsnap_core::naming::KeyRange;
+use vtsnap_core::shard::ShardRef;
 
-use crate::inventory::{Inventory, Kind, Snap};
+use crate::inventory::{Inventory, Kind, Scope, Snap, UnreadableObject};
 
 /// A creation time later than now by more than this (clock skew) cannot be real: the API
 /// server sets it.
@@ -150,16 +151,71 @@ pub struct Plan {
     pub restores: crate::restores::RestorePlan,
 }
 
-/// Where a skipped snapshot may belong (`None`: could be any).
-type MaybeShard = (String, Option<String>, Option<String>, Option<String>);
-
-fn may_be_of(m: &MaybeShard, (ns, cluster, keyspace, shard): &ShardKey) -> bool {
-    let fits = |v: &Option<String>, want: &String| v.as_ref().is_none_or(|v| v == want);
-    m.0 == *ns && fits(&m.1, cluster) && fits(&m.2, keyspace) && fits(&m.3, shard)
+/// The shards a skipped snapshot may be of, as far as its labels tell (`None`: a label
+/// that is missing or not a string, so any).
+#[derive(Debug)]
+struct MaybeShard {
+    namespace: String,
+    cluster: Option<String>,
+    keyspace: Option<String>,
+    shard: Option<KeyRange>,
 }
 
-/// `(namespace, cluster, keyspace, shard SafeName)`.
-type ShardKey = (String, String, String, String);
+impl MaybeShard {
+    fn exactly(s: &ShardRef) -> Self {
+        Self {
+            namespace: s.namespace.clone(),
+            cluster: Some(s.cluster.clone()),
+            keyspace: Some(s.keyspace.clone()),
+            shard: Some(s.shard.clone()),
+        }
+    }
+
+    /// `None` when its shard label is not a SafeName: then it is of no shard a readable
+    /// snapshot is of.
+    fn of_unreadable(u: &UnreadableObject) -> Option<Self> {
+        let shard = match &u.shard {
+            None => None,
+            Some(label) => Some(KeyRange::from_safe_name(label).ok()?),
+        };
+        Some(Self {
+            namespace: u.namespace.clone(),
+            cluster: u.cluster.clone(),
+            keyspace: u.keyspace.clone(),
+            shard,
+        })
+    }
+
+    fn may_be(&self, s: &ShardRef) -> bool {
+        fn fits<T: PartialEq>(label: Option<&T>, want: &T) -> bool {
+            label.is_none_or(|l| l == want)
+        }
+        self.namespace == s.namespace
+            && fits(self.cluster.as_ref(), &s.cluster)
+            && fits(self.keyspace.as_ref(), &s.keyspace)
+            && fits(self.shard.as_ref(), &s.shard)
+    }
+}
+
+/// The order plans have always been printed in: namespace, cluster, keyspace, then the
+/// shard's SafeName (`80-x` before `x-80`, unlike [`ShardRef`]'s own order).
+fn printed_order(a: &ShardRef, b: &ShardRef) -> std::cmp::Ordering {
+    (&a.namespace, &a.cluster, &a.keyspace)
+        .cmp(&(&b.namespace, &b.cluster, &b.keyspace))
+        .then_with(|| a.shard.safe_name().cmp(&b.shard.safe_name()))
+}
+
+impl Snap {
+    /// The shard its labels name.
+    fn shard_ref(&self) -> ShardRef {
+        ShardRef {
+            namespace: self.namespace.clone(),
+            cluster: self.cluster.clone(),
+            keyspace: self.keyspace.clone(),
+            shard: self.shard.clone(),
+        }
+    }
+}
 
 fn age_secs(now: Timestamp, t: Timestamp) -> i64 {
     now.as_second() - t.as_second()
@@ -203,17 +259,12 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
     for u in &inv.unreadable {
         // A lease has no cluster label: in scope by its namespace. A PVC of no known
         // namespace may hold a snapshot anywhere.
-        let anywhere = u.kind == Kind::PersistentVolumeClaim && u.namespace.is_empty();
+        let anywhere = u.kind == Kind::PersistentVolumeClaim && u.scope() == Scope::Any;
         if !anywhere && !in_scope(&u.namespace, u.cluster.as_deref()) {
             continue;
         }
         if u.kind == Kind::VolumeSnapshot {
-            maybe.push((
-                u.namespace.clone(),
-                u.cluster.clone(),
-                u.keyspace.clone(),
-                u.shard.clone(),
-            ));
+            maybe.extend(MaybeShard::of_unreadable(u));
         }
         out.skipped.push(Skipped {
             kind: u.kind,
@@ -223,8 +274,7 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
             message: u.error.to_string(),
         });
     }
-    // Shards in SafeName order (the order plans have always been printed in).
-    let mut groups: BTreeMap<ShardKey, (&KeyRange, Vec<&Snap>)> = BTreeMap::new();
+    let mut groups: BTreeMap<ShardRef, Vec<&Snap>> = BTreeMap::new();
     for s in &inv.snapshots {
         if in_scope(&s.namespace, Some(&s.cluster)) {
             let skip = if twice(Kind::VolumeSnapshot, &s.namespace, &s.name) {
@@ -241,12 +291,7 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
                 None
             };
             if let Some((reason, message)) = skip {
-                maybe.push((
-                    s.namespace.clone(),
-                    Some(s.cluster.clone()),
-                    Some(s.keyspace.clone()),
-                    Some(s.shard.safe_name()),
-                ));
+                maybe.push(MaybeShard::exactly(&s.shard_ref()));
                 out.skipped.push(Skipped {
                     kind: Kind::VolumeSnapshot,
                     namespace: s.namespace.clone(),
@@ -256,26 +301,24 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
                 });
                 continue;
             }
-            groups
-                .entry((
-                    s.namespace.clone(),
-                    s.cluster.clone(),
-                    s.keyspace.clone(),
-                    s.shard.safe_name(),
-                ))
-                .or_insert_with(|| (&s.shard, Vec::new()))
-                .1
-                .push(s);
+            groups.entry(s.shard_ref()).or_default().push(s);
         }
     }
-    for (key, (shard, mut snaps)) in groups {
-        let held = maybe.iter().any(|m| may_be_of(m, &key));
-        let (ns, cluster, keyspace, _) = key;
+    let mut groups: Vec<(ShardRef, Vec<&Snap>)> = groups.into_iter().collect();
+    groups.sort_by(|(a, _), (b, _)| printed_order(a, b));
+    for (key, mut snaps) in groups {
+        let held = maybe.iter().any(|m| m.may_be(&key));
+        let ShardRef {
+            namespace: ns,
+            cluster,
+            keyspace,
+            shard,
+        } = key;
         let shard = shard.to_string();
         let Ok(policy) = config.resolve(&cluster, &keyspace, &shard) else {
             continue;
         };
-        let source_unknown = inv.in_use_unknown.contains(&ns) || inv.in_use_unknown.contains("");
+        let source_unknown = inv.source_unknown_in(&ns);
         let cl = inv.clusters.get(&(ns.clone(), cluster.clone()));
         // Without the VitessCluster object, whenDeleted (ownerReferences) governs: the shard
         // is not "removed".

@@ -23,11 +23,12 @@ use serde::Serialize;
 use serde_json::Value;
 use vtsnap_core::config::pvc_spec::{self, Purpose};
 use vtsnap_core::config::{Config, VtbackupStorage, resolve_in};
+use vtsnap_core::shard::ShardRef;
 use vtsnap_core::vitesscluster::first_pool;
 use vtsnap_core::vtbackup::{desired_init_template, desired_shape, template_hash};
 
 use crate::effective::pvc_matches;
-use crate::world::{PodPhase, PodState, PvcState, Read, Shard, ShardKey, World};
+use crate::world::{PodPhase, PodState, PvcState, Read, Shard, World};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -105,7 +106,7 @@ impl Desired {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ShardPlan {
     #[serde(flatten)]
-    pub key: ShardKey,
+    pub key: ShardRef,
     pub desired: Option<Desired>,
     pub objects: Vec<Step>,
 }
@@ -137,7 +138,7 @@ impl Plan {
 fn desired_for(
     config: &Config,
     world: &World,
-    key: &ShardKey,
+    key: &ShardRef,
     pod_name: &str,
 ) -> Result<(Value, Desired), (Reason, String)> {
     let (storage, pool, template) =
@@ -170,7 +171,7 @@ fn desired_for(
 fn wanted(
     config: &Config,
     world: &World,
-    key: &ShardKey,
+    key: &ShardRef,
 ) -> Result<(VtbackupStorage, Value, Value), String> {
     let cl = config
         .cluster_in(&key.namespace, &key.cluster)
@@ -180,7 +181,9 @@ fn wanted(
                 key.namespace, key.cluster
             )
         })?;
-    let storage = resolve_in(cl, &key.keyspace, &key.shard).vtbackup;
+    // The config and the VitessCluster spec name a shard by its key range.
+    let shard = key.shard.to_string();
+    let storage = resolve_in(cl, &key.keyspace, &shard).vtbackup;
     let cluster = match world
         .clusters
         .get(&(key.namespace.clone(), key.cluster.clone()))
@@ -199,7 +202,7 @@ fn wanted(
             ));
         }
     };
-    let pool = first_pool(cluster, &key.keyspace, &key.shard)
+    let pool = first_pool(cluster, &key.keyspace, &shard)
         .map_err(|e| {
             format!(
                 "VitessCluster {}/{}: {} is not {}",

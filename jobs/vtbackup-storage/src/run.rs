@@ -258,7 +258,7 @@ pub async fn run(config: &Config, opts: &Options, kube: kube::Client) -> Report 
     // report
     for s in &p.shards {
         for o in &s.objects {
-            tracing::info!(shard = %format!("{}/{}/{}/{}", s.key.namespace, s.key.cluster, s.key.keyspace, s.key.shard),
+            tracing::info!(shard = %s.key,
                 kind = ?o.kind, name = %o.name, action = ?o.action, reason = ?o.reason, dry_run = opts.dry_run, "{}", o.message);
         }
     }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 use vtsnap_core::labels;
 use vtsnap_core::naming::KeyRange;
+use vtsnap_core::shard::ShardRef;
 use vtsnap_core::vtbackup::{
     ANN_DATA_VOLUME_HASH, ANN_TEMPLATE_HASH, BackupObject, DataShape, Identity, ObjectKind,
     data_volume,
@@ -32,16 +33,6 @@ impl<T> Read<T> {
             _ => None,
         }
     }
-}
-
-/// A shard as the objects' labels name it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
-pub struct ShardKey {
-    pub namespace: String,
-    pub cluster: String,
-    pub keyspace: String,
-    /// The key range (`-80`).
-    pub shard: String,
 }
 
 fn annotation(v: &Value, k: &str) -> Option<String> {
@@ -171,7 +162,7 @@ impl PvcState {
 /// One shard's initial-backup objects.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Shard {
-    pub key: ShardKey,
+    pub key: ShardRef,
     pub pod: Read<PodState>,
     pub pvc: Read<PvcState>,
 }
@@ -187,7 +178,7 @@ pub struct World {
 }
 
 /// The shard an object's operator labels name.
-pub fn shard_of(v: &Value) -> Option<ShardKey> {
+pub fn shard_of(v: &Value) -> Option<ShardRef> {
     let label = |k: &str| {
         v.pointer("/metadata/labels")
             .and_then(|l| l.get(k))
@@ -195,13 +186,11 @@ pub fn shard_of(v: &Value) -> Option<ShardKey> {
             .filter(|s| !s.is_empty())
             .map(str::to_owned)
     };
-    Some(ShardKey {
+    Some(ShardRef {
         namespace: text(v, "/metadata/namespace"),
         cluster: label(labels::CLUSTER)?,
         keyspace: label(labels::KEYSPACE)?,
-        shard: KeyRange::from_safe_name(&label(labels::SHARD)?)
-            .ok()?
-            .to_string(),
+        shard: KeyRange::from_safe_name(&label(labels::SHARD)?).ok()?,
     })
 }
 
@@ -227,7 +216,7 @@ pub fn default_class(classes: &[Value]) -> Option<String> {
 /// claims to be a shard's initial backup and conflicts, or cannot be read, makes its
 /// shard's read of that kind unreadable: nothing is decided on it.
 pub fn group(pods: &[Value], pvcs: &[Value]) -> Vec<Shard> {
-    let mut by: BTreeMap<ShardKey, (Read<PodState>, Read<PvcState>)> = BTreeMap::new();
+    let mut by: BTreeMap<ShardRef, (Read<PodState>, Read<PvcState>)> = BTreeMap::new();
     let mut put = |v: &Value, kind: ObjectKind| {
         let found = match BackupObject::identify(v, kind) {
             Identity::Backup(BackupObject::InitPod | BackupObject::InitPvc) => Ok(()),

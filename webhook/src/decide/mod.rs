@@ -19,6 +19,7 @@ use vtsnap_core::config::{Config, resolve_in};
 use vtsnap_core::k8s_names::escape_controls;
 use vtsnap_core::labels;
 use vtsnap_core::naming::KeyRange;
+use vtsnap_core::shard::ShardRef;
 use vtsnap_core::vtbackup::{BackupObject, Identity, ObjectKind};
 
 pub use pod::{RESTORE_CONTAINER, data_claim as data_claim_of, restore_container};
@@ -26,7 +27,7 @@ pub use restore::{
     ANN_RESTORE_NODE, ANN_RESTORE_REASON, ANN_RESTORED_FROM, Choice, Rejection, choose,
 };
 
-use crate::inventory::{Inventory, ShardKey};
+use crate::inventory::Inventory;
 use crate::patch::Op;
 
 /// Why the webhook did what it did, one code per part of a decision (kebab-case in the
@@ -194,16 +195,16 @@ pub fn name_of(obj: &Value) -> &str {
 }
 
 /// The shard an object's operator labels name.
-fn shard_of(obj: &Value, namespace: &str) -> Result<ShardKey, String> {
+fn shard_of(obj: &Value, namespace: &str) -> Result<ShardRef, String> {
     let need = |k: &str| label(obj, k).ok_or_else(|| format!("label {k} is missing"));
     let safe = need(labels::SHARD)?;
     let shard =
         KeyRange::from_safe_name(safe).map_err(|e| format!("label {}: {e}", labels::SHARD))?;
-    Ok(ShardKey {
+    Ok(ShardRef {
         namespace: namespace.to_owned(),
         cluster: need(labels::CLUSTER)?.to_owned(),
         keyspace: need(labels::KEYSPACE)?.to_owned(),
-        shard: shard.to_string(),
+        shard,
     })
 }
 
@@ -269,7 +270,7 @@ pub fn decide(
             "the webhook's caches are not filled yet: left as created",
         );
     }
-    let policy = resolve_in(cluster, &shard.keyspace, &shard.shard);
+    let policy = resolve_in(cluster, &shard.keyspace, &shard.shard.to_string());
     match (kind, backup) {
         (Kind::PersistentVolumeClaim, None) => restore::tablet_pvc(
             obj,

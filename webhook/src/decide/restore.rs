@@ -22,13 +22,14 @@ use vtsnap_core::config::ResolvedRestore;
 use vtsnap_core::k8s_names::untrusted;
 use vtsnap_core::mysql_version::Series;
 use vtsnap_core::quantity;
+use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::{
     ANN_MYSQL_FLAVOR, ANN_MYSQL_VERSION, GROUP, Layout, Phase, VolumeSnapshot,
 };
 
 use super::pod::unpinnable;
 use super::{Code, Decision, EventNote, Settings, Severity, name_of};
-use crate::inventory::{Inventory, ShardKey, ShardState, SnapshotRead};
+use crate::inventory::{Inventory, ShardState, SnapshotRead};
 use crate::patch::{self, Op};
 
 pub use vtsnap_core::restored::{ANN_RESTORE_NODE, ANN_RESTORE_REASON, ANN_RESTORED_FROM};
@@ -344,7 +345,7 @@ fn requested_bytes(pvc: &Value) -> Result<u128, String> {
 /// The decision for a new tablet PVC.
 pub fn tablet_pvc(
     pvc: &Value,
-    shard: &ShardKey,
+    shard: &ShardRef,
     policy: &ResolvedRestore,
     pool: &str,
     settings: &Settings,

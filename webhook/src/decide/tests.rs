@@ -121,12 +121,12 @@ pub(super) fn healthy_state(shard: &OperatorShard, versions: &[&str]) -> ShardSt
     }
 }
 
-pub(super) fn key(s: &OperatorShard) -> ShardKey {
-    ShardKey {
+pub(super) fn key(s: &OperatorShard) -> ShardRef {
+    ShardRef {
         namespace: s.namespace.clone(),
         cluster: s.cluster.clone(),
         keyspace: s.keyspace.clone(),
-        shard: s.shard.to_string(),
+        shard: s.shard.clone(),
     }
 }
 
@@ -568,10 +568,10 @@ fn nothing_is_decided_before_the_caches_are_filled() {
         fn synced(&self) -> bool {
             false
         }
-        fn snapshots(&self, s: &ShardKey) -> Vec<crate::inventory::SnapshotRead> {
+        fn snapshots(&self, s: &ShardRef) -> Vec<crate::inventory::SnapshotRead> {
             self.0.snapshots(s)
         }
-        fn shard_state(&self, s: &ShardKey) -> Option<ShardState> {
+        fn shard_state(&self, s: &ShardRef) -> Option<ShardState> {
             self.0.shard_state(s)
         }
         fn cluster(&self, n: &str, c: &str) -> Option<Value> {

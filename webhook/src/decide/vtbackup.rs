@@ -14,6 +14,7 @@
 
 use serde_json::{Value, json};
 use vtsnap_core::config::VtbackupStorage;
+use vtsnap_core::shard::ShardRef;
 use vtsnap_core::vitesscluster::first_pool_template;
 use vtsnap_core::vtbackup::{
     ANN_DATA_VOLUME_HASH, ANN_TEMPLATE_HASH, BackupObject, DataVolume, data_volume,
@@ -21,7 +22,6 @@ use vtsnap_core::vtbackup::{
 };
 
 use super::{Code, Decision, name_of};
-use crate::inventory::ShardKey;
 use crate::patch::{self, Op};
 
 fn stamp(d: &mut Decision, obj: &mut Value, key: &str, value: String) {
@@ -48,12 +48,12 @@ fn replace_spec(d: &mut Decision, obj: &mut Value, spec: &Value) {
 pub fn vtbackup(
     obj: &Value,
     what: BackupObject,
-    shard: &ShardKey,
+    shard: &ShardRef,
     storage: &VtbackupStorage,
     cluster: Option<&Value>,
 ) -> Decision {
     let first_pool = cluster
-        .and_then(|c| first_pool_template(c, &shard.keyspace, &shard.shard).ok())
+        .and_then(|c| first_pool_template(c, &shard.keyspace, &shard.shard.to_string()).ok())
         .flatten();
     let desired = desired_init_template(storage, first_pool);
     let mut d = Decision::default();

@@ -625,6 +625,25 @@ fn every_copy_of_a_name_is_skipped_and_other_names_are_not() {
     );
 }
 
+#[test]
+fn shards_are_planned_in_safe_name_order() {
+    // `80-x` sorts before `x-80` and `x-x`: the order plans have always been printed in,
+    // not the key ranges' own (`-`, `-80`, `80-`).
+    let inv = Inventory {
+        snapshots: vec![
+            snap("whole", "commerce", "x-x", 1, true, false),
+            snap("low", "commerce", "x-80", 1, true, false),
+            snap("high", "commerce", "80-x", 1, true, false),
+            snap("other-keyspace", "customer", "x-x", 1, true, false),
+        ],
+        clusters: cluster(&[("commerce", "-80"), ("commerce", "80-")]),
+        ..Inventory::default()
+    };
+    let p = plan(&config(""), &inv, now(), None);
+    let planned: Vec<&str> = p.keep.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(planned, ["high", "low", "whole", "other-keyspace"]);
+}
+
 prop_compose! {
     fn arb_snap()(i in 0u32..10_000, shard in 0usize..3, hours in 0i64..24 * 60, ready in any::<bool>(), failed in proptest::bool::weighted(0.1)) -> Snap {
         let shards = ["x-80", "80-x", "x-x"];
