@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
+use vtsnap_core::input;
 use vtsnap_core::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::snapshot::{
@@ -183,11 +184,15 @@ impl UnreadableObject {
 /// The largest `--objects` dump read (a dump of 100,000 snapshots is about 150 MiB).
 pub const MAX_DUMP_BYTES: u64 = vtsnap_core::input::MAX_DUMP;
 
-/// Why a dump cannot be read.
+/// Why a dump cannot be read. The messages name no path: the caller says which option
+/// named it.
 #[derive(Debug, thiserror::Error)]
 pub enum DumpError {
     #[error("cannot read the dump: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
+    /// A device, directory or socket (`/dev/zero` would be read for ever).
+    #[error("the dump is not a regular file or a pipe but a {0}")]
+    NotAFile(&'static str),
     #[error("the dump is larger than {} MiB", MAX_DUMP_BYTES >> 20)]
     TooLarge,
     #[error("not a List of objects: {0}")]
@@ -197,6 +202,16 @@ pub enum DumpError {
         index: usize,
         source: serde_json::Error,
     },
+}
+
+impl From<input::ReadError> for DumpError {
+    fn from(e: input::ReadError) -> Self {
+        match e {
+            input::ReadError::Io { source, .. } => Self::Io(source),
+            input::ReadError::NotAFile { kind, .. } => Self::NotAFile(kind),
+            input::ReadError::TooLarge { .. } => Self::TooLarge,
+        }
+    }
 }
 
 /// A VitessCluster.
@@ -238,17 +253,6 @@ pub struct Inventory {
     /// The last replication IO error vtctld reported for restored tablets, by their PVC's
     /// `(namespace, name)` (observed by `run`; none from a dump).
     pub catch_up: BTreeMap<(String, String), String>,
-}
-
-/// Everything `r` gives, refused once it is longer than `cap` bytes.
-fn read_capped(r: impl std::io::Read, cap: u64) -> Result<Vec<u8>, DumpError> {
-    use std::io::Read;
-    let mut text = Vec::new();
-    r.take(cap.saturating_add(1)).read_to_end(&mut text)?;
-    if u64::try_from(text.len()).unwrap_or(u64::MAX) > cap {
-        return Err(DumpError::TooLarge);
-    }
-    Ok(text)
 }
 
 fn s(v: &Value, p: &str) -> String {
@@ -386,15 +390,11 @@ impl Inventory {
                 .contains(&Scope::Namespace(namespace.to_owned()))
     }
 
-    /// Reads a dump file (or pipe) of at most [`MAX_DUMP_BYTES`], then
-    /// [`from_dump_text`](Self::from_dump_text).
+    /// Reads a dump file or pipe of at most [`MAX_DUMP_BYTES`] (with the reader every
+    /// program's offline command uses), then [`from_dump_text`](Self::from_dump_text).
     pub fn read_dump(path: &std::path::Path, now: Timestamp) -> Result<Self, DumpError> {
-        let f = std::fs::File::open(path)?;
-        // A file says its size; a pipe or device is read up to the cap.
-        if f.metadata()?.len() > MAX_DUMP_BYTES {
-            return Err(DumpError::TooLarge);
-        }
-        Self::from_dump_text(&read_capped(f, MAX_DUMP_BYTES)?, now)
+        let text = input::read_bounded(path, "a dump", MAX_DUMP_BYTES, input::Accept::FileOrPipe)?;
+        Self::from_dump_text(&text, now)
     }
 
     /// From a `kubectl get volumesnapshots,persistentvolumeclaims,leases,vitessclusters -A -o json`
@@ -650,18 +650,28 @@ mod tests {
             "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-80", "vtsnap.io/phase": phase}}})
     }
 
+    fn now() -> Timestamp {
+        "2026-11-29T12:00:00Z".parse().unwrap()
+    }
+
     #[test]
-    fn a_stream_is_read_up_to_the_cap_only() {
-        let endless = std::io::repeat(b' ');
-        assert!(matches!(
-            read_capped(endless, 1000),
-            Err(DumpError::TooLarge)
-        ));
-        assert_eq!(read_capped(&b"12345"[..], 5).unwrap(), b"12345");
-        assert!(matches!(
-            read_capped(&b"123456"[..], 5),
-            Err(DumpError::TooLarge)
-        ));
+    fn a_dump_is_read_from_a_file_and_a_device_or_directory_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dump.json");
+        let list = json!({"kind": "List", "items": [snapshot("good", "ready")]});
+        std::fs::write(&path, list.to_string()).unwrap();
+        let inv = Inventory::read_dump(&path, now()).unwrap();
+        assert_eq!(inv.snapshots.len(), 1);
+        // `/dev/zero` never ends: refused by its type, not read up to the cap.
+        let e = Inventory::read_dump(std::path::Path::new("/dev/zero"), now()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the dump is not a regular file or a pipe but a character device"
+        );
+        let e = Inventory::read_dump(dir.path(), now()).unwrap_err();
+        assert!(matches!(e, DumpError::NotAFile("directory")), "{e}");
+        let e = Inventory::read_dump(&dir.path().join("missing"), now()).unwrap_err();
+        assert!(e.to_string().starts_with("cannot read the dump: "), "{e}");
     }
 
     #[test]
