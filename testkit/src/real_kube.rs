@@ -183,6 +183,32 @@ impl RealKube {
             .unwrap_or_else(|| panic!("the cluster has no Node"))
     }
 
+    /// The Node a kubelet registered (it reports its version) and its InternalIP, if any:
+    /// only the local cluster's `NODE=1` has one.
+    pub async fn kubelet_node(&self) -> Option<(String, std::net::IpAddr)> {
+        let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client());
+        let node = api
+            .list(&Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("list Nodes: {e}"))
+            .items
+            .into_iter()
+            .find(|n| {
+                n.status
+                    .as_ref()
+                    .and_then(|s| s.node_info.as_ref())
+                    .is_some_and(|i| !i.kubelet_version.is_empty())
+            })?;
+        let ip = node
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.as_ref())
+            .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
+            .and_then(|a| a.address.parse().ok())
+            .expect("a kubelet's Node has an InternalIP");
+        Some((node.metadata.name?, ip))
+    }
+
     /// A namespace of its own for one test, `<prefix>-<pid>-<n>`; deleted on drop.
     pub async fn namespace(&self, prefix: &str) -> TestNamespace {
         let n = NAMESPACES.fetch_add(1, Ordering::Relaxed);
@@ -338,6 +364,28 @@ impl Drop for TestNamespace {
         })
         .join();
     }
+}
+
+/// A container's cgroup in the freezer hierarchy, as kubelet's cgroupfs driver lays it out:
+/// `kubepods/<qos>/pod<uid>/<container id>` (Guaranteed Pods sit directly under kubepods).
+pub fn container_freezer_cgroup(pod: &Value, container: &str) -> PathBuf {
+    let uid = pod["metadata"]["uid"].as_str().expect("pod uid");
+    let status = pod["status"]["containerStatuses"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|s| s["name"] == container))
+        .unwrap_or_else(|| panic!("no status of container {container}"));
+    let id = status["containerID"]
+        .as_str()
+        .expect("containerID of a running container");
+    let id = id.split_once("://").map_or(id, |(_, id)| id);
+    let qos = match pod.pointer("/status/qosClass").and_then(Value::as_str) {
+        Some("Guaranteed") => String::new(),
+        Some(q) => format!("{}/", q.to_ascii_lowercase()),
+        None => panic!("pod without qosClass"),
+    };
+    PathBuf::from(format!(
+        "/sys/fs/cgroup/freezer/kubepods/{qos}pod{uid}/{id}"
+    ))
 }
 
 /// Whether a VolumeSnapshot is `readyToUse`.

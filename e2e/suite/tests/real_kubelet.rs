@@ -13,38 +13,20 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{DeleteParams, LogParams};
 use serde_json::{Value, json};
-use vtsnap_testkit::real_kube::{BTRFS_CLASS, RealKube, resource};
+use vtsnap_testkit::real_kube::{BTRFS_CLASS, RealKube, container_freezer_cgroup, resource};
 
 const PAUSE_IMAGE: &str = "localhost/vtsnap-pause:1";
 const SHELL_IMAGE: &str = "localhost/vtsnap-debian:bookworm";
-const FREEZER_KUBEPODS: &str = "/sys/fs/cgroup/freezer/kubepods";
 
 fn pods() -> kube::core::ApiResource {
     resource("", "v1", "Pod", "pods")
-}
-
-/// The Node a kubelet registered (it reports its version), if any.
-async fn kubelet_node(kube: &RealKube) -> Option<String> {
-    let api: Api<Node> = Api::all(kube.client());
-    api.list(&Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("list Nodes: {e}"))
-        .items
-        .into_iter()
-        .find(|n| {
-            n.status
-                .as_ref()
-                .and_then(|s| s.node_info.as_ref())
-                .is_some_and(|i| !i.kubelet_version.is_empty())
-        })
-        .and_then(|n| n.metadata.name)
 }
 
 fn pod(namespace: &str, name: &str, image: &str, command: Option<Vec<&str>>) -> Value {
@@ -84,23 +66,6 @@ fn running(v: &Value) -> bool {
     v.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
 }
 
-/// The container's cgroup in the freezer hierarchy: kubepods/<qos>/pod<uid>/<container id>
-/// (kubelet's cgroupfs layout: Guaranteed Pods sit directly under kubepods).
-fn freezer_cgroup(v: &Value) -> PathBuf {
-    let uid = v["metadata"]["uid"].as_str().expect("pod uid");
-    let id = v
-        .pointer("/status/containerStatuses/0/containerID")
-        .and_then(Value::as_str)
-        .expect("containerID of a running container");
-    let id = id.split_once("://").map_or(id, |(_, id)| id);
-    let qos = match v.pointer("/status/qosClass").and_then(Value::as_str) {
-        Some("Guaranteed") => String::new(),
-        Some(q) => format!("{}/", q.to_ascii_lowercase()),
-        None => panic!("pod without qosClass"),
-    };
-    PathBuf::from(format!("{FREEZER_KUBEPODS}/{qos}pod{uid}/{id}"))
-}
-
 async fn wait_path_gone(path: &Path, limit: Duration) {
     let start = Instant::now();
     while path.exists() {
@@ -118,7 +83,8 @@ async fn a_pod_runs_on_the_real_kubelet_in_its_own_cgroup_and_serves_its_log() {
     let kube = RealKube::from_env().await;
     // Never skipped: scripts/test-real.sh runs it on the cluster with a node, and leaves it
     // out (--skip) of the node-less phase.
-    let node = kubelet_node(&kube)
+    let (node, _) = kube
+        .kubelet_node()
         .await
         .expect("no Node is run by a kubelet: start the local cluster with NODE=1 for this test");
     let ns = kube.namespace("kubelet").await;
@@ -143,7 +109,7 @@ async fn a_pod_runs_on_the_real_kubelet_in_its_own_cgroup_and_serves_its_log() {
         "the pod has an IP from the CNI bridge: {}",
         pause["status"]
     );
-    let cgroup = freezer_cgroup(&pause);
+    let cgroup = container_freezer_cgroup(&pause, "main");
     assert!(cgroup.is_dir(), "no cgroup {}", cgroup.display());
 
     // A container that writes to stdout: its log comes from kubelet through the API server.
@@ -204,7 +170,7 @@ fn mounts_ending_with(suffix: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubelet_mounts_a_btrfs_csi_volume_and_the_pod_reaches_the_api_through_its_service() {
     let kube = RealKube::from_env().await;
-    kubelet_node(&kube)
+    kube.kubelet_node()
         .await
         .expect("no Node is run by a kubelet: start the local cluster with NODE=1 for this test");
     let ns = kube.namespace("kubelet-csi").await;

@@ -18,12 +18,11 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{ListParams, LogParams};
 use serde_json::{Value, json};
@@ -39,7 +38,9 @@ use vtsnap_testkit::mariadb::{DEFAULT_IMAGE as DB_IMAGE, pod_mysqld_command};
 use vtsnap_testkit::operator_objects::{
     MysqldContainer, OperatorShard, OperatorTablet, operator_shard, pvc_template,
 };
-use vtsnap_testkit::real_kube::{BTRFS_CLASS, RealKube, resource, snapshot_ready};
+use vtsnap_testkit::real_kube::{
+    BTRFS_CLASS, RealKube, container_freezer_cgroup, resource, snapshot_ready,
+};
 
 const SHELL_IMAGE: &str = "localhost/vtsnap-debian:bookworm";
 const RELEASE: &str = "p";
@@ -66,32 +67,6 @@ fn snapshots() -> kube::core::ApiResource {
         "VolumeSnapshot",
         "volumesnapshots",
     )
-}
-
-/// The kubelet-run Node and its InternalIP.
-async fn kubelet_node(kube: &RealKube) -> (String, IpAddr) {
-    let api: Api<Node> = Api::all(kube.client());
-    let node = api
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .find(|n| {
-            n.status
-                .as_ref()
-                .and_then(|s| s.node_info.as_ref())
-                .is_some_and(|i| !i.kubelet_version.is_empty())
-        })
-        .expect("no Node is run by a kubelet: start the local cluster with NODE=1 for this test");
-    let ip = node
-        .status
-        .as_ref()
-        .and_then(|s| s.addresses.as_ref())
-        .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
-        .map(|a| a.address.parse().unwrap())
-        .expect("the Node has no InternalIP");
-    (node.metadata.name.unwrap(), ip)
 }
 
 /// kubelet's root directory: the local cluster keeps it beside its kubeconfig.
@@ -174,30 +149,9 @@ async fn pod_log(kube: &RealKube, ns: &str, name: &str) -> String {
         .unwrap_or_else(|e| panic!("log of pod {ns}/{name} (the API server asks kubelet): {e}"))
 }
 
-/// The container's cgroup in the freezer hierarchy (kubepods/<qos>/pod<uid>/<container id>).
-fn freezer_cgroup(pod: &Value, container: &str) -> PathBuf {
-    let uid = pod["metadata"]["uid"].as_str().unwrap();
-    let status = pod["status"]["containerStatuses"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == container)
-        .unwrap();
-    let id = status["containerID"].as_str().unwrap();
-    let id = id.split_once("://").map_or(id, |(_, id)| id);
-    let qos = match pod["status"]["qosClass"].as_str() {
-        Some("Guaranteed") => String::new(),
-        Some(q) => format!("{}/", q.to_ascii_lowercase()),
-        None => panic!("pod without qosClass"),
-    };
-    PathBuf::from(format!(
-        "/sys/fs/cgroup/freezer/kubepods/{qos}pod{uid}/{id}"
-    ))
-}
-
 /// The uid the container's first process runs as, read on the host from its cgroup.
 fn container_process_uid(pod: &Value, container: &str) -> u32 {
-    let procs = freezer_cgroup(pod, container).join("cgroup.procs");
+    let procs = container_freezer_cgroup(pod, container).join("cgroup.procs");
     let text =
         std::fs::read_to_string(&procs).unwrap_or_else(|e| panic!("{}: {e}", procs.display()));
     let pid = text
@@ -415,7 +369,10 @@ impl Drop for SlowClass {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tablet() {
     let kube = RealKube::from_env().await;
-    let (node, node_ip) = kubelet_node(&kube).await;
+    let (node, node_ip) = kube
+        .kubelet_node()
+        .await
+        .expect("no Node is run by a kubelet: start the local cluster with NODE=1 for this test");
     let kubelet = kubelet_dir(&kube);
     let vitess = kube.namespace("pods-vitess").await;
     let system = kube.namespace("pods-system").await;
@@ -605,9 +562,10 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         "the snapshot's source after the fence",
     )
     .await;
-    let frozen =
-        std::fs::read_to_string(freezer_cgroup(&source.pod, "mysqld").join("freezer.state"))
-            .unwrap();
+    let frozen = std::fs::read_to_string(
+        container_freezer_cgroup(&source.pod, "mysqld").join("freezer.state"),
+    )
+    .unwrap();
     assert_eq!(frozen.trim(), "THAWED");
     let calls = vtctld.calls();
     assert!(
@@ -726,7 +684,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         .iter()
         .find(|t| t.op.name == target)
         .expect("the target is one of the tablets");
-    let freezer = freezer_cgroup(&held.pod, "mysqld").join("freezer.state");
+    let freezer = container_freezer_cgroup(&held.pod, "mysqld").join("freezer.state");
     assert_eq!(std::fs::read_to_string(&freezer).unwrap().trim(), "FROZEN");
     assert!(
         !fake_mysqlctld::answers(&held.mysql_socket()).await,
