@@ -7,6 +7,7 @@
 //! - [`input`]: the one bounded, type-checked reader of every input file.
 //! - [`fault`]: named fault points that tests use to stop a process after a given step.
 //! - [`logging`]: tracing setup (JSON in containers, human-readable on a terminal).
+//! - [`metrics`]: Prometheus exposition (OpenMetrics for `/metrics`, textfiles for jobs).
 
 pub mod cli;
 pub mod config;
@@ -19,6 +20,7 @@ pub mod input;
 pub mod k8s_names;
 pub mod labels;
 pub mod logging;
+pub mod metrics;
 pub mod mycnf;
 pub mod mysql_version;
 pub mod mysqlctl;

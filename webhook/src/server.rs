@@ -10,14 +10,15 @@
 //! bounded queue to a task of their own: a review never waits for the API server.
 
 mod connections;
+mod metrics;
 
-pub use connections::{CloseReason, ConnectionMetrics, Limits};
+pub use connections::{CloseReason, Limits};
 use connections::{Registry, Slot, Watched};
+pub use metrics::{ConnectionMetrics, Metrics};
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -37,7 +38,7 @@ use vtsnap_core::events::{self, Subject};
 
 use crate::admission::{self, MAX_BODY};
 use crate::cache::Caches;
-use crate::decide::{Decision, EventNote, Kind, Settings};
+use crate::decide::{EventNote, Kind, Settings};
 use crate::inventory::Inventory;
 use crate::review::{Overlay, review};
 
@@ -45,77 +46,6 @@ use crate::review::{Overlay, review};
 const PVC_READ_TIMEOUT: Duration = Duration::from_secs(1);
 const EVENT_QUEUE: usize = 256;
 const COMPONENT: &str = "vtsnap-admission";
-
-/// Counters for `/metrics`.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    decisions: Mutex<BTreeMap<String, u64>>,
-    bad_reviews: Mutex<u64>,
-    events_dropped: Mutex<u64>,
-    /// Open connections and why the server closed others.
-    pub connections: Arc<ConnectionMetrics>,
-}
-
-impl Metrics {
-    fn count(&self, d: &Decision) {
-        let code = d.notes.first().map(|n| n.code.as_str()).unwrap_or_default();
-        if let Ok(mut m) = self.decisions.lock() {
-            *m.entry(code).or_default() += 1;
-        }
-    }
-
-    fn bump(counter: &Mutex<u64>) {
-        if let Ok(mut c) = counter.lock() {
-            *c += 1;
-        }
-    }
-
-    fn render(&self, caches: &Caches) -> String {
-        let mut out = String::new();
-        out.push_str(
-            "# HELP vtsnap_admission_reviews_total Reviews answered, by the first decision code.\n",
-        );
-        out.push_str("# TYPE vtsnap_admission_reviews_total counter\n");
-        if let Ok(m) = self.decisions.lock() {
-            for (code, n) in m.iter() {
-                out.push_str(&format!(
-                    "vtsnap_admission_reviews_total{{decision=\"{code}\"}} {n}\n"
-                ));
-            }
-        }
-        let get = |c: &Mutex<u64>| c.lock().map(|v| *v).unwrap_or(0);
-        out.push_str(
-            "# HELP vtsnap_admission_bad_reviews_total Reviews answered 400 (unreadable).\n",
-        );
-        out.push_str("# TYPE vtsnap_admission_bad_reviews_total counter\n");
-        out.push_str(&format!(
-            "vtsnap_admission_bad_reviews_total {}\n",
-            get(&self.bad_reviews)
-        ));
-        out.push_str(
-            "# HELP vtsnap_admission_events_dropped_total Events not recorded (queue full).\n",
-        );
-        out.push_str("# TYPE vtsnap_admission_events_dropped_total counter\n");
-        out.push_str(&format!(
-            "vtsnap_admission_events_dropped_total {}\n",
-            get(&self.events_dropped)
-        ));
-        out.push_str("# HELP vtsnap_admission_cache_synced Whether every cache has been filled.\n");
-        out.push_str("# TYPE vtsnap_admission_cache_synced gauge\n");
-        out.push_str(&format!(
-            "vtsnap_admission_cache_synced {}\n",
-            u8::from(caches.synced())
-        ));
-        out.push_str("# HELP vtsnap_admission_snapshots_cached VolumeSnapshots in the cache.\n");
-        out.push_str("# TYPE vtsnap_admission_snapshots_cached gauge\n");
-        out.push_str(&format!(
-            "vtsnap_admission_snapshots_cached {}\n",
-            caches.snapshot_count()
-        ));
-        self.connections.render(&mut out);
-        out
-    }
-}
 
 /// An Event to record.
 #[derive(Debug)]
@@ -209,7 +139,7 @@ impl App {
         let req = match admission::parse(body) {
             Ok(r) => r,
             Err(e) => {
-                Metrics::bump(&self.metrics.bad_reviews);
+                self.metrics.bad_review();
                 tracing::warn!(error = %e, "unreadable AdmissionReview");
                 return text(
                     StatusCode::BAD_REQUEST,
@@ -248,7 +178,7 @@ impl App {
                 note,
             };
             if self.events.try_send(job).is_err() {
-                Metrics::bump(&self.metrics.events_dropped);
+                self.metrics.event_dropped();
             }
         }
         json(StatusCode::OK, &response)
@@ -268,7 +198,7 @@ impl App {
                 }
                 Err(e) => {
                     slot.deciding();
-                    Metrics::bump(&self.metrics.bad_reviews);
+                    self.metrics.bad_review();
                     let too_large = e
                         .downcast_ref::<http_body_util::LengthLimitError>()
                         .is_some();
@@ -291,7 +221,11 @@ impl App {
                 StatusCode::SERVICE_UNAVAILABLE,
                 "the caches are not filled yet\n",
             ),
-            (&Method::GET, "/metrics") => text(StatusCode::OK, &self.metrics.render(&self.caches)),
+            (&Method::GET, "/metrics") => with_type(
+                StatusCode::OK,
+                vtsnap_core::metrics::OPENMETRICS_CONTENT_TYPE,
+                self.metrics.render(&self.caches),
+            ),
             (&Method::GET, "/debug/shards") => {
                 let states: Vec<_> = self
                     .caches
@@ -313,21 +247,23 @@ impl App {
 }
 
 fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body.to_owned())));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
+    with_type(status, "text/plain; charset=utf-8", body.to_owned())
 }
 
 fn json(status: StatusCode, v: &Value) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(v.to_string())));
+    with_type(status, "application/json", v.to_string())
+}
+
+fn with_type(
+    status: StatusCode,
+    content_type: &'static str,
+    body: String,
+) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
     *r.status_mut() = status;
     r.headers_mut().insert(
         http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
+        http::HeaderValue::from_static(content_type),
     );
     r
 }

@@ -141,7 +141,7 @@ fn online(
         }
         if let Some(p) = metrics_file {
             let now = Timestamp::now().as_second();
-            cli::write_metrics_file(p, &vtsnap_gc::metrics::render(&report, now));
+            vtsnap_core::metrics::write_textfile(p, &vtsnap_gc::metrics::registry(&report, now));
         }
         println!("{}", serde_json::to_string(&report).unwrap_or_default());
         Exit::from_code(report.exit_code).unwrap_or(Exit::Failed)

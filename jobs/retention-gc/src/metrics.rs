@@ -1,66 +1,69 @@
 //! The GC run's Prometheus metrics, as a textfile (a CronJob's pod is gone before a scrape).
 
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+
 use crate::run::GcReport;
 
-/// The metrics text of one run.
-pub fn render(r: &GcReport, now_seconds: i64) -> String {
-    let mut out = String::new();
-    let mut gauge = |name: &str, help: &str, value: String| {
-        out.push_str(&format!(
-            "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
-        ));
-    };
-    gauge(
+/// The metrics of one run, for [`vtsnap_core::metrics::write_textfile`].
+pub fn registry(r: &GcReport, now_seconds: i64) -> Registry {
+    // Help texts without their full stop: the library appends it.
+    let mut reg = Registry::default();
+    reg.register(
         "vtsnap_gc_last_run_timestamp_seconds",
-        "When the last GC run ended.",
-        now_seconds.to_string(),
+        "When the last GC run ended",
+        ConstGauge::new(now_seconds),
     );
-    gauge(
+    reg.register(
         "vtsnap_gc_last_exit_code",
-        "Exit code of the last GC run.",
-        r.exit_code.to_string(),
+        "Exit code of the last GC run",
+        ConstGauge::new(i64::from(r.exit_code)),
     );
-    gauge(
-        "vtsnap_gc_snapshots_deleted",
-        "Snapshots deleted by the last run.",
-        r.deleted.len().to_string(),
-    );
-    gauge(
-        "vtsnap_gc_snapshots_kept",
-        "Snapshots kept by the last run.",
-        r.plan.keep.len().to_string(),
-    );
-    gauge(
-        "vtsnap_gc_owner_references_changed",
-        "ownerReferences added or removed by the last run.",
-        r.owner_refs_changed.to_string(),
-    );
-    gauge(
-        "vtsnap_gc_fences_recovered",
-        "Expired fences recovered by the last run.",
-        r.fences_recovered.len().to_string(),
-    );
-    gauge(
-        "vtsnap_gc_snapshots_marked_unusable",
-        "Snapshots the last run marked unusable for restores (stuck node-local restore, binlogs purged).",
-        r.marked_unusable.len().to_string(),
-    );
-    gauge(
-        "vtsnap_gc_restores_unstuck",
-        "Stuck node-local restores whose Pod and PVC the last run deleted.",
-        r.unstuck.len().to_string(),
-    );
-    gauge(
-        "vtsnap_gc_unreadable_namespaces",
-        "Namespaces left out because a LIST failed.",
-        r.unreadable.len().to_string(),
-    );
-    gauge(
-        "vtsnap_gc_skipped_objects",
-        "Snapshots and fence leases left alone because they could not be read completely.",
-        r.plan.skipped.len().to_string(),
-    );
-    out
+    for (name, help, n) in [
+        (
+            "vtsnap_gc_snapshots_deleted",
+            "Snapshots deleted by the last run",
+            r.deleted.len(),
+        ),
+        (
+            "vtsnap_gc_snapshots_kept",
+            "Snapshots kept by the last run",
+            r.plan.keep.len(),
+        ),
+        (
+            "vtsnap_gc_owner_references_changed",
+            "ownerReferences added or removed by the last run",
+            r.owner_refs_changed,
+        ),
+        (
+            "vtsnap_gc_fences_recovered",
+            "Expired fences recovered by the last run",
+            r.fences_recovered.len(),
+        ),
+        (
+            "vtsnap_gc_snapshots_marked_unusable",
+            "Snapshots the last run marked unusable for restores (stuck node-local restore, binlogs purged)",
+            r.marked_unusable.len(),
+        ),
+        (
+            "vtsnap_gc_restores_unstuck",
+            "Stuck node-local restores whose Pod and PVC the last run deleted",
+            r.unstuck.len(),
+        ),
+        (
+            "vtsnap_gc_unreadable_namespaces",
+            "Namespaces left out because a LIST failed",
+            r.unreadable.len(),
+        ),
+        (
+            "vtsnap_gc_skipped_objects",
+            "Snapshots and fence leases left alone because they could not be read completely",
+            r.plan.skipped.len(),
+        ),
+    ] {
+        reg.register(name, help, ConstGauge::new(n));
+    }
+    reg
 }
 
 pub use vtsnap_core::cli::write_atomic as write;
@@ -93,12 +96,21 @@ mod tests {
             errors: vec![],
             exit_code: 1,
         };
-        let t = render(&r, 7);
+        let t = vtsnap_core::metrics::textfile(&registry(&r, 7)).unwrap();
         assert!(t.contains("vtsnap_gc_snapshots_deleted 2\n"), "{t}");
         assert!(t.contains("vtsnap_gc_unreadable_namespaces 1\n"), "{t}");
         assert!(t.contains("vtsnap_gc_last_exit_code 1\n"), "{t}");
         assert!(t.contains("vtsnap_gc_skipped_objects 1\n"), "{t}");
         assert!(t.contains("vtsnap_gc_snapshots_marked_unusable 1\n"), "{t}");
         assert!(t.contains("vtsnap_gc_restores_unstuck 0\n"), "{t}");
+        assert!(
+            t.contains(
+                "# HELP vtsnap_gc_last_exit_code Exit code of the last GC run.\n\
+                 # TYPE vtsnap_gc_last_exit_code gauge\n"
+            ),
+            "{t}"
+        );
+        assert_eq!(t.matches("# TYPE ").count(), 10, "{t}");
+        assert!(t.ends_with("vtsnap_gc_skipped_objects 1\n"), "{t}");
     }
 }

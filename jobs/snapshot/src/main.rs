@@ -259,14 +259,14 @@ fn run_run(
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs());
-            let text = vtsnap_snapshot::metrics::render(
+            let metrics = vtsnap_snapshot::metrics::registry(
                 &summary,
                 cluster,
                 keyspace,
                 shard,
                 i64::try_from(now).unwrap_or(0),
             );
-            cli::write_metrics_file(p, &text);
+            vtsnap_core::metrics::write_textfile(p, &metrics);
         }
         if let (Some(plan), Output::Table) = (&summary.plan, output) {
             print!("{}", vtsnap_snapshot::run::decide::render(plan));

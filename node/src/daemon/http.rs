@@ -1,5 +1,5 @@
 //! `/healthz` (the process serves), `/readyz` (the last lease list succeeded) and
-//! `/metrics` (Prometheus text), served by hyper's HTTP/1.1 server.
+//! `/metrics` (OpenMetrics text), served by hyper's HTTP/1.1 server.
 //!
 //! Bounded, so that no client can starve the rest of the helper of file descriptors: at most
 //! [`Limits::max_connections`] connections at once (the rest wait in the kernel's accept
@@ -81,8 +81,8 @@ pub async fn serve(
             let m = metrics.clone();
             tokio::spawn(async move {
                 let _slot = slot;
-                let svc = service_fn(move |req| {
-                    let resp = respond(&m, &req);
+                let svc = service_fn(move |req: Request<Incoming>| {
+                    let resp = respond(&m, req.uri().path());
                     async move { Ok::<_, Infallible>(resp) }
                 });
                 let conn = http1::Builder::new()
@@ -99,22 +99,46 @@ pub async fn serve(
     Ok((bound, task))
 }
 
-fn respond(m: &Metrics, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    let (status, body) = match req.uri().path() {
-        "/healthz" => (StatusCode::OK, "ok\n".to_owned()),
-        "/readyz" if m.api_ok() => (StatusCode::OK, "ok\n".to_owned()),
+const PLAIN_TEXT: &str = "text/plain; charset=utf-8";
+
+fn respond(m: &Metrics, path: &str) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match path {
+        "/healthz" => (StatusCode::OK, PLAIN_TEXT, "ok\n".to_owned()),
+        "/readyz" if m.api_ok() => (StatusCode::OK, PLAIN_TEXT, "ok\n".to_owned()),
         "/readyz" => (
             StatusCode::SERVICE_UNAVAILABLE,
+            PLAIN_TEXT,
             "the API server was not reachable on the last pass\n".to_owned(),
         ),
-        "/metrics" => (StatusCode::OK, m.render()),
-        _ => (StatusCode::NOT_FOUND, "not found\n".to_owned()),
+        "/metrics" => (
+            StatusCode::OK,
+            vtsnap_core::metrics::OPENMETRICS_CONTENT_TYPE,
+            m.render(),
+        ),
+        _ => (StatusCode::NOT_FOUND, PLAIN_TEXT, "not found\n".to_owned()),
     };
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
-        header::HeaderValue::from_static("text/plain; version=0.0.4"),
+        header::HeaderValue::from_static(content_type),
     );
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_are_served_as_openmetrics() {
+        let r = respond(&Metrics::default(), "/metrics");
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(
+            r.headers()[header::CONTENT_TYPE],
+            "application/openmetrics-text; version=1.0.0; charset=utf-8"
+        );
+        let r = respond(&Metrics::default(), "/healthz");
+        assert_eq!(r.headers()[header::CONTENT_TYPE], PLAIN_TEXT);
+    }
 }

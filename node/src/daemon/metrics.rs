@@ -1,10 +1,19 @@
-//! Prometheus metrics, rendered by hand in the text exposition format.
+//! The helper's Prometheus metrics, kept in one prometheus-client registry and served on
+//! `/metrics` as OpenMetrics text.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 
 /// Why a hold ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Cause {
     /// The job asked (`request: release`).
     Request,
@@ -34,18 +43,111 @@ impl Cause {
     }
 }
 
-#[derive(Debug, Default)]
+impl EncodeLabelValue for Cause {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> std::fmt::Result {
+        encoder.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct CauseLabel {
+    cause: Cause,
+}
+
+/// Upper bounds of the hold-duration buckets, in seconds: from an online fsfreeze (well
+/// under a second) to the longest max-hold a fence asks for (600 s).
+const HOLD_BUCKETS: [f64; 11] = [
+    0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
+
+#[derive(Debug)]
 struct Inner {
-    holds_active: AtomicI64,
-    unreadable_entries: AtomicI64,
-    registry_set_aside: AtomicBool,
-    released: [AtomicU64; 4],
-    hold_ms_sum: AtomicU64,
-    hold_count: AtomicU64,
-    hold_ms_last: AtomicU64,
-    cycles: AtomicU64,
-    watch_failures: AtomicU64,
+    registry: Registry,
+    holds_active: Gauge,
+    unreadable_entries: Gauge,
+    registry_set_aside: Gauge,
+    releases: Family<CauseLabel, Counter>,
+    hold_duration: Histogram,
+    last_hold_duration: Gauge<f64, AtomicU64>,
+    cycles: Counter,
+    watch_failures: Counter,
+    /// Not a metric: what `/readyz` answers.
     api_ok: AtomicBool,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        let i = Self {
+            registry: Registry::default(),
+            holds_active: Gauge::default(),
+            unreadable_entries: Gauge::default(),
+            registry_set_aside: Gauge::default(),
+            releases: Family::default(),
+            hold_duration: Histogram::new(HOLD_BUCKETS),
+            last_hold_duration: Gauge::default(),
+            cycles: Counter::default(),
+            watch_failures: Counter::default(),
+            api_ok: AtomicBool::new(false),
+        };
+        // Every cause is exported from the start, at 0.
+        for cause in Cause::ALL {
+            let _ = i.releases.get_or_create(&CauseLabel { cause });
+        }
+        i.register()
+    }
+}
+
+impl Inner {
+    /// Help texts without their full stop: the library appends it. Counters without their
+    /// `_total`: the library appends that too.
+    fn register(mut self) -> Self {
+        let r = &mut self.registry;
+        r.register(
+            "vtsnap_node_holds_active",
+            "Freezes (cgroup or file system) this helper holds now",
+            self.holds_active.clone(),
+        );
+        r.register(
+            "vtsnap_node_registry_unreadable_entries",
+            "Hold-registry entries that cannot be read: kept as they are, never released; fix or remove them by hand",
+            self.unreadable_entries.clone(),
+        );
+        r.register(
+            "vtsnap_node_registry_set_aside",
+            "1 if this start found the hold registry corrupt and moved it aside (holds.json.corrupt-<unix-ms>)",
+            self.registry_set_aside.clone(),
+        );
+        r.register(
+            "vtsnap_node_hold_duration_seconds",
+            "How long holds lasted, until released",
+            self.hold_duration.clone(),
+        );
+        r.register(
+            "vtsnap_node_last_hold_duration_seconds",
+            "The most recent hold's duration",
+            self.last_hold_duration.clone(),
+        );
+        r.register(
+            "vtsnap_node_releases",
+            "Holds released, by cause",
+            self.releases.clone(),
+        );
+        r.register(
+            "vtsnap_node_reconcile_cycles",
+            "Reconcile passes over this node's fence leases",
+            self.cycles.clone(),
+        );
+        r.register(
+            "vtsnap_node_lease_watch_failures",
+            "Errors of the watch of this node's fence leases; each is resumed with backoff",
+            self.watch_failures.clone(),
+        );
+        self
+    }
+}
+
+fn gauge_value(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 #[derive(Debug, Clone, Default)]
@@ -53,57 +155,50 @@ pub struct Metrics(Arc<Inner>);
 
 impl Metrics {
     pub fn set_holds_active(&self, n: usize) {
-        self.0
-            .holds_active
-            .store(i64::try_from(n).unwrap_or(i64::MAX), Ordering::SeqCst);
+        self.0.holds_active.set(gauge_value(n));
     }
 
     /// Hold-registry entries that cannot be read (kept, never acted on).
     pub fn set_unreadable_entries(&self, n: usize) {
-        self.0
-            .unreadable_entries
-            .store(i64::try_from(n).unwrap_or(i64::MAX), Ordering::SeqCst);
+        self.0.unreadable_entries.set(gauge_value(n));
     }
 
     /// This start moved a corrupt hold registry aside.
     pub fn set_registry_set_aside(&self, yes: bool) {
-        self.0.registry_set_aside.store(yes, Ordering::SeqCst);
+        self.0.registry_set_aside.set(i64::from(yes));
     }
 
     pub fn unreadable_entries(&self) -> i64 {
-        self.0.unreadable_entries.load(Ordering::SeqCst)
+        self.0.unreadable_entries.get()
     }
 
     pub fn released(&self, cause: Cause, held_ms: i64) {
-        let i = Cause::ALL.iter().position(|c| *c == cause).unwrap_or(0);
-        self.0.released[i].fetch_add(1, Ordering::SeqCst);
-        let ms = u64::try_from(held_ms.max(0)).unwrap_or(0);
-        self.0.hold_ms_sum.fetch_add(ms, Ordering::SeqCst);
-        self.0.hold_count.fetch_add(1, Ordering::SeqCst);
-        self.0.hold_ms_last.store(ms, Ordering::SeqCst);
+        self.0.releases.get_or_create(&CauseLabel { cause }).inc();
+        let seconds = held_ms.max(0) as f64 / 1000.0;
+        self.0.hold_duration.observe(seconds);
+        self.0.last_hold_duration.set(seconds);
     }
 
     pub fn releases(&self, cause: Cause) -> u64 {
-        let i = Cause::ALL.iter().position(|c| *c == cause).unwrap_or(0);
-        self.0.released[i].load(Ordering::SeqCst)
+        self.0.releases.get_or_create(&CauseLabel { cause }).get()
     }
 
     pub fn cycle(&self) {
-        self.0.cycles.fetch_add(1, Ordering::SeqCst);
+        self.0.cycles.inc();
     }
 
     /// Reconcile passes completed so far.
     pub fn cycles(&self) -> u64 {
-        self.0.cycles.load(Ordering::SeqCst)
+        self.0.cycles.get()
     }
 
     pub fn watch_failed(&self) {
-        self.0.watch_failures.fetch_add(1, Ordering::SeqCst);
+        self.0.watch_failures.inc();
     }
 
     /// Errors of the lease watch so far (each one resumed with backoff).
     pub fn watch_failures(&self) -> u64 {
-        self.0.watch_failures.load(Ordering::SeqCst)
+        self.0.watch_failures.get()
     }
 
     pub fn set_api_ok(&self, ok: bool) {
@@ -114,68 +209,46 @@ impl Metrics {
         self.0.api_ok.load(Ordering::SeqCst)
     }
 
+    /// The `/metrics` body: OpenMetrics text.
     pub fn render(&self) -> String {
-        let i = &self.0;
-        let mut s = String::new();
-        s.push_str("# HELP vtsnap_node_holds_active Freezes (cgroup or file system) this helper holds now.\n");
-        s.push_str("# TYPE vtsnap_node_holds_active gauge\n");
-        s.push_str(&format!(
-            "vtsnap_node_holds_active {}\n",
-            i.holds_active.load(Ordering::SeqCst)
-        ));
-        s.push_str("# HELP vtsnap_node_registry_unreadable_entries Hold-registry entries that cannot be read: kept as they are, never released; fix or remove them by hand.\n");
-        s.push_str("# TYPE vtsnap_node_registry_unreadable_entries gauge\n");
-        s.push_str(&format!(
-            "vtsnap_node_registry_unreadable_entries {}\n",
-            i.unreadable_entries.load(Ordering::SeqCst)
-        ));
-        s.push_str("# HELP vtsnap_node_registry_set_aside 1 if this start found the hold registry corrupt and moved it aside (holds.json.corrupt-<unix-ms>).\n");
-        s.push_str("# TYPE vtsnap_node_registry_set_aside gauge\n");
-        s.push_str(&format!(
-            "vtsnap_node_registry_set_aside {}\n",
-            u8::from(i.registry_set_aside.load(Ordering::SeqCst))
-        ));
-        s.push_str(
-            "# HELP vtsnap_node_hold_duration_seconds How long holds lasted, until released.\n",
-        );
-        s.push_str("# TYPE vtsnap_node_hold_duration_seconds summary\n");
-        s.push_str(&format!(
-            "vtsnap_node_hold_duration_seconds_sum {:.3}\n",
-            i.hold_ms_sum.load(Ordering::SeqCst) as f64 / 1000.0
-        ));
-        s.push_str(&format!(
-            "vtsnap_node_hold_duration_seconds_count {}\n",
-            i.hold_count.load(Ordering::SeqCst)
-        ));
-        s.push_str(
-            "# HELP vtsnap_node_last_hold_duration_seconds The most recent hold's duration.\n",
-        );
-        s.push_str("# TYPE vtsnap_node_last_hold_duration_seconds gauge\n");
-        s.push_str(&format!(
-            "vtsnap_node_last_hold_duration_seconds {:.3}\n",
-            i.hold_ms_last.load(Ordering::SeqCst) as f64 / 1000.0
-        ));
-        s.push_str("# HELP vtsnap_node_releases_total Holds released, by cause.\n");
-        s.push_str("# TYPE vtsnap_node_releases_total counter\n");
-        for (n, c) in Cause::ALL.iter().enumerate() {
-            s.push_str(&format!(
-                "vtsnap_node_releases_total{{cause=\"{}\"}} {}\n",
-                c.as_str(),
-                i.released[n].load(Ordering::SeqCst)
-            ));
+        vtsnap_core::metrics::openmetrics(&self.0.registry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exports_every_metric_under_its_name() {
+        let m = Metrics::default();
+        m.set_holds_active(2);
+        m.set_registry_set_aside(true);
+        m.released(Cause::Watchdog, 1500);
+        m.released(Cause::Request, -5);
+        m.cycle();
+        let t = m.render();
+        for line in [
+            "vtsnap_node_holds_active 2\n",
+            "vtsnap_node_registry_unreadable_entries 0\n",
+            "vtsnap_node_registry_set_aside 1\n",
+            "vtsnap_node_hold_duration_seconds_sum 1.5\n",
+            "vtsnap_node_hold_duration_seconds_count 2\n",
+            "vtsnap_node_hold_duration_seconds_bucket{le=\"0.1\"} 1\n",
+            "vtsnap_node_hold_duration_seconds_bucket{le=\"+Inf\"} 2\n",
+            "vtsnap_node_last_hold_duration_seconds 0.0\n",
+            "vtsnap_node_releases_total{cause=\"watchdog\"} 1\n",
+            "vtsnap_node_releases_total{cause=\"request\"} 1\n",
+            "vtsnap_node_releases_total{cause=\"expiry\"} 0\n",
+            "vtsnap_node_releases_total{cause=\"deleted\"} 0\n",
+            "vtsnap_node_reconcile_cycles_total 1\n",
+            "vtsnap_node_lease_watch_failures_total 0\n",
+            "# TYPE vtsnap_node_hold_duration_seconds histogram\n",
+            "# TYPE vtsnap_node_releases counter\n",
+        ] {
+            assert!(t.contains(line), "{line:?} missing from\n{t}");
         }
-        s.push_str("# HELP vtsnap_node_reconcile_cycles_total Reconcile passes over this node's fence leases.\n");
-        s.push_str("# TYPE vtsnap_node_reconcile_cycles_total counter\n");
-        s.push_str(&format!(
-            "vtsnap_node_reconcile_cycles_total {}\n",
-            i.cycles.load(Ordering::SeqCst)
-        ));
-        s.push_str("# HELP vtsnap_node_lease_watch_failures_total Errors of the watch of this node's fence leases; each is resumed with backoff.\n");
-        s.push_str("# TYPE vtsnap_node_lease_watch_failures_total counter\n");
-        s.push_str(&format!(
-            "vtsnap_node_lease_watch_failures_total {}\n",
-            i.watch_failures.load(Ordering::SeqCst)
-        ));
-        s
+        assert!(t.ends_with("# EOF\n"), "{t}");
+        assert_eq!(m.releases(Cause::Watchdog), 1);
     }
 }

@@ -16,6 +16,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::metrics::ConnectionMetrics;
+
 /// The bounds on every connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -65,7 +67,7 @@ impl Phase {
 }
 
 /// Why the server closed a connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CloseReason {
     /// No finished TLS handshake within [`Limits::handshake`].
     HandshakeDeadline,
@@ -99,64 +101,11 @@ impl CloseReason {
         }
     }
 
-    const fn index(self) -> usize {
-        match self {
-            CloseReason::HandshakeDeadline => 0,
-            CloseReason::IdleDeadline => 1,
-            CloseReason::RequestDeadline => 2,
-            CloseReason::Evicted => 3,
-            CloseReason::Full => 4,
-        }
-    }
-
     fn of_deadline(phase: Phase) -> Self {
         match phase {
             Phase::Handshake => CloseReason::HandshakeDeadline,
             Phase::Idle => CloseReason::IdleDeadline,
             Phase::Receiving | Phase::Deciding | Phase::Answering => CloseReason::RequestDeadline,
-        }
-    }
-}
-
-/// Connection counters for `/metrics`.
-#[derive(Debug, Default)]
-pub struct ConnectionMetrics {
-    open: AtomicU64,
-    closed: [AtomicU64; 5],
-}
-
-impl ConnectionMetrics {
-    /// Connections served now.
-    pub fn open(&self) -> u64 {
-        self.open.load(Ordering::SeqCst)
-    }
-
-    /// Connections the server closed for `reason` so far.
-    pub fn closed(&self, reason: CloseReason) -> u64 {
-        self.closed[reason.index()].load(Ordering::SeqCst)
-    }
-
-    pub(crate) fn count_close(&self, reason: CloseReason) {
-        self.closed[reason.index()].fetch_add(1, Ordering::SeqCst);
-    }
-
-    pub(crate) fn render(&self, out: &mut String) {
-        out.push_str("# HELP vtsnap_admission_connections_open Connections served now.\n");
-        out.push_str("# TYPE vtsnap_admission_connections_open gauge\n");
-        out.push_str(&format!(
-            "vtsnap_admission_connections_open {}\n",
-            self.open()
-        ));
-        out.push_str(
-            "# HELP vtsnap_admission_connections_closed_total Connections the server closed, by why.\n",
-        );
-        out.push_str("# TYPE vtsnap_admission_connections_closed_total counter\n");
-        for r in CloseReason::ALL {
-            out.push_str(&format!(
-                "vtsnap_admission_connections_closed_total{{reason=\"{}\"}} {}\n",
-                r.as_str(),
-                self.closed(r)
-            ));
         }
     }
 }
@@ -282,7 +231,7 @@ pub(crate) struct Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         if lock(&self.registry.slots).remove(&self.id).is_some() {
-            self.metrics.open.fetch_sub(1, Ordering::SeqCst);
+            self.metrics.left();
         }
     }
 }
@@ -308,7 +257,7 @@ impl Registry {
                 return None;
             };
             if let Some(v) = slots.remove(&victim) {
-                metrics.open.fetch_sub(1, Ordering::SeqCst);
+                metrics.left();
                 metrics.count_close(CloseReason::Evicted);
                 v.evicted.notify_one();
             }
@@ -316,7 +265,7 @@ impl Registry {
         let id = self.next.fetch_add(1, Ordering::SeqCst);
         let slot = Slot::new();
         slots.insert(id, slot.clone());
-        metrics.open.fetch_add(1, Ordering::SeqCst);
+        metrics.opened();
         Some(Registered {
             registry: self.clone(),
             metrics: metrics.clone(),

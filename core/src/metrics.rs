@@ -1,0 +1,100 @@
+//! Metrics exposition through the Prometheus project's client (`prometheus-client`): its
+//! types and label escaping, and the encoder each consumer reads — OpenMetrics for a
+//! scraped `/metrics`, the Prometheus text format for a `--metrics-file` textfile.
+
+use std::path::Path;
+
+use prometheus_client::encoding::{prometheus_text, text};
+use prometheus_client::registry::Registry;
+
+/// The `Content-Type` of [`openmetrics`] text.
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// `registry` as OpenMetrics text, ending in `# EOF`. Encoding into a String fails only if
+/// a metric's own encoder does; the text then lacks its `# EOF`, so a scraper rejects it
+/// instead of reading half.
+pub fn openmetrics(registry: &Registry) -> String {
+    let mut out = String::new();
+    if let Err(e) = text::encode(&mut out, registry) {
+        tracing::error!(error = %e, "cannot encode the metrics");
+    }
+    out
+}
+
+/// `registry` in the Prometheus text format (0.0.4): what node-exporter's textfile
+/// collector reads. It has no end marker, so a failure is returned rather than written.
+pub fn textfile(registry: &Registry) -> Result<String, std::fmt::Error> {
+    let mut out = String::new();
+    prometheus_text::encode(&mut out, registry)?;
+    Ok(out)
+}
+
+/// `--metrics-file`: [`textfile`] written atomically. Best effort, as metrics never change
+/// a run's outcome: a failure is logged.
+pub fn write_textfile(path: &Path, registry: &Registry) {
+    match textfile(registry) {
+        Ok(t) => crate::cli::write_metrics_file(path, &t),
+        Err(e) => {
+            tracing::warn!(error = %e, path = %path.display(), "cannot encode the metrics file");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::encoding::EncodeLabelSet;
+    use prometheus_client::metrics::counter::Counter;
+    use prometheus_client::metrics::family::Family;
+
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    struct Labels {
+        name: String,
+    }
+
+    fn registry() -> Registry {
+        let mut r = Registry::default();
+        let c = Family::<Labels, Counter>::default();
+        c.get_or_create(&Labels {
+            name: "a\"b\\c\nd".into(),
+        })
+        .inc();
+        r.register("vtsnap_test_things", "Things", c);
+        r
+    }
+
+    #[test]
+    fn openmetrics_escapes_labels_and_ends_in_eof() {
+        let t = openmetrics(&registry());
+        assert_eq!(
+            t,
+            "# HELP vtsnap_test_things Things.\n\
+             # TYPE vtsnap_test_things counter\n\
+             vtsnap_test_things_total{name=\"a\\\"b\\\\c\\nd\"} 1\n\
+             # EOF\n"
+        );
+    }
+
+    #[test]
+    fn textfile_is_the_prometheus_text_format() {
+        let t = textfile(&registry()).unwrap();
+        assert_eq!(
+            t,
+            "# HELP vtsnap_test_things_total Things.\n\
+             # TYPE vtsnap_test_things_total counter\n\
+             vtsnap_test_things_total{name=\"a\\\"b\\\\c\\nd\"} 1\n"
+        );
+    }
+
+    #[test]
+    fn writes_the_textfile() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("vtsnap.prom");
+        write_textfile(&p, &registry());
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            textfile(&registry()).unwrap()
+        );
+    }
+}
