@@ -22,11 +22,11 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
-use vtsnap_core::config::{Config, Lifecycle};
+use vtsnap_core::config::{Config, GoDuration, Lifecycle, ResolvedPolicy};
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::shard::ShardRef;
 
-use crate::inventory::{Inventory, Kind, Scope, Snap, UnreadableObject};
+use crate::inventory::{Cluster, Inventory, Kind, Scope, Snap, UnreadableObject};
 
 /// A creation time later than now by more than this (clock skew) cannot be real: the API
 /// server sets it.
@@ -71,6 +71,18 @@ impl Reason {
             Reason::WithinMaxCount => "within-max-count",
             Reason::SkippedInShard => "skipped-in-shard",
         }
+    }
+
+    /// Whether a snapshot with this reason is deleted (the others are kept).
+    fn deletes(self) -> bool {
+        matches!(
+            self,
+            Reason::FailedExpired
+                | Reason::ShardRemoved
+                | Reason::UnreadyExpired
+                | Reason::BeyondMaxCount
+                | Reason::BeyondMaxAge
+        )
     }
 }
 
@@ -221,197 +233,359 @@ fn age_secs(now: Timestamp, t: Timestamp) -> i64 {
     now.as_second() - t.as_second()
 }
 
+fn secs(d: GoDuration) -> i64 {
+    i64::try_from(d.get().as_secs()).unwrap_or(i64::MAX)
+}
+
 /// Plans for the clusters of `config` (all, or only `only_cluster`).
 pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Option<&str>) -> Plan {
-    let scope: Vec<(String, String)> = config
-        .clusters
-        .iter()
-        .filter(|c| only_cluster.is_none_or(|o| o == c.name))
-        .map(|c| (c.namespace.clone(), c.name.clone()))
-        .collect();
-    let in_scope = |ns: &str, c: Option<&str>| {
-        scope
-            .iter()
-            .any(|(sns, sc)| sns == ns && c.is_none_or(|c| c == sc))
-    };
+    let planned = Planned::of(config, only_cluster);
+    let names = Names::count(inv);
+    let mut skips = Skips::default();
+    skips.unreadable(inv, &planned);
+    let shards = group_by_shard(inv, &planned, &names, now, &mut skips);
     let mut out = Plan::default();
-    // Every copy of a name seen twice is skipped: which one is real is unknown.
-    let mut seen: BTreeMap<(Kind, &str, &str), usize> = BTreeMap::new();
-    let names = inv
-        .snapshots
-        .iter()
-        .map(|s| (Kind::VolumeSnapshot, &s.namespace, &s.name))
-        .chain(
-            inv.leases
+    for (shard, snaps) in shards {
+        let held = skips.may_be_of(&shard);
+        plan_shard(config, inv, now, &shard, snaps, held, &mut out);
+    }
+    out.recover_fences = recover_fences(inv, &planned, &names, &mut skips);
+    out.skipped = skips.skipped;
+    out.skipped
+        .sort_by(|a, b| (&a.namespace, &a.name, a.kind).cmp(&(&b.namespace, &b.name, b.kind)));
+    out.restores = crate::restores::plan_restores(config, inv, now, only_cluster);
+    out
+}
+
+/// The clusters planned for, `(namespace, name)`: all of the config's, or only one.
+struct Planned(Vec<(String, String)>);
+
+impl Planned {
+    fn of(config: &Config, only_cluster: Option<&str>) -> Self {
+        Self(
+            config
+                .clusters
                 .iter()
-                .map(|l| (Kind::Lease, &l.namespace, &l.name)),
+                .filter(|c| only_cluster.is_none_or(|o| o == c.name))
+                .map(|c| (c.namespace.clone(), c.name.clone()))
+                .collect(),
         )
-        .chain(
-            inv.unreadable
-                .iter()
-                .map(|u| (u.kind, &u.namespace, &u.name)),
-        );
-    for (kind, ns, name) in names {
-        *seen.entry((kind, ns.as_str(), name.as_str())).or_default() += 1;
     }
-    let twice = |kind, ns: &str, name: &str| seen.get(&(kind, ns, name)).is_some_and(|n| *n > 1);
-    let mut maybe: Vec<MaybeShard> = Vec::new();
-    for u in &inv.unreadable {
-        // A lease has no cluster label: in scope by its namespace. A PVC of no known
-        // namespace may hold a snapshot anywhere.
-        let anywhere = u.kind == Kind::PersistentVolumeClaim && u.scope() == Scope::Any;
-        if !anywhere && !in_scope(&u.namespace, u.cluster.as_deref()) {
-            continue;
-        }
-        if u.kind == Kind::VolumeSnapshot {
-            maybe.extend(MaybeShard::of_unreadable(u));
-        }
-        out.skipped.push(Skipped {
-            kind: u.kind,
-            namespace: u.namespace.clone(),
-            name: u.name.clone(),
-            reason: SkipReason::Unreadable,
-            message: u.error.to_string(),
-        });
+
+    /// Whether an object of `namespace` and `cluster` (`None`: it names none) is planned.
+    fn contains(&self, namespace: &str, cluster: Option<&str>) -> bool {
+        self.0
+            .iter()
+            .any(|(ns, c)| ns == namespace && cluster.is_none_or(|want| want == c))
     }
-    let mut groups: BTreeMap<ShardRef, Vec<&Snap>> = BTreeMap::new();
-    for s in &inv.snapshots {
-        if in_scope(&s.namespace, Some(&s.cluster)) {
-            let skip = if twice(Kind::VolumeSnapshot, &s.namespace, &s.name) {
-                Some((
-                    SkipReason::Duplicate,
-                    "another VolumeSnapshot has this name".to_owned(),
-                ))
-            } else if age_secs(now, s.created) < -FUTURE_SLACK_SECS {
-                Some((
-                    SkipReason::CreatedInTheFuture,
-                    format!("metadata.creationTimestamp {} is after now", s.created),
-                ))
-            } else {
-                None
-            };
-            if let Some((reason, message)) = skip {
-                maybe.push(MaybeShard::exactly(&s.shard_ref()));
-                out.skipped.push(Skipped {
-                    kind: Kind::VolumeSnapshot,
-                    namespace: s.namespace.clone(),
-                    name: s.name.clone(),
-                    reason,
-                    message,
-                });
+}
+
+/// How many objects of each kind have each namespace and name.
+struct Names<'a>(BTreeMap<(Kind, &'a str, &'a str), usize>);
+
+impl<'a> Names<'a> {
+    fn count(inv: &'a Inventory) -> Self {
+        let mut seen = BTreeMap::new();
+        let names = inv
+            .snapshots
+            .iter()
+            .map(|s| (Kind::VolumeSnapshot, &s.namespace, &s.name))
+            .chain(
+                inv.leases
+                    .iter()
+                    .map(|l| (Kind::Lease, &l.namespace, &l.name)),
+            )
+            .chain(
+                inv.unreadable
+                    .iter()
+                    .map(|u| (u.kind, &u.namespace, &u.name)),
+            );
+        for (kind, ns, name) in names {
+            *seen.entry((kind, ns.as_str(), name.as_str())).or_default() += 1;
+        }
+        Self(seen)
+    }
+
+    /// Every copy of a name seen twice is skipped: which one is real is unknown.
+    fn seen_twice(&self, kind: Kind, namespace: &str, name: &str) -> bool {
+        self.0.get(&(kind, namespace, name)).is_some_and(|n| *n > 1)
+    }
+}
+
+/// What is skipped, and the shards each skipped snapshot may be of.
+#[derive(Default)]
+struct Skips {
+    skipped: Vec<Skipped>,
+    maybe: Vec<MaybeShard>,
+}
+
+impl Skips {
+    /// Every unreadable object of the clusters planned for. A lease has no cluster label:
+    /// in scope by its namespace. A PVC of no known namespace may hold a snapshot anywhere.
+    fn unreadable(&mut self, inv: &Inventory, planned: &Planned) {
+        for u in &inv.unreadable {
+            let anywhere = u.kind == Kind::PersistentVolumeClaim && u.scope() == Scope::Any;
+            if !anywhere && !planned.contains(&u.namespace, u.cluster.as_deref()) {
                 continue;
             }
-            groups.entry(s.shard_ref()).or_default().push(s);
+            if u.kind == Kind::VolumeSnapshot {
+                self.maybe.extend(MaybeShard::of_unreadable(u));
+            }
+            self.skipped.push(Skipped {
+                kind: u.kind,
+                namespace: u.namespace.clone(),
+                name: u.name.clone(),
+                reason: SkipReason::Unreadable,
+                message: u.error.to_string(),
+            });
         }
+    }
+
+    /// A readable snapshot skipped all the same.
+    fn snapshot(&mut self, s: &Snap, reason: SkipReason, message: String) {
+        self.maybe.push(MaybeShard::exactly(&s.shard_ref()));
+        self.skipped.push(Skipped {
+            kind: Kind::VolumeSnapshot,
+            namespace: s.namespace.clone(),
+            name: s.name.clone(),
+            reason,
+            message,
+        });
+    }
+
+    /// Whether a skipped snapshot may be of `shard`.
+    fn may_be_of(&self, shard: &ShardRef) -> bool {
+        self.maybe.iter().any(|m| m.may_be(shard))
+    }
+}
+
+/// Why a readable snapshot is skipped, if it is.
+fn skip_reason(s: &Snap, names: &Names<'_>, now: Timestamp) -> Option<(SkipReason, String)> {
+    if names.seen_twice(Kind::VolumeSnapshot, &s.namespace, &s.name) {
+        Some((
+            SkipReason::Duplicate,
+            "another VolumeSnapshot has this name".to_owned(),
+        ))
+    } else if age_secs(now, s.created) < -FUTURE_SLACK_SECS {
+        Some((
+            SkipReason::CreatedInTheFuture,
+            format!("metadata.creationTimestamp {} is after now", s.created),
+        ))
+    } else {
+        None
+    }
+}
+
+/// The snapshots of the clusters planned for and not skipped, by shard, the shards in
+/// the order plans have always been printed in.
+fn group_by_shard<'a>(
+    inv: &'a Inventory,
+    planned: &Planned,
+    names: &Names<'_>,
+    now: Timestamp,
+    skips: &mut Skips,
+) -> Vec<(ShardRef, Vec<&'a Snap>)> {
+    let mut groups: BTreeMap<ShardRef, Vec<&Snap>> = BTreeMap::new();
+    for s in &inv.snapshots {
+        if !planned.contains(&s.namespace, Some(&s.cluster)) {
+            continue;
+        }
+        if let Some((reason, message)) = skip_reason(s, names, now) {
+            skips.snapshot(s, reason, message);
+            continue;
+        }
+        groups.entry(s.shard_ref()).or_default().push(s);
     }
     let mut groups: Vec<(ShardRef, Vec<&Snap>)> = groups.into_iter().collect();
     groups.sort_by(|(a, _), (b, _)| printed_order(a, b));
-    for (key, mut snaps) in groups {
-        let held = maybe.iter().any(|m| m.may_be(&key));
-        let ShardRef {
-            namespace: ns,
-            cluster,
-            keyspace,
-            shard,
-        } = key;
-        let shard = shard.to_string();
-        let Ok(policy) = config.resolve(&cluster, &keyspace, &shard) else {
+    groups
+}
+
+/// One shard's snapshots, each deleted or kept with its reason; a kept one's
+/// ownerReferences follow `whenDeleted`. A shard no policy resolves for is left out.
+fn plan_shard(
+    config: &Config,
+    inv: &Inventory,
+    now: Timestamp,
+    shard: &ShardRef,
+    mut snaps: Vec<&Snap>,
+    held: bool,
+    out: &mut Plan,
+) {
+    let key_range = shard.shard.to_string();
+    let Ok(policy) = config.resolve(&shard.cluster, &shard.keyspace, &key_range) else {
+        return;
+    };
+    let cluster = inv
+        .clusters
+        .get(&(shard.namespace.clone(), shard.cluster.clone()));
+    // Without the VitessCluster object, whenDeleted (ownerReferences) governs: the shard
+    // is not "removed".
+    let exists = cluster.is_none_or(|c| {
+        c.shards
+            .contains(&(shard.keyspace.clone(), key_range.clone()))
+    });
+    // Newest first. creationTimestamp has second resolution; within one second the
+    // later name is the newer snapshot (its stamp, then its `-<attempt>` suffix).
+    snaps.sort_by(|a, b| b.created.cmp(&a.created).then(b.name.cmp(&a.name)));
+    let newest = snaps.first().map_or(now, |s| s.created);
+    let retention = Retention {
+        inv,
+        now,
+        source_unknown: inv.source_unknown_in(&shard.namespace),
+        removed: when_scaled(&policy, exists, age_secs(now, newest), held),
+        failed_max_age: secs(policy.retention.failed_max_age),
+        ready_timeout: secs(policy.snapshot.ready_timeout),
+        max_count: usize::try_from(policy.retention.max_count).unwrap_or(usize::MAX),
+        max_age: policy.retention.max_age.map(secs),
+    };
+    let owned = policy.deletion_policy.when_deleted == Lifecycle::Delete;
+    let mut ready_rank = 0;
+    for s in snaps {
+        let reason = retention.reason(s, &mut ready_rank);
+        let item = Item {
+            namespace: s.namespace.clone(),
+            name: s.name.clone(),
+            reason,
+        };
+        if reason.deletes() {
+            out.delete.push(item);
             continue;
-        };
-        let source_unknown = inv.source_unknown_in(&ns);
-        let cl = inv.clusters.get(&(ns.clone(), cluster.clone()));
-        // Without the VitessCluster object, whenDeleted (ownerReferences) governs: the shard
-        // is not "removed".
-        let exists = cl.is_none_or(|c| c.shards.contains(&(keyspace.clone(), shard.clone())));
-        // Newest first. creationTimestamp has second resolution; within one second the
-        // later name is the newer snapshot (its stamp, then its `-<attempt>` suffix).
-        snaps.sort_by(|a, b| b.created.cmp(&a.created).then(b.name.cmp(&a.name)));
-        let newest = snaps.first().map_or(now, |s| s.created);
-        let removed_delete = !exists && policy.deletion_policy.when_scaled == Lifecycle::Delete;
-        let past_grace = age_secs(now, newest)
-            > i64::try_from(policy.deletion_policy.grace_period.get().as_secs())
-                .unwrap_or(i64::MAX);
-        let secs = |d: vtsnap_core::config::GoDuration| {
-            i64::try_from(d.get().as_secs()).unwrap_or(i64::MAX)
-        };
-        let failed_max = secs(policy.retention.failed_max_age);
-        let ready_timeout = secs(policy.snapshot.ready_timeout);
-        let max_count = usize::try_from(policy.retention.max_count).unwrap_or(usize::MAX);
-        let mut rank = 0usize;
-        for s in snaps {
-            let age = age_secs(now, s.created);
-            let (delete, reason) = if inv.in_use.contains(&(s.namespace.clone(), s.name.clone())) {
-                (false, Reason::InUseSource)
-            } else if source_unknown {
-                (false, Reason::MaybeInUseSource)
-            } else if s.failed {
-                if age > failed_max {
-                    (true, Reason::FailedExpired)
-                } else {
-                    (false, Reason::FailedWithinMaxAge)
-                }
-            } else if removed_delete {
-                if !past_grace {
-                    (false, Reason::WithinGracePeriod)
-                } else if held {
-                    (false, Reason::SkippedInShard)
-                } else {
-                    (true, Reason::ShardRemoved)
-                }
-            } else if !s.ready {
-                if age < ready_timeout {
-                    (false, Reason::NotReadyYet)
-                } else if age > ready_timeout.saturating_add(failed_max) {
-                    (true, Reason::UnreadyExpired)
-                } else {
-                    (false, Reason::UnreadyWithinMaxAge)
-                }
-            } else {
-                let r = rank;
-                rank += 1;
-                if r == 0 {
-                    (false, Reason::NewestReady)
-                } else if r >= max_count {
-                    (true, Reason::BeyondMaxCount)
-                } else if policy.retention.max_age.is_some_and(|m| age > secs(m)) {
-                    (true, Reason::BeyondMaxAge)
-                } else {
-                    (false, Reason::WithinMaxCount)
-                }
-            };
-            let item = Item {
-                namespace: s.namespace.clone(),
-                name: s.name.clone(),
-                reason,
-            };
-            if delete {
-                out.delete.push(item);
-                continue;
-            }
-            out.keep.push(item);
-            if let Some(c) = cl {
-                let want = policy.deletion_policy.when_deleted == Lifecycle::Delete;
-                let has = s.cluster_owners.contains(&c.uid);
-                let change = OwnerChange {
-                    namespace: s.namespace.clone(),
-                    name: s.name.clone(),
-                    cluster: cluster.clone(),
-                    owner_uid: c.uid.clone(),
-                };
-                if want && !has {
-                    out.owner_refs.add.push(change);
-                } else if !want && has {
-                    out.owner_refs.remove.push(change);
-                }
-            }
+        }
+        out.keep.push(item);
+        if let Some(c) = cluster {
+            follow_when_deleted(&mut out.owner_refs, s, &shard.cluster, c, owned);
         }
     }
+}
+
+/// `whenScaled: Delete` for a shard the VitessCluster spec no longer has: its snapshots
+/// are kept through `gracePeriod` from the newest, then deleted unless a skipped snapshot
+/// may be of the shard (`held`). `None`: the shard is not removed, or `Retain`.
+fn when_scaled(
+    policy: &ResolvedPolicy,
+    exists: bool,
+    newest_age: i64,
+    held: bool,
+) -> Option<Reason> {
+    if exists || policy.deletion_policy.when_scaled != Lifecycle::Delete {
+        None
+    } else if newest_age <= secs(policy.deletion_policy.grace_period) {
+        Some(Reason::WithinGracePeriod)
+    } else if held {
+        Some(Reason::SkippedInShard)
+    } else {
+        Some(Reason::ShardRemoved)
+    }
+}
+
+/// One shard's retention rules, resolved from its policy.
+struct Retention<'a> {
+    inv: &'a Inventory,
+    now: Timestamp,
+    /// A Pending PVC of the namespace has a data source that cannot be read.
+    source_unknown: bool,
+    /// What `whenScaled` makes of a removed shard's snapshots.
+    removed: Option<Reason>,
+    failed_max_age: i64,
+    ready_timeout: i64,
+    max_count: usize,
+    max_age: Option<i64>,
+}
+
+impl Retention<'_> {
+    /// Why `s` is kept or deleted. Snapshots come newest first; `ready_rank` counts the
+    /// ready ones ranked so far.
+    fn reason(&self, s: &Snap, ready_rank: &mut usize) -> Reason {
+        let age = age_secs(self.now, s.created);
+        if self
+            .inv
+            .in_use
+            .contains(&(s.namespace.clone(), s.name.clone()))
+        {
+            Reason::InUseSource
+        } else if self.source_unknown {
+            Reason::MaybeInUseSource
+        } else if s.failed {
+            self.failed(age)
+        } else if let Some(removed) = self.removed {
+            removed
+        } else if !s.ready {
+            self.unready(age)
+        } else {
+            let rank = *ready_rank;
+            *ready_rank += 1;
+            self.ready(rank, age)
+        }
+    }
+
+    /// A `failed` snapshot goes after `failedMaxAge`, whatever the policy.
+    fn failed(&self, age: i64) -> Reason {
+        if age > self.failed_max_age {
+            Reason::FailedExpired
+        } else {
+            Reason::FailedWithinMaxAge
+        }
+    }
+
+    /// One not ready is never deleted while younger than `readyTimeout`, and goes
+    /// `failedMaxAge` after it.
+    fn unready(&self, age: i64) -> Reason {
+        if age < self.ready_timeout {
+            Reason::NotReadyYet
+        } else if age > self.ready_timeout.saturating_add(self.failed_max_age) {
+            Reason::UnreadyExpired
+        } else {
+            Reason::UnreadyWithinMaxAge
+        }
+    }
+
+    /// The newest ready one is kept; the others go beyond `maxCount` or `maxAge`.
+    fn ready(&self, rank: usize, age: i64) -> Reason {
+        if rank == 0 {
+            Reason::NewestReady
+        } else if rank >= self.max_count {
+            Reason::BeyondMaxCount
+        } else if self.max_age.is_some_and(|m| age > m) {
+            Reason::BeyondMaxAge
+        } else {
+            Reason::WithinMaxCount
+        }
+    }
+}
+
+/// `whenDeleted` for a kept snapshot: owned by its VitessCluster under `Delete` (deleting
+/// the cluster deletes it), not owned under `Retain`.
+fn follow_when_deleted(refs: &mut OwnerRefs, s: &Snap, cluster: &str, c: &Cluster, owned: bool) {
+    let has = s.cluster_owners.contains(&c.uid);
+    let change = OwnerChange {
+        namespace: s.namespace.clone(),
+        name: s.name.clone(),
+        cluster: cluster.to_owned(),
+        owner_uid: c.uid.clone(),
+    };
+    if owned && !has {
+        refs.add.push(change);
+    } else if !owned && has {
+        refs.remove.push(change);
+    }
+}
+
+/// Fence recovery: the expired fence leases of the namespaces planned for; a lease whose
+/// name is seen twice is skipped.
+fn recover_fences(
+    inv: &Inventory,
+    planned: &Planned,
+    names: &Names<'_>,
+    skips: &mut Skips,
+) -> Vec<FenceItem> {
+    let mut recover = Vec::new();
     for l in &inv.leases {
-        if !in_scope(&l.namespace, None) {
+        if !planned.contains(&l.namespace, None) {
             continue;
         }
-        if twice(Kind::Lease, &l.namespace, &l.name) {
-            out.skipped.push(Skipped {
+        if names.seen_twice(Kind::Lease, &l.namespace, &l.name) {
+            skips.skipped.push(Skipped {
                 kind: Kind::Lease,
                 namespace: l.namespace.clone(),
                 name: l.name.clone(),
@@ -419,16 +593,13 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
                 message: "another Lease has this name".to_owned(),
             });
         } else if l.expired {
-            out.recover_fences.push(FenceItem {
+            recover.push(FenceItem {
                 namespace: l.namespace.clone(),
                 name: l.name.clone(),
             });
         }
     }
-    out.skipped
-        .sort_by(|a, b| (&a.namespace, &a.name, a.kind).cmp(&(&b.namespace, &b.name, b.kind)));
-    out.restores = crate::restores::plan_restores(config, inv, now, only_cluster);
-    out
+    recover
 }
 
 #[cfg(test)]
