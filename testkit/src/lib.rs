@@ -32,6 +32,7 @@ pub mod layout;
 pub mod leftovers;
 pub mod mariadb;
 pub mod operator_objects;
+pub mod pod_backend;
 pub mod rbac;
 pub mod real_kube;
 pub mod tree;

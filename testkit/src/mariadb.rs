@@ -91,21 +91,41 @@ pub fn supervisor_script(server: &str, admin: &str, request_dir: &str) -> String
     )
 }
 
+/// The account [`pod_mysqld_command`] creates on every start (the Pod's OS user is 999,
+/// not root, so root's unix-socket login is not open to a client in the Pod). Test-only.
+pub const POD_ADMIN_USER: &str = "vt_admin";
+pub const POD_ADMIN_PASSWORD: &str = "vt_admin";
+
 /// The `mysqld` container's command in a tablet Pod run by a real kubelet from
 /// [`DEFAULT_IMAGE`] (MariaDB), as the Pod's user (999, not root): initialize an empty data
 /// directory, then [`supervisor_script`] serving request files in `/vt/socket`, where the
 /// test's [`crate::fake_mysqlctld::FakeMysqlctld`] writes them (a FAKE of mysqlctld, which
-/// cannot run here). A shutdown by the admin client is refused to a non-root OS user, so
-/// the supervisor's SIGTERM (a clean shutdown too) does it.
+/// cannot run here). Every start runs an init file (in `vt-root`, never in a snapshot)
+/// that makes [`POD_ADMIN_USER`] for clients (local, and the replicas' connections), out
+/// of the binlog so that no tablet gets a GTID of its own. A shutdown by the admin client
+/// as root is refused to a non-root OS user, so the supervisor's SIGTERM (a clean
+/// shutdown too) does it.
 pub fn pod_mysqld_command(uid: TabletUid) -> Vec<String> {
     let mycnf = format!("{MOUNT}/{}/my.cnf", uid.tablet_dir_name());
     let datadir = format!("{MOUNT}/{}/data", uid.tablet_dir_name());
+    let init = "/vt/socket/init.sql";
+    let (u, p) = (POD_ADMIN_USER, POD_ADMIN_PASSWORD);
+    let sql = [
+        "SET sql_log_bin=0;".to_owned(),
+        format!("CREATE USER IF NOT EXISTS '{u}'@'%' IDENTIFIED BY '{p}';"),
+        format!("GRANT ALL ON *.* TO '{u}'@'%' WITH GRANT OPTION;"),
+        format!("CREATE USER IF NOT EXISTS '{u}'@'localhost' IDENTIFIED BY '{p}';"),
+        format!("GRANT ALL ON *.* TO '{u}'@'localhost' WITH GRANT OPTION;"),
+    ];
+    let lines: Vec<String> = sql.iter().map(|l| format!("\"{l}\"")).collect();
     let script = format!(
-        "set -e; [ -d {datadir}/mysql ] || mariadb-install-db --defaults-file={mycnf} --skip-test-db >/dev/null; \
+        "set -e; printf '%s\\n' {lines} > {init}; \
+         [ -d {datadir}/mysql ] || mariadb-install-db --defaults-file={mycnf} --skip-test-db >/dev/null; \
          set +e; {supervisor}",
+        lines = lines.join(" "),
         supervisor = supervisor_script(
-            &format!("mariadbd --defaults-file={mycnf}"),
-            &format!("mariadb-admin --socket={SOCKET} -uroot"),
+            &format!("mariadbd --defaults-file={mycnf} --init-file={init}"),
+            &format!("mariadb-admin --socket={SOCKET} -u{u} -p{p}"),
             "/vt/socket",
         ),
     );
@@ -455,7 +475,7 @@ mod tests {
     use std::process::{Child, Command};
     use std::time::{Duration, Instant};
 
-    use super::supervisor_script;
+    use super::{TabletUid, pod_mysqld_command, supervisor_script};
 
     /// Waits for an event the test has caused; the limit only turns a hang into a failure.
     fn until(what: &str, cond: impl Fn() -> bool) {
@@ -549,5 +569,43 @@ mod tests {
             1,
             "one server runs (servers started: {started:?})"
         );
+    }
+
+    /// The Pod's script is valid shell and writes the init file the server is started with.
+    #[test]
+    fn the_pod_script_parses_and_writes_its_init_file() {
+        let uid: TabletUid = "2548885007".parse().unwrap();
+        let cmd = pod_mysqld_command(uid);
+        let script = &cmd[2];
+        let out = std::process::Command::new("sh")
+            .args(["-n", "-c", script])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // the printf part alone, run into a temporary file
+        let d = tempfile::tempdir().unwrap();
+        let printf = script
+            .split("; ")
+            .find(|p| p.starts_with("printf"))
+            .unwrap()
+            .replace(
+                "/vt/socket/init.sql",
+                &d.path().join("init.sql").display().to_string(),
+            );
+        let ok = std::process::Command::new("sh")
+            .args(["-c", &printf])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let init = std::fs::read_to_string(d.path().join("init.sql")).unwrap();
+        assert!(init.starts_with("SET sql_log_bin=0;\n"), "{init}");
+        assert!(
+            init.contains("CREATE USER IF NOT EXISTS 'vt_admin'@'%' IDENTIFIED BY 'vt_admin';\n")
+        );
+        assert!(script.contains("--init-file=/vt/socket/init.sql"));
     }
 }

@@ -20,6 +20,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -34,10 +35,13 @@ use vtsnap_testkit::fake_vtctld::FakeVtctld;
 use vtsnap_testkit::fixtures::shard;
 use vtsnap_testkit::helm::Release;
 use vtsnap_testkit::layout::{POD_UID, TabletLayout, chown_tree};
-use vtsnap_testkit::mariadb::{DEFAULT_IMAGE as DB_IMAGE, pod_mysqld_command};
+use vtsnap_testkit::mariadb::{
+    DEFAULT_IMAGE as DB_IMAGE, POD_ADMIN_PASSWORD, POD_ADMIN_USER, pod_mysqld_command,
+};
 use vtsnap_testkit::operator_objects::{
     MysqldContainer, OperatorShard, OperatorTablet, operator_shard, pvc_template,
 };
+use vtsnap_testkit::pod_backend::PodBackend;
 use vtsnap_testkit::real_kube::{
     BTRFS_CLASS, RealKube, container_freezer_cgroup, resource, snapshot_ready,
 };
@@ -300,14 +304,60 @@ async fn wait_answers(socket: &Path, what: &str) {
     }
 }
 
-/// kubectl from target/tools/ (`make tools`), against the test's cluster.
-fn kubectl(kube: &RealKube, args: &[&str]) -> String {
-    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/kubectl");
+/// The primary's data: a table of 1024 rows (10 doublings), written once.
+const SEED: &str = "CREATE DATABASE lab; \
+    CREATE TABLE lab.t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(64)) ENGINE=InnoDB; \
+    INSERT INTO lab.t (v) VALUES ('row'); \
+    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t; \
+    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t; \
+    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t; \
+    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t; \
+    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t";
+/// Writes on the primary after a snapshot: a replica made from it must catch up with them.
+const MORE_ROWS: &str = "INSERT INTO lab.t (v) SELECT CONCAT(v, '-later') FROM lab.t LIMIT 100";
+
+/// What vttablet would do on a replica: replicate from the primary by GTID.
+fn replicate_from(ip: &str) -> String {
+    format!(
+        "CHANGE MASTER TO MASTER_HOST='{ip}', MASTER_PORT=3306, MASTER_USER='{POD_ADMIN_USER}', \
+         MASTER_PASSWORD='{POD_ADMIN_PASSWORD}', MASTER_USE_GTID=slave_pos; START SLAVE"
+    )
+}
+
+/// Waits until `replica` has applied everything the primary has written (the same GTID
+/// position); panics with the replica's replication status otherwise.
+async fn caught_up(db: &PodBackend, primary: &TabletAlias, replica: &TabletAlias) {
+    let want = db.value(primary, "SELECT @@gtid_binlog_pos").await;
+    let start = Instant::now();
+    loop {
+        let got = db.value(replica, "SELECT @@gtid_slave_pos").await;
+        if got == want {
+            return;
+        }
+        if start.elapsed() > LIMIT {
+            let status = db.query(replica, "SHOW SLAVE STATUS").await;
+            panic!("{replica} did not catch up with {want} (at {got:?}): {status:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A tool from target/tools/ (`make tools`).
+fn tool(name: &str) -> PathBuf {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/tools")
+        .join(name);
     assert!(
         bin.exists(),
         "{} is missing: run `make tools`",
         bin.display()
     );
+    bin
+}
+
+/// kubectl from target/tools/ (`make tools`), against the test's cluster.
+fn kubectl(kube: &RealKube, args: &[&str]) -> String {
+    let bin = tool("kubectl");
     let out = Command::new(bin)
         .arg("--kubeconfig")
         .arg(kube.kubeconfig())
@@ -354,13 +404,11 @@ impl Drop for SlowClass {
     fn drop(&mut self) {
         let (name, kubeconfig) = (self.name.clone(), self.kubeconfig.clone());
         let _ = std::thread::spawn(move || {
-            let _ = Command::new(
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/kubectl"),
-            )
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["delete", "volumesnapshotclass", &name, "--wait=false"])
-            .output();
+            let _ = Command::new(tool("kubectl"))
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["delete", "volumesnapshotclass", &name, "--wait=false"])
+                .output();
         })
         .join();
     }
@@ -383,6 +431,9 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     let fixture = shard().replicas(3).primary(1);
     let vtctld = FakeVtctld::new();
     fixture.install_vtctld(&vtctld);
+    // its replication calls, positions and fetches run on the Pods' MariaDB
+    let db = PodBackend::new(&tool("kubectl"), kube.kubeconfig());
+    vtctld.set_backend(Arc::new(db.clone()));
     let vt = vtctld.serve_on(node_ip).await;
 
     // The tablets as vitess-operator makes them, each a Pod run by kubelet with its PVC
@@ -403,7 +454,20 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         );
         let t = start_tablet(&kube, &kubelet, op, &template).await;
         assert_eq!(t.pod["spec"]["nodeName"], json!(node));
+        db.insert(&t.op.alias, &vitess.name, &t.op.name);
         tablets.push(t);
+    }
+    // GTID replication from the primary (tablet 1), which holds the data.
+    let primary = &tablets[0];
+    let primary_ip = primary.pod["status"]["podIP"].as_str().unwrap().to_owned();
+    db.query(&primary.op.alias, SEED).await.unwrap();
+    for t in &tablets[1..] {
+        db.query(&t.op.alias, &replicate_from(&primary_ip))
+            .await
+            .unwrap();
+    }
+    for t in &tablets[1..] {
+        caught_up(&db, &primary.op.alias, &t.op.alias).await;
     }
 
     // helm install: the real images, the snapshot CronJob due at the next minute.
@@ -646,6 +710,24 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     let root = kube.volume_dir(pv).await.join("vtdataroot");
     assert!(root.join(restored.op.alias.uid.tablet_dir_name()).is_dir());
     assert!(!root.join(source_uid.tablet_dir_name()).exists());
+    // It replicates from where the snapshot was cut (GTID), catches up with what the
+    // primary wrote since, and its table's checksum is the primary's.
+    db.insert(&restored.op.alias, &vitess.name, &restored.op.name);
+    db.query(&primary.op.alias, MORE_ROWS).await.unwrap();
+    db.query(&restored.op.alias, &replicate_from(&primary_ip))
+        .await
+        .unwrap();
+    caught_up(&db, &primary.op.alias, &restored.op.alias).await;
+    let sum = |a| {
+        let db = db.clone();
+        async move { db.value(a, "CHECKSUM TABLE lab.t").await }
+    };
+    let (want, got) = (sum(&primary.op.alias).await, sum(&restored.op.alias).await);
+    assert!(!want.is_empty());
+    assert_eq!(
+        got, want,
+        "the restored tablet's checksum differs from the primary's"
+    );
 
     // An ad-hoc snapshot, its Job's Pod killed while the tablet is held: the node helper
     // releases it when the fence lease expires, and it serves again.
@@ -735,6 +817,9 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     );
     assert_eq!(std::fs::read_to_string(&freezer).unwrap().trim(), "THAWED");
     assert_eq!(vtctld.tablet_type(&alias), Some(TabletType::Replica));
+    // and its replication was started again: it catches up with a new write
+    db.query(&primary.op.alias, MORE_ROWS).await.unwrap();
+    caught_up(&db, &primary.op.alias, &alias).await;
     let node_log = pod_log(
         &kube,
         &system.name,
