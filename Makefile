@@ -6,7 +6,7 @@ export DOCKER_HOST ?= unix:///run/podman/podman.sock
 DEMO_DIR ?= $(shell mktemp -d -u /tmp/vtsnap-demo.XXXXXX)
 NEW_UID ?= 2548885007
 
-.PHONY: bench-startup e2e e2e-keep e2e-run e2e-down test-images test-real demo demo-real demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down chart
+.PHONY: demo-node bench-startup e2e e2e-keep e2e-run e2e-down test-images test-real demo demo-real demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down chart
 
 # The local lab (tests/): cold and online snapshots under load, a new replica from each,
 # checksums, GC, a timeline and one JSON line. Cleans up even when interrupted.
@@ -18,6 +18,13 @@ demo: test-images
 # line plus "kube_version". Takes the cluster down again unless it was already up.
 demo-real: test-images tools
 	@bash scripts/demo-real.sh
+
+# The whole story as Pods on the local cluster with a real node (kubelet, containerd):
+# the chart with vtsnap's images, a scheduled cold snapshot, a tablet restored through the
+# webhook's Service that catches up by GTID (checksums), a Job killed mid-fence; a timeline
+# on stderr and one JSON line. Builds the images (make images) and the cluster's tools.
+demo-node: images tools
+	@bash scripts/demo-node.sh
 
 # Snapshots against mariadb-backup and mariadb-dump on generated data, from a cold page
 # cache, then the same snapshots on the real control plane; writes docs/benchmarks.md.

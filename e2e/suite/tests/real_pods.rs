@@ -18,401 +18,27 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod pods;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{ListParams, LogParams};
 use serde_json::{Value, json};
-use vtsnap_core::fence::{ANN_NODE_STATE, ANN_TABLET_ALIAS, ANN_TARGET_POD};
+use vtsnap_core::fence::{ANN_TABLET_ALIAS, ANN_TARGET_POD};
 use vtsnap_core::naming::{TabletAlias, TabletUid};
 use vtsnap_core::vtctld::TabletType;
-use vtsnap_testkit::fake_mysqlctld::{self, FakeMysqlctld, Serving};
+use vtsnap_testkit::fake_mysqlctld;
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
 use vtsnap_testkit::fixtures::shard;
 use vtsnap_testkit::helm::Release;
-use vtsnap_testkit::layout::{POD_UID, TabletLayout, chown_tree};
-use vtsnap_testkit::mariadb::{
-    DEFAULT_IMAGE as DB_IMAGE, POD_ADMIN_PASSWORD, POD_ADMIN_USER, pod_mysqld_command,
-};
-use vtsnap_testkit::operator_objects::{
-    MysqldContainer, OperatorShard, OperatorTablet, operator_shard, pvc_template,
-};
+use vtsnap_testkit::operator_objects::{OperatorShard, operator_shard, pvc_template};
 use vtsnap_testkit::pod_backend::PodBackend;
 use vtsnap_testkit::real_kube::{
     BTRFS_CLASS, RealKube, container_freezer_cgroup, resource, snapshot_ready,
 };
 
-const SHELL_IMAGE: &str = "localhost/vtsnap-debian:bookworm";
-const RELEASE: &str = "p";
-const FULL: &str = "p-vtsnap";
-const LIMIT: Duration = Duration::from_secs(120);
-/// The chart's non-root user (images/vtsnap/Containerfile, values' securityContext).
-const NON_ROOT: u32 = 65532;
-/// What a program logs when a watch is refused and it polls instead (core/src/wake.rs),
-/// and when a cache's or the lease watch fails.
-const FALLBACK_LOGS: &[&str] = &[
-    "polling instead",
-    "watch failed",
-    "watch of the fence leases failed",
-];
-
-fn pods() -> kube::core::ApiResource {
-    resource("", "v1", "Pod", "pods")
-}
-
-fn snapshots() -> kube::core::ApiResource {
-    resource(
-        "snapshot.storage.k8s.io",
-        "v1",
-        "VolumeSnapshot",
-        "volumesnapshots",
-    )
-}
-
-/// kubelet's root directory: the local cluster keeps it beside its kubeconfig.
-fn kubelet_dir(kube: &RealKube) -> PathBuf {
-    let dir = kube.kubeconfig().parent().unwrap().join("node/kubelet");
-    assert!(
-        dir.join("pods").is_dir(),
-        "no kubelet pods directory in {}",
-        dir.display()
-    );
-    dir
-}
-
-/// Running with every container ready; panics at once when kubelet cannot start one.
-fn ready(v: &Value) -> bool {
-    for list in ["initContainerStatuses", "containerStatuses"] {
-        for s in v["status"][list].as_array().into_iter().flatten() {
-            if let Some(reason) = s.pointer("/state/waiting/reason").and_then(Value::as_str) {
-                assert!(
-                    !matches!(
-                        reason,
-                        "ErrImageNeverPull"
-                            | "CreateContainerError"
-                            | "CrashLoopBackOff"
-                            | "CreateContainerConfigError"
-                    ),
-                    "pod {}: container {} waiting: {reason}: {}",
-                    v["metadata"]["name"],
-                    s["name"],
-                    s.pointer("/state/waiting/message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                );
-            }
-        }
-    }
-    v.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
-        && v["status"]["containerStatuses"]
-            .as_array()
-            .is_some_and(|cs| !cs.is_empty() && cs.iter().all(|c| c["ready"] == json!(true)))
-}
-
-/// Waits until the Pods selected by `selector` are `want` many and all satisfy `cond`.
-async fn wait_pods(
-    kube: &RealKube,
-    ns: &str,
-    selector: &str,
-    want: usize,
-    what: &str,
-    cond: impl Fn(&Value) -> bool,
-) -> Vec<Value> {
-    let start = Instant::now();
-    loop {
-        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(kube.client(), ns, &pods());
-        let list: Vec<Value> = api
-            .list(&ListParams::default().labels(selector))
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .map(|o| serde_json::to_value(o).unwrap())
-            .collect();
-        if list.len() == want && list.iter().all(&cond) {
-            return list;
-        }
-        assert!(
-            start.elapsed() < LIMIT,
-            "{what}: pods {selector} in {ns} not there within {LIMIT:?}: {}",
-            serde_json::to_string_pretty(&list.iter().map(|p| &p["status"]).collect::<Vec<_>>())
-                .unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-async fn pod_log(kube: &RealKube, ns: &str, name: &str) -> String {
-    let api: Api<Pod> = Api::namespaced(kube.client(), ns);
-    api.logs(name, &LogParams::default())
-        .await
-        .unwrap_or_else(|e| panic!("log of pod {ns}/{name} (the API server asks kubelet): {e}"))
-}
-
-/// The uid the container's first process runs as, read on the host from its cgroup.
-fn container_process_uid(pod: &Value, container: &str) -> u32 {
-    let procs = container_freezer_cgroup(pod, container).join("cgroup.procs");
-    let text =
-        std::fs::read_to_string(&procs).unwrap_or_else(|e| panic!("{}: {e}", procs.display()));
-    let pid = text
-        .lines()
-        .next()
-        .unwrap_or_else(|| panic!("{} is empty", procs.display()));
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
-/// A cron line that fires once, at the first minute boundary at least 40 s from now (UTC).
-fn once_soon() -> String {
-    let t = k8s_openapi::jiff::Timestamp::now() + Duration::from_secs(100);
-    let t = t.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC);
-    // the boundary at the start of t's minute is between 40 and 100 s away
-    format!("{} {} {} {} *", t.minute(), t.hour(), t.day(), t.month())
-}
-
-/// The chart's securityContext for every program but the node helper, as the API server
-/// stored it.
-fn assert_restricted(pod: &Value, container: &str) {
-    let name = &pod["metadata"]["name"];
-    let c = pod["spec"]["containers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == container)
-        .unwrap();
-    let sc = &c["securityContext"];
-    assert_eq!(sc["readOnlyRootFilesystem"], json!(true), "{name}: {sc}");
-    assert_eq!(sc["allowPrivilegeEscalation"], json!(false), "{name}: {sc}");
-    let pod_sc = &pod["spec"]["securityContext"];
-    assert_eq!(pod_sc["runAsNonRoot"], json!(true), "{name}: {pod_sc}");
-}
-
-fn assert_no_fallback(what: &str, log: &str) {
-    for l in log.lines() {
-        assert!(
-            !FALLBACK_LOGS.iter().any(|f| l.contains(f)),
-            "{what} fell back from a watch: {l}"
-        );
-    }
-}
-
-/// A tablet Pod running on the node, its MariaDB, and the FAKE mysqlctld serving its socket.
-struct Tablet {
-    op: OperatorTablet,
-    pod: Value,
-    socket_dir: PathBuf,
-    _mysqlctld: Serving,
-}
-
-impl Tablet {
-    fn mysql_socket(&self) -> PathBuf {
-        self.socket_dir.join("mysql.sock")
-    }
-}
-
-/// Creates the tablet's PVC (bound by the real provisioner; its volume holding the tablet's
-/// directory unless `from_snapshot`) and its Pod; waits until it is Ready.
-async fn start_tablet(
-    kube: &RealKube,
-    kubelet: &Path,
-    op: OperatorTablet,
-    template: &Value,
-) -> Tablet {
-    let ns = op.shard.namespace.clone();
-    let pvc = kube.create(op.pvc(template)).await;
-    let pv = kube.wait_pvc_bound(&ns, &op.name, LIMIT).await;
-    let vtdataroot = kube.volume_dir(&pv).await.join("vtdataroot");
-    if pvc["spec"].get("dataSourceRef").is_none() {
-        std::fs::create_dir_all(&vtdataroot).unwrap();
-        // my.cnf and empty directories: the Pod's mysqld initializes the data directory
-        TabletLayout::mariadb(op.alias.uid.get())
-            .write_skeleton(&vtdataroot)
-            .unwrap();
-        chown_tree(&vtdataroot, POD_UID).unwrap();
-    }
-    let mysqld = MysqldContainer::Supervised {
-        image: DB_IMAGE,
-        command: pod_mysqld_command(op.alias.uid),
-    };
-    kube.create(op.runnable_pod(SHELL_IMAGE, &mysqld)).await;
-    let pod = kube
-        .wait_for(&pods(), &ns, &op.name, "Ready", LIMIT, ready)
-        .await;
-    let uid = pod["metadata"]["uid"].as_str().unwrap();
-    let socket_dir = kubelet.join(format!(
-        "pods/{uid}/volumes/kubernetes.io~empty-dir/vt-root/socket"
-    ));
-    let tablet_dir = vtdataroot.join(op.alias.uid.tablet_dir_name());
-    let mysqlctld = FakeMysqlctld::new(&socket_dir, &tablet_dir)
-        .with_start_timeout(Duration::from_secs(60))
-        .serve()
-        .await;
-    let t = Tablet {
-        op,
-        pod,
-        socket_dir,
-        _mysqlctld: mysqlctld,
-    };
-    if !answers_within(&t.mysql_socket(), LIMIT).await {
-        let api: Api<Pod> = Api::namespaced(kube.client(), &ns);
-        let log = api
-            .logs(
-                &t.op.name,
-                &LogParams {
-                    container: Some("mysqld".into()),
-                    ..LogParams::default()
-                },
-            )
-            .await
-            .unwrap_or_else(|e| e.to_string());
-        let error_log = std::fs::read_to_string(tablet_dir.join("error.log")).unwrap_or_default();
-        panic!(
-            "{}: mysqld does not answer within {LIMIT:?}; its container logged:\n{log}\nerror.log:\n{error_log}",
-            t.op.name
-        );
-    }
-    t
-}
-
-/// Whether mysqld answers on its socket (it greets with protocol 10) within `limit`.
-async fn answers_within(socket: &Path, limit: Duration) -> bool {
-    let start = Instant::now();
-    while !fake_mysqlctld::answers(socket).await {
-        if start.elapsed() > limit {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    true
-}
-
-/// Waits until mysqld answers on its socket (it greets with protocol 10).
-async fn wait_answers(socket: &Path, what: &str) {
-    let start = Instant::now();
-    while !fake_mysqlctld::answers(socket).await {
-        assert!(
-            start.elapsed() < LIMIT,
-            "{what}: mysqld does not answer on {} within {LIMIT:?}",
-            socket.display()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// The primary's data: a table of 1024 rows (10 doublings), written once.
-const SEED: &str = "CREATE DATABASE lab; \
-    CREATE TABLE lab.t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(64)) ENGINE=InnoDB; \
-    INSERT INTO lab.t (v) VALUES ('row'); \
-    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t; \
-    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t; \
-    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t; \
-    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t; \
-    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t";
-/// Writes on the primary after a snapshot: a replica made from it must catch up with them.
-const MORE_ROWS: &str = "INSERT INTO lab.t (v) SELECT CONCAT(v, '-later') FROM lab.t LIMIT 100";
-
-/// What vttablet would do on a replica: replicate from the primary by GTID.
-fn replicate_from(ip: &str) -> String {
-    format!(
-        "CHANGE MASTER TO MASTER_HOST='{ip}', MASTER_PORT=3306, MASTER_USER='{POD_ADMIN_USER}', \
-         MASTER_PASSWORD='{POD_ADMIN_PASSWORD}', MASTER_USE_GTID=slave_pos; START SLAVE"
-    )
-}
-
-/// Waits until `replica` has applied everything the primary has written (the same GTID
-/// position); panics with the replica's replication status otherwise.
-async fn caught_up(db: &PodBackend, primary: &TabletAlias, replica: &TabletAlias) {
-    let want = db.value(primary, "SELECT @@gtid_binlog_pos").await;
-    let start = Instant::now();
-    loop {
-        let got = db.value(replica, "SELECT @@gtid_slave_pos").await;
-        if got == want {
-            return;
-        }
-        if start.elapsed() > LIMIT {
-            let status = db.query(replica, "SHOW SLAVE STATUS").await;
-            panic!("{replica} did not catch up with {want} (at {got:?}): {status:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// A tool from target/tools/ (`make tools`).
-fn tool(name: &str) -> PathBuf {
-    let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/tools")
-        .join(name);
-    assert!(
-        bin.exists(),
-        "{} is missing: run `make tools`",
-        bin.display()
-    );
-    bin
-}
-
-/// kubectl from target/tools/ (`make tools`), against the test's cluster.
-fn kubectl(kube: &RealKube, args: &[&str]) -> String {
-    let bin = tool("kubectl");
-    let out = Command::new(bin)
-        .arg("--kubeconfig")
-        .arg(kube.kubeconfig())
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn annotation<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v["metadata"]["annotations"][key].as_str()
-}
-
-/// A VolumeSnapshotClass of the btrfs driver whose cuts take `delay_ms` (the driver's
-/// `cutDelayMillis`), so a fence lasts long enough to be interrupted; deleted on drop.
-struct SlowClass {
-    name: String,
-    kubeconfig: PathBuf,
-}
-
-impl SlowClass {
-    async fn create(kube: &RealKube, name: &str, delay_ms: u64) -> Self {
-        kube.create(json!({
-            "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
-            "metadata": {"name": name},
-            "driver": vtsnap_testkit::real_kube::BTRFS_DRIVER, "deletionPolicy": "Delete",
-            "parameters": {"cutDelayMillis": delay_ms.to_string()},
-        }))
-        .await;
-        Self {
-            name: name.into(),
-            kubeconfig: kube.kubeconfig().to_path_buf(),
-        }
-    }
-}
-
-impl Drop for SlowClass {
-    fn drop(&mut self) {
-        let (name, kubeconfig) = (self.name.clone(), self.kubeconfig.clone());
-        let _ = std::thread::spawn(move || {
-            let _ = Command::new(tool("kubectl"))
-                .arg("--kubeconfig")
-                .arg(&kubeconfig)
-                .args(["delete", "volumesnapshotclass", &name, "--wait=false"])
-                .output();
-        })
-        .join();
-    }
-}
+use pods::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tablet() {
@@ -425,6 +51,11 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     let vitess = kube.namespace("pods-vitess").await;
     let system = kube.namespace("pods-system").await;
     let class = SlowClass::create(&kube, &format!("slow-{}", vitess.name), 8000).await;
+    let mut story = Story::new();
+    story.mark(&format!(
+        "node {node} at {node_ip}, kubelet in {}",
+        kubelet.display()
+    ));
 
     // vtctld (FAKE) knows the shard: tablet 1 primary, 2 and 3 replicas, on the node's
     // address so that Pods reach it.
@@ -460,6 +91,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     // GTID replication from the primary (tablet 1), which holds the data.
     let primary = &tablets[0];
     let primary_ip = primary.pod["status"]["podIP"].as_str().unwrap().to_owned();
+    story.mark("tablet Pods Running: MariaDB in each mysqld container");
     db.query(&primary.op.alias, SEED).await.unwrap();
     for t in &tablets[1..] {
         db.query(&t.op.alias, &replicate_from(&primary_ip))
@@ -471,6 +103,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     }
 
     // helm install: the real images, the snapshot CronJob due at the next minute.
+    story.mark("replicas replicate from the primary by GTID");
     let schedule = once_soon();
     let node_state = kube
         .kubeconfig()
@@ -491,6 +124,9 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         "admission": {"replicas": 1, "refresh": "2s", "podDisruptionBudget": {"enabled": false}},
     });
     let _release = Release::install(RELEASE, &system.name, &values, kube.kubeconfig());
+    story.mark(&format!(
+        "helm install: the snapshot, GC and vtbackup-storage CronJobs at {schedule:?} (UTC)"
+    ));
 
     // The long-running programs: Ready, as their ServiceAccounts and users.
     let node_pod = wait_pods(
@@ -541,6 +177,8 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     )
     .await
     .remove(0);
+    story.mark("the snapshot CronJob fired; its Job's Pod ended");
+    story.program("snapshot", &job_pod, "snapshot");
     let job_name = job_pod["metadata"]["name"].as_str().unwrap().to_owned();
     let job_log = pod_log(&kube, &system.name, &job_name).await;
     assert_eq!(
@@ -603,6 +241,11 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
             json!(format!("{FULL}-{program}"))
         );
         assert_restricted(&p, p["spec"]["containers"][0]["name"].as_str().unwrap());
+        story.program(
+            program,
+            &p,
+            p["spec"]["containers"][0]["name"].as_str().unwrap(),
+        );
         job_logs.push((format!("the {program} Job"), log));
     }
 
@@ -675,7 +318,14 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    story.mark(&format!(
+        "cold snapshot {snapshot} ready; the webhook offers it through its Service"
+    ));
+    let provisioning = Instant::now();
     let restored = start_tablet(&kube, &kubelet, new_op, &template).await;
+    let provisioning_ms = provisioning.elapsed().as_millis();
+    story.program("restore", &restored.pod, "vtsnap-restore");
+    story.mark("the new tablet's Pod Ready: vtsnap-restore ran, MariaDB started on the clone");
     let pod = &restored.pod;
     let inits: Vec<&str> = pod["spec"]["initContainers"]
         .as_array()
@@ -717,7 +367,9 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     db.query(&restored.op.alias, &replicate_from(&primary_ip))
         .await
         .unwrap();
+    let catch_up = Instant::now();
     caught_up(&db, &primary.op.alias, &restored.op.alias).await;
+    let catch_up_ms = catch_up.elapsed().as_millis();
     let sum = |a| {
         let db = db.clone();
         async move { db.value(a, "CHECKSUM TABLE lab.t").await }
@@ -728,6 +380,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         got, want,
         "the restored tablet's checksum differs from the primary's"
     );
+    story.mark("the new tablet caught up by GTID; checksums match");
 
     // An ad-hoc snapshot, its Job's Pod killed while the tablet is held: the node helper
     // releases it when the fence lease expires, and it serves again.
@@ -782,6 +435,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     )
     .await
     .remove(0);
+    story.mark(&format!("ad-hoc Job: {target} held; its Pod force-deleted"));
     let killed_at = Instant::now();
     kubectl(
         &kube,
@@ -810,6 +464,8 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         "the held tablet after its Job was killed",
     )
     .await;
+    let released_ms = killed_at.elapsed().as_millis();
+    story.mark("the node helper released the tablet at the lease's expiry; MariaDB answers");
     assert!(
         killed_at.elapsed() < bound,
         "the tablet served again {:?} after the kill, over the lease bound {bound:?}",
@@ -858,28 +514,16 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
             "no {want} Event on {snapshot}: {reasons:?}"
         );
     }
-}
-
-/// Waits until a fence lease in `ns` reports `state` from the node helper.
-async fn wait_lease_state(kube: &RealKube, ns: &str, state: &str) -> Value {
-    let start = Instant::now();
-    loop {
-        let leases = kube
-            .list(
-                &resource("coordination.k8s.io", "v1", "Lease", "leases"),
-                ns,
-            )
-            .await;
-        if let Some(l) = leases
-            .iter()
-            .find(|l| annotation(l, ANN_NODE_STATE) == Some(state))
-        {
-            return l.clone();
-        }
-        assert!(
-            start.elapsed() < LIMIT,
-            "no lease in {ns} reached {state}: {leases:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    story.program("admission", &webhook, "admission");
+    story.program("node", &node_pod, "node");
+    story.finish(json!({
+        "checksum_match": got == want,
+        "snapshot": snapshot,
+        "source_tablet": source.op.alias.to_string(),
+        "snapshot_job": summary,
+        "provisioning_ms": provisioning_ms,
+        "catch_up_ms": catch_up_ms,
+        "killed_job_released_ms": released_ms,
+        "kube_version": kube.version().await,
+    }));
 }

@@ -1,0 +1,467 @@
+//! Shared by the tests that run vtsnap as Pods on the local cluster's real node
+//! (`real_pods.rs`): operator-shaped tablet Pods with MariaDB, GTID replication among them,
+//! waits on Pods and leases, and the tools from target/tools/.
+#![allow(dead_code)] // each test binary that includes it uses a part
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{ListParams, LogParams};
+use serde_json::{Value, json};
+use vtsnap_core::fence::ANN_NODE_STATE;
+use vtsnap_core::naming::TabletAlias;
+use vtsnap_testkit::fake_mysqlctld::{self, FakeMysqlctld, Serving};
+use vtsnap_testkit::layout::{POD_UID, TabletLayout, chown_tree};
+use vtsnap_testkit::mariadb::{
+    DEFAULT_IMAGE as DB_IMAGE, POD_ADMIN_PASSWORD, POD_ADMIN_USER, pod_mysqld_command,
+};
+use vtsnap_testkit::operator_objects::{MysqldContainer, OperatorTablet};
+use vtsnap_testkit::pod_backend::PodBackend;
+use vtsnap_testkit::real_kube::{RealKube, container_freezer_cgroup, resource};
+
+pub const SHELL_IMAGE: &str = "localhost/vtsnap-debian:bookworm";
+pub const RELEASE: &str = "p";
+pub const FULL: &str = "p-vtsnap";
+pub const LIMIT: Duration = Duration::from_secs(120);
+/// The chart's non-root user (images/vtsnap/Containerfile, values' securityContext).
+pub const NON_ROOT: u32 = 65532;
+/// What a program logs when a watch is refused and it polls instead (core/src/wake.rs),
+/// and when a cache's or the lease watch fails.
+pub const FALLBACK_LOGS: &[&str] = &[
+    "polling instead",
+    "watch failed",
+    "watch of the fence leases failed",
+];
+
+pub fn pods() -> kube::core::ApiResource {
+    resource("", "v1", "Pod", "pods")
+}
+
+pub fn snapshots() -> kube::core::ApiResource {
+    resource(
+        "snapshot.storage.k8s.io",
+        "v1",
+        "VolumeSnapshot",
+        "volumesnapshots",
+    )
+}
+
+/// kubelet's root directory: the local cluster keeps it beside its kubeconfig.
+pub fn kubelet_dir(kube: &RealKube) -> PathBuf {
+    let dir = kube.kubeconfig().parent().unwrap().join("node/kubelet");
+    assert!(
+        dir.join("pods").is_dir(),
+        "no kubelet pods directory in {}",
+        dir.display()
+    );
+    dir
+}
+
+/// Running with every container ready; panics at once when kubelet cannot start one.
+pub fn ready(v: &Value) -> bool {
+    for list in ["initContainerStatuses", "containerStatuses"] {
+        for s in v["status"][list].as_array().into_iter().flatten() {
+            if let Some(reason) = s.pointer("/state/waiting/reason").and_then(Value::as_str) {
+                assert!(
+                    !matches!(
+                        reason,
+                        "ErrImageNeverPull"
+                            | "CreateContainerError"
+                            | "CrashLoopBackOff"
+                            | "CreateContainerConfigError"
+                    ),
+                    "pod {}: container {} waiting: {reason}: {}",
+                    v["metadata"]["name"],
+                    s["name"],
+                    s.pointer("/state/waiting/message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                );
+            }
+        }
+    }
+    v.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
+        && v["status"]["containerStatuses"]
+            .as_array()
+            .is_some_and(|cs| !cs.is_empty() && cs.iter().all(|c| c["ready"] == json!(true)))
+}
+
+/// Waits until the Pods selected by `selector` are `want` many and all satisfy `cond`.
+pub async fn wait_pods(
+    kube: &RealKube,
+    ns: &str,
+    selector: &str,
+    want: usize,
+    what: &str,
+    cond: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
+    let start = Instant::now();
+    loop {
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(kube.client(), ns, &pods());
+        let list: Vec<Value> = api
+            .list(&ListParams::default().labels(selector))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|o| serde_json::to_value(o).unwrap())
+            .collect();
+        if list.len() == want && list.iter().all(&cond) {
+            return list;
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "{what}: pods {selector} in {ns} not there within {LIMIT:?}: {}",
+            serde_json::to_string_pretty(&list.iter().map(|p| &p["status"]).collect::<Vec<_>>())
+                .unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+pub async fn pod_log(kube: &RealKube, ns: &str, name: &str) -> String {
+    let api: Api<Pod> = Api::namespaced(kube.client(), ns);
+    api.logs(name, &LogParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("log of pod {ns}/{name} (the API server asks kubelet): {e}"))
+}
+
+/// The uid the container's first process runs as, read on the host from its cgroup.
+pub fn container_process_uid(pod: &Value, container: &str) -> u32 {
+    let procs = container_freezer_cgroup(pod, container).join("cgroup.procs");
+    let text =
+        std::fs::read_to_string(&procs).unwrap_or_else(|e| panic!("{}: {e}", procs.display()));
+    let pid = text
+        .lines()
+        .next()
+        .unwrap_or_else(|| panic!("{} is empty", procs.display()));
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A cron line that fires once, at the first minute boundary at least 40 s from now (UTC).
+pub fn once_soon() -> String {
+    let t = k8s_openapi::jiff::Timestamp::now() + Duration::from_secs(100);
+    let t = t.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC);
+    // the boundary at the start of t's minute is between 40 and 100 s away
+    format!("{} {} {} {} *", t.minute(), t.hour(), t.day(), t.month())
+}
+
+/// The chart's securityContext for every program but the node helper, as the API server
+/// stored it.
+pub fn assert_restricted(pod: &Value, container: &str) {
+    let name = &pod["metadata"]["name"];
+    let c = pod["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == container)
+        .unwrap();
+    let sc = &c["securityContext"];
+    assert_eq!(sc["readOnlyRootFilesystem"], json!(true), "{name}: {sc}");
+    assert_eq!(sc["allowPrivilegeEscalation"], json!(false), "{name}: {sc}");
+    let pod_sc = &pod["spec"]["securityContext"];
+    assert_eq!(pod_sc["runAsNonRoot"], json!(true), "{name}: {pod_sc}");
+}
+
+pub fn assert_no_fallback(what: &str, log: &str) {
+    for l in log.lines() {
+        assert!(
+            !FALLBACK_LOGS.iter().any(|f| l.contains(f)),
+            "{what} fell back from a watch: {l}"
+        );
+    }
+}
+
+/// A tablet Pod running on the node, its MariaDB, and the FAKE mysqlctld serving its socket.
+pub struct Tablet {
+    pub op: OperatorTablet,
+    pub pod: Value,
+    pub socket_dir: PathBuf,
+    _mysqlctld: Serving,
+}
+
+impl Tablet {
+    pub fn mysql_socket(&self) -> PathBuf {
+        self.socket_dir.join("mysql.sock")
+    }
+}
+
+/// Creates the tablet's PVC (bound by the real provisioner; its volume holding the tablet's
+/// directory unless `from_snapshot`) and its Pod; waits until it is Ready.
+pub async fn start_tablet(
+    kube: &RealKube,
+    kubelet: &Path,
+    op: OperatorTablet,
+    template: &Value,
+) -> Tablet {
+    let ns = op.shard.namespace.clone();
+    let pvc = kube.create(op.pvc(template)).await;
+    let pv = kube.wait_pvc_bound(&ns, &op.name, LIMIT).await;
+    let vtdataroot = kube.volume_dir(&pv).await.join("vtdataroot");
+    if pvc["spec"].get("dataSourceRef").is_none() {
+        std::fs::create_dir_all(&vtdataroot).unwrap();
+        // my.cnf and empty directories: the Pod's mysqld initializes the data directory
+        TabletLayout::mariadb(op.alias.uid.get())
+            .write_skeleton(&vtdataroot)
+            .unwrap();
+        chown_tree(&vtdataroot, POD_UID).unwrap();
+    }
+    let mysqld = MysqldContainer::Supervised {
+        image: DB_IMAGE,
+        command: pod_mysqld_command(op.alias.uid),
+    };
+    kube.create(op.runnable_pod(SHELL_IMAGE, &mysqld)).await;
+    let pod = kube
+        .wait_for(&pods(), &ns, &op.name, "Ready", LIMIT, ready)
+        .await;
+    let uid = pod["metadata"]["uid"].as_str().unwrap();
+    let socket_dir = kubelet.join(format!(
+        "pods/{uid}/volumes/kubernetes.io~empty-dir/vt-root/socket"
+    ));
+    let tablet_dir = vtdataroot.join(op.alias.uid.tablet_dir_name());
+    let mysqlctld = FakeMysqlctld::new(&socket_dir, &tablet_dir)
+        .with_start_timeout(Duration::from_secs(60))
+        .serve()
+        .await;
+    let t = Tablet {
+        op,
+        pod,
+        socket_dir,
+        _mysqlctld: mysqlctld,
+    };
+    if !answers_within(&t.mysql_socket(), LIMIT).await {
+        let api: Api<Pod> = Api::namespaced(kube.client(), &ns);
+        let log = api
+            .logs(
+                &t.op.name,
+                &LogParams {
+                    container: Some("mysqld".into()),
+                    ..LogParams::default()
+                },
+            )
+            .await
+            .unwrap_or_else(|e| e.to_string());
+        let error_log = std::fs::read_to_string(tablet_dir.join("error.log")).unwrap_or_default();
+        panic!(
+            "{}: mysqld does not answer within {LIMIT:?}; its container logged:\n{log}\nerror.log:\n{error_log}",
+            t.op.name
+        );
+    }
+    t
+}
+
+/// Whether mysqld answers on its socket (it greets with protocol 10) within `limit`.
+pub async fn answers_within(socket: &Path, limit: Duration) -> bool {
+    let start = Instant::now();
+    while !fake_mysqlctld::answers(socket).await {
+        if start.elapsed() > limit {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    true
+}
+
+/// Waits until mysqld answers on its socket (it greets with protocol 10).
+pub async fn wait_answers(socket: &Path, what: &str) {
+    let start = Instant::now();
+    while !fake_mysqlctld::answers(socket).await {
+        assert!(
+            start.elapsed() < LIMIT,
+            "{what}: mysqld does not answer on {} within {LIMIT:?}",
+            socket.display()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The primary's data: a table of 1024 rows (10 doublings), written once.
+pub const SEED: &str = "CREATE DATABASE lab; \
+    CREATE TABLE lab.t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(64)) ENGINE=InnoDB; \
+    INSERT INTO lab.t (v) VALUES ('row'); \
+    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t; \
+    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t; \
+    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t; \
+    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t; \
+    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t";
+/// Writes on the primary after a snapshot: a replica made from it must catch up with them.
+pub const MORE_ROWS: &str = "INSERT INTO lab.t (v) SELECT CONCAT(v, '-later') FROM lab.t LIMIT 100";
+
+/// What vttablet would do on a replica: replicate from the primary by GTID.
+pub fn replicate_from(ip: &str) -> String {
+    format!(
+        "CHANGE MASTER TO MASTER_HOST='{ip}', MASTER_PORT=3306, MASTER_USER='{POD_ADMIN_USER}', \
+         MASTER_PASSWORD='{POD_ADMIN_PASSWORD}', MASTER_USE_GTID=slave_pos; START SLAVE"
+    )
+}
+
+/// Waits until `replica` has applied everything the primary has written (the same GTID
+/// position); panics with the replica's replication status otherwise.
+pub async fn caught_up(db: &PodBackend, primary: &TabletAlias, replica: &TabletAlias) {
+    let want = db.value(primary, "SELECT @@gtid_binlog_pos").await;
+    let start = Instant::now();
+    loop {
+        let got = db.value(replica, "SELECT @@gtid_slave_pos").await;
+        if got == want {
+            return;
+        }
+        if start.elapsed() > LIMIT {
+            let status = db.query(replica, "SHOW SLAVE STATUS").await;
+            panic!("{replica} did not catch up with {want} (at {got:?}): {status:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A tool from target/tools/ (`make tools`).
+pub fn tool(name: &str) -> PathBuf {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/tools")
+        .join(name);
+    assert!(
+        bin.exists(),
+        "{} is missing: run `make tools`",
+        bin.display()
+    );
+    bin
+}
+
+/// kubectl from target/tools/ (`make tools`), against the test's cluster.
+pub fn kubectl(kube: &RealKube, args: &[&str]) -> String {
+    let bin = tool("kubectl");
+    let out = Command::new(bin)
+        .arg("--kubeconfig")
+        .arg(kube.kubeconfig())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+pub fn annotation<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v["metadata"]["annotations"][key].as_str()
+}
+
+/// A VolumeSnapshotClass of the btrfs driver whose cuts take `delay_ms` (the driver's
+/// `cutDelayMillis`), so a fence lasts long enough to be interrupted; deleted on drop.
+pub struct SlowClass {
+    pub name: String,
+    kubeconfig: PathBuf,
+}
+
+impl SlowClass {
+    pub async fn create(kube: &RealKube, name: &str, delay_ms: u64) -> Self {
+        kube.create(json!({
+            "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
+            "metadata": {"name": name},
+            "driver": vtsnap_testkit::real_kube::BTRFS_DRIVER, "deletionPolicy": "Delete",
+            "parameters": {"cutDelayMillis": delay_ms.to_string()},
+        }))
+        .await;
+        Self {
+            name: name.into(),
+            kubeconfig: kube.kubeconfig().to_path_buf(),
+        }
+    }
+}
+
+impl Drop for SlowClass {
+    fn drop(&mut self) {
+        let (name, kubeconfig) = (self.name.clone(), self.kubeconfig.clone());
+        let _ = std::thread::spawn(move || {
+            let _ = Command::new(tool("kubectl"))
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["delete", "volumesnapshotclass", &name, "--wait=false"])
+                .output();
+        })
+        .join();
+    }
+}
+
+/// Waits until a fence lease in `ns` reports `state` from the node helper.
+pub async fn wait_lease_state(kube: &RealKube, ns: &str, state: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let leases = kube
+            .list(
+                &resource("coordination.k8s.io", "v1", "Lease", "leases"),
+                ns,
+            )
+            .await;
+        if let Some(l) = leases
+            .iter()
+            .find(|l| annotation(l, ANN_NODE_STATE) == Some(state))
+        {
+            return l.clone();
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "no lease in {ns} reached {state}: {leases:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A run's timeline on stderr (each step with the seconds since the start), and the
+/// programs' Pods for the closing JSON line.
+pub struct Story {
+    start: Instant,
+    pub programs: Vec<Value>,
+}
+
+impl Story {
+    pub fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            programs: Vec::new(),
+        }
+    }
+
+    pub fn mark(&self, what: &str) {
+        eprintln!("[{:>6.1}s] {what}", self.start.elapsed().as_secs_f64());
+    }
+
+    /// One program's Pod: its name, image, ServiceAccount and (once it ended) exit code.
+    pub fn program(&mut self, program: &str, pod: &Value, container: &str) {
+        let status = ["containerStatuses", "initContainerStatuses"]
+            .iter()
+            .filter_map(|l| pod["status"][l].as_array())
+            .flatten()
+            .find(|c| c["name"] == container);
+        let spec = ["containers", "initContainers"]
+            .iter()
+            .filter_map(|l| pod["spec"][l].as_array())
+            .flatten()
+            .find(|c| c["name"] == container);
+        self.programs.push(json!({
+            "program": program,
+            "pod": pod["metadata"]["name"],
+            "image": spec.map(|c| c["image"].clone()),
+            "service_account": pod["spec"]["serviceAccountName"],
+            "exit_code": status.map(|s| s["state"]["terminated"]["exitCode"].clone()),
+        }));
+    }
+
+    /// Prints the closing line on stdout and, when `VTSNAP_DEMO_SUMMARY` names a file
+    /// (`make demo-node`), writes it there.
+    pub fn finish(&self, mut line: Value) {
+        line["programs"] = json!(self.programs);
+        line["elapsed_s"] = json!(self.start.elapsed().as_secs());
+        println!("{line}");
+        if let Some(path) = std::env::var_os("VTSNAP_DEMO_SUMMARY") {
+            std::fs::write(path, format!("{line}\n")).unwrap();
+        }
+    }
+}
