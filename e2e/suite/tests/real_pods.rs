@@ -53,8 +53,10 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     let class = SlowClass::create(&kube, &format!("slow-{}", vitess.name), 8000).await;
     let mut story = Story::new();
     story.mark(&format!(
-        "node {node} at {node_ip}, kubelet in {}",
-        kubelet.display()
+        "node {node} at {node_ip}, kubelet in {}; snapshot class {} cuts in 8 s (slowed on \
+         purpose, so that a Job can be killed mid-fence)",
+        kubelet.display(),
+        class.name
     ));
 
     // vtctld (FAKE) knows the shard: tablet 1 primary, 2 and 3 replicas, on the node's
