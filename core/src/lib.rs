@@ -8,6 +8,7 @@
 //! - [`fault`]: named fault points that tests use to stop a process after a given step.
 //! - [`logging`]: tracing setup (JSON in containers, human-readable on a terminal).
 //! - [`metrics`]: Prometheus exposition (OpenMetrics for `/metrics`, textfiles for jobs).
+//! - [`reconcile`]: the one GET → change → replace loop, read again on 409 Conflict.
 
 pub mod cli;
 pub mod config;
@@ -26,6 +27,7 @@ pub mod mysql_version;
 pub mod mysqlctl;
 pub mod naming;
 pub mod quantity;
+pub mod reconcile;
 pub mod restored;
 pub mod select;
 pub mod shard;

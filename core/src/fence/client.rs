@@ -11,6 +11,7 @@ use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 
 use super::*;
 use crate::fence::put_back::{TabletChanges, describe, put_tablet_back_at};
+use crate::reconcile::{Change, Outcome, ReplaceError, replace_with_retry};
 use crate::wake::Wake;
 
 /// What the job asks for in a new fence.
@@ -192,15 +193,14 @@ pub async fn renew(
     request: Option<Request>,
 ) -> Result<Lease, FenceClientError> {
     const ATTEMPTS: usize = 10;
-    for _ in 0..ATTEMPTS {
-        let mut l = api.get(name).await.map_err(|e| kube_err(name, e))?;
+    let renewed = replace_with_retry(api, name, ATTEMPTS, |l: &mut Lease| {
         let current = l
             .spec
             .as_ref()
             .and_then(|s| s.holder_identity.clone())
             .unwrap_or_default();
         if current != holder {
-            return Err(FenceClientError::Lost {
+            return Change::GiveUp(FenceClientError::Lost {
                 lease: name.to_owned(),
                 holder: current,
             });
@@ -216,15 +216,22 @@ pub async fn renew(
             }
             a.insert(ANN_REQUEST.to_owned(), r.to_string());
         }
-        match api.replace(name, &PostParams::default(), &l).await {
-            Ok(l) => return Ok(l),
-            Err(kube::Error::Api(s)) if s.code == 409 => continue,
-            Err(e) => return Err(kube_err(name, e)),
-        }
-    }
-    Err(FenceClientError::Conflict {
-        lease: name.to_owned(),
+        Change::Replace
     })
+    .await;
+    match renewed {
+        Ok(Outcome::Replaced(l) | Outcome::Left(l)) => Ok(l),
+        Err(ReplaceError::GaveUp { reason, .. }) => Err(reason),
+        Err(ReplaceError::Conflicts { .. }) => Err(FenceClientError::Conflict {
+            lease: name.to_owned(),
+        }),
+        // A lease that is gone is an API error here, as every other failed read or write.
+        Err(
+            ReplaceError::Gone { source, .. }
+            | ReplaceError::Read { source, .. }
+            | ReplaceError::Write { source, .. },
+        ) => Err(kube_err(name, source)),
+    }
 }
 
 /// How often the wait for the node re-reads the lease (and renews it) when no watch event

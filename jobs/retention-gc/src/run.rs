@@ -2,6 +2,7 @@
 //! report. A namespace whose LIST fails, even half-way through its pages, is left out of
 //! the plan entirely: nothing there is deleted on an uncertain read, and the run exits 1.
 
+use std::convert::Infallible;
 use std::time::Duration;
 use vtsnap_core::exit::Exit;
 
@@ -9,8 +10,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -18,6 +18,7 @@ use vtsnap_core::config::Config;
 use vtsnap_core::fence::client as fence_client;
 use vtsnap_core::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
 use vtsnap_core::naming::TabletAlias;
+use vtsnap_core::reconcile::{Change, ReplaceError, replace_with_retry};
 use vtsnap_core::snapshot;
 use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
@@ -233,40 +234,47 @@ where
 /// Adds or removes the VitessCluster ownerReference, compare-and-swap, retried on conflicts.
 async fn sync_owner(kube: &kube::Client, c: &OwnerChange, add: bool) -> Result<(), String> {
     let api = snapshots_api(kube, &c.namespace);
-    for _ in 0..5 {
-        let Some(mut obj) = api.get_opt(&c.name).await.map_err(|e| e.to_string())? else {
-            return Ok(());
-        };
-        let refs = &mut obj.metadata.owner_references;
-        let has = refs.iter().flatten().any(|r| r.uid == c.owner_uid);
-        match (add, has) {
-            (true, true) | (false, false) => return Ok(()),
-            (true, false) => refs.get_or_insert_with(Vec::new).push(
-                k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-                    api_version: "planetscale.com/v2".into(),
-                    kind: "VitessCluster".into(),
-                    name: c.cluster.clone(),
-                    uid: c.owner_uid.clone(),
-                    block_owner_deletion: Some(false),
-                    controller: Some(false),
-                },
-            ),
-            (false, true) => {
-                if let Some(v) = refs.as_mut() {
-                    v.retain(|r| r.uid != c.owner_uid);
+    let synced = replace_with_retry(
+        &api,
+        &c.name,
+        5,
+        |obj: &mut DynamicObject| -> Change<Infallible> {
+            let refs = &mut obj.metadata.owner_references;
+            let has = refs.iter().flatten().any(|r| r.uid == c.owner_uid);
+            match (add, has) {
+                (true, true) | (false, false) => return Change::Leave,
+                (true, false) => refs.get_or_insert_with(Vec::new).push(
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                        api_version: "planetscale.com/v2".into(),
+                        kind: "VitessCluster".into(),
+                        name: c.cluster.clone(),
+                        uid: c.owner_uid.clone(),
+                        block_owner_deletion: Some(false),
+                        controller: Some(false),
+                    },
+                ),
+                (false, true) => {
+                    if let Some(v) = refs.as_mut() {
+                        v.retain(|r| r.uid != c.owner_uid);
+                    }
                 }
             }
+            Change::Replace
+        },
+    )
+    .await;
+    match synced {
+        // A snapshot deleted meanwhile needs no owner.
+        Ok(_) | Err(ReplaceError::Gone { .. }) => Ok(()),
+        Err(ReplaceError::Read { source, .. } | ReplaceError::Write { source, .. }) => {
+            Err(source.to_string())
         }
-        match api.replace(&c.name, &PostParams::default(), &obj).await {
-            Ok(_) => return Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => continue,
-            Err(e) => return Err(e.to_string()),
-        }
+        Err(ReplaceError::Conflicts { .. }) => Err(format!(
+            "{}/{}: ownerReferences kept conflicting",
+            c.namespace, c.name
+        )),
+        Err(ReplaceError::GaveUp { reason, .. }) => match reason {},
     }
-    Err(format!(
-        "{}/{}: ownerReferences kept conflicting",
-        c.namespace, c.name
-    ))
 }
 
 pub async fn run(config: &Config, opts: &GcOptions, kube: kube::Client) -> GcReport {

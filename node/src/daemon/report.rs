@@ -38,6 +38,9 @@ impl Daemon {
         probe: Option<&str>,
     ) -> bool {
         const ATTEMPTS: usize = 5;
+        // Not `vtsnap_core::reconcile::replace_with_retry`: the first write is a patch on the
+        // version the decision was made from, with no GET first, and a re-read only checks
+        // that the answer still applies; that loop would add a GET and PUT the whole lease.
         let api: Api<Lease> = Api::namespaced(self.kube.clone(), &f.namespace);
         let mut version = f.resource_version.clone();
         for _ in 0..ATTEMPTS {
