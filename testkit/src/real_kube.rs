@@ -388,6 +388,41 @@ pub fn container_freezer_cgroup(pod: &Value, container: &str) -> PathBuf {
     ))
 }
 
+/// Whether a Pod run by a real kubelet is Running; panics at once when kubelet reports it
+/// cannot start one of its containers (no waiting for a timeout that can only fail).
+pub fn pod_running(v: &Value) -> bool {
+    for list in ["initContainerStatuses", "containerStatuses"] {
+        for s in v["status"][list].as_array().into_iter().flatten() {
+            if let Some(reason) = s.pointer("/state/waiting/reason").and_then(Value::as_str) {
+                assert!(
+                    !matches!(
+                        reason,
+                        "ErrImageNeverPull"
+                            | "CreateContainerError"
+                            | "CrashLoopBackOff"
+                            | "CreateContainerConfigError"
+                    ),
+                    "pod {}: container {} waiting: {reason}: {}",
+                    v["metadata"]["name"],
+                    s["name"],
+                    s.pointer("/state/waiting/message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                );
+            }
+        }
+    }
+    v.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
+}
+
+/// [`pod_running`] with every container ready.
+pub fn pod_ready(v: &Value) -> bool {
+    pod_running(v)
+        && v["status"]["containerStatuses"]
+            .as_array()
+            .is_some_and(|cs| !cs.is_empty() && cs.iter().all(|c| c["ready"] == json!(true)))
+}
+
 /// Whether a VolumeSnapshot is `readyToUse`.
 pub fn snapshot_ready(v: &Value) -> bool {
     v.pointer("/status/readyToUse").and_then(Value::as_bool) == Some(true)

@@ -20,7 +20,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{DeleteParams, LogParams};
 use serde_json::{Value, json};
-use vtsnap_testkit::real_kube::{BTRFS_CLASS, RealKube, container_freezer_cgroup, resource};
+use vtsnap_testkit::real_kube::{
+    BTRFS_CLASS, RealKube, container_freezer_cgroup, pod_running, resource,
+};
 
 const PAUSE_IMAGE: &str = "localhost/vtsnap-pause:1";
 const SHELL_IMAGE: &str = "localhost/vtsnap-debian:bookworm";
@@ -39,31 +41,6 @@ fn pod(namespace: &str, name: &str, image: &str, command: Option<Vec<&str>>) -> 
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"containers": [container], "terminationGracePeriodSeconds": 5},
     })
-}
-
-/// Running; panics at once when kubelet reports it cannot start the container.
-fn running(v: &Value) -> bool {
-    if let Some(statuses) = v
-        .pointer("/status/containerStatuses")
-        .and_then(Value::as_array)
-    {
-        for s in statuses {
-            if let Some(reason) = s.pointer("/state/waiting/reason").and_then(Value::as_str) {
-                assert!(
-                    !matches!(
-                        reason,
-                        "ErrImageNeverPull" | "CreateContainerError" | "CrashLoopBackOff"
-                    ),
-                    "pod {}: container waiting: {reason}: {}",
-                    v["metadata"]["name"],
-                    s.pointer("/state/waiting/message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                );
-            }
-        }
-    }
-    v.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
 }
 
 async fn wait_path_gone(path: &Path, limit: Duration) {
@@ -94,7 +71,7 @@ async fn a_pod_runs_on_the_real_kubelet_in_its_own_cgroup_and_serves_its_log() {
     kube.create(pod(&ns.name, "pause", PAUSE_IMAGE, None)).await;
     let limit = Duration::from_secs(120);
     let pause = kube
-        .wait_for(&pods(), &ns.name, "pause", "Running", limit, running)
+        .wait_for(&pods(), &ns.name, "pause", "Running", limit, pod_running)
         .await;
     assert_eq!(
         pause["spec"]["nodeName"],
@@ -123,7 +100,7 @@ async fn a_pod_runs_on_the_real_kubelet_in_its_own_cgroup_and_serves_its_log() {
         Some(vec!["/bin/sh", "-c", &script]),
     ))
     .await;
-    kube.wait_for(&pods(), &ns.name, "echo", "Running", limit, running)
+    kube.wait_for(&pods(), &ns.name, "echo", "Running", limit, pod_running)
         .await;
     let start = Instant::now();
     loop {
@@ -205,7 +182,7 @@ async fn kubelet_mounts_a_btrfs_csi_volume_and_the_pod_reaches_the_api_through_i
         json!([{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]);
     kube.create(p).await;
     let writer = kube
-        .wait_for(&pods(), &ns.name, "writer", "Running", limit, running)
+        .wait_for(&pods(), &ns.name, "writer", "Running", limit, pod_running)
         .await;
     let uid = writer["metadata"]["uid"].as_str().unwrap().to_owned();
     let target = format!("/pods/{uid}/volumes/kubernetes.io~csi/{pv}/mount");

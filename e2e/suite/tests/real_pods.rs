@@ -137,7 +137,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         "app.kubernetes.io/component=node",
         1,
         "node helper",
-        ready,
+        pod_ready,
     )
     .await
     .remove(0);
@@ -147,7 +147,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         "app.kubernetes.io/component=admission",
         1,
         "webhook",
-        ready,
+        pod_ready,
     )
     .await
     .remove(0);

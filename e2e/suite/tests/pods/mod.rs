@@ -20,6 +20,7 @@ use vtsnap_testkit::mariadb::{
 };
 use vtsnap_testkit::operator_objects::{MysqldContainer, OperatorTablet};
 use vtsnap_testkit::pod_backend::PodBackend;
+pub use vtsnap_testkit::real_kube::pod_ready;
 use vtsnap_testkit::real_kube::{RealKube, container_freezer_cgroup, resource};
 
 pub const SHELL_IMAGE: &str = "localhost/vtsnap-debian:bookworm";
@@ -58,35 +59,6 @@ pub fn kubelet_dir(kube: &RealKube) -> PathBuf {
         dir.display()
     );
     dir
-}
-
-/// Running with every container ready; panics at once when kubelet cannot start one.
-pub fn ready(v: &Value) -> bool {
-    for list in ["initContainerStatuses", "containerStatuses"] {
-        for s in v["status"][list].as_array().into_iter().flatten() {
-            if let Some(reason) = s.pointer("/state/waiting/reason").and_then(Value::as_str) {
-                assert!(
-                    !matches!(
-                        reason,
-                        "ErrImageNeverPull"
-                            | "CreateContainerError"
-                            | "CrashLoopBackOff"
-                            | "CreateContainerConfigError"
-                    ),
-                    "pod {}: container {} waiting: {reason}: {}",
-                    v["metadata"]["name"],
-                    s["name"],
-                    s.pointer("/state/waiting/message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                );
-            }
-        }
-    }
-    v.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
-        && v["status"]["containerStatuses"]
-            .as_array()
-            .is_some_and(|cs| !cs.is_empty() && cs.iter().all(|c| c["ready"] == json!(true)))
 }
 
 /// Waits until the Pods selected by `selector` are `want` many and all satisfy `cond`.
@@ -217,7 +189,7 @@ pub async fn start_tablet(
     };
     kube.create(op.runnable_pod(SHELL_IMAGE, &mysqld)).await;
     let pod = kube
-        .wait_for(&pods(), &ns, &op.name, "Ready", LIMIT, ready)
+        .wait_for(&pods(), &ns, &op.name, "Ready", LIMIT, pod_ready)
         .await;
     let uid = pod["metadata"]["uid"].as_str().unwrap();
     let socket_dir = kubelet.join(format!(
@@ -269,15 +241,11 @@ pub async fn answers_within(socket: &Path, limit: Duration) -> bool {
 
 /// Waits until mysqld answers on its socket (it greets with protocol 10).
 pub async fn wait_answers(socket: &Path, what: &str) {
-    let start = Instant::now();
-    while !fake_mysqlctld::answers(socket).await {
-        assert!(
-            start.elapsed() < LIMIT,
-            "{what}: mysqld does not answer on {} within {LIMIT:?}",
-            socket.display()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    assert!(
+        answers_within(socket, LIMIT).await,
+        "{what}: mysqld does not answer on {} within {LIMIT:?}",
+        socket.display()
+    );
 }
 
 /// The primary's data: a table of 1024 rows (10 doublings), written once.
@@ -378,15 +346,11 @@ impl SlowClass {
 
 impl Drop for SlowClass {
     fn drop(&mut self) {
-        let (name, kubeconfig) = (self.name.clone(), self.kubeconfig.clone());
-        let _ = std::thread::spawn(move || {
-            let _ = Command::new(tool("kubectl"))
-                .arg("--kubeconfig")
-                .arg(&kubeconfig)
-                .args(["delete", "volumesnapshotclass", &name, "--wait=false"])
-                .output();
-        })
-        .join();
+        let _ = Command::new(tool("kubectl"))
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["delete", "volumesnapshotclass", &self.name, "--wait=false"])
+            .output();
     }
 }
 
