@@ -5,7 +5,8 @@
 # (the node helper's DaemonSet Pod holds it in kubelet's cgroup); the GC and
 # vtbackup-storage CronJobs fire; a new tablet Pod is restored from the snapshot through the
 # webhook's Service and vtsnap-restore's init container, catches up by GTID and checksums
-# match; an ad-hoc Job killed mid-fence is recovered by the node helper. It is the
+# match; an ad-hoc Job killed mid-fence is recovered by the node helper; after a helm
+# upgrade to mode online, another ad-hoc Job takes an online snapshot. It is the
 # real-node test e2e/suite/tests/real_pods.rs: the timeline goes to stderr, and its closing
 # JSON line (checksum_match, per program its Pod, image, ServiceAccount and exit code) is
 # printed last on stdout. Starts the cluster with a node and takes it down again (a cluster

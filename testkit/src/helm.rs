@@ -69,6 +69,28 @@ impl Release {
         release
     }
 
+    /// `helm upgrade NAME charts/vtsnap -n NAMESPACE -f <values>` with new values (the
+    /// whole set, not a merge); panics with helm's output when it fails.
+    pub fn upgrade(&self, values: &Value) {
+        let file = self._values.path().join("values-upgrade.yaml");
+        std::fs::write(&file, serde_json::to_vec(values).unwrap()).unwrap();
+        let out = helm()
+            .args(["upgrade", &self.name])
+            .arg(chart())
+            .args(["-n", &self.namespace, "-f"])
+            .arg(&file)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "helm upgrade: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// The release's rendered manifest (`helm get manifest`).
     pub fn manifest(&self) -> String {
         let out = helm()

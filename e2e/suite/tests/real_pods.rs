@@ -3,17 +3,21 @@
 //! containerd, never pulled), with the chart's ServiceAccounts, RBAC and securityContexts.
 //!
 //! - The snapshot CronJob fires on its schedule (the real CronJob and Job controllers) and
-//!   its Job's Pod takes an online snapshot through the real CSI stack; the node helper's
-//!   DaemonSet Pod answers its probe from the tablet volume kubelet mounted.
+//!   its Job's Pod takes a cold snapshot through the real CSI stack; the node helper's
+//!   DaemonSet Pod stops and holds the tablet's mysqld container in kubelet's cgroup.
+//! - `kubectl create job --from` the CronJob: that Job's Pod, killed mid-fence, leaves the
+//!   tablet to the node helper, which releases it at the lease's expiry; after a
+//!   `helm upgrade` to `mode: online`, the next ad-hoc Job takes an online snapshot.
 //! - The API server calls the webhook through its Service (kube-proxy); a new tablet's PVC
 //!   is restored from that snapshot and kubelet runs `vtsnap-restore` from its image as the
 //!   Pod's init container on the mounted clone.
 //! - No program fell back from a watch to polling; each ran as its ServiceAccount, as the
 //!   user its securityContext names (read from the host's /proc); the Events are readable.
 //!
-//! FAKES (docs/design.md §7): vtctld (served by the test on the node's address), and the
-//! tablet Pods' `vttablet` and `mysqld` containers (sleepers with the operator's names,
-//! labels, volumes and mounts). Runs only on the cluster with a node (`NODE=1`).
+//! FAKES (docs/design.md §7): vtctld (served by the test on the node's address, its
+//! replication calls run on the Pods' MariaDB), mysqlctld (the test serves its gRPC on each
+//! Pod's socket, a supervisor in the `mysqld` container runs MariaDB) and `vttablet` (a
+//! sleeper with the operator's name). Runs only on the cluster with a node (`NODE=1`).
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -24,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::Api;
-use serde_json::{Value, json};
+use serde_json::json;
 use vtsnap_core::fence::{ANN_TABLET_ALIAS, ANN_TARGET_POD};
 use vtsnap_core::naming::{TabletAlias, TabletUid};
 use vtsnap_core::vtctld::TabletType;
@@ -125,7 +129,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         "node": {"kubeletDir": kubelet.display().to_string(), "stateDir": node_state.display().to_string()},
         "admission": {"replicas": 1, "refresh": "2s", "podDisruptionBudget": {"enabled": false}},
     });
-    let _release = Release::install(RELEASE, &system.name, &values, kube.kubeconfig());
+    let release = Release::install(RELEASE, &system.name, &values, kube.kubeconfig());
     story.mark(&format!(
         "helm install: the snapshot, GC and vtbackup-storage CronJobs at {schedule:?} (UTC)"
     ));
@@ -195,15 +199,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     let exit = &job_pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"];
     assert_eq!(exit, &json!(0), "{job_log}");
     assert_eq!(job_pod["metadata"]["ownerReferences"][0]["kind"], "Job");
-    let summary: Value = job_log
-        .lines()
-        .rev()
-        .find_map(|l| {
-            serde_json::from_str::<Value>(l)
-                .ok()
-                .filter(|v| v.get("snapshot").is_some())
-        })
-        .unwrap_or_else(|| panic!("no summary line in the Job's log:\n{job_log}"));
+    let summary = summary_line(&job_log);
     let snapshot = summary["snapshot"].as_str().unwrap().to_owned();
     let taken = kube
         .wait_for(
@@ -478,26 +474,98 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     // and its replication was started again: it catches up with a new write
     db.query(&primary.op.alias, MORE_ROWS).await.unwrap();
     caught_up(&db, &primary.op.alias, &alias).await;
+
+    // The logs of the webhook and node helper Pods, before the upgrade rolls them (their
+    // config's checksum changes).
     let node_log = pod_log(
         &kube,
         &system.name,
         node_pod["metadata"]["name"].as_str().unwrap(),
     )
     .await;
+    let webhook_log = pod_log(
+        &kube,
+        &system.name,
+        webhook["metadata"]["name"].as_str().unwrap(),
+    )
+    .await;
+
+    // An online snapshot, ad hoc: the same CronJob after `helm upgrade` to mode online.
+    let mut online_values = values.clone();
+    online_values["config"]["clusters"][0]["snapshot"]["mode"] = json!("online");
+    release.upgrade(&online_values);
+    // an online snapshot never drains a tablet nor stops its replication
+    let fenced = |calls: Vec<String>| {
+        calls
+            .into_iter()
+            .filter(|c| c.starts_with("ChangeTabletType") || c.starts_with("StopReplication"))
+            .count()
+    };
+    let fenced_before_online = fenced(vtctld.calls());
+    kubectl(
+        &kube,
+        &[
+            "-n",
+            &system.name,
+            "create",
+            "job",
+            &format!("--from={cronjob}"),
+            "adhoc-online",
+        ],
+    );
+    let online_pod = wait_pods(
+        &kube,
+        &system.name,
+        "job-name=adhoc-online",
+        1,
+        "the online ad-hoc Job",
+        |p| matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")),
+    )
+    .await
+    .remove(0);
+    let online_log = pod_log(
+        &kube,
+        &system.name,
+        online_pod["metadata"]["name"].as_str().unwrap(),
+    )
+    .await;
+    assert_eq!(
+        online_pod["status"]["phase"], "Succeeded",
+        "the online Job's Pod failed; it logged:\n{online_log}"
+    );
+    let online_summary = summary_line(&online_log);
+    let online = online_summary["snapshot"].as_str().unwrap().to_owned();
+    let online_taken = kube
+        .wait_for(
+            &snapshots(),
+            &vitess.name,
+            &online,
+            "readyToUse",
+            LIMIT,
+            snapshot_ready,
+        )
+        .await;
+    assert_eq!(
+        online_taken["metadata"]["labels"]["vtsnap.io/mode"], "online",
+        "{online_taken}"
+    );
+    assert_eq!(
+        fenced(vtctld.calls()),
+        fenced_before_online,
+        "the online Job drained or stopped a tablet: {:?}",
+        vtctld.calls()
+    );
+    story.program("snapshot (online, ad hoc)", &online_pod, "snapshot");
+    story.mark(&format!(
+        "after helm upgrade to online: ad-hoc Job took {online}, ready"
+    ));
+    job_logs.push(("the online ad-hoc Job".to_owned(), online_log));
 
     // Nothing fell back from a watch to polling; the Events are on the server.
     for (what, log) in &job_logs {
         assert_no_fallback(what, log);
     }
-    assert_no_fallback(
-        "the webhook",
-        &pod_log(
-            &kube,
-            &system.name,
-            webhook["metadata"]["name"].as_str().unwrap(),
-        )
-        .await,
-    );
+    assert_no_fallback("the webhook", &webhook_log);
     assert_no_fallback("the node helper", &node_log);
     let events = kube
         .list(
@@ -526,6 +594,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         "provisioning_ms": provisioning_ms,
         "catch_up_ms": catch_up_ms,
         "killed_job_released_ms": released_ms,
+        "online_snapshot": online,
         "kube_version": kube.version().await,
     }));
 }

@@ -429,3 +429,15 @@ impl Story {
         }
     }
 }
+
+/// The snapshot job's closing JSON line (the one naming its snapshot) in its Pod's log.
+pub fn summary_line(log: &str) -> Value {
+    log.lines()
+        .rev()
+        .find_map(|l| {
+            serde_json::from_str::<Value>(l)
+                .ok()
+                .filter(|v| v.get("snapshot").is_some())
+        })
+        .unwrap_or_else(|| panic!("no summary line in the Job's log:\n{log}"))
+}
