@@ -17,12 +17,12 @@ export CARGO_TARGET_DIR="$root/target/mutants"
 
 # package | decider files | the tests that judge them (cargo test arguments)
 groups=(
-  "vtsnap-gc|jobs/retention-gc/src/plan.rs jobs/retention-gc/src/restores.rs|"
+  "vtsnap-gc|jobs/retention-gc/src/decide/mod.rs jobs/retention-gc/src/restores.rs|"
   "vtsnap-core|core/src/select.rs core/src/config/resolve.rs core/src/config/validate.rs core/src/config/pvc_spec.rs core/src/vtbackup.rs core/src/snapshot/read.rs core/src/snapshot/gtid.rs core/src/snapshot/source.rs|--lib"
   "vtsnap-restore|init/restore/src/observe.rs init/restore/src/plan.rs|--lib --test layouts --test hostile"
   "vtsnap-node|node/src/daemon/decide.rs|--lib"
   "vtsnap-admission|webhook/src/decide/mod.rs webhook/src/decide/restore.rs webhook/src/decide/pod.rs webhook/src/decide/vtbackup.rs|--lib"
-  "vtsnap-vtbackup-storage|jobs/vtbackup-storage/src/decide.rs jobs/vtbackup-storage/src/effective.rs|--lib --test plan"
+  "vtsnap-vtbackup-storage|jobs/vtbackup-storage/src/decide/mod.rs jobs/vtbackup-storage/src/effective.rs|--lib --test plan"
 )
 
 case "$mode" in
@@ -44,11 +44,13 @@ for g in "${groups[@]}"; do
   args=(--package "$package")
   for f in "${files[@]}"; do args+=(--file "$f"); done
   if [ "$mode" = changed ]; then
-    git diff --unified=0 "$base" -- "${files[@]}" > "$out/$package.patch"
-    if [ ! -s "$out/$package.patch" ]; then
+    # The whole tree's diff with renames followed (-M): a decider moved to another file
+    # counts only for the lines that changed; --in-diff keeps the lines of the files above.
+    if git diff -M --quiet "$base" -- "${files[@]}"; then
       echo "mutants: $package: no decider changed since $base (the last full run)"
       continue
     fi
+    git diff -M --unified=0 "$base" > "$out/$package.patch"
     args+=(--in-diff "$out/$package.patch")
     # Changed lines with nothing to mutate (tests, comments) leave nothing to run.
     if [ -z "$(cargo mutants --list "${args[@]}" 2>/dev/null)" ]; then

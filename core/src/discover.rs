@@ -44,21 +44,12 @@ pub struct Observed {
     pub positions: ShardReplicationPositionsResponse,
 }
 
-/// Lists every object matching `lp`, following continue tokens.
+/// Every object of every page (see [`crate::reconcile::list::all`]).
 pub async fn list_all<K>(api: &Api<K>, lp: &ListParams) -> Result<Vec<K>, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    let mut out = Vec::new();
-    let mut lp = lp.clone().limit(500);
-    loop {
-        let page = api.list(&lp).await?;
-        out.extend(page.items);
-        match page.metadata.continue_ {
-            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
-            _ => return Ok(out),
-        }
-    }
+    crate::reconcile::list::all(api, lp).await
 }
 
 /// The label selector of a shard's tablet Pods and PVCs.

@@ -56,12 +56,7 @@ pub const LAYOUT_VERSION: &str = "1";
 
 /// The namespaced API of VolumeSnapshots (`snapshot.storage.k8s.io/v1`, dynamic).
 pub fn api(kube: &kube::Client, namespace: &str) -> kube::Api<kube::api::DynamicObject> {
-    let gvk = kube::api::GroupVersionKind::gvk(GROUP, VERSION, "VolumeSnapshot");
-    kube::Api::namespaced_with(
-        kube.clone(),
-        namespace,
-        &kube::api::ApiResource::from_gvk(&gvk),
-    )
+    crate::reconcile::apis::volume_snapshots(kube, namespace)
 }
 
 /// The phase label.

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use vtsnap_core::config::Config;
 use vtsnap_core::naming::TabletUid;
-use vtsnap_gc::run::GcOptions;
+use vtsnap_gc::act::GcOptions;
 use vtsnap_snapshot::run::{RunOptions, StepTiming, Summary, run};
 
 use crate::provision::{self, ProvisionTimes, wait_for_gtid};
@@ -255,7 +255,7 @@ pub async fn run_demo(lab: &Lab) -> DemoReport {
         .unwrap_or_else(|e| panic!("lab config: {e}"));
     let images = lab.cp.snapshot_images().await;
     lab.timeline.mark("gc: vtsnap-gc with retention maxCount 1");
-    let gc = vtsnap_gc::run::run(
+    let gc = vtsnap_gc::act::run(
         &cfg,
         &GcOptions {
             dry_run: false,

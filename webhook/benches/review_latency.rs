@@ -19,7 +19,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 use vtsnap_admission::cache::Caches;
 use vtsnap_admission::decide::Settings;
-use vtsnap_admission::inventory::{Inventory, ShardState, TabletVersion};
+use vtsnap_admission::observe::{Inventory, ShardState, TabletVersion};
 use vtsnap_admission::server::{App, serve};
 use vtsnap_admission::tls::{Reloading, server_config};
 use vtsnap_core::config::Config;

@@ -22,7 +22,7 @@ use vtsnap_core::naming::KeyRange;
 use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::{self, VolumeSnapshot};
 
-use crate::inventory::{Inventory, ShardState, SnapshotRead, snapshot_of};
+use crate::observe::{Inventory, ShardState, SnapshotRead, snapshot_of};
 
 /// The shard states, written by the vtctld refresh and read by every review.
 pub type ShardStates = Arc<RwLock<BTreeMap<ShardRef, ShardState>>>;

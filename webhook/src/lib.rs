@@ -13,7 +13,7 @@
 pub mod admission;
 pub mod cache;
 pub mod decide;
-pub mod inventory;
+pub mod observe;
 pub mod offline;
 pub mod patch;
 pub mod review;

@@ -10,7 +10,7 @@ use vtsnap_core::input::{Accept, ReadError, read_bounded};
 
 use crate::admission;
 use crate::decide::{Decision, Settings};
-use crate::inventory::{Dump, ShardState};
+use crate::observe::{Dump, ShardState};
 use crate::review::review;
 
 /// The largest input file read (a dump of a large cluster is big; a review is small).

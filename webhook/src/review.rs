@@ -8,7 +8,7 @@ use vtsnap_core::shard::ShardRef;
 
 use crate::admission::{self, Request};
 use crate::decide::{self, Decision, Review, Settings};
-use crate::inventory::{Inventory, ShardState, SnapshotRead};
+use crate::observe::{Inventory, ShardState, SnapshotRead};
 
 /// The response review and the decision behind it.
 pub fn review(

@@ -39,7 +39,7 @@ use vtsnap_core::events::{self, Subject};
 use crate::admission::{self, MAX_BODY};
 use crate::cache::Caches;
 use crate::decide::{EventNote, Kind, Settings};
-use crate::inventory::Inventory;
+use crate::observe::Inventory;
 use crate::review::{Overlay, review};
 
 /// How long a cache miss may wait for a PVC read before the Pod is decided without it.

@@ -17,7 +17,7 @@ use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
 
 use crate::cache::{Caches, ShardStates};
-use crate::inventory::{ShardState, TabletVersion};
+use crate::observe::{ShardState, TabletVersion};
 
 /// At most this many `GetFullStatus` calls at once per shard.
 const CONCURRENT_STATUS: usize = 4;
@@ -145,7 +145,7 @@ pub async fn refresh_loop(
 ) {
     let states = caches.shard_states();
     // The first pass needs the snapshot caches filled (it reads which shards have any).
-    while !crate::inventory::Inventory::synced(&caches) {
+    while !crate::observe::Inventory::synced(&caches) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     loop {

@@ -22,7 +22,7 @@ use vtsnap_core::fence::{Request, lease_name};
 use vtsnap_core::naming::TabletAlias;
 use vtsnap_core::snapshot::GROUP;
 use vtsnap_core::vtctld::TabletType;
-use vtsnap_gc::run::{GcOptions, run as gc_run};
+use vtsnap_gc::act::{GcOptions, run as gc_run};
 use vtsnap_testkit::real_kube::{RealKube, resource};
 
 fn snapshots() -> kube::core::ApiResource {

@@ -17,9 +17,9 @@ use std::time::Duration;
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
-use vtsnap_admission::inventory::Inventory as _;
+use vtsnap_admission::observe::Inventory as _;
 use vtsnap_core::config::{Config, Mode};
-use vtsnap_gc::run::{GcOptions, run as gc_run};
+use vtsnap_gc::act::{GcOptions, run as gc_run};
 use vtsnap_snapshot::run::{RunOptions, run as snapshot_run};
 use vtsnap_testkit::fake_node::{ApiLeases, FakeNodeHelper, NodeScript};
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
@@ -28,7 +28,7 @@ use vtsnap_testkit::helm::Release;
 use vtsnap_testkit::layout::TabletLayout;
 use vtsnap_testkit::operator_objects::{OperatorShard, operator_shard, pvc_template};
 use vtsnap_testkit::real_kube::{BTRFS_CLASS, RealKube, plural_of, resource};
-use vtsnap_vtbackup_storage::run::{Options as VtbackupOptions, run as vtbackup_run};
+use vtsnap_vtbackup_storage::act::{Options as VtbackupOptions, run as vtbackup_run};
 
 const LIMIT: Duration = Duration::from_secs(90);
 /// A cron line that never fires (February 31st): the test runs each program itself.

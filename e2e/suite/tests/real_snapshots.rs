@@ -17,7 +17,7 @@ use vtsnap_core::fence::lease_name;
 use vtsnap_core::naming::{TabletAlias, TabletUid};
 use vtsnap_core::snapshot::{ANN_GTID_EXECUTED, ANN_GTID_LOWER_BOUND, GROUP, LABEL_PHASE};
 use vtsnap_core::vtctld::TabletType;
-use vtsnap_gc::run::{GcOptions, run as gc_run};
+use vtsnap_gc::act::{GcOptions, run as gc_run};
 use vtsnap_snapshot::run::{Outcome, RunOptions, Summary, run};
 use vtsnap_testkit::fake_node::{ApiLeases, FakeNodeHelper, NodeScript};
 use vtsnap_testkit::fake_vtctld::FakeVtctld;

@@ -14,7 +14,7 @@ use vtsnap_core::config::Config;
 use vtsnap_core::vtbackup::{ANN_DATA_VOLUME_HASH, ANN_TEMPLATE_HASH};
 use vtsnap_testkit::operator_objects::{OperatorShard, operator_shard, pvc_template};
 use vtsnap_testkit::real_kube::{RealKube, TestNamespace, resource};
-use vtsnap_vtbackup_storage::run::{Options, Report, run};
+use vtsnap_vtbackup_storage::act::{Options, Report, run};
 
 const LIMIT: Duration = Duration::from_secs(90);
 

@@ -14,8 +14,8 @@ use std::process::{Command, ExitCode};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use vtsnap_core::config::Config;
-use vtsnap_gc::inventory::Inventory;
-use vtsnap_gc::plan::plan;
+use vtsnap_gc::decide::plan;
+use vtsnap_gc::observe::Inventory;
 
 const NOW: i64 = 1_800_000_000;
 
@@ -83,12 +83,12 @@ fn one(n: usize, source: &str) {
             kube.put_json("snapshot.storage.k8s.io", "volumesnapshots", it);
         }
         let (cpu_a, base) = usage();
-        let opts = vtsnap_gc::run::GcOptions {
+        let opts = vtsnap_gc::act::GcOptions {
             dry_run: true,
             only_cluster: None,
             node_timeout: std::time::Duration::from_secs(1),
         };
-        let r = vtsnap_gc::run::run(&config(), &opts, kube.client()).await;
+        let r = vtsnap_gc::act::run(&config(), &opts, kube.client()).await;
         let (cpu_b, rss) = usage();
         // The fake server's copy is the baseline: report what the GC added on top of it.
         println!("{} {} {}", cpu_b - cpu_a, rss - base, r.plan.delete.len());

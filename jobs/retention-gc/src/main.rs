@@ -6,8 +6,8 @@ use clap::{Parser, Subcommand};
 use k8s_openapi::jiff::Timestamp;
 use vtsnap_core::cli::{self, CommonArgs, Output};
 use vtsnap_core::exit::Exit;
-use vtsnap_gc::inventory::Inventory;
-use vtsnap_gc::run::{GcOptions, plan_json, run, table};
+use vtsnap_gc::act::{GcOptions, plan_json, run, table};
+use vtsnap_gc::observe::Inventory;
 
 /// Retention, deletion policy and fence recovery for vtsnap's VolumeSnapshots.
 #[derive(Debug, Parser)]
@@ -114,7 +114,7 @@ fn offline(
             return Exit::Usage;
         }
     };
-    let p = vtsnap_gc::plan::plan(&config, &inv, now, cluster);
+    let p = vtsnap_gc::decide::plan(&config, &inv, now, cluster);
     match output {
         Output::Json => println!("{}", plan_json(&p)),
         Output::Table => print!("{}", table(&p)),

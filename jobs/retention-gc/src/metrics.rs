@@ -3,7 +3,7 @@
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use crate::run::GcReport;
+use crate::act::GcReport;
 
 /// The metrics of one run, for [`vtsnap_core::metrics::write_textfile`].
 pub fn registry(r: &GcReport, now_seconds: i64) -> Registry {
@@ -71,18 +71,18 @@ pub use vtsnap_core::cli::write_atomic as write;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Plan;
+    use crate::decide::Plan;
 
     #[test]
     fn renders_the_counts() {
         let r = GcReport {
             dry_run: false,
             plan: Plan {
-                skipped: vec![crate::plan::Skipped {
-                    kind: crate::inventory::Kind::Lease,
+                skipped: vec![crate::decide::Skipped {
+                    kind: crate::observe::Kind::Lease,
                     namespace: "ns".into(),
                     name: "l".into(),
-                    reason: crate::plan::SkipReason::Unreadable,
+                    reason: crate::decide::SkipReason::Unreadable,
                     message: "Lease ns/l: spec.renewTime is missing".into(),
                 }],
                 ..Plan::default()

@@ -19,7 +19,7 @@ use serde::Serialize;
 use vtsnap_core::config::{Config, resolve_in};
 use vtsnap_core::naming::KeyRange;
 
-use crate::inventory::Inventory;
+use crate::observe::Inventory;
 
 /// Why a snapshot is marked unusable (the JSON `reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -380,7 +380,7 @@ fn a_dump_over_the_size_cap_is_refused_without_reading_it() {
     let d = Dump::raw("", b"");
     // Sparse: refused by its size, not read.
     let f = std::fs::File::create(d.dir.path().join("dump.json")).unwrap();
-    f.set_len(vtsnap_gc::inventory::MAX_DUMP_BYTES + 1).unwrap();
+    f.set_len(vtsnap_gc::observe::MAX_DUMP_BYTES + 1).unwrap();
     let t = Instant::now();
     let out = d.run("json");
     assert_eq!(out.status.code(), Some(2));

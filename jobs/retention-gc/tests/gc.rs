@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use vtsnap_core::config::Config;
 use vtsnap_core::fence::lease_name;
 use vtsnap_core::snapshot::{GROUP, PLURAL};
-use vtsnap_gc::run::{GcOptions, run};
+use vtsnap_gc::act::{GcOptions, run};
 use vtsnap_testkit::fake_kube::{FakeKube, Fault, Verb, is};
 use vtsnap_testkit::fake_node::{FakeNodeHelper, NodeScript};
 use vtsnap_testkit::fake_vtctld::FakeVtctld;

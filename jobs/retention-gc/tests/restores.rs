@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use vtsnap_core::config::Config;
 use vtsnap_core::snapshot::{ANN_UNUSABLE, GROUP, PLURAL};
 use vtsnap_core::vtctld::messages::replicationdata::Status;
-use vtsnap_gc::run::{GcOptions, run};
+use vtsnap_gc::act::{GcOptions, run};
 use vtsnap_testkit::fake_kube::{FakeKube, Fault, Verb, is};
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
 use vtsnap_testkit::fixtures::shard;

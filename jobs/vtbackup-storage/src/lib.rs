@@ -4,8 +4,8 @@
 //! the config changed. observe ([`run::observe`], [`world`]) → decide ([`decide::plan`],
 //! pure) → act → report.
 
+pub mod act;
 pub mod decide;
 pub mod effective;
+pub mod observe;
 pub mod report;
-pub mod run;
-pub mod world;

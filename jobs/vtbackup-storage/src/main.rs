@@ -6,8 +6,8 @@ use vtsnap_core::cli::{self, CommonArgs, Output};
 use vtsnap_core::config::Config;
 use vtsnap_core::exit::Exit;
 use vtsnap_core::input::{Accept, MAX_DUMP, read_bounded};
+use vtsnap_vtbackup_storage::act::{Options, POD_GONE_TIMEOUT, plan_from_dump, run};
 use vtsnap_vtbackup_storage::report::table;
-use vtsnap_vtbackup_storage::run::{Options, POD_GONE_TIMEOUT, plan_from_dump, run};
 
 /// Converges vtbackup initial-backup Pods and PVCs to the configured scratch storage.
 #[derive(Debug, Parser)]

@@ -11,13 +11,13 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use vtsnap_admission::decide::{Kind as ReviewKind, Review, Settings, decide};
-use vtsnap_admission::inventory::Dump;
+use vtsnap_admission::observe::Dump;
 use vtsnap_admission::patch::apply;
 use vtsnap_core::config::Config;
 use vtsnap_testkit::operator_objects::{operator_shard, pvc_template, with_extra_volume};
 use vtsnap_vtbackup_storage::decide::{Action, Kind, Plan, Reason, plan};
 use vtsnap_vtbackup_storage::effective::BOUND_BY_CONTROLLER;
-use vtsnap_vtbackup_storage::world::{ANN_REPLACED_FOR, Read, World, group};
+use vtsnap_vtbackup_storage::observe::{ANN_REPLACED_FOR, Read, World, group};
 
 const BASE: &str = "clusters:\n- name: example\n  namespace: vitess\n";
 

@@ -15,7 +15,7 @@ use vtsnap_core::config::Config;
 use vtsnap_core::vtbackup::{ANN_DATA_VOLUME_HASH, ANN_TEMPLATE_HASH};
 use vtsnap_testkit::fake_kube::{FakeKube, Fault, Verb, is};
 use vtsnap_testkit::operator_objects::{operator_shard, pvc_template};
-use vtsnap_vtbackup_storage::run::{Options, Report, run};
+use vtsnap_vtbackup_storage::act::{Options, Report, run};
 
 fn config(vtbackup: &str) -> Config {
     let block = if vtbackup.is_empty() {

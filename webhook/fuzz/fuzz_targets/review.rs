@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 use std::time::Duration;
 use vtsnap_admission::admission;
 use vtsnap_admission::decide::Settings;
-use vtsnap_admission::inventory::Dump;
+use vtsnap_admission::observe::Dump;
 use vtsnap_admission::patch::apply;
 use vtsnap_admission::review::review;
 use vtsnap_core::config::Config;

@@ -27,7 +27,7 @@ pub use restore::{
     ANN_RESTORE_NODE, ANN_RESTORE_REASON, ANN_RESTORED_FROM, Choice, Rejection, choose,
 };
 
-use crate::inventory::Inventory;
+use crate::observe::Inventory;
 use crate::patch::Op;
 
 /// Why the webhook did what it did, one code per part of a decision (kebab-case in the

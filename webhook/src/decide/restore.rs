@@ -29,7 +29,7 @@ use vtsnap_core::snapshot::{
 
 use super::pod::unpinnable;
 use super::{Code, Decision, EventNote, Settings, Severity, name_of};
-use crate::inventory::{Inventory, ShardState, SnapshotRead};
+use crate::observe::{Inventory, ShardState, SnapshotRead};
 use crate::patch::{self, Op};
 
 pub use vtsnap_core::restored::{ANN_RESTORE_NODE, ANN_RESTORE_REASON, ANN_RESTORED_FROM};

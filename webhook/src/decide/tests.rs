@@ -18,7 +18,7 @@ use vtsnap_testkit::operator_objects::{
 };
 
 use super::*;
-use crate::inventory::{Dump, ShardState, TabletVersion};
+use crate::observe::{Dump, ShardState, TabletVersion};
 use crate::patch::{Op, apply};
 
 const NOW: &str = "2026-12-01T12:00:00Z";
@@ -568,7 +568,7 @@ fn nothing_is_decided_before_the_caches_are_filled() {
         fn synced(&self) -> bool {
             false
         }
-        fn snapshots(&self, s: &ShardRef) -> Vec<crate::inventory::SnapshotRead> {
+        fn snapshots(&self, s: &ShardRef) -> Vec<crate::observe::SnapshotRead> {
             self.0.snapshots(s)
         }
         fn shard_state(&self, s: &ShardRef) -> Option<ShardState> {

@@ -16,7 +16,7 @@ use super::tests::{
     review_of, settings, snap, vtbackup_config, with_cluster,
 };
 use super::*;
-use crate::inventory::Dump;
+use crate::observe::Dump;
 use crate::patch::apply;
 
 /// The shard's inventory holding exactly these snapshot objects.

@@ -13,7 +13,7 @@ use prometheus_client::registry::Registry;
 use super::connections::CloseReason;
 use crate::cache::Caches;
 use crate::decide::Decision;
-use crate::inventory::Inventory;
+use crate::observe::Inventory;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct DecisionLabel {

@@ -11,8 +11,8 @@ use std::sync::OnceLock;
 use k8s_openapi::jiff::Timestamp;
 use libfuzzer_sys::fuzz_target;
 use vtsnap_core::config::Config;
-use vtsnap_gc::inventory::{Inventory, Kind};
-use vtsnap_gc::plan::{Reason, plan};
+use vtsnap_gc::decide::{Reason, plan};
+use vtsnap_gc::observe::{Inventory, Kind};
 
 const CONFIG: &str = "clusters:\n- name: example\n  namespace: vitess\n  \
     retention: {maxCount: 2, maxAge: 7d}\n  deletionPolicy: {whenScaled: Delete, gracePeriod: 1h}\n  \
@@ -30,10 +30,17 @@ fuzz_target!(|data: &[u8]| {
     };
     let p = plan(config(), &inv, now, None);
     let key = |ns: &str, name: &str| (ns.to_owned(), name.to_owned());
-    let deleted: BTreeSet<_> = p.delete.iter().map(|i| key(&i.namespace, &i.name)).collect();
+    let deleted: BTreeSet<_> = p
+        .delete
+        .iter()
+        .map(|i| key(&i.namespace, &i.name))
+        .collect();
     assert_eq!(deleted.len(), p.delete.len(), "a snapshot deleted twice");
     for i in &p.keep {
-        assert!(!deleted.contains(&key(&i.namespace, &i.name)), "deleted and kept: {i:?}");
+        assert!(
+            !deleted.contains(&key(&i.namespace, &i.name)),
+            "deleted and kept: {i:?}"
+        );
     }
     for i in &p.delete {
         assert!(!i.namespace.is_empty() && !i.name.is_empty(), "{i:?}");
@@ -43,29 +50,43 @@ fuzz_target!(|data: &[u8]| {
         match s.kind {
             Kind::VolumeSnapshot => assert!(!deleted.contains(&k), "skipped and deleted: {s:?}"),
             Kind::Lease => assert!(
-                !p.recover_fences.iter().any(|f| key(&f.namespace, &f.name) == k),
+                !p.recover_fences
+                    .iter()
+                    .any(|f| key(&f.namespace, &f.name) == k),
                 "skipped and recovered: {s:?}"
             ),
             // An unreadable Pending PVC holds every snapshot of its namespace (of all,
             // when its own is unknown).
             Kind::PersistentVolumeClaim => assert!(
-                !p.delete.iter().any(|d| s.namespace.is_empty() || d.namespace == s.namespace),
+                !p.delete
+                    .iter()
+                    .any(|d| s.namespace.is_empty() || d.namespace == s.namespace),
                 "a snapshot deleted beside an unreadable PVC: {s:?}"
             ),
             // An unreadable VitessCluster removes no shard (the one config cluster's).
             Kind::VitessCluster => assert!(
                 s.name != "example"
-                    || !p.delete.iter().any(|d| d.reason == Reason::ShardRemoved && d.namespace == s.namespace),
+                    || !p
+                        .delete
+                        .iter()
+                        .any(|d| d.reason == Reason::ShardRemoved && d.namespace == s.namespace),
                 "a shard of an unreadable cluster removed: {s:?}"
             ),
         }
     }
     for u in &p.restores.unstick {
         let unbound = inv.restored.iter().any(|r| {
-            r.namespace == u.namespace && r.name == u.pvc && r.uid == u.pvc_uid && !r.bound && !r.has_volume
+            r.namespace == u.namespace
+                && r.name == u.pvc
+                && r.uid == u.pvc_uid
+                && !r.bound
+                && !r.has_volume
         });
         assert!(unbound, "un-stuck a PVC that may hold data: {u:?}");
         let pod = inv.pods.get(&key(&u.namespace, &u.pod));
-        assert!(pod.is_some_and(|p| p.phase == "Pending" && p.uid == u.pod_uid), "un-stuck a Pod that is not Pending: {u:?}");
+        assert!(
+            pod.is_some_and(|p| p.phase == "Pending" && p.uid == u.pod_uid),
+            "un-stuck a Pod that is not Pending: {u:?}"
+        );
     }
 });

@@ -8,8 +8,8 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use vtsnap_core::config::Config;
+use vtsnap_vtbackup_storage::act::plan_from_dump;
 use vtsnap_vtbackup_storage::decide::{Action, Kind, Reason};
-use vtsnap_vtbackup_storage::run::plan_from_dump;
 
 const CONFIG: &str = "clusters:\n- name: example\n  namespace: vitess\n  vtbackup: {useEmptyDirForInitialBackup: true}\n";
 

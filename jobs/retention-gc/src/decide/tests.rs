@@ -3,7 +3,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 
 use super::*;
-use crate::inventory::{Cluster, LeaseRef, Unreadable, UnreadableObject};
+use crate::observe::{Cluster, LeaseRef, Unreadable, UnreadableObject};
 
 const NOW: &str = "2026-11-29T12:00:00Z";
 

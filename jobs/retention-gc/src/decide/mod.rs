@@ -26,7 +26,7 @@ use vtsnap_core::config::{Config, GoDuration, Lifecycle, ResolvedPolicy};
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::shard::ShardRef;
 
-use crate::inventory::{Cluster, Inventory, Kind, Scope, Snap, UnreadableObject};
+use crate::observe::{Cluster, Inventory, Kind, Scope, Snap, UnreadableObject};
 
 /// A creation time later than now by more than this (clock skew) cannot be real: the API
 /// server sets it.

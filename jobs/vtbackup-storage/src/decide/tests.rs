@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use vtsnap_testkit::operator_objects::{operator_shard, pvc_template};
 
 use super::*;
-use crate::world::group;
+use crate::observe::group;
 
 const EMPTY_DIR: &str = "clusters:\n- name: example\n  namespace: vitess\n  vtbackup: {useEmptyDirForInitialBackup: true}\n";
 

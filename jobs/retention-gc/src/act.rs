@@ -23,8 +23,8 @@ use vtsnap_core::snapshot;
 use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
 
-use crate::inventory::Inventory;
-use crate::plan::{OwnerChange, Plan, plan};
+use crate::decide::{OwnerChange, Plan, plan};
+use crate::observe::Inventory;
 use crate::restores::MarkUnusable;
 
 #[derive(Debug, Clone)]

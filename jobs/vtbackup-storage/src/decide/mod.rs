@@ -28,7 +28,7 @@ use vtsnap_core::vitesscluster::first_pool;
 use vtsnap_core::vtbackup::{desired_init_template, desired_shape, template_hash};
 
 use crate::effective::pvc_matches;
-use crate::world::{PodPhase, PodState, PvcState, Read, Shard, World};
+use crate::observe::{PodPhase, PodState, PvcState, Read, Shard, World};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -621,5 +621,4 @@ pub fn plan(config: &Config, world: &World, only_cluster: Option<&str>) -> Plan 
 }
 
 #[cfg(test)]
-#[path = "decide_tests.rs"]
 mod tests;

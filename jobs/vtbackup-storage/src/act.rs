@@ -24,7 +24,7 @@ use vtsnap_core::vtbackup::{
 };
 
 use crate::decide::{Action, Kind, Plan, ShardPlan, Step, plan};
-use crate::world::{ANN_REPLACED_FOR, Read, World, default_class, group};
+use crate::observe::{ANN_REPLACED_FOR, Read, World, default_class, group};
 
 /// How long a PVC's deletion waits for its Pod, deleted just before, to be gone.
 pub const POD_GONE_TIMEOUT: Duration = Duration::from_secs(30);
