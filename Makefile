@@ -6,7 +6,7 @@ export DOCKER_HOST ?= unix:///run/podman/podman.sock
 DEMO_DIR ?= $(shell mktemp -d -u /tmp/vtsnap-demo.XXXXXX)
 NEW_UID ?= 2548885007
 
-.PHONY: demo-node bench-startup e2e e2e-keep e2e-run e2e-down test-images test-real demo demo-real demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down chart
+.PHONY: docs demo-node bench-startup e2e e2e-keep e2e-run e2e-down test-images test-real demo demo-real demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down chart
 
 # The local lab (tests/): cold and online snapshots under load, a new replica from each,
 # checksums, GC, a timeline and one JSON line. Cleans up even when interrupted.
@@ -73,8 +73,6 @@ lint: setup
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	shellcheck -x scripts/*.sh e2e/local-cluster/*.sh kind/*.sh
-	python3 scripts/docs-check.py --self-test
-	python3 scripts/docs-check.py
 
 # Every test against the in-memory API and on this machine (the real-API tier is test-real).
 unit:
@@ -110,6 +108,15 @@ chart: setup tools
 dev-tools:
 	bash scripts/dev-tools.sh
 
+# The documentation: the book of docs/ built by mdBook (a warning fails it), then every
+# link and anchor of the Markdown checked, and every page a chapter of docs/SUMMARY.md.
+docs: dev-tools
+	@mkdir -p target
+	set -o pipefail; PATH="$$HOME/.cargo/bin:$$PATH" mdbook build 2>&1 | tee target/docs.log
+	@! grep -E 'WARN|ERROR' target/docs.log
+	python3 scripts/docs-check.py --self-test
+	python3 scripts/docs-check.py
+
 # Every fuzz target, FUZZ_SECONDS each, from its committed seeds (a crash fails).
 FUZZ_SECONDS ?= 20
 fuzz-check: dev-tools
@@ -127,7 +134,7 @@ mutants-check: dev-tools
 # One pass over a clean checkout rebuilds nothing twice: no incremental caches (gigabytes).
 test: export CARGO_INCREMENTAL := 0
 # Each stage is timed; the table is printed at the end, or at the stage that failed.
-TEST_STAGES := setup tools images lint chart bench-check fuzz-check mutants-check unit test-real
+TEST_STAGES := setup tools images lint docs chart bench-check fuzz-check mutants-check unit test-real
 test:
 	@bash scripts/test-stages.sh $(TEST_STAGES)
 

@@ -191,6 +191,21 @@ def committed_markdown():
     return sorted(set(f for f in files if os.path.isfile(os.path.join(ROOT, f))))
 
 
+def unlisted_pages():
+    """Every page of docs/ is a chapter of the book (docs/SUMMARY.md), and every chapter
+    exists."""
+    docs = os.path.join(ROOT, "docs")
+    summary = os.path.join(docs, "SUMMARY.md")
+    if not os.path.isfile(summary):
+        return ["docs/SUMMARY.md: missing (the book's table of contents)"]
+    with open(summary, encoding="utf-8") as f:
+        listed = set(re.findall(r"\]\(([^)#]+\.md)\)", f.read()))
+    pages = {n for n in os.listdir(docs) if n.endswith(".md") and n != "SUMMARY.md"}
+    out = [f"docs/{n}: not a chapter of docs/SUMMARY.md" for n in sorted(pages - listed)]
+    out += [f"docs/SUMMARY.md: chapter {n} does not exist" for n in sorted(listed - pages)]
+    return out
+
+
 def self_test():
     cases = {
         "### The lab on the real control plane (`make demo-real`)":
@@ -249,7 +264,7 @@ def main(argv):
         print(__doc__.strip(), file=sys.stderr)
         return 2
     files = argv[1:] or committed_markdown()
-    broken = check(files)
+    broken = check(files) + ([] if argv[1:] else unlisted_pages())
     for b in broken:
         print(b)
     if broken:
