@@ -7,8 +7,21 @@ use std::fmt;
 
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Flavor {
     Mysql,
     Mariadb,
@@ -16,19 +29,12 @@ pub enum Flavor {
 
 impl Flavor {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Mysql => "mysql",
-            Self::Mariadb => "mariadb",
-        }
+        self.into()
     }
 
     /// `mysql` or `mariadb` (the snapshot's `vtsnap.io/mysql-flavor`).
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "mysql" => Some(Self::Mysql),
-            "mariadb" => Some(Self::Mariadb),
-            _ => None,
-        }
+        s.parse().ok()
     }
 }
 

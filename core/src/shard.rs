@@ -28,6 +28,33 @@ impl std::fmt::Display for ShardRef {
     }
 }
 
+/// A shard as a person names it (`--cluster`, `--keyspace`, `--shard`), before the config
+/// places it: no namespace yet, and the key range still unparsed.
+/// [`crate::config::Config::shard`] turns it into a [`ShardRef`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardName {
+    pub cluster: String,
+    pub keyspace: String,
+    pub shard: String,
+}
+
+impl ShardName {
+    pub fn new(cluster: &str, keyspace: &str, shard: &str) -> Self {
+        Self {
+            cluster: cluster.into(),
+            keyspace: keyspace.into(),
+            shard: shard.into(),
+        }
+    }
+}
+
+/// `<cluster>/<keyspace>/<shard>`, as the snapshot job's JSON line names its shard.
+impl std::fmt::Display for ShardName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.cluster, self.keyspace, self.shard)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PodInfo {
     pub name: String,

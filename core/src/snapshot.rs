@@ -60,7 +60,8 @@ pub fn api(kube: &kube::Client, namespace: &str) -> kube::Api<kube::api::Dynamic
 }
 
 /// The phase label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "lowercase")]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
     /// Point in time taken; not yet usable.
@@ -73,20 +74,11 @@ pub enum Phase {
 
 impl Phase {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Cut => "cut",
-            Self::Ready => "ready",
-            Self::Failed => "failed",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "cut" => Some(Self::Cut),
-            "ready" => Some(Self::Ready),
-            "failed" => Some(Self::Failed),
-            _ => None,
-        }
+        s.parse().ok()
     }
 }
 

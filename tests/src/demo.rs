@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+use vtsnap_core::shard::ShardName;
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -110,9 +111,7 @@ pub async fn take_snapshot(lab: &Lab, online: bool) -> Summary {
         .mark(format!("snapshot: vtsnap-snapshot run ({mode})"));
     let s = run(
         &cfg,
-        "example",
-        "commerce",
-        "-",
+        &ShardName::new("example", "commerce", "-"),
         &run_options(),
         lab.cp.client(),
     )

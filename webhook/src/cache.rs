@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
@@ -26,20 +26,6 @@ use crate::observe::{Inventory, ShardState, SnapshotRead, snapshot_of};
 
 /// The shard states, written by the vtctld refresh and read by every review.
 pub type ShardStates = Arc<RwLock<BTreeMap<ShardRef, ShardState>>>;
-
-fn vitess_clusters() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("planetscale.com", "v2", "VitessCluster"),
-        "vitessclusters",
-    )
-}
-
-fn volume_snapshots() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(snapshot::GROUP, snapshot::VERSION, "VolumeSnapshot"),
-        snapshot::PLURAL,
-    )
-}
 
 /// The caches of one namespace.
 #[derive(Clone)]
@@ -214,7 +200,7 @@ impl Caches {
             labels::selector(&[(labels::MANAGED_BY, labels::MANAGED_BY_VTSNAP)]);
         let pvc_selector = labels::selector(&[(labels::COMPONENT, labels::COMPONENT_VTTABLET)]);
         for ns in namespaces {
-            let snaps_ar = volume_snapshots();
+            let snaps_ar = vtsnap_core::reconcile::apis::volume_snapshot_resource();
             let w = Writer::new(snaps_ar.clone());
             let snapshots = w.as_reader();
             let index: Arc<RwLock<ShardIndex>> = Arc::default();
@@ -241,7 +227,7 @@ impl Caches {
                 None,
                 format!("tablet PVCs in {ns}"),
             ));
-            let clusters_ar = vitess_clusters();
+            let clusters_ar = vtsnap_core::reconcile::apis::vitess_cluster_resource();
             let w = Writer::new(clusters_ar.clone());
             let clusters = w.as_reader();
             tasks.push(run_reflector(

@@ -13,6 +13,7 @@ pub mod pvc_spec;
 mod resolve;
 mod validate;
 
+use crate::shard::ShardName;
 use std::fmt;
 use std::path::Path;
 
@@ -176,23 +177,23 @@ impl Config {
     /// not list get the levels above them.
     /// The shard a run works on: its reference (cluster, namespace, keyspace, key range),
     /// its resolved policy and the cluster's `vtctld` setting (`auto` or host:port).
-    pub fn shard(
-        &self,
-        cluster: &str,
-        keyspace: &str,
-        shard: &str,
-    ) -> Result<ConfiguredShard, ShardLookupError> {
+    pub fn shard(&self, name: &ShardName) -> Result<ConfiguredShard, ShardLookupError> {
+        let ShardName {
+            cluster,
+            keyspace,
+            shard,
+        } = name;
         let cl = self.cluster(cluster)?;
         let key_range: crate::naming::KeyRange =
             shard.parse().map_err(|reason| ShardLookupError::BadShard {
-                shard: shard.into(),
+                shard: shard.clone(),
                 reason,
             })?;
         Ok(ConfiguredShard {
             shard: crate::shard::ShardRef {
-                cluster: cluster.into(),
+                cluster: cluster.clone(),
                 namespace: cl.namespace.clone(),
-                keyspace: keyspace.into(),
+                keyspace: keyspace.clone(),
                 shard: key_range,
             },
             policy: resolve_in(cl, keyspace, shard),

@@ -87,7 +87,8 @@ impl fmt::Display for Request {
 }
 
 /// The node helper's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "lowercase")]
 #[serde(rename_all = "lowercase")]
 pub enum NodeState {
     Probed,
@@ -103,28 +104,11 @@ pub enum NodeState {
 
 impl NodeState {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Probed => "probed",
-            Self::Stopped => "stopped",
-            Self::Held => "held",
-            Self::Fsfrozen => "fsfrozen",
-            Self::Released => "released",
-            Self::Refused => "refused",
-            Self::Failed => "failed",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "probed" => Self::Probed,
-            "stopped" => Self::Stopped,
-            "held" => Self::Held,
-            "fsfrozen" => Self::Fsfrozen,
-            "released" => Self::Released,
-            "refused" => Self::Refused,
-            "failed" => Self::Failed,
-            _ => return None,
-        })
+        s.parse().ok()
     }
 }
 

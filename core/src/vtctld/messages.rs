@@ -16,7 +16,20 @@ pub mod topodata {
         pub uid: u32,
     }
 
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+    #[derive(
+        Clone,
+        Copy,
+        Debug,
+        PartialEq,
+        Eq,
+        Hash,
+        PartialOrd,
+        Ord,
+        prost::Enumeration,
+        strum::IntoStaticStr,
+        strum::EnumString,
+    )]
+    #[strum(serialize_all = "lowercase", ascii_case_insensitive)]
     #[repr(i32)]
     pub enum TabletType {
         Unknown = 0,

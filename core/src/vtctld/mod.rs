@@ -26,34 +26,12 @@ impl From<&messages::topodata::TabletAlias> for TabletAlias {
 impl TabletType {
     /// Parses the lowercase or uppercase name (`replica`, `RDONLY`).
     pub fn parse(s: &str) -> Option<Self> {
-        [
-            Self::Unknown,
-            Self::Primary,
-            Self::Replica,
-            Self::Rdonly,
-            Self::Spare,
-            Self::Experimental,
-            Self::Backup,
-            Self::Restore,
-            Self::Drained,
-        ]
-        .into_iter()
-        .find(|t| t.name().eq_ignore_ascii_case(s))
+        s.parse().ok()
     }
 
     /// Lowercase name as `vtctldclient` prints it.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Unknown => "unknown",
-            Self::Primary => "primary",
-            Self::Replica => "replica",
-            Self::Rdonly => "rdonly",
-            Self::Spare => "spare",
-            Self::Experimental => "experimental",
-            Self::Backup => "backup",
-            Self::Restore => "restore",
-            Self::Drained => "drained",
-        }
+        self.into()
     }
 }
 

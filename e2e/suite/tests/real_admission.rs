@@ -8,6 +8,7 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use vtsnap_core::shard::ShardName;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -143,7 +144,7 @@ async fn the_api_server_calls_the_webhook_and_stores_its_patches() {
         poll: Duration::from_millis(200),
         ..RunOptions::default()
     };
-    let s = run(&config, "example", "commerce", "-", &opts, kube.client()).await;
+    let s = run(&config, &ShardName::new("example", "commerce", "-"), &opts, kube.client()).await;
     assert_eq!(s.exit_code, 0, "{s:?}");
     let snapshot = s.snapshot.clone().unwrap();
 

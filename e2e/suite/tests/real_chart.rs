@@ -13,6 +13,7 @@
 mod common;
 
 use std::time::Duration;
+use vtsnap_core::shard::ShardName;
 
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
@@ -250,9 +251,7 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
     for _ in 0..2 {
         let s = snapshot_run(
             &config,
-            "example",
-            "commerce",
-            "-",
+            &ShardName::new("example", "commerce", "-"),
             &opts,
             as_snapshot.clone(),
         )

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
+use vtsnap_core::shard::ShardName;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
@@ -109,9 +110,7 @@ impl RealShard {
         };
         run(
             &self.config(""),
-            "example",
-            "commerce",
-            "-",
+            &ShardName::new("example", "commerce", "-"),
             &opts,
             self.kube.client(),
         )

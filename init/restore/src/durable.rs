@@ -2,7 +2,7 @@
 //! idempotent, and new contents are on disk before the name points at them. The steps do
 //! not make their directory entries durable one by one: the journal is durable before
 //! the first step, so after a power loss any subset of the steps may have reached the
-//! disk and the rerun completes the rest; [`crate::apply::apply`] makes them all durable
+//! disk and the rerun completes the rest; [`crate::act::apply`] makes them all durable
 //! with one `syncfs` before it removes the journal. (One sync instead of one or two per
 //! step: under write load each directory fsync can wait for a whole file system commit.)
 //! All of them go through [`Root`], so none can reach outside the volume.

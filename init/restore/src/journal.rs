@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use vtsnap_core::naming::TabletUid;
 
 use crate::beneath::{Kind, Root};
+use crate::decide::{Plan, Step, may_remove};
 use crate::durable;
 use crate::mycnf::replace_uid_refs;
-use crate::plan::{Plan, Step, may_remove};
 use crate::refusal::Refusal;
 use crate::{SERVER_ID_END, SERVER_ID_MIN};
 
@@ -216,7 +216,7 @@ pub fn remove(root: &Root) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::RemoveWhy;
+    use crate::decide::RemoveWhy;
     use std::path::PathBuf;
 
     fn plan(steps: Vec<Step>) -> Plan {

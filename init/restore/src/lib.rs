@@ -2,17 +2,17 @@
 //! to the tablet it is now attached to (docs/design.md §5.5).
 //!
 //! The spine is observe → decide → act → report:
-//! [`observe::observe`] reads the volume, [`plan::plan`] decides the steps (pure),
-//! [`apply::apply`] carries them out under a journal, and [`Outcome`] is the report.
+//! [`observe::observe`] reads the volume, [`decide::plan`] decides the steps (pure),
+//! [`act::apply`] carries them out under a journal, and [`Outcome`] is the report.
 
-pub mod apply;
+pub mod act;
 pub mod beneath;
 pub mod binlog;
 pub mod durable;
 pub mod journal;
 pub use vtsnap_core::mycnf;
+pub mod decide;
 pub mod observe;
-pub mod plan;
 pub mod preflight;
 pub mod refusal;
 
@@ -23,10 +23,10 @@ use serde::Serialize;
 use vtsnap_core::exit::Exit;
 use vtsnap_core::naming::TabletUid;
 
-use crate::apply::{ApplyError, StepReport};
+use crate::act::{ApplyError, StepReport};
 use crate::beneath::Root;
+use crate::decide::Plan;
 use crate::observe::Observed;
-use crate::plan::Plan;
 use crate::refusal::Refusal;
 
 /// Lowest server-id Vitess hands out (`go/vt/mysqlctl/mycnf_gen.go`, RandomizeMysqlServerID):
@@ -46,7 +46,8 @@ pub struct Options {
 }
 
 /// What a run did (the JSON `action`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
     /// A fresh volume: nothing to restore.
@@ -63,13 +64,7 @@ pub enum Action {
 
 impl Action {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Empty => "empty",
-            Action::None => "none",
-            Action::Moved => "moved",
-            Action::Refused => "refused",
-            Action::Failed => "failed",
-        }
+        self.into()
     }
 }
 
@@ -201,7 +196,7 @@ pub fn run(opts: &Options) -> Result<Outcome, RestoreError> {
                 Some(id) => check_server_id(id, src.old_server_id)?,
                 None => random_server_id(src.old_server_id).map_err(RestoreError::Random)?,
             };
-            let plan = plan::plan(&src, opts.tablet_uid, server_id);
+            let plan = decide::plan(&src, opts.tablet_uid, server_id);
             // Everything the move will touch, checked before the first change.
             preflight::check(&root, &src.mount, &plan)?;
             (plan, false)
@@ -210,11 +205,11 @@ pub fn run(opts: &Options) -> Result<Outcome, RestoreError> {
 
     // act
     let steps = if opts.dry_run {
-        apply::planned(&plan)
+        act::planned(&plan)
     } else {
         let span = tracing::info_span!("move", from = %plan.from, to = %plan.to, resumed);
         let _g = span.enter();
-        apply::apply(&root, &plan, resumed)?
+        act::apply(&root, &plan, resumed)?
     };
 
     // report

@@ -14,9 +14,9 @@ use vtsnap_core::naming::TabletUid;
 
 use crate::beneath::{Kind, Meta, Root};
 use crate::binlog::{self, LastBinlog};
+use crate::decide::is_numbered_log;
 use crate::journal::{self, Journal};
 use crate::mycnf::{self, MyCnf};
-use crate::plan::is_numbered_log;
 use crate::refusal::Refusal;
 pub use vtsnap_core::volume::{VolPath, Volume};
 

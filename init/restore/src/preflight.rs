@@ -13,11 +13,11 @@ use rustix::process::{getegid, geteuid, getgroups};
 
 use crate::beneath::{Kind, Meta, Root};
 use crate::binlog::MAX_INDEX_LEN;
+use crate::decide::{Plan, Step};
 use crate::durable::tmp_name;
 use crate::journal::JOURNAL_NAME;
 use crate::mycnf::{self, MyCnf};
 use crate::observe::{Volume, wrong_kind};
-use crate::plan::{Plan, Step};
 use crate::refusal::Refusal;
 
 struct Check<'a> {

@@ -5,6 +5,7 @@
 //! `cargo run -p vtsnap-snapshot --example plan_demo [-- --json]`
 
 use std::process::ExitCode;
+use vtsnap_core::shard::ShardName;
 
 use vtsnap_core::config::Config;
 use vtsnap_snapshot::{plan, render};
@@ -37,7 +38,13 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match plan::plan(&config, "example", "commerce", "-80", kube.client()).await {
+    match plan::plan(
+        &config,
+        &ShardName::new("example", "commerce", "-80"),
+        kube.client(),
+    )
+    .await
+    {
         Ok(report) => {
             if json {
                 println!(

@@ -134,7 +134,7 @@ pub async fn list(
         }
         let api = snapshot::api(&kube, &c.namespace);
         let lp = ListParams::default().labels(&labels::selector(&pairs));
-        let objs = vtsnap_core::discover::list_all(&api, &lp)
+        let objs = vtsnap_core::reconcile::list::all(&api, &lp)
             .await
             .map_err(|source| ListError::Kube {
                 namespace: c.namespace.clone(),

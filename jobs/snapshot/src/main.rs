@@ -1,5 +1,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
+use vtsnap_core::shard::ShardName;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use vtsnap_core::cli::{self, CommonArgs, Output};
@@ -129,7 +130,11 @@ fn main() -> ExitCode {
             keyspace,
             shard,
             output,
-        } => run_plan(&config, &cluster, &keyspace, &shard, output),
+        } => run_plan(
+            &config,
+            &ShardName::new(&cluster, &keyspace, &shard),
+            output,
+        ),
         Command::Run {
             config,
             cluster,
@@ -154,9 +159,7 @@ fn main() -> ExitCode {
             };
             run_run(
                 &config,
-                &cluster,
-                &keyspace,
-                &shard,
+                &ShardName::new(&cluster, &keyspace, &shard),
                 &opts,
                 output,
                 metrics_file.as_deref(),
@@ -181,15 +184,9 @@ fn main() -> ExitCode {
     .into()
 }
 
-fn run_plan(
-    config: &std::path::Path,
-    cluster: &str,
-    keyspace: &str,
-    shard: &str,
-    output: Output,
-) -> Exit {
+fn run_plan(config: &std::path::Path, shard: &ShardName, output: Output) -> Exit {
     cli::with_cluster(config, |config, kube| async move {
-        match plan::plan(&config, cluster, keyspace, shard, kube).await {
+        match plan::plan(&config, shard, kube).await {
             Ok(report) => {
                 match output {
                     Output::Json => {
@@ -241,9 +238,7 @@ fn run_list(
 
 fn run_run(
     config: &std::path::Path,
-    cluster: &str,
-    keyspace: &str,
-    shard: &str,
+    shard: &ShardName,
     opts: &vtsnap_snapshot::run::RunOptions,
     output: Output,
     metrics_file: Option<&std::path::Path>,
@@ -253,17 +248,16 @@ fn run_run(
         print_early_summary(e.exit(), e.code(), &e.to_string(), dry_run);
     };
     cli::with_cluster_or(config, on_error, |config, kube| async move {
-        let summary =
-            vtsnap_snapshot::run::run(&config, cluster, keyspace, shard, opts, kube).await;
+        let summary = vtsnap_snapshot::run::run(&config, shard, opts, kube).await;
         if let Some(p) = metrics_file {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs());
             let metrics = vtsnap_snapshot::metrics::registry(
                 &summary,
-                cluster,
-                keyspace,
-                shard,
+                &shard.cluster,
+                &shard.keyspace,
+                &shard.shard,
                 i64::try_from(now).unwrap_or(0),
             );
             vtsnap_core::metrics::write_textfile(p, &metrics);

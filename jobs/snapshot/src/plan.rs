@@ -4,6 +4,7 @@ use serde::Serialize;
 use vtsnap_core::config::{Config, ConfiguredShard, LookupError, ResolvedPolicy, ShardLookupError};
 use vtsnap_core::discover::{self, DiscoverError};
 use vtsnap_core::select::{self, Refusal, Target};
+use vtsnap_core::shard::ShardName;
 use vtsnap_core::shard::{Issue, Shard, ShardRef};
 use vtsnap_core::vtctld::client::CallLimits;
 use vtsnap_core::vtctld::{VtctldClient, VtctldError};
@@ -118,27 +119,23 @@ pub fn decide(shard: &Shard, policy: &ResolvedPolicy) -> Result<Target, Refusal>
 /// Observes the shard and plans a snapshot of it.
 pub async fn plan(
     config: &Config,
-    cluster: &str,
-    keyspace: &str,
-    shard: &str,
+    name: &ShardName,
     kube: kube::Client,
 ) -> Result<PlanReport, PlanError> {
     let ConfiguredShard {
         shard: shard_ref,
         policy,
         vtctld: setting,
-    } = config
-        .shard(cluster, keyspace, shard)
-        .map_err(|e| match e {
-            ShardLookupError::Cluster(l) => PlanError::Lookup(l),
-            ShardLookupError::BadShard { shard, reason } => PlanError::BadShard { shard, reason },
-        })?;
+    } = config.shard(name).map_err(|e| match e {
+        ShardLookupError::Cluster(l) => PlanError::Lookup(l),
+        ShardLookupError::BadShard { shard, reason } => PlanError::BadShard { shard, reason },
+    })?;
     let span = tracing::info_span!("plan", shard = %shard_ref);
     let _g = span.enter();
 
     // observe
     let endpoint =
-        discover::vtctld_endpoint(&kube, &shard_ref.namespace, cluster, &setting).await?;
+        discover::vtctld_endpoint(&kube, &shard_ref.namespace, &name.cluster, &setting).await?;
     let vtctld = VtctldClient::new(&endpoint, CallLimits::default())?;
     let observed = discover::observe(&kube, &vtctld, &shard_ref).await?;
     let found = discover::build(&shard_ref, &observed);

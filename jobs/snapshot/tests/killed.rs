@@ -9,6 +9,7 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use vtsnap_core::shard::ShardName;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
@@ -96,7 +97,9 @@ async fn kill_after(w: &World, step: &'static str, node_dies: bool) {
     let cfg = config(w);
     let o = opts(Some(step), parked.clone());
     let kube = w.kube.client();
-    let task = tokio::spawn(async move { run(&cfg, "example", "commerce", "-", &o, kube).await });
+    let task = tokio::spawn(async move {
+        run(&cfg, &ShardName::new("example", "commerce", "-"), &o, kube).await
+    });
     until(&format!("the job reaches {step:?}"), || {
         *parked.lock().unwrap()
     })
@@ -162,7 +165,13 @@ async fn the_next_job_recovers_a_killed_job_at_every_step() {
             node_timeout: Duration::from_millis(500),
             ..opts(None, Arc::default())
         };
-        let s = run(&config(&w), "example", "commerce", "-", &o, w.kube.client()).await;
+        let s = run(
+            &config(&w),
+            &ShardName::new("example", "commerce", "-"),
+            &o,
+            w.kube.client(),
+        )
+        .await;
         assert!(
             s.recovered_fence.is_some(),
             "kill at {step:?}: the next run did not recover the fence: {s:?}"

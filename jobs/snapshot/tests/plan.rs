@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
+use vtsnap_core::shard::ShardName;
 
 use serde_json::Value;
 use vtsnap_core::config::Config;
@@ -47,9 +48,7 @@ async fn world(fixture: &ShardFixture) -> World {
 async fn run(w: &World, f: &ShardFixture) -> PlanReport {
     plan(
         &w.config,
-        &f.cluster,
-        &f.keyspace,
-        &f.shard.to_string(),
+        &ShardName::new(&f.cluster, &f.keyspace, &f.shard.to_string()),
         w.kube.client(),
     )
     .await
@@ -301,9 +300,13 @@ async fn vtctld_unreachable_is_an_error_never_a_target() {
     let kube = FakeKube::new();
     f.install(&kube, &FakeVtctld::new());
     let config = config_for(&closed_endpoint().await, "");
-    let e = plan(&config, "example", "commerce", "-", kube.client())
-        .await
-        .unwrap_err();
+    let e = plan(
+        &config,
+        &ShardName::new("example", "commerce", "-"),
+        kube.client(),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.exit(), Exit::Failed);
     assert_eq!(e.code(), "vtctld-unavailable");
     assert!(
@@ -321,9 +324,13 @@ async fn vtctld_errors_are_errors_too() {
         5,
         tonic::Status::internal("topo down"),
     );
-    let e = plan(&w.config, "example", "commerce", "-", w.kube.client())
-        .await
-        .unwrap_err();
+    let e = plan(
+        &w.config,
+        &ShardName::new("example", "commerce", "-"),
+        w.kube.client(),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.exit(), Exit::Failed);
 }
 
@@ -381,13 +388,21 @@ async fn vtctld_is_found_from_its_service() {
 async fn unknown_clusters_and_bad_shards_are_usage_errors() {
     let f = shard().replicas(3).primary(1);
     let w = world(&f).await;
-    let e = plan(&w.config, "nope", "commerce", "-", w.kube.client())
-        .await
-        .unwrap_err();
+    let e = plan(
+        &w.config,
+        &ShardName::new("nope", "commerce", "-"),
+        w.kube.client(),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.exit(), Exit::Usage);
-    let e = plan(&w.config, "example", "commerce", "80", w.kube.client())
-        .await
-        .unwrap_err();
+    let e = plan(
+        &w.config,
+        &ShardName::new("example", "commerce", "80"),
+        w.kube.client(),
+    )
+    .await
+    .unwrap_err();
     assert_eq!((e.exit(), e.code()), (Exit::Usage, "bad-shard"));
 }
 

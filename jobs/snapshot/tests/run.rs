@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
+use vtsnap_core::shard::ShardName;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
@@ -53,9 +54,7 @@ fn opts() -> RunOptions {
 async fn go(w: &World, extra: &str) -> Summary {
     let s = run(
         &config(w, extra),
-        "example",
-        "commerce",
-        "-",
+        &ShardName::new("example", "commerce", "-"),
         &opts(),
         w.kube.client_as("snapshot"),
     )
@@ -252,9 +251,10 @@ async fn of_two_jobs_on_one_shard_one_runs_and_the_other_exits_3() {
             ..opts()
         },
     );
+    let shard = ShardName::new("example", "commerce", "-");
     let (a, b) = tokio::join!(
-        run(&cfg, "example", "commerce", "-", &o1, w.kube.client()),
-        run(&cfg, "example", "commerce", "-", &o2, w.kube.client())
+        run(&cfg, &shard, &o1, w.kube.client()),
+        run(&cfg, &shard, &o2, w.kube.client())
     );
     let mut codes = [a.exit_code, b.exit_code];
     codes.sort_unstable();
@@ -493,9 +493,7 @@ async fn dry_run_changes_nothing() {
     };
     let s = run(
         &config(&w, ""),
-        "example",
-        "commerce",
-        "-",
+        &ShardName::new("example", "commerce", "-"),
         &o,
         w.kube.client(),
     )
@@ -567,9 +565,7 @@ async fn a_node_helper_that_dies_mid_fence_leaves_the_lease_for_recovery() {
     };
     let s = run(
         &config(&w, ""),
-        "example",
-        "commerce",
-        "-",
+        &ShardName::new("example", "commerce", "-"),
         &o,
         w.kube.client(),
     )
@@ -658,9 +654,7 @@ async fn the_invariants_hold_under_every_fault_at_every_step() {
         };
         let s = run(
             &config(&w, ""),
-            "example",
-            "commerce",
-            "-",
+            &ShardName::new("example", "commerce", "-"),
             &o,
             w.kube.client(),
         )

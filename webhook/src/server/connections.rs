@@ -67,7 +67,8 @@ impl Phase {
 }
 
 /// Why the server closed a connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
 pub enum CloseReason {
     /// No finished TLS handshake within [`Limits::handshake`].
     HandshakeDeadline,
@@ -91,14 +92,8 @@ impl CloseReason {
     ];
 
     /// The `reason` label of the metric.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            CloseReason::HandshakeDeadline => "handshake-deadline",
-            CloseReason::IdleDeadline => "idle-deadline",
-            CloseReason::RequestDeadline => "request-deadline",
-            CloseReason::Evicted => "evicted",
-            CloseReason::Full => "full",
-        }
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 
     fn of_deadline(phase: Phase) -> Self {

@@ -6,7 +6,7 @@ use std::path::{Component, Path};
 
 use libfuzzer_sys::fuzz_target;
 use vtsnap_restore::journal::parse;
-use vtsnap_restore::plan::Step;
+use vtsnap_restore::decide::Step;
 
 fn plain(p: &Path) {
     assert!(

@@ -8,9 +8,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tracing::Instrument;
 use vtsnap_core::config::{Lifecycle, Mode, WaitFor};
@@ -487,14 +485,8 @@ impl<'a> Actor<'a> {
     }
 
     async fn cluster_uid(&self) -> Option<String> {
-        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
-            "planetscale.com",
-            "v2",
-            "VitessCluster",
-        ));
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.kube.clone(), &self.ctx.shard.namespace, &ar);
-        api.get_opt(&self.ctx.shard.cluster)
+        vtsnap_core::reconcile::apis::vitess_clusters(&self.kube, &self.ctx.shard.namespace)
+            .get_opt(&self.ctx.shard.cluster)
             .await
             .ok()
             .flatten()

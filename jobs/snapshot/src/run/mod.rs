@@ -15,6 +15,7 @@ pub mod observe;
 pub mod report;
 
 use std::time::Duration;
+use vtsnap_core::shard::ShardName;
 
 use tracing::Instrument;
 use vtsnap_core::config::{Config, Mode};
@@ -67,19 +68,17 @@ impl Default for RunOptions {
 /// Runs one snapshot; never panics, always returns a summary with its exit code.
 pub async fn run(
     config: &Config,
-    cluster: &str,
-    keyspace: &str,
-    shard: &str,
+    shard: &ShardName,
     opts: &RunOptions,
     kube: kube::Client,
 ) -> Summary {
     let summary = Summary {
-        shard: format!("{cluster}/{keyspace}/{shard}"),
+        shard: shard.to_string(),
         dry_run: opts.dry_run,
         ..Summary::default()
     };
     let span = tracing::info_span!("run", shard = %summary.shard);
-    let (summary, result) = execute(config, cluster, keyspace, shard, opts, kube, summary)
+    let (summary, result) = execute(config, shard, opts, kube, summary)
         .instrument(span)
         .await;
     summary.finish(result)
@@ -87,15 +86,13 @@ pub async fn run(
 
 async fn execute(
     config: &Config,
-    cluster: &str,
-    keyspace: &str,
-    shard: &str,
+    shard: &ShardName,
     opts: &RunOptions,
     kube: kube::Client,
     mut summary: Summary,
 ) -> (Summary, Result<(), RunError>) {
     // observe
-    let ctx = match observe::context(config, cluster, keyspace, shard, &kube).await {
+    let ctx = match observe::context(config, shard, &kube).await {
         Ok(c) => c,
         Err(e) => return (summary, Err(e)),
     };

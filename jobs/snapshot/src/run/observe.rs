@@ -3,6 +3,7 @@
 //! variables. Reads only, except the recovery of an expired fence.
 
 use std::time::Duration;
+use vtsnap_core::shard::ShardName;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
@@ -44,22 +45,18 @@ impl Context {
 /// Resolves the cluster, shard, policy and vtctld endpoint.
 pub async fn context(
     config: &Config,
-    cluster: &str,
-    keyspace: &str,
-    shard: &str,
+    name: &ShardName,
     kube: &kube::Client,
 ) -> Result<Context, RunError> {
     let ConfiguredShard {
         shard,
         policy,
         vtctld,
-    } = config
-        .shard(cluster, keyspace, shard)
-        .map_err(|e| match e {
-            ShardLookupError::Cluster(l) => RunError::UnknownCluster(l),
-            ShardLookupError::BadShard { shard, reason } => RunError::BadShard { shard, reason },
-        })?;
-    let endpoint = discover::vtctld_endpoint(kube, &shard.namespace, cluster, &vtctld)
+    } = config.shard(name).map_err(|e| match e {
+        ShardLookupError::Cluster(l) => RunError::UnknownCluster(l),
+        ShardLookupError::BadShard { shard, reason } => RunError::BadShard { shard, reason },
+    })?;
+    let endpoint = discover::vtctld_endpoint(kube, &shard.namespace, &name.cluster, &vtctld)
         .await
         .map_err(RunError::NoVtctld)?;
     let vtctld =

@@ -10,7 +10,8 @@ use super::decide::SnapshotPlan;
 use super::error::RunError;
 
 /// How the run ended (the JSON `outcome`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     #[default]
@@ -23,13 +24,7 @@ pub enum Outcome {
 
 impl Outcome {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Done => "done",
-            Outcome::Failed => "failed",
-            Outcome::FailedUnfenceIncomplete => "failed-unfence-incomplete",
-            Outcome::Usage => "usage",
-            Outcome::Refused => "refused",
-        }
+        self.into()
     }
 
     fn of(exit: Exit) -> Self {

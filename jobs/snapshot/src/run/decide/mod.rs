@@ -8,7 +8,8 @@ use vtsnap_core::shard::Shard;
 use vtsnap_core::vtctld::TabletType;
 
 /// One forward step of a run, in the order it is taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
 #[serde(rename_all = "kebab-case")]
 pub enum Step {
     /// Online: GetFullStatus (the GTID lower bound) and the crash-safety variables.
@@ -53,27 +54,15 @@ impl Step {
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Step::CheckOnlinePreconditions => "check-online-preconditions",
-            Step::Fence => "fence",
-            Step::ProbeLayout => "probe-layout",
-            Step::Drain => "drain",
-            Step::StopReplication => "stop-replication",
-            Step::RecordPosition => "record-position",
-            Step::StopMysqld => "stop-mysqld",
-            Step::HoldMysqld => "hold-mysqld",
-            Step::Fsfreeze => "fsfreeze",
-            Step::CreateSnapshot => "create-snapshot",
-            Step::WaitForCut => "wait-for-cut",
-            Step::WaitForReady => "wait-for-ready",
-        }
+        self.into()
     }
 }
 
 /// What puts the tablet back. Undo steps are each attempted even if an earlier one failed;
 /// `Unfence` (deleting the lease) runs only when every other undo succeeded, else the lease
 /// is left to expire so the node helper, the next run or the GC recovers it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
 #[serde(rename_all = "kebab-case")]
 pub enum Undo {
     /// The node helper thaws what it froze and starts mysqld if it stopped it.
@@ -87,12 +76,7 @@ pub enum Undo {
 
 impl Undo {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Undo::ReleaseNode => "release-node",
-            Undo::StartReplication => "start-replication",
-            Undo::RestoreType => "restore-type",
-            Undo::Unfence => "unfence",
-        }
+        self.into()
     }
 }
 

@@ -13,10 +13,10 @@ use vtsnap_core::fault;
 
 use crate::beneath::Root;
 use crate::binlog;
+use crate::decide::{Plan, Step};
 use crate::durable::{self, Renamed};
 use crate::journal::{self, Journal};
 use crate::mycnf::{self, MyCnf, replace_uid_refs};
-use crate::plan::{Plan, Step};
 
 /// What happened to one step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
