@@ -264,9 +264,10 @@ pub async fn run_demo(lab: &Lab) -> DemoReport {
         lab.cp.client(),
     )
     .await;
-    let kept: Vec<String> = gc.plan.keep.iter().map(|i| i.name.clone()).collect();
+    let kept: Vec<String> = gc.run.plan.keep.iter().map(|i| i.name.clone()).collect();
     // `vtsnap-gc` reports deletions as namespace/name.
     let deleted: Vec<String> = gc
+        .run
         .deleted
         .iter()
         .map(|d| d.rsplit('/').next().unwrap_or(d).to_owned())

@@ -6,7 +6,7 @@
 mod textfile;
 
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use textfile::{write_atomic, write_metrics_file};
@@ -190,6 +190,74 @@ pub fn load_config(path: &Path) -> Result<Config, Exit> {
     Config::load(path).map_err(|e| {
         eprintln!("{e}");
         Exit::Usage
+    })
+}
+
+/// The flags of a run over the configured clusters (the GC's and vtbackup-storage's
+/// `run`): `#[command(flatten)]` them.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterRunArgs {
+    #[arg(long, env = "VTSNAP_CONFIG")]
+    pub config: PathBuf,
+    /// Only this cluster of the config.
+    #[arg(long, env = "VTSNAP_CLUSTER")]
+    pub cluster: Option<String>,
+    /// Print the plan; change nothing.
+    #[arg(long, env = "VTSNAP_DRY_RUN", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+    pub dry_run: bool,
+}
+
+/// The flags of an offline plan from a dump (`plan --objects dump.json`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct DumpArgs {
+    #[arg(long, env = "VTSNAP_CONFIG")]
+    pub config: PathBuf,
+    /// The objects, as `kubectl get … -A -o json` prints them.
+    #[arg(long)]
+    pub objects: PathBuf,
+    /// Only this cluster of the config.
+    #[arg(long)]
+    pub cluster: Option<String>,
+}
+
+/// `Err` naming `cluster` when no cluster of the config has that name: a filter that
+/// matches nothing would report "nothing to do" for a cluster never looked at.
+pub fn check_cluster(config: &Config, cluster: Option<&str>) -> Result<(), Exit> {
+    match cluster {
+        Some(c) if !config.clusters.iter().any(|k| k.name == c) => {
+            eprintln!("--cluster {c:?}: cluster {c:?} is not in the config");
+            Err(Exit::Usage)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// [`load_config`], with `--cluster` checked against it (before any cluster is reached).
+pub fn load_config_for(path: &Path, cluster: Option<&str>) -> Result<Config, Exit> {
+    let config = load_config(path)?;
+    check_cluster(&config, cluster)?;
+    Ok(config)
+}
+
+/// [`with_cluster`] for a run limited to `cluster`: the name is checked against the
+/// config before the API server is reached.
+pub fn with_cluster_named<F, Fut>(config: &Path, cluster: Option<&str>, main: F) -> Exit
+where
+    F: FnOnce(Config, kube::Client) -> Fut,
+    Fut: Future<Output = Exit>,
+{
+    let config = match load_config_for(config, cluster) {
+        Ok(c) => c,
+        Err(exit) => return exit,
+    };
+    block_on(async {
+        match kube_client().await {
+            Ok(kube) => main(config, kube).await,
+            Err(e) => {
+                eprintln!("{e}");
+                e.exit()
+            }
+        }
     })
 }
 

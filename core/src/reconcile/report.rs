@@ -63,6 +63,14 @@ impl<P> Report<P> {
     }
 }
 
+impl<P: Serialize> Report<P> {
+    /// Prints the JSON line on stdout and returns the exit it records.
+    pub fn print_line(&self) -> Exit {
+        println!("{}", serde_json::to_string(self).unwrap_or_default());
+        Exit::from_code(self.exit_code).unwrap_or(Exit::Failed)
+    }
+}
+
 /// Whether a run covered everything it was asked to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Completeness {

@@ -214,21 +214,26 @@ async fn gc_and_list_page_through_1500_snapshots_with_continue_tokens() {
     let r = gc_run(&cfg, &gc_opts(true), kube.client()).await;
     assert_eq!(r.exit_code, 0, "{r:?}");
     let planned: BTreeSet<String> = r
+        .run
         .plan
         .keep
         .iter()
-        .chain(&r.plan.delete)
+        .chain(&r.run.plan.delete)
         .map(|i| i.name.clone())
         .collect();
     assert_eq!(planned.len(), N, "the GC saw {} of {N}", planned.len());
-    assert!(r.plan.delete.is_empty(), "unready and young: nothing goes");
     assert!(
-        r.plan
+        r.run.plan.delete.is_empty(),
+        "unready and young: nothing goes"
+    );
+    assert!(
+        r.run
+            .plan
             .keep
             .iter()
             .all(|i| i.reason.as_str() == "not-ready-yet"),
         "{:?}",
-        r.plan.keep.first()
+        r.run.plan.keep.first()
     );
 
     let rows = vtsnap_snapshot::list::list(
@@ -275,7 +280,7 @@ async fn owned_snapshots_follow_the_policy_and_go_with_their_cluster() {
     // whenDeleted: Delete → an ownerReference to the VitessCluster on each.
     let delete = config(&ns.name, "  deletionPolicy: {whenDeleted: Delete}\n");
     let r = gc_run(&delete, &gc_opts(false), kube.client()).await;
-    assert_eq!((r.exit_code, r.owner_refs_changed), (0, 3), "{r:?}");
+    assert_eq!((r.exit_code, r.run.owner_refs_changed), (0, 3), "{r:?}");
     for n in names {
         let s = kube.get(&snapshots(), &ns.name, n).await.unwrap();
         assert_eq!(owners(&s), std::slice::from_ref(&uid), "{n}");
@@ -283,16 +288,16 @@ async fn owned_snapshots_follow_the_policy_and_go_with_their_cluster() {
     // Retain → removed again; Delete once more → back.
     let retain = config(&ns.name, "  deletionPolicy: {whenDeleted: Retain}\n");
     let r = gc_run(&retain, &gc_opts(false), kube.client()).await;
-    assert_eq!((r.exit_code, r.owner_refs_changed), (0, 3), "{r:?}");
+    assert_eq!((r.exit_code, r.run.owner_refs_changed), (0, 3), "{r:?}");
     for n in names {
         let s = kube.get(&snapshots(), &ns.name, n).await.unwrap();
         assert!(owners(&s).is_empty(), "{n}: {s}");
     }
     let r = gc_run(&delete, &gc_opts(false), kube.client()).await;
-    assert_eq!((r.exit_code, r.owner_refs_changed), (0, 3), "{r:?}");
+    assert_eq!((r.exit_code, r.run.owner_refs_changed), (0, 3), "{r:?}");
     // Nothing to change the second time.
     let r = gc_run(&delete, &gc_opts(false), kube.client()).await;
-    assert_eq!((r.exit_code, r.owner_refs_changed), (0, 0), "{r:?}");
+    assert_eq!((r.exit_code, r.run.owner_refs_changed), (0, 0), "{r:?}");
 
     // The VitessCluster goes: kube-controller-manager's garbage collector takes the
     // snapshots with it (vtsnap deletes nothing here).

@@ -279,7 +279,7 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
     .await;
     assert_eq!(r.exit_code, 0, "vtsnap-gc as its account: {r:?}");
     assert_eq!(
-        r.deleted,
+        r.run.deleted,
         vec![format!("{}/{}", vitess.name, cut[0])],
         "{r:?}"
     );

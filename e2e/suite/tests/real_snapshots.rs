@@ -292,7 +292,7 @@ async fn gc_keeps_max_count_of_real_snapshots_and_the_driver_deletes_the_rest() 
     )
     .await;
     assert_eq!(r.exit_code, 0, "{r:?}");
-    let mut deleted = r.deleted.clone();
+    let mut deleted = r.run.deleted.clone();
     deleted.sort();
     let mut want: Vec<String> = names[..2]
         .iter()

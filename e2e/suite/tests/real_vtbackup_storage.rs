@@ -42,7 +42,8 @@ fn opts() -> Options {
 }
 
 fn steps(r: &Report) -> Vec<String> {
-    r.plan
+    r.run
+        .plan
         .shards
         .iter()
         .flat_map(|s| &s.objects)
@@ -181,7 +182,7 @@ async fn a_pvc_held_by_the_protection_finalizer_is_freed_by_deleting_its_idle_po
     let r = run(&config(&ns.name, "{}"), &opts(), kube.client()).await;
     assert_eq!(steps(&r)[0], "Pod DeletePod", "{r:?}");
     assert_eq!(
-        r.plan.shards[0].objects[0].reason,
+        r.run.plan.shards[0].objects[0].reason,
         vtsnap_vtbackup_storage::decide::Reason::PvcBeingReplaced
     );
     kube.wait_gone(&pods(), &ns.name, &name, LIMIT).await;

@@ -91,7 +91,12 @@ fn one(n: usize, source: &str) {
         let r = vtsnap_gc::act::run(&config(), &opts, kube.client()).await;
         let (cpu_b, rss) = usage();
         // The fake server's copy is the baseline: report what the GC added on top of it.
-        println!("{} {} {}", cpu_b - cpu_a, rss - base, r.plan.delete.len());
+        println!(
+            "{} {} {}",
+            cpu_b - cpu_a,
+            rss - base,
+            r.run.plan.delete.len()
+        );
     });
 }
 

@@ -6,4 +6,5 @@ pub mod act;
 pub mod decide;
 pub mod metrics;
 pub mod observe;
+pub mod report;
 pub mod restores;

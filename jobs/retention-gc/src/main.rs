@@ -1,13 +1,15 @@
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use k8s_openapi::jiff::Timestamp;
-use vtsnap_core::cli::{self, CommonArgs, Output};
+use vtsnap_core::cli::{self, ClusterRunArgs, CommonArgs, DumpArgs, Output};
 use vtsnap_core::exit::Exit;
-use vtsnap_gc::act::{GcOptions, plan_json, run, table};
+use vtsnap_gc::act::{GcOptions, run};
+use vtsnap_gc::decide::plan;
 use vtsnap_gc::observe::Inventory;
+use vtsnap_gc::report::{plan_json, table};
 
 /// Retention, deletion policy and fence recovery for vtsnap's VolumeSnapshots.
 #[derive(Debug, Parser)]
@@ -27,13 +29,8 @@ enum Command {
         Exit codes: 0 done; 1 something could not be read or done (nothing is deleted in a\n  namespace that could not be read completely); 2 bad config or usage."
     )]
     Run {
-        #[arg(long, env = "VTSNAP_CONFIG")]
-        config: PathBuf,
-        #[arg(long, env = "VTSNAP_CLUSTER")]
-        cluster: Option<String>,
-        /// Print the plan; change nothing.
-        #[arg(long, env = "VTSNAP_DRY_RUN", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
-        dry_run: bool,
+        #[command(flatten)]
+        run: ClusterRunArgs,
         #[arg(long, env = "VTSNAP_OUTPUT", value_enum, default_value_t = Output::Json)]
         output: Output,
         /// Write the run's Prometheus metrics to this textfile (atomically).
@@ -46,15 +43,11 @@ enum Command {
         vtsnap-gc plan --config cfg.yaml --objects dump.json --now 2026-11-29T12:00:00Z --output json"
     )]
     Plan {
-        #[arg(long, env = "VTSNAP_CONFIG")]
-        config: PathBuf,
-        #[arg(long)]
-        objects: PathBuf,
+        #[command(flatten)]
+        dump: DumpArgs,
         /// The time to plan at (RFC 3339), for reproducible plans.
         #[arg(long)]
         now: Option<String>,
-        #[arg(long)]
-        cluster: Option<String>,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -64,38 +57,19 @@ fn main() -> ExitCode {
     let args = Cli::parse();
     args.common.init();
     match args.command {
-        Command::Plan {
-            config,
-            objects,
-            now,
-            cluster,
-            output,
-        } => offline(
-            &config,
-            &objects,
-            now.as_deref(),
-            cluster.as_deref(),
-            output,
-        ),
+        Command::Plan { dump, now, output } => offline(&dump, now.as_deref(), output),
         Command::Run {
-            config,
-            cluster,
-            dry_run,
+            run,
             output,
             metrics_file,
-        } => online(&config, cluster, dry_run, output, metrics_file.as_deref()),
+        } => online(run, output, metrics_file.as_deref()),
     }
     .into()
 }
 
-fn offline(
-    config: &std::path::Path,
-    objects: &std::path::Path,
-    now: Option<&str>,
-    cluster: Option<&str>,
-    output: Output,
-) -> Exit {
-    let config = match cli::load_config(config) {
+fn offline(dump: &DumpArgs, now: Option<&str>, output: Output) -> Exit {
+    let (objects, cluster) = (&dump.objects, dump.cluster.as_deref());
+    let config = match cli::load_config_for(&dump.config, cluster) {
         Ok(c) => c,
         Err(exit) => return exit,
     };
@@ -114,7 +88,7 @@ fn offline(
             return Exit::Usage;
         }
     };
-    let p = vtsnap_gc::decide::plan(&config, &inv, now, cluster);
+    let p = plan(&config, &inv, now, cluster);
     match output {
         Output::Json => println!("{}", plan_json(&p)),
         Output::Table => print!("{}", table(&p)),
@@ -122,14 +96,14 @@ fn offline(
     Exit::Ok
 }
 
-fn online(
-    config: &std::path::Path,
-    cluster: Option<String>,
-    dry_run: bool,
-    output: Output,
-    metrics_file: Option<&std::path::Path>,
-) -> Exit {
-    cli::with_cluster(config, |config, kube| async move {
+fn online(args: ClusterRunArgs, output: Output, metrics_file: Option<&Path>) -> Exit {
+    let ClusterRunArgs {
+        config,
+        cluster,
+        dry_run,
+    } = args;
+    let only = cluster.clone();
+    cli::with_cluster_named(&config, only.as_deref(), |config, kube| async move {
         let opts = GcOptions {
             dry_run,
             only_cluster: cluster,
@@ -137,13 +111,12 @@ fn online(
         };
         let report = run(&config, &opts, kube).await;
         if output == Output::Table {
-            eprint!("{}", table(&report.plan));
+            eprint!("{}", table(&report.run.plan));
         }
         if let Some(p) = metrics_file {
             let now = Timestamp::now().as_second();
             vtsnap_core::metrics::write_textfile(p, &vtsnap_gc::metrics::registry(&report, now));
         }
-        println!("{}", serde_json::to_string(&report).unwrap_or_default());
-        Exit::from_code(report.exit_code).unwrap_or(Exit::Failed)
+        report.print_line()
     })
 }

@@ -3,7 +3,7 @@
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use crate::act::GcReport;
+use crate::report::GcReport;
 
 /// The metrics of one run, for [`vtsnap_core::metrics::write_textfile`].
 pub fn registry(r: &GcReport, now_seconds: i64) -> Registry {
@@ -23,42 +23,42 @@ pub fn registry(r: &GcReport, now_seconds: i64) -> Registry {
         (
             "vtsnap_gc_snapshots_deleted",
             "Snapshots deleted by the last run",
-            r.deleted.len(),
+            r.run.deleted.len(),
         ),
         (
             "vtsnap_gc_snapshots_kept",
             "Snapshots kept by the last run",
-            r.plan.keep.len(),
+            r.run.plan.keep.len(),
         ),
         (
             "vtsnap_gc_owner_references_changed",
             "ownerReferences added or removed by the last run",
-            r.owner_refs_changed,
+            r.run.owner_refs_changed,
         ),
         (
             "vtsnap_gc_fences_recovered",
             "Expired fences recovered by the last run",
-            r.fences_recovered.len(),
+            r.run.fences_recovered.len(),
         ),
         (
             "vtsnap_gc_snapshots_marked_unusable",
             "Snapshots the last run marked unusable for restores (stuck node-local restore, binlogs purged)",
-            r.marked_unusable.len(),
+            r.run.marked_unusable.len(),
         ),
         (
             "vtsnap_gc_restores_unstuck",
             "Stuck node-local restores whose Pod and PVC the last run deleted",
-            r.unstuck.len(),
+            r.run.unstuck.len(),
         ),
         (
             "vtsnap_gc_unreadable_namespaces",
             "Namespaces left out because a LIST failed",
-            r.unreadable.len(),
+            r.run.unreadable.len(),
         ),
         (
             "vtsnap_gc_skipped_objects",
             "Snapshots and fence leases left alone because they could not be read completely",
-            r.plan.skipped.len(),
+            r.run.plan.skipped.len(),
         ),
     ] {
         reg.register(name, help, ConstGauge::new(n));
@@ -76,23 +76,25 @@ mod tests {
     #[test]
     fn renders_the_counts() {
         let r = GcReport {
-            dry_run: false,
-            plan: Plan {
-                skipped: vec![crate::decide::Skipped {
-                    kind: crate::observe::Kind::Lease,
-                    namespace: "ns".into(),
-                    name: "l".into(),
-                    reason: crate::decide::SkipReason::Unreadable,
-                    message: "Lease ns/l: spec.renewTime is missing".into(),
-                }],
-                ..Plan::default()
+            run: crate::report::GcRun {
+                dry_run: false,
+                plan: Plan {
+                    skipped: vec![crate::decide::Skipped {
+                        kind: crate::observe::Kind::Lease,
+                        namespace: "ns".into(),
+                        name: "l".into(),
+                        reason: crate::decide::SkipReason::Unreadable,
+                        message: "Lease ns/l: spec.renewTime is missing".into(),
+                    }],
+                    ..Plan::default()
+                },
+                deleted: vec!["a".into(), "b".into()],
+                owner_refs_changed: 1,
+                fences_recovered: vec![],
+                marked_unusable: vec!["ns/s".into()],
+                unstuck: vec![],
+                unreadable: vec!["ns: boom".into()],
             },
-            deleted: vec!["a".into(), "b".into()],
-            owner_refs_changed: 1,
-            fences_recovered: vec![],
-            marked_unusable: vec!["ns/s".into()],
-            unstuck: vec![],
-            unreadable: vec!["ns: boom".into()],
             errors: vec![],
             exit_code: 1,
         };

@@ -1,20 +1,31 @@
-//! What the GC reads, as plain values: vtsnap's VolumeSnapshots, the snapshots Pending PVCs
-//! are being provisioned from, fence leases, and the VitessClusters (their UIDs and the
-//! shards their specs define). Built from API lists or from a `kubectl get … -o json` dump.
+//! Observe: what the GC reads, as plain values: vtsnap's VolumeSnapshots, the snapshots
+//! Pending PVCs are being provisioned from, fence leases, tablet Pods and the VitessClusters
+//! (their UIDs and the shards their specs define). Read from the API ([`observe`], one
+//! paged LIST per kind and namespace) or from a `kubectl get … -o json` dump.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
+use vtsnap_core::config::Config;
 use vtsnap_core::input;
 use vtsnap_core::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
-use vtsnap_core::naming::KeyRange;
+use vtsnap_core::naming::{KeyRange, TabletAlias};
+use vtsnap_core::reconcile::{apis, list};
 use vtsnap_core::snapshot::{
-    LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, Phase, ReadError, VolumeSnapshot,
+    LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, ReadError, VolumeSnapshot,
 };
+use vtsnap_core::vtctld::VtctldClient;
+use vtsnap_core::vtctld::client::CallLimits;
 
-use vtsnap_core::vitesscluster::cluster_shards;
+mod objects;
+
+use objects::pvc_sources;
 
 /// One of vtsnap's snapshots.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -381,6 +392,20 @@ impl Inventory {
         }
     }
 
+    /// Adds what another read (of another namespace) found.
+    pub fn merge(&mut self, part: Inventory) {
+        self.snapshots.extend(part.snapshots);
+        self.in_use.extend(part.in_use);
+        self.in_use_unknown.extend(part.in_use_unknown);
+        self.leases.extend(part.leases);
+        self.clusters.extend(part.clusters);
+        self.unusable_clusters.extend(part.unusable_clusters);
+        self.unreadable.extend(part.unreadable);
+        self.restored.extend(part.restored);
+        self.pods.extend(part.pods);
+        self.catch_up.extend(part.catch_up);
+    }
+
     /// Whether a Pending PVC whose data source cannot be read may take its snapshot from
     /// `namespace`.
     pub fn source_unknown_in(&self, namespace: &str) -> bool {
@@ -430,210 +455,180 @@ impl Inventory {
     }
 }
 
-/// The `(namespace, snapshot)` pairs a PVC is provisioned from: none unless it is Pending
-/// (a missing phase is Pending) and a data source of kind VolumeSnapshot names one.
-fn pvc_sources(v: &Value) -> Result<Vec<(String, String)>, Unreadable> {
-    let pvc = format!("{}/{}", s(v, "/metadata/namespace"), s(v, "/metadata/name"));
-    let bad = |field, expected| Unreadable::PvcMalformed {
-        pvc: pvc.clone(),
-        field,
-        expected,
-    };
-    match v.pointer("/status/phase") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(p)) if p == "Pending" => {}
-        Some(Value::String(_)) => return Ok(Vec::new()),
-        Some(_) => return Err(bad("status.phase", "a string")),
-    }
-    let mut out = Vec::new();
-    for (src, field) in [
-        ("/spec/dataSource", "spec.dataSource"),
-        ("/spec/dataSourceRef", "spec.dataSourceRef"),
-    ] {
-        let d = match v.pointer(src) {
-            None | Some(Value::Null) => continue,
-            Some(d @ Value::Object(_)) => d,
-            Some(_) => return Err(bad(field, "an object")),
-        };
-        match d.get("kind") {
-            Some(Value::String(k)) if k == "VolumeSnapshot" => {}
-            Some(Value::String(_)) => continue,
-            _ => return Err(bad(field, "an object with a string kind")),
+/// A LIST that failed (even on a later page): its namespace is left out of the plan.
+#[derive(Debug, thiserror::Error)]
+#[error("{kind}: {source}")]
+pub struct ListError {
+    /// What was listed, e.g. `VolumeSnapshots`.
+    pub kind: &'static str,
+    #[source]
+    pub source: kube::Error,
+}
+
+/// What [`observe`] read: every namespace read completely, and those left out.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    pub inventory: Inventory,
+    /// `namespace: why` of each namespace whose read failed: nothing there is deleted.
+    pub unreadable: Vec<String>,
+}
+
+/// Reads the namespaces of the configured clusters (only `only_cluster`'s when given), one
+/// paged LIST per kind and namespace, then asks vtctld how restored tablets catch up.
+pub async fn observe(
+    kube: &kube::Client,
+    config: &Config,
+    only_cluster: Option<&str>,
+    now: Timestamp,
+) -> Observed {
+    let namespaces: BTreeSet<&str> = config
+        .clusters
+        .iter()
+        .filter(|c| only_cluster.is_none_or(|o| o == c.name))
+        .map(|c| c.namespace.as_str())
+        .collect();
+    let mut seen = Observed::default();
+    for ns in namespaces {
+        // Read apart and merged only when whole: a half-read namespace must not be planned.
+        let mut part = Inventory::default();
+        match observe_namespace(kube, ns, &mut part, now).await {
+            Ok(()) => seen.inventory.merge(part),
+            Err(e) => {
+                tracing::error!(namespace = %ns, error = %e, "cannot read the namespace; nothing there is deleted");
+                seen.unreadable.push(format!("{ns}: {e}"));
+            }
         }
-        let name = d
-            .get("name")
-            .and_then(Value::as_str)
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| bad(field, "an object with a non-empty name"))?;
-        let ns = match d.get("namespace") {
-            None | Some(Value::Null) => v
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty())
-                .ok_or_else(|| bad("metadata.namespace", "a non-empty string"))?,
-            Some(Value::String(n)) if !n.is_empty() => n.as_str(),
-            Some(_) => {
-                return Err(bad(
-                    field,
-                    "an object whose namespace is a non-empty string",
-                ));
+    }
+    observe_catch_up(kube, config, &mut seen.inventory).await;
+    seen
+}
+
+/// Lists every page of `api`, folding each object into the inventory as it arrives (only
+/// the inventory is kept, never all the objects).
+async fn fold<K>(
+    api: &Api<K>,
+    lp: &ListParams,
+    kind: &'static str,
+    mut f: impl FnMut(&Value),
+) -> Result<(), ListError>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    list::for_each(api, lp, |k| {
+        f(&serde_json::to_value(&k).unwrap_or(Value::Null));
+    })
+    .await
+    .map_err(|source| ListError { kind, source })
+}
+
+/// Reads one namespace into `part`; any failed LIST fails the whole namespace.
+async fn observe_namespace(
+    kube: &kube::Client,
+    ns: &str,
+    part: &mut Inventory,
+    now: Timestamp,
+) -> Result<(), ListError> {
+    let all = ListParams::default();
+    let managed = ListParams::default().labels(&format!("{MANAGED_BY}={MANAGED_BY_VTSNAP}"));
+    let tablets = ListParams::default().labels(&format!(
+        "{}={}",
+        vtsnap_core::labels::COMPONENT,
+        vtsnap_core::labels::COMPONENT_VTTABLET
+    ));
+    fold(
+        &apis::volume_snapshots(kube, ns),
+        &managed,
+        "VolumeSnapshots",
+        |v| part.add_snapshot(v),
+    )
+    .await?;
+    fold(
+        &Api::<PersistentVolumeClaim>::namespaced(kube.clone(), ns),
+        &all,
+        "PersistentVolumeClaims",
+        |v| part.add_pvc(v),
+    )
+    .await?;
+    fold(
+        &Api::<Lease>::namespaced(kube.clone(), ns),
+        &managed,
+        "Leases",
+        |v| part.add_lease(v, now),
+    )
+    .await?;
+    fold(
+        &apis::vitess_clusters(kube, ns),
+        &all,
+        "VitessClusters",
+        |v| part.add_cluster(v),
+    )
+    .await?;
+    fold(
+        &Api::<Pod>::namespaced(kube.clone(), ns),
+        &tablets,
+        "Pods",
+        |v| part.add_pod(v),
+    )
+    .await
+}
+
+/// Asks vtctld how the replication of each restored, running tablet goes (whose snapshot
+/// is still usable): its last IO error, if any. An error here leaves the tablet out (no
+/// action is taken on an unknown).
+async fn observe_catch_up(kube: &kube::Client, config: &Config, inv: &mut Inventory) {
+    let usable: BTreeSet<(&str, &str)> = inv
+        .snapshots
+        .iter()
+        .filter(|s| !s.unusable)
+        .map(|s| (s.namespace.as_str(), s.name.as_str()))
+        .collect();
+    let mut by_cluster: BTreeMap<(String, String), Vec<(String, TabletAlias)>> = BTreeMap::new();
+    for r in &inv.restored {
+        let running = inv
+            .pods
+            .get(&(r.namespace.clone(), r.name.clone()))
+            .is_some_and(|p| p.phase == "Running");
+        if !(r.bound && running && usable.contains(&(r.namespace.as_str(), r.snapshot.as_str()))) {
+            continue;
+        }
+        if let Some(alias) = &r.tablet {
+            by_cluster
+                .entry((r.namespace.clone(), r.cluster.clone()))
+                .or_default()
+                .push((r.name.clone(), alias.clone()));
+        }
+    }
+    for ((ns, cluster), tablets) in by_cluster {
+        let Some(cl) = config.cluster_in(&ns, &cluster) else {
+            continue;
+        };
+        let vtctld = match vtsnap_core::discover::vtctld_endpoint(kube, &ns, &cluster, &cl.vtctld)
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|e| VtctldClient::new(&e, CallLimits::default()).map_err(|e| e.to_string()))
+        {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(cluster = %format!("{ns}/{cluster}"), error = %e, "no vtctld: restored tablets are not checked");
+                continue;
             }
         };
-        out.push((ns.to_owned(), name.to_owned()));
-    }
-    Ok(out)
-}
-
-impl Cluster {
-    /// Its `(namespace, name)` and what the GC needs of it, or what could not be read.
-    fn read(v: &Value) -> Result<((String, String), Self), Unreadable> {
-        let cluster = format!("{}/{}", s(v, "/metadata/namespace"), s(v, "/metadata/name"));
-        let text = |p: &str, field: &'static str| {
-            v.pointer(p)
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-                .map(str::to_owned)
-                .ok_or_else(|| Unreadable::ClusterMalformed {
-                    cluster: cluster.clone(),
-                    field,
-                    path: field.to_owned(),
-                    expected: "a non-empty string",
-                })
-        };
-        let namespace = text("/metadata/namespace", "metadata.namespace")?;
-        let name = text("/metadata/name", "metadata.name")?;
-        let uid = text("/metadata/uid", "metadata.uid")?;
-        let shards = cluster_shards(v).map_err(|e| Unreadable::ClusterMalformed {
-            cluster: cluster.clone(),
-            field: "spec.keyspaces",
-            path: e.path,
-            expected: e.expected,
-        })?;
-        Ok(((namespace, name), Self { uid, shards }))
-    }
-}
-
-impl LeaseRef {
-    fn read(v: &Value, now: Timestamp) -> Result<Self, Unreadable> {
-        let text = |p: &str| v.pointer(p).and_then(Value::as_str);
-        let lease = format!(
-            "{}/{}",
-            text("/metadata/namespace").unwrap_or(""),
-            text("/metadata/name").unwrap_or("")
-        );
-        let missing = |field| Unreadable::LeaseMissing {
-            lease: lease.clone(),
-            field,
-        };
-        let malformed = |field, expected| Unreadable::LeaseMalformed {
-            lease: lease.clone(),
-            field,
-            expected,
-        };
-        let ident = |p: &str, field| match v.pointer(p) {
-            None | Some(Value::Null) => Err(missing(field)),
-            Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-            Some(_) => Err(malformed(field, "a non-empty string")),
-        };
-        let namespace = ident("/metadata/namespace", "metadata.namespace")?;
-        let name = ident("/metadata/name", "metadata.name")?;
-        let renew: Timestamp = match v.pointer("/spec/renewTime") {
-            None | Some(Value::Null) => return Err(missing("spec.renewTime")),
-            Some(t) => t
-                .as_str()
-                .and_then(|t| t.parse().ok())
-                .ok_or_else(|| malformed("spec.renewTime", "an RFC 3339 time"))?,
-        };
-        // The API's type is int32 and it requires > 0; anything else is not a duration.
-        let secs = match v.pointer("/spec/leaseDurationSeconds") {
-            None | Some(Value::Null) => return Err(missing("spec.leaseDurationSeconds")),
-            Some(d) => d
-                .as_i64()
-                .and_then(|d| i32::try_from(d).ok())
-                .filter(|d| *d > 0)
-                .ok_or_else(|| {
-                    malformed(
-                        "spec.leaseDurationSeconds",
-                        "a whole number of seconds from 1 to 2147483647",
-                    )
-                })?,
-        };
-        Ok(Self {
-            expired: now.as_second() > renew.as_second().saturating_add(i64::from(secs)),
-            namespace,
-            name,
-        })
-    }
-}
-
-impl Snap {
-    fn read(v: &Value) -> Result<Self, Unreadable> {
-        let s = VolumeSnapshot::read(v)?;
-        if s.namespace.is_empty() {
-            return Err(ReadError::Malformed {
-                snapshot: format!("/{}", s.name),
-                field: "metadata.namespace",
-                expected: "a non-empty string",
+        for (pvc, alias) in tablets {
+            match vtctld.get_full_status(&alias).await {
+                Ok(st) => {
+                    let io = st
+                        .replication_status
+                        .map(|r| r.last_io_error)
+                        .unwrap_or_default();
+                    if !io.is_empty() {
+                        inv.catch_up.insert((ns.clone(), pvc), io);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(tablet = %alias, error = %e, "GetFullStatus failed: not checked")
+                }
             }
-            .into());
         }
-        let Some(created) = s.created else {
-            return Err(Unreadable::NoCreationTime {
-                namespace: s.namespace,
-                name: s.name,
-            });
-        };
-        Ok(Self {
-            failed: s.phase == Some(Phase::Failed),
-            ready: s.status.is_ready(),
-            namespace: s.namespace,
-            name: s.name,
-            cluster: s.cluster,
-            keyspace: s.keyspace,
-            shard: s.shard,
-            created,
-            cluster_owners: s.cluster_owners,
-            unusable: s.unusable.is_some(),
-        })
-    }
-}
-
-impl RestoredPvc {
-    /// A PVC carrying `vtsnap.io/restored-from` with the identity it is watched by;
-    /// anything less is not watched (`None`).
-    fn read(v: &Value) -> Option<Self> {
-        use vtsnap_core::labels as l;
-        use vtsnap_core::restored::{ANN_RESTORE_NODE, ANN_RESTORED_FROM};
-        let ann = |k: &str| {
-            v.pointer("/metadata/annotations")
-                .and_then(|a| a.get(k))
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-                .map(str::to_owned)
-        };
-        let snapshot = ann(ANN_RESTORED_FROM)?;
-        let need = |t: String| (!t.is_empty()).then_some(t);
-        let tablet = match (
-            need(label(v, l::CELL)),
-            label(v, l::TABLET_UID).parse::<vtsnap_core::naming::TabletUid>(),
-        ) {
-            (Some(cell), Ok(uid)) => Some(vtsnap_core::naming::TabletAlias { cell, uid }),
-            _ => None,
-        };
-        Some(Self {
-            namespace: need(s(v, "/metadata/namespace"))?,
-            name: need(s(v, "/metadata/name"))?,
-            uid: need(s(v, "/metadata/uid"))?,
-            resource_version: s(v, "/metadata/resourceVersion"),
-            snapshot,
-            node: ann(ANN_RESTORE_NODE),
-            bound: s(v, "/status/phase") == "Bound",
-            has_volume: !s(v, "/spec/volumeName").is_empty(),
-            cluster: need(label(v, l::CLUSTER))?,
-            keyspace: need(label(v, l::KEYSPACE))?,
-            shard: need(label(v, l::SHARD))?,
-            tablet,
-        })
     }
 }
 

@@ -30,3 +30,45 @@ fn dry_run_from_the_env_takes_the_usual_spellings() {
     assert_eq!(code, Some(2));
     assert!(stderr.contains("--dry-run"), "{stderr}");
 }
+
+/// A `--cluster` the config does not name is a usage error, before any cluster is
+/// reached: a filter that matches nothing would otherwise report a clean run that looked
+/// at nothing.
+#[test]
+fn an_unknown_cluster_is_refused_before_the_api_is_reached() {
+    let d = tempfile::tempdir().unwrap();
+    let config = d.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "clusters:\n- name: example\n  namespace: vitess\n  vtctld: auto\n",
+    )
+    .unwrap();
+    let objects = d.path().join("dump.json");
+    std::fs::write(&objects, r#"{"apiVersion":"v1","kind":"List","items":[]}"#).unwrap();
+    for args in [
+        vec!["run", "--cluster", "nope", "--config"],
+        vec![
+            "plan",
+            "--objects",
+            objects.to_str().unwrap(),
+            "--cluster",
+            "nope",
+            "--config",
+        ],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_vtsnap-gc"))
+            .args(&args)
+            .arg(&config)
+            // no API server: reaching for one would fail differently (exit 1)
+            .env("KUBECONFIG", d.path().join("none"))
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("cluster \"nope\" is not in the config"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

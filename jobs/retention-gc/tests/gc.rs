@@ -79,7 +79,7 @@ async fn retention_deletes_beyond_max_count() {
     let kube = world(5);
     let r = run(&config(""), &opts(false), kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 0, "{r:?}");
-    assert_eq!(r.deleted, ["vitess/snap-0003", "vitess/snap-0004"]);
+    assert_eq!(r.run.deleted, ["vitess/snap-0003", "vitess/snap-0004"]);
     assert_eq!(kube.list_json(GROUP, PLURAL).len(), 3);
     let events: Vec<Value> = kube.list_json("", "events");
     assert_eq!(events.len(), 2);
@@ -104,16 +104,17 @@ async fn an_unreadable_snapshot_is_never_deleted() {
     bad["metadata"]["labels"]["vtsnap.io/phase"] = json!("Ready");
     kube.put_json(GROUP, PLURAL, bad);
     let r = run(&config(""), &opts(false), kube.client_as("gc")).await;
-    assert_eq!(r.deleted, ["vitess/snap-0003"], "{r:?}");
+    assert_eq!(r.run.deleted, ["vitess/snap-0003"], "{r:?}");
     assert!(
         kube.get_json(GROUP, PLURAL, "vitess", "snap-unreadable")
             .is_some()
     );
     assert!(
-        r.plan
+        r.run
+            .plan
             .delete
             .iter()
-            .chain(&r.plan.keep)
+            .chain(&r.run.plan.keep)
             .all(|i| i.name != "snap-unreadable"),
         "{r:?}"
     );
@@ -145,8 +146,8 @@ async fn a_list_that_fails_half_way_through_its_pages_deletes_nothing() {
     );
     let r = run(&config(""), &opts(false), kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 1, "{r:?}");
-    assert_eq!(r.unreadable.len(), 1);
-    assert!(r.plan.delete.is_empty() && r.deleted.is_empty());
+    assert_eq!(r.run.unreadable.len(), 1);
+    assert!(r.run.plan.delete.is_empty() && r.run.deleted.is_empty());
     assert!(kube.writes().is_empty(), "{:?}", kube.writes());
     assert!(
         kube.log()
@@ -170,7 +171,7 @@ async fn owner_reference_sync_is_retried_on_conflict() {
         kube.client_as("gc"),
     )
     .await;
-    assert_eq!((r.exit_code, r.owner_refs_changed), (0, 2), "{r:?}");
+    assert_eq!((r.exit_code, r.run.owner_refs_changed), (0, 2), "{r:?}");
     for s in kube.list_json(GROUP, PLURAL) {
         assert_eq!(
             s["metadata"]["ownerReferences"][0]["uid"],
@@ -184,7 +185,7 @@ async fn owner_reference_sync_is_retried_on_conflict() {
         kube.client_as("gc"),
     )
     .await;
-    assert_eq!(r.owner_refs_changed, 2, "{r:?}");
+    assert_eq!(r.run.owner_refs_changed, 2, "{r:?}");
     for s in kube.list_json(GROUP, PLURAL) {
         assert!(
             s["metadata"]["ownerReferences"]
@@ -210,7 +211,7 @@ async fn a_delete_that_returns_404_is_done() {
     );
     let r = run(&config(""), &opts(false), kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 0, "{r:?}");
-    assert_eq!(r.deleted, ["vitess/snap-0003"]);
+    assert_eq!(r.run.deleted, ["vitess/snap-0003"]);
 }
 
 #[tokio::test]
@@ -239,7 +240,7 @@ async fn expired_fences_are_recovered() {
     }));
     let r = run(&config(""), &opts(false), kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 0, "{r:?}");
-    assert_eq!(r.fences_recovered, [format!("vitess/{name}")]);
+    assert_eq!(r.run.fences_recovered, [format!("vitess/{name}")]);
     assert!(
         kube.get_json("coordination.k8s.io", "leases", "vitess", &name)
             .is_none()
@@ -266,9 +267,9 @@ async fn dry_run_changes_nothing() {
     )
     .await;
     assert_eq!(r.exit_code, 0);
-    assert_eq!(r.plan.delete.len(), 3);
-    assert_eq!(r.plan.owner_refs.add.len(), 3);
-    assert!(r.deleted.is_empty());
+    assert_eq!(r.run.plan.delete.len(), 3);
+    assert_eq!(r.run.plan.owner_refs.add.len(), 3);
+    assert!(r.run.deleted.is_empty());
     assert!(kube.writes().is_empty(), "{:?}", kube.writes());
 }
 

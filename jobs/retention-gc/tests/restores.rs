@@ -113,13 +113,13 @@ async fn a_stuck_node_local_restore_marks_its_snapshot_then_its_pod_and_pvc_go()
     let (w, _vt) = world("Pending", "Pending").await;
     // A dry run plans it and changes nothing.
     let r = run(&w.config, &opts(true), w.kube.client_as("gc")).await;
-    assert_eq!(r.plan.restores.unstick.len(), 1, "{r:?}");
+    assert_eq!(r.run.plan.restores.unstick.len(), 1, "{r:?}");
     assert!(w.snapshot_unusable().is_none() && w.has("pods") && w.has("persistentvolumeclaims"));
 
     let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 0, "{r:?}");
-    assert_eq!(r.marked_unusable, ["vitess/s-1"]);
-    assert_eq!(r.unstuck, [format!("vitess/{}", w.tablet.name)]);
+    assert_eq!(r.run.marked_unusable, ["vitess/s-1"]);
+    assert_eq!(r.run.unstuck, [format!("vitess/{}", w.tablet.name)]);
     let why = w.snapshot_unusable().expect("marked");
     assert!(
         why.contains("did not provision") && why.contains("node-2"),
@@ -143,7 +143,7 @@ async fn a_stuck_node_local_restore_marks_its_snapshot_then_its_pod_and_pvc_go()
     pod["status"] = json!({"phase": "Pending"});
     w.kube.put_json("", "pods", pod);
     let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
-    assert!(r.marked_unusable.is_empty(), "{r:?}");
+    assert!(r.run.marked_unusable.is_empty(), "{r:?}");
     assert_eq!(
         vtsnap_testkit::rbac::refused("gc", &w.kube.log()),
         Vec::<String>::new(),
@@ -157,7 +157,7 @@ async fn a_bound_or_running_restore_is_never_deleted() {
         let (w, _vt) = world(pvc, pod).await;
         let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
         assert!(
-            r.unstuck.is_empty() && r.plan.restores.unstick.is_empty(),
+            r.run.unstuck.is_empty() && r.run.plan.restores.unstick.is_empty(),
             "{pvc}/{pod}: {r:?}"
         );
         assert!(
@@ -173,7 +173,7 @@ async fn an_uncertain_read_of_pods_deletes_nothing() {
     w.kube.fault(Fault::on(is(Verb::List, "pods")).status(503));
     let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 1, "{r:?}");
-    assert!(r.unstuck.is_empty() && r.marked_unusable.is_empty());
+    assert!(r.run.unstuck.is_empty() && r.run.marked_unusable.is_empty());
     assert!(w.has("pods") && w.has("persistentvolumeclaims"));
     assert!(w.snapshot_unusable().is_none());
 }
@@ -186,13 +186,13 @@ async fn a_failed_mark_leaves_the_stuck_restore_for_the_next_run() {
     let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 1, "{r:?}");
     assert!(
-        r.unstuck.is_empty(),
+        r.run.unstuck.is_empty(),
         "deleted although its snapshot was not marked: {r:?}"
     );
     assert!(w.has("pods") && w.has("persistentvolumeclaims"));
     // Next run: marked, then un-stuck.
     let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
-    assert_eq!((r.exit_code, r.unstuck.len()), (0, 1), "{r:?}");
+    assert_eq!((r.exit_code, r.run.unstuck.len()), (0, 1), "{r:?}");
 }
 
 #[tokio::test]
@@ -213,7 +213,7 @@ async fn a_restored_tablet_that_cannot_catch_up_marks_its_snapshot() {
     });
     let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 0, "{r:?}");
-    assert_eq!(r.marked_unusable, ["vitess/s-1"], "{r:?}");
+    assert_eq!(r.run.marked_unusable, ["vitess/s-1"], "{r:?}");
     let why = w.snapshot_unusable().unwrap();
     assert!(
         why.contains(&format!("tablet {alias}")) && why.contains("1236"),
@@ -225,7 +225,7 @@ async fn a_restored_tablet_that_cannot_catch_up_marks_its_snapshot() {
     // Replication that is merely slow is no reason.
     let (w, _vt) = world("Bound", "Running").await;
     let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
-    assert!(r.marked_unusable.is_empty(), "{r:?}");
+    assert!(r.run.marked_unusable.is_empty(), "{r:?}");
     assert_eq!(
         vtsnap_testkit::rbac::refused("gc", &w.kube.log()),
         Vec::<String>::new(),
@@ -248,12 +248,12 @@ async fn a_pod_that_starts_between_the_read_and_the_delete_is_not_deleted() {
     );
     let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
     assert_eq!(r.exit_code, 1, "{r:?}");
-    assert!(r.unstuck.is_empty(), "{r:?}");
+    assert!(r.run.unstuck.is_empty(), "{r:?}");
     assert!(w.has("pods") && w.has("persistentvolumeclaims"));
     assert!(
         r.errors
             .iter()
-            .any(|e| e.contains("409") || e.contains("onflict")),
+            .any(|e| e.cause.contains("409") || e.cause.contains("onflict")),
         "{r:?}"
     );
 }

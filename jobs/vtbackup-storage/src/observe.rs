@@ -1,39 +1,30 @@
-//! What the reconciler reads, as plain values: per shard its initial-backup Pod and PVC,
-//! the VitessClusters (their first pools), and the cluster's default StorageClass. Built
-//! from API lists or from a `kubectl get … -o json` dump.
+//! Observe: what the reconciler reads, as plain values: per shard its initial-backup Pod
+//! and PVC, the VitessClusters (their first pools), and the cluster's default StorageClass.
+//! Read from the API ([`observe`]) or from a `kubectl get … -o json` dump ([`World::from_dump`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, ListParams};
+use serde::Serialize;
 use serde_json::Value;
+use vtsnap_core::config::Config;
+use vtsnap_core::input::{self, Accept, MAX_DUMP};
 use vtsnap_core::labels;
 use vtsnap_core::naming::KeyRange;
+use vtsnap_core::reconcile::{apis, list};
 use vtsnap_core::shard::ShardRef;
 use vtsnap_core::vtbackup::{
-    ANN_DATA_VOLUME_HASH, ANN_TEMPLATE_HASH, BackupObject, DataShape, Identity, ObjectKind,
-    data_volume,
+    ANN_DATA_VOLUME_HASH, ANN_TEMPLATE_HASH, BACKUP_TYPE_INIT, BackupObject, DataShape, Identity,
+    LABEL_BACKUP_TYPE, ObjectKind, data_volume,
 };
+
+/// What a tolerant read gave (absent, present, or unreadable with a reason).
+pub use vtsnap_core::reconcile::Read;
 
 /// The loop guard's annotation on the PVC: the desired hashes a Pod was last replaced for.
 pub const ANN_REPLACED_FOR: &str = "vtsnap.io/vtbackup-replaced-for";
-
-/// What a read gave.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Read<T> {
-    /// Verified absent (a complete LIST without it, or a 404).
-    Absent,
-    Present(T),
-    /// The read failed or the object could not be read: nothing is decided on it.
-    Unreadable(String),
-}
-
-impl<T> Read<T> {
-    pub fn present(&self) -> Option<&T> {
-        match self {
-            Self::Present(t) => Some(t),
-            _ => None,
-        }
-    }
-}
 
 fn annotation(v: &Value, k: &str) -> Option<String> {
     v.pointer("/metadata/annotations")
@@ -266,4 +257,138 @@ pub fn group(pods: &[Value], pvcs: &[Value]) -> Vec<Shard> {
 /// messages and the terminal.
 pub fn display(s: &str) -> String {
     format!("{s:?}")
+}
+
+fn to_values<K: Serialize>(items: Vec<K>) -> Vec<Value> {
+    items
+        .into_iter()
+        .filter_map(|i| serde_json::to_value(i).ok())
+        .collect()
+}
+
+/// Reads everything the plan needs, for the configured clusters (only `only_cluster` when
+/// given). A failed LIST makes its kind unreadable for every shard of the namespace (such
+/// shards are then found from the other kind's objects).
+pub async fn observe(kube: &kube::Client, config: &Config, only_cluster: Option<&str>) -> World {
+    let init = ListParams::default().labels(&labels::selector(&[
+        (labels::COMPONENT, labels::COMPONENT_VTBACKUP),
+        (LABEL_BACKUP_TYPE, BACKUP_TYPE_INIT),
+    ]));
+    let classes = list::all(
+        &Api::<StorageClass>::all(kube.clone()),
+        &ListParams::default(),
+    )
+    .await;
+    let mut world = World {
+        shards: Vec::new(),
+        clusters: BTreeMap::new(),
+        default_class: match classes {
+            Ok(l) => Read::Present(default_class(&to_values(l))),
+            Err(e) => Read::Unreadable(format!("StorageClasses: {e}")),
+        },
+    };
+    let scope: Vec<(&str, &str)> = config
+        .clusters
+        .iter()
+        .filter(|c| only_cluster.is_none_or(|o| o == c.name))
+        .map(|c| (c.namespace.as_str(), c.name.as_str()))
+        .collect();
+    let namespaces: BTreeSet<&str> = scope.iter().map(|(ns, _)| *ns).collect();
+    for ns in namespaces {
+        let pods = list::all(&Api::<Pod>::namespaced(kube.clone(), ns), &init).await;
+        let pvcs = list::all(
+            &Api::<PersistentVolumeClaim>::namespaced(kube.clone(), ns),
+            &init,
+        )
+        .await;
+        let (pods, pods_err) = match pods {
+            Ok(p) => (to_values(p), None),
+            Err(e) => (Vec::new(), Some(format!("Pods in {ns}: {e}"))),
+        };
+        let (pvcs, pvcs_err) = match pvcs {
+            Ok(p) => (to_values(p), None),
+            Err(e) => (Vec::new(), Some(format!("PVCs in {ns}: {e}"))),
+        };
+        let mut shards = group(&pods, &pvcs);
+        for s in &mut shards {
+            if let Some(e) = &pods_err {
+                s.pod = Read::Unreadable(e.clone());
+            }
+            if let Some(e) = &pvcs_err {
+                s.pvc = Read::Unreadable(e.clone());
+            }
+        }
+        world.shards.extend(shards);
+        for (_, cluster) in scope.iter().filter(|(n, _)| *n == ns) {
+            let got = apis::vitess_clusters(kube, ns).get_opt(cluster).await;
+            let read = Read::from_get(
+                got.map(|c| c.map(|c| serde_json::to_value(c).unwrap_or(Value::Null))),
+            );
+            world
+                .clusters
+                .insert((ns.to_owned(), (*cluster).to_owned()), read);
+        }
+    }
+    world
+}
+
+/// Why a dump cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DumpError {
+    #[error(transparent)]
+    Read(#[from] input::ReadError),
+    #[error("not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error("not a List: no items")]
+    NotAList,
+}
+
+impl World {
+    /// Reads a dump file or pipe of at most [`MAX_DUMP`] bytes, then [`Self::from_dump`].
+    pub fn read_dump(path: &std::path::Path, config: &Config) -> Result<Self, DumpError> {
+        let bytes = input::read_bounded(path, "a dump", MAX_DUMP, Accept::FileOrPipe)?;
+        let list = serde_json::from_slice::<Value>(&bytes).map_err(DumpError::NotJson)?;
+        Self::from_dump(config, &list)
+    }
+
+    /// From a dump (`kubectl get pods,persistentvolumeclaims,vitessclusters,storageclasses -A -o json`).
+    /// A configured VitessCluster the dump lacks is absent; one it holds twice unreadable.
+    pub fn from_dump(config: &Config, list: &Value) -> Result<Self, DumpError> {
+        let items = list
+            .get("items")
+            .and_then(Value::as_array)
+            .ok_or(DumpError::NotAList)?;
+        let kind = |k: &str| -> Vec<Value> {
+            items
+                .iter()
+                .filter(|i| i.get("kind").and_then(Value::as_str) == Some(k))
+                .cloned()
+                .collect()
+        };
+        let mut clusters = BTreeMap::new();
+        for c in kind("VitessCluster") {
+            let key = (text(&c, "/metadata/namespace"), text(&c, "/metadata/name"));
+            let read = if clusters.contains_key(&key) {
+                Read::Unreadable("the dump holds it twice".into())
+            } else {
+                Read::Present(c)
+            };
+            clusters.insert(key, read);
+        }
+        for c in &config.clusters {
+            clusters
+                .entry((c.namespace.clone(), c.name.clone()))
+                .or_insert(Read::Absent);
+        }
+        let classes = kind("StorageClass");
+        Ok(Self {
+            shards: group(&kind("Pod"), &kind("PersistentVolumeClaim")),
+            clusters,
+            default_class: if classes.is_empty() {
+                Read::Unreadable("the dump has no StorageClasses (add storageclasses to it)".into())
+            } else {
+                Read::Present(default_class(&classes))
+            },
+        })
+    }
 }

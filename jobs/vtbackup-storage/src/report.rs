@@ -1,10 +1,35 @@
-//! Report: the plan as a table for a terminal. Object names and messages come from the
-//! cluster (or a dump) and may hold anything: control characters are shown escaped, never
-//! sent to the terminal.
+//! Report: what a run did (the JSON line at exit, [`Report`]) and the plan as a table for a
+//! terminal. Object names and messages come from the cluster (or a dump) and may hold
+//! anything: control characters are shown escaped, never sent to the terminal.
 
 use std::fmt::Write as _;
 
+use serde::Serialize;
+use vtsnap_core::reconcile;
+
 use crate::decide::Plan;
+
+/// What a run did: the program's record of the JSON line (beside `errors` and `exit_code`).
+#[derive(Debug, Clone, Serialize)]
+pub struct StorageRun {
+    pub dry_run: bool,
+    pub plan: Plan,
+    /// `namespace/name: action` of every step carried out.
+    pub done: Vec<String>,
+}
+
+/// The JSON line at exit.
+pub type Report = reconcile::Report<StorageRun>;
+
+/// Logs every step of the plan, done or not (a dry run says it in the log too).
+pub(crate) fn log(p: &Plan, dry_run: bool) {
+    for s in &p.shards {
+        for o in &s.objects {
+            tracing::info!(shard = %s.key,
+                kind = ?o.kind, name = %o.name, action = ?o.action, reason = ?o.reason, dry_run, "{}", o.message);
+        }
+    }
+}
 
 /// `s` with control characters and bidirectional-text overrides escaped (`\n`, `\u{1b}`):
 /// what a terminal shows is what the object holds.

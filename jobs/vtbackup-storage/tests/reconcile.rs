@@ -77,7 +77,8 @@ fn has(kube: &FakeKube, plural: &str) -> bool {
 }
 
 fn actions(r: &Report) -> Vec<String> {
-    r.plan
+    r.run
+        .plan
         .shards
         .iter()
         .flat_map(|s| &s.objects)
@@ -101,7 +102,7 @@ async fn pending_on_an_inherited_pvc_the_empty_dir_policy_replaces_pod_then_pvc(
     );
     let r = run(&cfg, &opts(false), kube.client_as("vtbackup-storage")).await;
     assert_eq!(r.exit_code, 0, "{r:?}");
-    assert_eq!(r.done.len(), 2, "{r:?}");
+    assert_eq!(r.run.done.len(), 2, "{r:?}");
     assert!(!has(&kube, "pods") && !has(&kube, "persistentvolumeclaims"));
     // The PVC went only after a read of the Pod answered 404.
     let log = kube.log();
@@ -132,7 +133,7 @@ async fn an_uncertain_read_of_the_pod_keeps_the_pvc_until_a_later_run() {
         has(&kube, "persistentvolumeclaims"),
         "a PVC was deleted on an uncertain read"
     );
-    assert!(r.errors[0].contains("cannot verify"), "{r:?}");
+    assert!(r.errors[0].cause.contains("cannot verify"), "{r:?}");
     let r = run(&cfg, &opts(false), kube.client_as("vtbackup-storage")).await;
     assert_eq!(r.exit_code, 0, "{r:?}");
     assert!(!has(&kube, "persistentvolumeclaims"));
@@ -154,7 +155,7 @@ async fn a_pod_that_appears_before_the_pvc_goes_keeps_it() {
         has(&kube, "persistentvolumeclaims") && has(&kube, "pods"),
         "{r:?}"
     );
-    assert!(r.errors[0].contains("still there"), "{r:?}");
+    assert!(r.errors[0].cause.contains("still there"), "{r:?}");
 }
 
 #[tokio::test]
@@ -192,7 +193,7 @@ async fn matching_legacy_objects_are_adopted_and_then_left_alone() {
         ["Pod Keep", "PersistentVolumeClaim Keep"],
         "{again:?}"
     );
-    assert!(again.done.is_empty());
+    assert!(again.run.done.is_empty());
     assert_eq!(
         vtsnap_testkit::rbac::refused("vtbackup-storage", &kube.log()),
         Vec::<String>::new(),
@@ -395,7 +396,7 @@ async fn a_pod_that_starts_between_the_read_and_the_delete_is_not_deleted() {
         "{r:?}"
     );
     assert!(
-        r.errors[0].contains("409") || r.errors[0].to_lowercase().contains("conflict"),
+        r.errors[0].cause.contains("409") || r.errors[0].cause.to_lowercase().contains("conflict"),
         "{r:?}"
     );
 }

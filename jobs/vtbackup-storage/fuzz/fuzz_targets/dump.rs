@@ -8,8 +8,8 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use vtsnap_core::config::Config;
-use vtsnap_vtbackup_storage::act::plan_from_dump;
-use vtsnap_vtbackup_storage::decide::{Action, Kind, Reason};
+use vtsnap_vtbackup_storage::decide::{Action, Kind, Reason, plan};
+use vtsnap_vtbackup_storage::observe::World;
 
 const CONFIG: &str = "clusters:\n- name: example\n  namespace: vitess\n  vtbackup: {useEmptyDirForInitialBackup: true}\n";
 
@@ -37,9 +37,10 @@ fuzz_target!(|data: &[u8]| {
     let Ok(config) = Config::from_yaml(CONFIG) else {
         return;
     };
-    let Ok(plan) = plan_from_dump(&config, &list, None) else {
+    let Ok(world) = World::from_dump(&config, &list) else {
         return;
     };
+    let plan = plan(&config, &world, None);
     for s in &plan.shards {
         let pod = s.objects.iter().find(|o| o.kind == Kind::Pod);
         let pvc = s
