@@ -12,6 +12,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod coverage;
 pub mod discover;
 pub mod events;
 pub mod exit;
