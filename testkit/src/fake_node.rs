@@ -4,10 +4,16 @@
 //! or on a real API server. It can be told to
 //! refuse, to fail one request, or to be dead.
 //!
-//! Requests are answered in `vtsnap.io/node-state`; an expired lease is recovered as the
-//! real helper does: StartReplication and ChangeTabletType back through vtctld, then the
-//! lease is deleted.
+//! What to do for a lease is decided by the real helper's pure decider
+//! ([`vtsnap_node::daemon::decide::decide`]), from the lease and a simulated record of what
+//! this fake "holds" for it; only the steps are simulated (no pod check, no mysqlctld, no
+//! freezer), and the script turns a step into a refusal or a failure. Requests are answered
+//! in `vtsnap.io/node-state`; an expired lease is recovered as the real helper does:
+//! StartReplication and ChangeTabletType back through vtctld, then the lease is deleted. A
+//! deleted lease's record is dropped without restoring the tablet (the job or the GC under
+//! test does that; the real helper's put-back on deletion is tested in `node/tests`).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,6 +26,10 @@ use vtsnap_core::fence::put_back::{TabletChanges, put_tablet_back};
 use vtsnap_core::fence::{ANN_NODE_ERROR, ANN_NODE_STATE, Fence, LABEL_NODE, NodeState, Request};
 use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
+use vtsnap_node::cgroup::{Cgroup, Version};
+use vtsnap_node::daemon::decide::{LeaseAfter, Step, TabletAfter, decide};
+use vtsnap_node::daemon::metrics::Cause;
+use vtsnap_node::daemon::registry::Entry;
 
 use crate::fake_kube::FakeKube;
 
@@ -112,6 +122,9 @@ struct Seen {
     requests: Vec<String>,
     recovered: Vec<String>,
     silent: bool,
+    /// The simulated hold record of each lease served, by `namespace/name`, with the
+    /// lease's UID (a lease deleted and created again starts afresh).
+    held: BTreeMap<String, (Option<String>, Entry)>,
 }
 
 /// The running fake; stops when dropped.
@@ -125,16 +138,6 @@ pub struct FakeNodeHelper {
 impl Drop for FakeNodeHelper {
     fn drop(&mut self) {
         self.task.abort();
-    }
-}
-
-fn state_for(r: Request) -> NodeState {
-    match r {
-        Request::Probe => NodeState::Probed,
-        Request::Stop => NodeState::Stopped,
-        Request::Hold => NodeState::Held,
-        Request::Fsfreeze => NodeState::Fsfrozen,
-        Request::Release => NodeState::Released,
     }
 }
 
@@ -158,6 +161,7 @@ impl FakeNodeHelper {
         let task = tokio::spawn(async move {
             loop {
                 let current = s.lock().map(|g| g.clone()).unwrap_or_default();
+                let mut served = BTreeSet::new();
                 for v in kube.leases().await {
                     let labelled = v
                         .pointer(&format!(
@@ -168,7 +172,13 @@ impl FakeNodeHelper {
                     if current.dead || (!node.is_empty() && labelled != Some(node.as_str())) {
                         continue;
                     }
-                    serve(&kube, &current, &w, v).await;
+                    if let Some(key) = serve(&kube, &current, &w, v).await {
+                        served.insert(key);
+                    }
+                }
+                // The records of leases gone (or no longer this node's) are dropped.
+                if let Ok(mut g) = w.lock() {
+                    g.held.retain(|k, _| served.contains(k));
                 }
                 tokio::time::sleep(every).await;
             }
@@ -199,47 +209,207 @@ impl FakeNodeHelper {
     }
 }
 
-async fn serve<S: LeaseStore>(kube: &S, script: &NodeScript, seen: &Arc<Mutex<Seen>>, v: Value) {
-    let Ok(lease) = serde_json::from_value::<Lease>(v.clone()) else {
-        return;
-    };
-    let Ok(f) = Fence::from_lease(&lease) else {
-        return;
-    };
-    if let Ok(mut s) = seen.lock() {
+/// Serves one lease: the real decider's steps, simulated. The lease's key if it was served.
+async fn serve<S: LeaseStore>(
+    kube: &S,
+    script: &NodeScript,
+    seen: &Arc<Mutex<Seen>>,
+    v: Value,
+) -> Option<String> {
+    let lease = serde_json::from_value::<Lease>(v.clone()).ok()?;
+    let f = Fence::from_lease(&lease).ok()?;
+    let key = f.key();
+    let uid = lease.metadata.uid.clone();
+    let mut entry = {
+        let mut s = seen.lock().ok()?;
         if script.silent_from == Some(f.request) {
             s.silent = true;
         }
         if s.silent {
-            return;
+            return None;
         }
-    }
-    let ns = f.namespace.clone();
-    if f.expired(k8s_openapi::jiff::Timestamp::now()) {
-        // The dead-man's switch, as the real helper does it.
-        if let Ok(vt) = VtctldClient::new(
-            &f.vtctld,
-            CallLimits {
-                read_attempts: 1,
-                timeout: Duration::from_secs(5),
-            },
-        ) {
-            let problems =
-                put_tablet_back(&vt, &f.tablet_alias, f.original_type, TabletChanges::ALL).await;
-            if problems.is_empty() {
-                kube.remove(&ns, &f.name).await;
-                if let Ok(mut s) = seen.lock() {
-                    s.recovered.push(f.name.clone());
+        s.held
+            .get(&key)
+            .filter(|(u, e)| *u == uid && e.pod_uid == f.target_pod_uid)
+            .map(|(_, e)| e.clone())
+    };
+    let steps = decide(
+        Some(&f),
+        f.expired(k8s_openapi::jiff::Timestamp::now()),
+        entry.as_ref(),
+    );
+    let mut answer = None;
+    for step in steps {
+        match step {
+            Step::Release {
+                cause,
+                tablet,
+                lease,
+            } => {
+                if cause == Cause::Request
+                    && let Some(e) = failure(script, f.request)
+                {
+                    answer = Some(e);
+                    break;
+                }
+                // Thawed, and mysqld started again: nothing is held any more.
+                entry = None;
+                if tablet == TabletAfter::PutBack && !put_back(&f).await {
+                    break;
+                }
+                match lease {
+                    LeaseAfter::Delete => {
+                        // The dead-man's switch, as the real helper does it.
+                        kube.remove(&f.namespace, &f.name).await;
+                        if let Ok(mut s) = seen.lock() {
+                            s.recovered.push(f.name.clone());
+                        }
+                    }
+                    LeaseAfter::ReportReleased => {
+                        answer = Some((NodeState::Released, String::new()));
+                    }
+                    LeaseAfter::Untouched => {}
                 }
             }
+            step => match simulate(&step, &f, script, &mut entry) {
+                Ok(Some(a)) => answer = Some(a),
+                Ok(None) => {}
+                Err(a) => {
+                    answer = Some(a);
+                    break;
+                }
+            },
         }
-        return;
     }
-    let (state, error) = match (&script.refuse, &script.fail) {
-        (Some(e), _) if f.request != Request::Release => (NodeState::Refused, e.clone()),
-        (_, Some((r, e))) if *r == f.request => (NodeState::Failed, e.clone()),
-        _ => (state_for(f.request), String::new()),
+    if let Ok(mut s) = seen.lock() {
+        match entry {
+            Some(e) => s.held.insert(key.clone(), (uid, e)),
+            None => s.held.remove(&key),
+        };
+    }
+    if let Some((state, error)) = answer {
+        report(kube, seen, &f, v, state, error).await;
+    }
+    Some(key)
+}
+
+/// The script's failure for a step serving `request`, if it asks for one.
+fn failure(script: &NodeScript, request: Request) -> Option<(NodeState, String)> {
+    match &script.fail {
+        Some((r, e)) if *r == request => Some((NodeState::Failed, e.clone())),
+        _ => None,
+    }
+}
+
+/// One step other than a release, on the simulated record: the answer it gives, if any;
+/// `Err` for a step that did not complete (answered, and the rest not done).
+fn simulate(
+    step: &Step,
+    f: &Fence,
+    script: &NodeScript,
+    entry: &mut Option<Entry>,
+) -> Result<Option<(NodeState, String)>, (NodeState, String)> {
+    if let Step::Report(state, msg) = step {
+        // A failure the script asks for shows even where nothing is left to do.
+        if *state != NodeState::Failed
+            && let Some(e) = failure(script, f.request)
+        {
+            return Err(e);
+        }
+        return Ok(Some((*state, msg.clone().unwrap_or_default())));
+    }
+    if let Some(e) = &script.refuse
+        && matches!(step, Step::CheckTarget | Step::Probe)
+    {
+        return Err((NodeState::Refused, e.clone()));
+    }
+    if let Step::CheckTarget = step {
+        *entry = Some(new_entry(f));
+        return Ok(None);
+    }
+    if let Some(e) = failure(script, f.request) {
+        return Err(e);
+    }
+    if let Step::Probe = step {
+        return Ok(Some((NodeState::Probed, String::new())));
+    }
+    let Some(e) = entry.as_mut() else {
+        return Err((NodeState::Failed, format!("no hold record for {}", f.key())));
     };
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    };
+    match step {
+        Step::StopMysqld => {
+            e.stopped_mysqld = true;
+            e.mysqld_down = true;
+        }
+        Step::FreezeCgroup => {
+            e.cgroup = Some(Cgroup {
+                version: Version::V2,
+                dir: "/fake-node/cgroup".into(),
+            });
+            e.hold_since_ms.get_or_insert_with(now_ms);
+        }
+        Step::FreezeFs => {
+            e.fs_frozen = Some("/fake-node/volume".into());
+            e.hold_since_ms.get_or_insert_with(now_ms);
+        }
+        Step::ThawCgroup => e.cgroup = None,
+        _ => {}
+    }
+    Ok(None)
+}
+
+/// The record the real helper starts when it takes a lease on; nothing held yet.
+fn new_entry(f: &Fence) -> Entry {
+    Entry {
+        lease: f.key(),
+        pod_uid: f.target_pod_uid.clone(),
+        tablet_alias: f.tablet_alias.clone(),
+        original_type: f.original_type,
+        vtctld: f.vtctld.clone(),
+        container_id: None,
+        volume_mount: None,
+        mysqlctl_socket: "/fake-node/mysqlctl.sock".into(),
+        mysqld_socket: "/fake-node/mysql.sock".into(),
+        stopped_mysqld: false,
+        mysqld_down: false,
+        cgroup: None,
+        fs_frozen: None,
+        hold_since_ms: None,
+        max_hold_secs: f.max_hold.as_secs(),
+        watchdog_released: false,
+    }
+}
+
+/// Core's put-back through the lease's vtctld; whether all of it was done.
+async fn put_back(f: &Fence) -> bool {
+    let Ok(vt) = VtctldClient::new(
+        &f.vtctld,
+        CallLimits {
+            read_attempts: 1,
+            timeout: Duration::from_secs(5),
+        },
+    ) else {
+        return false;
+    };
+    put_tablet_back(&vt, &f.tablet_alias, f.original_type, TabletChanges::ALL)
+        .await
+        .is_empty()
+}
+
+/// Writes the answer on the lease by compare-and-swap, unless it already says that state.
+async fn report<S: LeaseStore>(
+    kube: &S,
+    seen: &Arc<Mutex<Seen>>,
+    f: &Fence,
+    v: Value,
+    state: NodeState,
+    error: String,
+) {
     if f.node_state == Some(state) {
         return;
     }

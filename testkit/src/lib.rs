@@ -9,6 +9,7 @@
 //! - [`mariadb`]: a real MariaDB (or, where Docker and the internet exist, MySQL 8)
 //!   server in a container, running on a tablet directory of a host volume.
 //!
+//! - [`prom_parse`]: a strict parser of OpenMetrics and Prometheus text, for metrics tests.
 //! - [`helm`]: the real helm installing the repo's chart.
 //! - [`real_kube`]: a client of a real API server (the local control plane of
 //!   `make cluster-up`) with per-test namespaces and watch-based waits.
@@ -33,6 +34,7 @@ pub mod leftovers;
 pub mod mariadb;
 pub mod operator_objects;
 pub mod pod_backend;
+pub mod prom_parse;
 pub mod rbac;
 pub mod real_kube;
 pub mod tree;

@@ -8,10 +8,10 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use vtsnap_core::shard::ShardName;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use vtsnap_core::shard::ShardName;
 
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -144,7 +144,13 @@ async fn the_api_server_calls_the_webhook_and_stores_its_patches() {
         poll: Duration::from_millis(200),
         ..RunOptions::default()
     };
-    let s = run(&config, &ShardName::new("example", "commerce", "-"), &opts, kube.client()).await;
+    let s = run(
+        &config,
+        &ShardName::new("example", "commerce", "-"),
+        &opts,
+        kube.client(),
+    )
+    .await;
     assert_eq!(s.exit_code, 0, "{s:?}");
     let snapshot = s.snapshot.clone().unwrap();
 

@@ -7,10 +7,10 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use vtsnap_core::shard::ShardName;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use vtsnap_core::shard::ShardName;
 
 use vtsnap_core::cli::{ApiTimeouts, client_with};
 use vtsnap_core::config::Config;
@@ -67,7 +67,12 @@ async fn a_silent_api_server_mid_hold_ends_the_job_and_the_node_helper_releases(
     // Without timeouts the job would wait the hour out; the test gives up far sooner.
     let s = tokio::time::timeout(
         Duration::from_secs(120),
-        run(&config, &ShardName::new("example", "commerce", "-"), &opts, client),
+        run(
+            &config,
+            &ShardName::new("example", "commerce", "-"),
+            &opts,
+            client,
+        ),
     )
     .await
     .expect("the job hung on the silent API server");

@@ -19,7 +19,7 @@ use super::error::{ReleaseProblem, StepError};
 use super::metrics::Cause;
 use super::observe::{mysqld_container_id, node_of};
 use super::pods;
-use super::registry::Entry;
+use super::registry::{Entry, Freezes};
 use super::watchdog::now_ms;
 use crate::cgroup::Cgroup;
 use crate::fsfreeze;
@@ -245,7 +245,12 @@ impl Daemon {
 
     fn thaw_cgroup(&self, key: &str) -> Result<(), StepError> {
         self.entry(key)?;
-        match self.reg.end_freezes(key, true, false).into_iter().next() {
+        match self
+            .reg
+            .end_freezes(key, Freezes::Cgroup)
+            .into_iter()
+            .next()
+        {
             Some(err) => Err(err.into()),
             None => Ok(()),
         }
@@ -292,7 +297,7 @@ impl Daemon {
     /// Ends both freezes of the lease (container and file system).
     fn thaw_all(&self, key: &str) -> Vec<ReleaseProblem> {
         self.reg
-            .end_freezes(key, true, true)
+            .end_freezes(key, Freezes::All)
             .into_iter()
             .map(ReleaseProblem::from)
             .collect()
