@@ -26,7 +26,7 @@ enum Command {
     /// Apply retention and deletion policy and recover expired fences in the cluster.
     #[command(
         after_help = "Examples:\n  vtsnap-gc run --config /etc/vtsnap/config.yaml\n  vtsnap-gc run --config cfg.yaml --cluster example --dry-run\n\n\
-        Exit codes: 0 done; 1 something could not be read or done (nothing is deleted in a\n  namespace that could not be read completely); 2 bad config or usage."
+        Exit codes: 0 done; 1 something could not be read or done (nothing is deleted in a\n  namespace that could not be read completely); 2 bad config or usage, or a --cluster the config\n  does not name (checked before the cluster is reached)."
     )]
     Run {
         #[command(flatten)]

@@ -13,7 +13,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 /// Why a hold ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum Cause {
     /// The job asked (`request: release`).
     Request,
@@ -34,12 +35,7 @@ impl Cause {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Request => "request",
-            Self::Expiry => "expiry",
-            Self::Deleted => "deleted",
-            Self::Watchdog => "watchdog",
-        }
+        self.into()
     }
 }
 

@@ -33,7 +33,8 @@ use crate::observe::{Cluster, Inventory, Kind, Scope, Snap, UnreadableObject};
 const FUTURE_SLACK_SECS: i64 = 3600;
 
 /// Why a snapshot is deleted or kept (the JSON `reason`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
 #[serde(rename_all = "kebab-case")]
 pub enum Reason {
     InUseSource,
@@ -55,22 +56,7 @@ pub enum Reason {
 
 impl Reason {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::InUseSource => "in-use-source",
-            Reason::MaybeInUseSource => "maybe-in-use-source",
-            Reason::FailedExpired => "failed-expired",
-            Reason::FailedWithinMaxAge => "failed-within-max-age",
-            Reason::ShardRemoved => "shard-removed",
-            Reason::WithinGracePeriod => "within-grace-period",
-            Reason::NotReadyYet => "not-ready-yet",
-            Reason::UnreadyExpired => "unready-expired",
-            Reason::UnreadyWithinMaxAge => "unready-within-max-age",
-            Reason::NewestReady => "newest-ready",
-            Reason::BeyondMaxCount => "beyond-max-count",
-            Reason::BeyondMaxAge => "beyond-max-age",
-            Reason::WithinMaxCount => "within-max-count",
-            Reason::SkippedInShard => "skipped-in-shard",
-        }
+        self.into()
     }
 
     /// Whether a snapshot with this reason is deleted (the others are kept).
@@ -120,7 +106,8 @@ pub struct FenceItem {
 }
 
 /// Why an object is skipped (the JSON `reason`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
 #[serde(rename_all = "kebab-case")]
 pub enum SkipReason {
     /// A field it is planned by is missing or does not parse (`message` names it).
@@ -133,11 +120,7 @@ pub enum SkipReason {
 
 impl SkipReason {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Unreadable => "unreadable",
-            Self::Duplicate => "duplicate",
-            Self::CreatedInTheFuture => "created-in-the-future",
-        }
+        self.into()
     }
 }
 

@@ -687,3 +687,34 @@ proptest! {
         prop_assert_eq!(p.delete.len() + p.keep.len(), snaps.len());
     }
 }
+
+#[test]
+fn reason_names_are_the_same_in_the_table_and_the_json() {
+    use Reason::*;
+    for r in [
+        InUseSource,
+        MaybeInUseSource,
+        FailedExpired,
+        FailedWithinMaxAge,
+        ShardRemoved,
+        WithinGracePeriod,
+        NotReadyYet,
+        UnreadyExpired,
+        UnreadyWithinMaxAge,
+        NewestReady,
+        BeyondMaxCount,
+        BeyondMaxAge,
+        WithinMaxCount,
+        SkippedInShard,
+    ] {
+        assert_eq!(serde_json::to_value(r).unwrap(), r.as_str(), "{r:?}");
+    }
+    assert_eq!(MaybeInUseSource.as_str(), "maybe-in-use-source");
+    for s in [
+        SkipReason::Unreadable,
+        SkipReason::Duplicate,
+        SkipReason::CreatedInTheFuture,
+    ] {
+        assert_eq!(serde_json::to_value(s).unwrap(), s.as_str(), "{s:?}");
+    }
+}
