@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-pub use set::{GtidSet, Intervals, normalize};
+pub use set::{GtidSet, Intervals, Text, normalize};
 
 use crate::snapshot::GtidFlavor;
 
@@ -71,7 +71,7 @@ pub fn coverage(position: Option<&str>, exactness: Exactness, purged: Option<&Pu
     let Some(purged) = purged else {
         return unknown("the primary's binlogs were not read".into());
     };
-    let snapshot = match GtidSet::parse_position(position) {
+    let snapshot = match GtidSet::parse_position(position, Text::Strict) {
         Ok(s) => s,
         Err(e) => return unknown(format!("the snapshot's position does not read: {e}")),
     };

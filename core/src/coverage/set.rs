@@ -16,6 +16,16 @@ use crate::snapshot::{GtidError, GtidFlavor};
 /// The transaction numbers of one MySQL source: sorted, disjoint, non-adjacent `[lo, hi]`.
 pub type Intervals = Vec<(u64, u64)>;
 
+/// How a set's text is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Text {
+    /// As Vitess encodes a position (the snapshot's annotations): nothing but the set.
+    Strict,
+    /// As a server prints a set (`@@global.gtid_purged`): whitespace and newlines around
+    /// elements are allowed.
+    Server,
+}
+
 /// A GTID set of one flavor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GtidSet {
@@ -95,28 +105,26 @@ impl GtidSet {
         }
     }
 
-    /// A Vitess position, `<flavor>/<set>` (what the snapshot's annotations hold).
-    pub fn parse_position(s: &str) -> Result<Self, GtidError> {
+    /// A Vitess position, `<flavor>/<set>` (what the snapshot's annotations hold), read
+    /// as `text` says.
+    pub fn parse_position(s: &str, text: Text) -> Result<Self, GtidError> {
         let (prefix, set) = s.split_once('/').ok_or(GtidError::NoFlavor)?;
         let flavor = match prefix {
             "MySQL56" => GtidFlavor::Mysql56,
             "MariaDB" => GtidFlavor::Mariadb,
             other => return Err(GtidError::UnknownFlavor(other.to_owned())),
         };
-        Self::parse(flavor, set)
+        Self::parse(flavor, set, text)
     }
 
-    /// A bare set as the server prints it (whitespace around elements ignored).
-    pub fn parse(flavor: GtidFlavor, text: &str) -> Result<Self, GtidError> {
-        // The empty set is a set; an empty element inside one is not.
-        let elements: Vec<&str> = if text.trim().is_empty() {
-            Vec::new()
-        } else {
-            text.split(',').map(str::trim).collect()
+    /// A bare set: the empty text is the empty set (a server that executed nothing).
+    pub fn parse(flavor: GtidFlavor, set: &str, text: Text) -> Result<Self, GtidError> {
+        let elements: Vec<&str> = match text {
+            Text::Strict if set.is_empty() => Vec::new(),
+            Text::Strict => set.split(',').collect(),
+            Text::Server if set.trim().is_empty() => Vec::new(),
+            Text::Server => set.split(',').map(str::trim).collect(),
         };
-        if elements.iter().any(|e| e.is_empty()) {
-            return Err(element_error(text, "has an empty element"));
-        }
         match flavor {
             GtidFlavor::Mysql56 => {
                 let mut sources: BTreeMap<String, Intervals> = BTreeMap::new();
@@ -239,7 +247,7 @@ mod tests {
     const B: &str = "4f22ab58-82db-22f2-af44-d91bb0530673";
 
     fn my(s: &str) -> GtidSet {
-        GtidSet::parse(GtidFlavor::Mysql56, s).unwrap()
+        GtidSet::parse(GtidFlavor::Mysql56, s, Text::Server).unwrap()
     }
 
     #[test]
@@ -262,7 +270,7 @@ mod tests {
             format!("{A}:1,,{B}:1"),
         ] {
             assert!(
-                GtidSet::parse(GtidFlavor::Mysql56, &bad).is_err(),
+                GtidSet::parse(GtidFlavor::Mysql56, &bad, Text::Server).is_err(),
                 "{bad:?} was read"
             );
         }
@@ -270,15 +278,15 @@ mod tests {
 
     #[test]
     fn mariadb_sets_are_per_domain_and_refuse_a_domain_twice() {
-        let s = GtidSet::parse(GtidFlavor::Mariadb, "0-1-100, 1-2-5").unwrap();
+        let s = GtidSet::parse(GtidFlavor::Mariadb, "0-1-100, 1-2-5", Text::Server).unwrap();
         assert_eq!(
             s,
             GtidSet::Mariadb(BTreeMap::from([(0, (1, 100)), (1, (2, 5))]))
         );
-        assert!(GtidSet::parse(GtidFlavor::Mariadb, "0-1-100,0-2-101").is_err());
-        assert!(GtidSet::parse(GtidFlavor::Mariadb, "0-1").is_err());
-        assert!(GtidSet::parse(GtidFlavor::Mariadb, "4294967296-1-1").is_err());
-        let b = GtidSet::parse(GtidFlavor::Mariadb, "0-3-120").unwrap();
+        assert!(GtidSet::parse(GtidFlavor::Mariadb, "0-1-100,0-2-101", Text::Server).is_err());
+        assert!(GtidSet::parse(GtidFlavor::Mariadb, "0-1", Text::Server).is_err());
+        assert!(GtidSet::parse(GtidFlavor::Mariadb, "4294967296-1-1", Text::Server).is_err());
+        let b = GtidSet::parse(GtidFlavor::Mariadb, "0-3-120", Text::Server).unwrap();
         assert_eq!(s.missing_from(&b).unwrap(), "1-2-5");
         assert_eq!(b.missing_from(&s).unwrap(), "0-3-120");
         let empty = GtidSet::empty(GtidFlavor::Mariadb);

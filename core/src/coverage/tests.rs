@@ -3,11 +3,11 @@ use super::*;
 const A: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
 
 fn purged_mysql(s: &str) -> Purged {
-    Purged::Mysql56(GtidSet::parse(GtidFlavor::Mysql56, s).unwrap())
+    Purged::Mysql56(GtidSet::parse(GtidFlavor::Mysql56, s, Text::Server).unwrap())
 }
 
 fn oldest_mariadb(s: &str) -> Purged {
-    Purged::MariadbOldestBinlogStart(GtidSet::parse(GtidFlavor::Mariadb, s).unwrap())
+    Purged::MariadbOldestBinlogStart(GtidSet::parse(GtidFlavor::Mariadb, s, Text::Server).unwrap())
 }
 
 #[test]

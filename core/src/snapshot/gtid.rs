@@ -7,6 +7,7 @@
 //!   `N` or `N-M` with `1 ≤ N ≤ M`; MySQL 8.4 tags (`<uuid>:<tag>:<interval>…`) allowed;
 //! - `MariaDB/<domain>-<server>-<sequence>[,…]` (`mariadb_gtid.go`).
 
+use crate::coverage::{GtidSet, Text};
 use crate::mysql_version::Flavor;
 
 /// The GTID flavors of Vitess's position encoding.
@@ -44,96 +45,9 @@ pub enum GtidError {
     Element { element: String, why: &'static str },
 }
 
-/// Reads a position and returns its flavor; the set itself is checked, not kept.
+/// Reads a position strictly ([`Text::Strict`]) and returns its flavor.
 pub fn parse_position(s: &str) -> Result<GtidFlavor, GtidError> {
-    let (prefix, set) = s.split_once('/').ok_or(GtidError::NoFlavor)?;
-    let flavor = match prefix {
-        "MySQL56" => GtidFlavor::Mysql56,
-        "MariaDB" => GtidFlavor::Mariadb,
-        other => return Err(GtidError::UnknownFlavor(other.to_owned())),
-    };
-    // The empty set is a position (a server that has executed nothing).
-    if set.is_empty() {
-        return Ok(flavor);
-    }
-    for element in set.split(',') {
-        let check = match flavor {
-            GtidFlavor::Mysql56 => mysql56_element(element),
-            GtidFlavor::Mariadb => mariadb_element(element),
-        };
-        check.map_err(|why| GtidError::Element {
-            element: element.to_owned(),
-            why,
-        })?;
-    }
-    Ok(flavor)
-}
-
-fn is_uuid(s: &str) -> bool {
-    let groups: Vec<&str> = s.split('-').collect();
-    groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
-        && groups
-            .iter()
-            .all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()))
-}
-
-/// A decimal without sign, leading `+` or spaces.
-fn number(s: &str) -> Option<u64> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
-/// MySQL 8.4's GTID tag: `[a-z_][a-z0-9_]{0,31}`.
-fn is_tag(s: &str) -> bool {
-    let mut b = s.bytes();
-    s.len() <= 32
-        && b.next()
-            .is_some_and(|c| c.is_ascii_lowercase() || c == b'_')
-        && b.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
-}
-
-fn interval(s: &str) -> Result<(), &'static str> {
-    let (lo, hi) = s.split_once('-').unwrap_or((s, s));
-    match (number(lo), number(hi)) {
-        (Some(0), _) => Err("an interval starts at 1"),
-        (Some(lo), Some(hi)) if lo <= hi => Ok(()),
-        (Some(_), Some(_)) => Err("an interval ends before it starts"),
-        _ => Err("an interval is N or N-M"),
-    }
-}
-
-fn mysql56_element(e: &str) -> Result<(), &'static str> {
-    let mut parts = e.split(':');
-    if !parts.next().is_some_and(is_uuid) {
-        return Err("does not start with a server UUID");
-    }
-    let mut intervals: usize = 0;
-    for p in parts {
-        if is_tag(p) {
-            continue;
-        }
-        interval(p)?;
-        intervals += 1;
-    }
-    if intervals == 0 {
-        return Err("has no interval");
-    }
-    Ok(())
-}
-
-fn mariadb_element(e: &str) -> Result<(), &'static str> {
-    let parts: Vec<&str> = e.split('-').collect();
-    let [domain, server, sequence] = parts[..] else {
-        return Err("is not domain-server-sequence");
-    };
-    let fits = |s: &str| number(s).is_some_and(|n| u32::try_from(n).is_ok());
-    if fits(domain) && fits(server) && number(sequence).is_some() {
-        Ok(())
-    } else {
-        Err("domain and server are 32-bit, sequence 64-bit decimals")
-    }
+    GtidSet::parse_position(s, Text::Strict).map(|set| set.flavor())
 }
 
 #[cfg(test)]
