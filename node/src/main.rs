@@ -1,26 +1,16 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use vtsnap_core::cli::{self, CommonArgs};
+use clap::Subcommand;
+use vtsnap_core::cli::{self, Cli};
 use vtsnap_core::config::GoDuration;
 use vtsnap_core::exit::Exit;
 use vtsnap_core::naming::TabletUid;
 use vtsnap_node::cgroup::{Cgroup, Roots};
 use vtsnap_node::{fsfreeze, holdloop, mysqlctl, probe};
 
-/// Node-local actions for vtsnap: probe a tablet's volume layout, stop/start mysqld through
-/// the pod's mysqlctld, hold mysqld down by freezing its container's cgroup, FIFREEZE a
-/// volume; and (`run`) the daemon that serves fence leases and releases everything when a
-/// lease expires.
-#[derive(Debug, Parser)]
-#[command(name = "vtsnap-node", version = vtsnap_core::cli::VERSION)]
-struct Cli {
-    #[command(flatten)]
-    common: CommonArgs,
-    #[command(subcommand)]
-    command: Command,
-}
+/// `--help`'s first line.
+const ABOUT: &str = "Node-local actions for vtsnap: probe a tablet's volume layout, stop/start mysqld through the pod's mysqlctld, hold mysqld down by freezing its container's cgroup, FIFREEZE a volume; and (`run`) the daemon that serves fence leases and releases everything when a lease expires.";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -128,10 +118,9 @@ fn node_name(s: &str) -> Result<String, NodeNameError> {
 }
 
 fn main() -> ExitCode {
-    let args = Cli::parse();
-    args.common.init();
+    let command = Cli::<Command>::parse_as("vtsnap-node", ABOUT);
     // The harness does not wait for a pending stdin read (the hold loop's) at exit.
-    cli::block_on(run(args.command)).into()
+    cli::block_on(run(command)).into()
 }
 
 fn fail(exit: Exit, e: &dyn std::fmt::Display) -> Exit {

@@ -34,6 +34,34 @@ impl CommonArgs {
     }
 }
 
+/// A binary's whole command line: the common flags and its subcommands `C`. The name and
+/// the one-line description are the binary's, given to [`Cli::parse_as`].
+#[derive(Debug, clap::Parser)]
+#[command(version = VERSION)]
+pub struct Cli<C: clap::Subcommand> {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(subcommand)]
+    pub command: C,
+}
+
+impl<C: clap::Subcommand> Cli<C> {
+    /// Parses the process's arguments as the binary `name` (help, version and usage errors
+    /// end the process as clap does) and installs logging as the flags say.
+    pub fn parse_as(name: &'static str, about: &'static str) -> C {
+        use clap::{CommandFactory, FromArgMatches};
+        let mut command = Self::command().name(name).bin_name(name).about(about);
+        let matches = command.get_matches_mut();
+        match Self::from_arg_matches(&matches) {
+            Ok(cli) => {
+                cli.common.init();
+                cli.command
+            }
+            Err(e) => e.format(&mut command).exit(),
+        }
+    }
+}
+
 /// How a read-only command prints its result: `--output table|json`. Each subcommand
 /// chooses its own default and env name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -205,6 +233,21 @@ pub struct ClusterRunArgs {
     /// Print the plan; change nothing.
     #[arg(long, env = "VTSNAP_DRY_RUN", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
     pub dry_run: bool,
+}
+
+impl ClusterRunArgs {
+    /// Loads the config, checks `--cluster` against it, connects to Kubernetes and runs
+    /// `main` with both and these flags.
+    pub fn run<F, Fut>(self, main: F) -> Exit
+    where
+        F: FnOnce(Config, kube::Client, Self) -> Fut,
+        Fut: Future<Output = Exit>,
+    {
+        let (path, only) = (self.config.clone(), self.cluster.clone());
+        with_cluster_named(&path, only.as_deref(), |config, kube| {
+            main(config, kube, self)
+        })
+    }
 }
 
 /// The flags of an offline plan from a dump (`plan --objects dump.json`).

@@ -2,24 +2,17 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use k8s_openapi::jiff::Timestamp;
-use vtsnap_core::cli::{self, ClusterRunArgs, CommonArgs, DumpArgs, Output};
+use vtsnap_core::cli::{self, Cli, ClusterRunArgs, DumpArgs, Output};
 use vtsnap_core::exit::Exit;
 use vtsnap_gc::act::{GcOptions, run};
 use vtsnap_gc::decide::plan;
 use vtsnap_gc::observe::Inventory;
 use vtsnap_gc::report::{plan_json, table};
 
-/// Retention, deletion policy and fence recovery for vtsnap's VolumeSnapshots.
-#[derive(Debug, Parser)]
-#[command(name = "vtsnap-gc", version = vtsnap_core::cli::VERSION)]
-struct Cli {
-    #[command(flatten)]
-    common: CommonArgs,
-    #[command(subcommand)]
-    command: Command,
-}
+/// `--help`'s first line.
+const ABOUT: &str = "Retention, deletion policy and fence recovery for vtsnap's VolumeSnapshots.";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -54,9 +47,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let args = Cli::parse();
-    args.common.init();
-    match args.command {
+    match Cli::<Command>::parse_as("vtsnap-gc", ABOUT) {
         Command::Plan { dump, now, output } => offline(&dump, now.as_deref(), output),
         Command::Run {
             run,
@@ -97,16 +88,10 @@ fn offline(dump: &DumpArgs, now: Option<&str>, output: Output) -> Exit {
 }
 
 fn online(args: ClusterRunArgs, output: Output, metrics_file: Option<&Path>) -> Exit {
-    let ClusterRunArgs {
-        config,
-        cluster,
-        dry_run,
-    } = args;
-    let only = cluster.clone();
-    cli::with_cluster_named(&config, only.as_deref(), |config, kube| async move {
+    args.run(|config, kube, args| async move {
         let opts = GcOptions {
-            dry_run,
-            only_cluster: cluster,
+            dry_run: args.dry_run,
+            only_cluster: args.cluster,
             node_timeout: Duration::from_secs(120),
         };
         let report = run(&config, &opts, kube).await;

@@ -1,22 +1,16 @@
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use vtsnap_core::cli::{self, ClusterRunArgs, CommonArgs, DumpArgs, Output};
+use clap::Subcommand;
+use vtsnap_core::cli::{self, Cli, ClusterRunArgs, DumpArgs, Output};
 use vtsnap_core::exit::Exit;
 use vtsnap_vtbackup_storage::act::{Options, POD_GONE_TIMEOUT, run};
 use vtsnap_vtbackup_storage::decide::plan;
 use vtsnap_vtbackup_storage::observe::World;
 use vtsnap_vtbackup_storage::report::table;
 
-/// Converges vtbackup initial-backup Pods and PVCs to the configured scratch storage.
-#[derive(Debug, Parser)]
-#[command(name = "vtsnap-vtbackup-storage", version = vtsnap_core::cli::VERSION)]
-struct Cli {
-    #[command(flatten)]
-    common: CommonArgs,
-    #[command(subcommand)]
-    command: Command,
-}
+/// `--help`'s first line.
+const ABOUT: &str =
+    "Converges vtbackup initial-backup Pods and PVCs to the configured scratch storage.";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -45,9 +39,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let args = Cli::parse();
-    args.common.init();
-    match args.command {
+    match Cli::<Command>::parse_as("vtsnap-vtbackup-storage", ABOUT) {
         Command::Plan { dump, output } => offline(&dump, output),
         Command::Run { run } => online(run),
     }
@@ -76,16 +68,10 @@ fn offline(dump: &DumpArgs, output: Output) -> Exit {
 }
 
 fn online(args: ClusterRunArgs) -> Exit {
-    let ClusterRunArgs {
-        config,
-        cluster,
-        dry_run,
-    } = args;
-    let only = cluster.clone();
-    cli::with_cluster_named(&config, only.as_deref(), |config, kube| async move {
+    args.run(|config, kube, args| async move {
         let opts = Options {
-            dry_run,
-            only_cluster: cluster,
+            dry_run: args.dry_run,
+            only_cluster: args.cluster,
             pod_gone_timeout: POD_GONE_TIMEOUT,
         };
         run(&config, &opts, kube).await.print_line()
