@@ -11,8 +11,17 @@ fn now() -> Timestamp {
     NOW.parse().unwrap()
 }
 
+/// What a test snapshot's status and phase say.
+#[derive(Debug, Clone, Copy)]
+enum State {
+    Ready,
+    Unready,
+    /// Labelled `failed`.
+    Failed,
+}
+
 /// A snapshot of `keyspace/shard` (SafeName) taken `hours` ago.
-fn snap(name: &str, keyspace: &str, shard: &str, hours: i64, ready: bool, failed: bool) -> Snap {
+fn snap(name: &str, keyspace: &str, shard: &str, hours: i64, state: State) -> Snap {
     Snap {
         namespace: "vitess".into(),
         name: name.into(),
@@ -20,8 +29,8 @@ fn snap(name: &str, keyspace: &str, shard: &str, hours: i64, ready: bool, failed
         keyspace: keyspace.into(),
         shard: KeyRange::from_safe_name(shard).unwrap(),
         created: Timestamp::from_second(now().as_second() - hours * 3600).unwrap(),
-        failed,
-        ready,
+        failed: matches!(state, State::Failed),
+        ready: matches!(state, State::Ready),
         cluster_owners: vec![],
         unusable: false,
     }
@@ -63,12 +72,12 @@ fn reasons(p: &Plan) -> BTreeMap<String, (&'static str, bool)> {
 fn max_count_counts_only_ready_snapshots() {
     let inv = Inventory {
         snapshots: vec![
-            snap("r1", "commerce", "x-x", 1, true, false),
-            snap("cut", "commerce", "x-x", 2, false, false),
-            snap("r2", "commerce", "x-x", 3, true, false),
-            snap("bad", "commerce", "x-x", 4, false, true),
-            snap("r3", "commerce", "x-x", 5, true, false),
-            snap("r4", "commerce", "x-x", 6, true, false),
+            snap("r1", "commerce", "x-x", 1, State::Ready),
+            snap("cut", "commerce", "x-x", 2, State::Unready),
+            snap("r2", "commerce", "x-x", 3, State::Ready),
+            snap("bad", "commerce", "x-x", 4, State::Failed),
+            snap("r3", "commerce", "x-x", 5, State::Ready),
+            snap("r4", "commerce", "x-x", 6, State::Ready),
         ],
         clusters: cluster(&[("commerce", "-")]),
         ..Inventory::default()
@@ -100,7 +109,7 @@ fn within_one_second_the_later_name_is_the_newer_snapshot() {
         "  retention: {maxCount: 1}\n",
         names
             .iter()
-            .map(|n| snap(n, "commerce", "x-x", 1, true, false))
+            .map(|n| snap(n, "commerce", "x-x", 1, State::Ready))
             .collect(),
         &[("commerce", "-")],
     );
@@ -113,8 +122,8 @@ fn within_one_second_the_later_name_is_the_newer_snapshot() {
 fn the_newest_ready_snapshot_is_kept_when_all_are_old() {
     let inv = Inventory {
         snapshots: vec![
-            snap("a", "commerce", "x-x", 24 * 40, true, false),
-            snap("b", "commerce", "x-x", 24 * 50, true, false),
+            snap("a", "commerce", "x-x", 24 * 40, State::Ready),
+            snap("b", "commerce", "x-x", 24 * 50, State::Ready),
         ],
         clusters: cluster(&[("commerce", "-")]),
         ..Inventory::default()
@@ -133,9 +142,9 @@ fn the_newest_ready_snapshot_is_kept_when_all_are_old() {
 fn an_in_use_source_is_kept_whatever_else_applies() {
     let inv = Inventory {
         snapshots: vec![
-            snap("new", "commerce", "x-x", 1, true, false),
-            snap("old", "commerce", "x-x", 24 * 90, true, false),
-            snap("bad", "commerce", "x-x", 24 * 90, false, true),
+            snap("new", "commerce", "x-x", 1, State::Ready),
+            snap("old", "commerce", "x-x", 24 * 90, State::Ready),
+            snap("bad", "commerce", "x-x", 24 * 90, State::Failed),
         ],
         in_use: BTreeSet::from([
             ("vitess".to_owned(), "old".to_owned()),
@@ -158,10 +167,10 @@ fn an_in_use_source_is_kept_whatever_else_applies() {
 fn shards_and_keyspaces_are_planned_apart() {
     let inv = Inventory {
         snapshots: vec![
-            snap("a1", "commerce", "x-80", 1, true, false),
-            snap("a2", "commerce", "x-80", 2, true, false),
-            snap("b1", "commerce", "80-x", 3, true, false),
-            snap("c1", "customer", "x-80", 4, true, false),
+            snap("a1", "commerce", "x-80", 1, State::Ready),
+            snap("a2", "commerce", "x-80", 2, State::Ready),
+            snap("b1", "commerce", "80-x", 3, State::Ready),
+            snap("c1", "customer", "x-80", 4, State::Ready),
         ],
         clusters: cluster(&[
             ("commerce", "-80"),
@@ -194,8 +203,8 @@ fn shards_and_keyspaces_are_planned_apart() {
 fn a_removed_shard_is_kept_within_its_grace_period_then_deleted() {
     let mk = |hours| Inventory {
         snapshots: vec![
-            snap("gone-1", "commerce", "x-x", hours, true, false),
-            snap("gone-2", "commerce", "x-x", hours + 24, true, false),
+            snap("gone-1", "commerce", "x-x", hours, State::Ready),
+            snap("gone-2", "commerce", "x-x", hours + 24, State::Ready),
         ],
         // Resharded: `-` became `-80` and `80-`.
         clusters: cluster(&[("commerce", "-80"), ("commerce", "80-")]),
@@ -217,8 +226,8 @@ fn a_removed_shard_is_kept_within_its_grace_period_then_deleted() {
 fn a_shard_level_retain_overrides_a_keyspace_delete() {
     let inv = Inventory {
         snapshots: vec![
-            snap("keep-me", "commerce", "x-80", 24 * 10, true, false),
-            snap("drop-me", "commerce", "80-x", 24 * 10, true, false),
+            snap("keep-me", "commerce", "x-80", 24 * 10, State::Ready),
+            snap("drop-me", "commerce", "80-x", 24 * 10, State::Ready),
         ],
         clusters: cluster(&[("commerce", "-")]),
         ..Inventory::default()
@@ -234,10 +243,10 @@ fn a_shard_level_retain_overrides_a_keyspace_delete() {
 
 #[test]
 fn owner_references_follow_when_deleted_both_ways() {
-    let mut owned = snap("owned", "commerce", "x-x", 1, true, false);
+    let mut owned = snap("owned", "commerce", "x-x", 1, State::Ready);
     owned.cluster_owners = vec!["cluster-uid".into()];
     let inv = Inventory {
-        snapshots: vec![owned, snap("free", "commerce", "x-x", 2, true, false)],
+        snapshots: vec![owned, snap("free", "commerce", "x-x", 2, State::Ready)],
         clusters: cluster(&[("commerce", "-")]),
         ..Inventory::default()
     };
@@ -277,8 +286,8 @@ fn owner_references_follow_when_deleted_both_ways() {
 fn failed_snapshots_go_after_failed_max_age_whatever_the_policy() {
     let inv = Inventory {
         snapshots: vec![
-            snap("new", "commerce", "x-x", 1, true, false),
-            snap("bad", "commerce", "x-x", 30, false, true),
+            snap("new", "commerce", "x-x", 1, State::Ready),
+            snap("bad", "commerce", "x-x", 30, State::Failed),
         ],
         clusters: cluster(&[("commerce", "-")]),
         ..Inventory::default()
@@ -296,8 +305,8 @@ fn failed_snapshots_go_after_failed_max_age_whatever_the_policy() {
 fn unready_snapshots_that_never_became_ready_expire() {
     let inv = Inventory {
         snapshots: vec![
-            snap("young", "commerce", "x-x", 1, false, false),
-            snap("stale", "commerce", "x-x", 24 * 3, false, false),
+            snap("young", "commerce", "x-x", 1, State::Unready),
+            snap("stale", "commerce", "x-x", 24 * 3, State::Unready),
         ],
         clusters: cluster(&[("commerce", "-")]),
         ..Inventory::default()
@@ -309,7 +318,7 @@ fn unready_snapshots_that_never_became_ready_expire() {
 
 #[test]
 fn expired_fences_are_recovered_and_other_clusters_are_left_alone() {
-    let mut other = snap("theirs", "commerce", "x-x", 24 * 400, true, false);
+    let mut other = snap("theirs", "commerce", "x-x", 24 * 400, State::Ready);
     other.cluster = "other".into();
     let inv = Inventory {
         snapshots: vec![other],
@@ -347,8 +356,8 @@ fn expired_fences_are_recovered_and_other_clusters_are_left_alone() {
 }
 
 /// `snap` created `secs` seconds before now (negative: after).
-fn snap_secs(name: &str, shard: &str, secs: i64, ready: bool, failed: bool) -> Snap {
-    let mut s = snap(name, "commerce", shard, 0, ready, failed);
+fn snap_secs(name: &str, shard: &str, secs: i64, state: State) -> Snap {
+    let mut s = snap(name, "commerce", shard, 0, state);
     s.created = Timestamp::from_second(now().as_second() - secs).unwrap();
     s
 }
@@ -384,35 +393,35 @@ fn every_age_limit_is_exclusive_to_the_second() {
     let limits = "  snapshot: {readyTimeout: 1h}\n  retention: {failedMaxAge: 2h, maxAge: 3h, maxCount: 10}\n";
     let one = |s: Snap| reason_of(limits, vec![s], &[("commerce", "-")], "s");
     assert_eq!(
-        one(snap_secs("s", "x-x", 2 * H, false, true)),
+        one(snap_secs("s", "x-x", 2 * H, State::Failed)),
         ("failed-within-max-age", false)
     );
     assert_eq!(
-        one(snap_secs("s", "x-x", 2 * H + 1, false, true)),
+        one(snap_secs("s", "x-x", 2 * H + 1, State::Failed)),
         ("failed-expired", true)
     );
     assert_eq!(
-        one(snap_secs("s", "x-x", H - 1, false, false)),
+        one(snap_secs("s", "x-x", H - 1, State::Unready)),
         ("not-ready-yet", false)
     );
     assert_eq!(
-        one(snap_secs("s", "x-x", H, false, false)),
+        one(snap_secs("s", "x-x", H, State::Unready)),
         ("unready-within-max-age", false)
     );
     assert_eq!(
-        one(snap_secs("s", "x-x", 3 * H, false, false)),
+        one(snap_secs("s", "x-x", 3 * H, State::Unready)),
         ("unready-within-max-age", false)
     );
     assert_eq!(
-        one(snap_secs("s", "x-x", 3 * H + 1, false, false)),
+        one(snap_secs("s", "x-x", 3 * H + 1, State::Unready)),
         ("unready-expired", true)
     );
     let two = |age| {
         reason_of(
             limits,
             vec![
-                snap_secs("new", "x-x", 0, true, false),
-                snap_secs("s", "x-x", age, true, false),
+                snap_secs("new", "x-x", 0, State::Ready),
+                snap_secs("s", "x-x", age, State::Ready),
             ],
             &[("commerce", "-")],
             "s",
@@ -424,7 +433,7 @@ fn every_age_limit_is_exclusive_to_the_second() {
     let removed = |age| {
         reason_of(
             "  deletionPolicy: {whenScaled: Delete, gracePeriod: 5h}\n",
-            vec![snap_secs("s", "x-x", age, true, false)],
+            vec![snap_secs("s", "x-x", age, State::Ready)],
             &[("commerce", "-80"), ("commerce", "80-")],
             "s",
         )
@@ -467,7 +476,7 @@ fn two_clusters() -> Config {
 }
 
 fn of(name: &str, namespace: &str, cluster: &str) -> Snap {
-    let mut s = snap(name, "commerce", "x-x", 1, true, false);
+    let mut s = snap(name, "commerce", "x-x", 1, State::Ready);
     s.namespace = namespace.into();
     s.cluster = cluster.into();
     s
@@ -522,7 +531,7 @@ fn a_skipped_snapshot_holds_the_removal_of_only_the_shards_it_may_be_of() {
     let cfg = config("  deletionPolicy: {whenScaled: Delete, gracePeriod: 1h}\n");
     let removed = |u: UnreadableObject| {
         let inv = Inventory {
-            snapshots: vec![snap("gone", "commerce", "x-x", 48, true, false)],
+            snapshots: vec![snap("gone", "commerce", "x-x", 48, State::Ready)],
             clusters: cluster(&[("commerce", "-80"), ("commerce", "80-")]),
             unreadable: vec![u],
             ..Inventory::default()
@@ -562,9 +571,9 @@ fn a_skipped_snapshot_holds_the_removal_of_only_the_shards_it_may_be_of() {
 fn a_creation_time_up_to_an_hour_ahead_is_clock_skew_beyond_it_is_skipped() {
     let inv = Inventory {
         snapshots: vec![
-            snap_secs("skewed", "x-x", -H, true, false),
-            snap_secs("future", "x-x", -H - 1, true, false),
-            snap_secs("now", "x-x", 0, true, false),
+            snap_secs("skewed", "x-x", -H, State::Ready),
+            snap_secs("future", "x-x", -H - 1, State::Ready),
+            snap_secs("now", "x-x", 0, State::Ready),
         ],
         clusters: cluster(&[("commerce", "-")]),
         ..Inventory::default()
@@ -591,9 +600,9 @@ fn every_copy_of_a_name_is_skipped_and_other_names_are_not() {
     };
     let inv = Inventory {
         snapshots: vec![
-            snap("twin", "commerce", "x-x", 1, true, false),
-            snap("twin", "commerce", "x-x", 50, true, false),
-            snap("single", "commerce", "x-x", 2, true, false),
+            snap("twin", "commerce", "x-x", 1, State::Ready),
+            snap("twin", "commerce", "x-x", 50, State::Ready),
+            snap("single", "commerce", "x-x", 2, State::Ready),
         ],
         leases: vec![lease("fence"), lease("fence"), lease("alone")],
         clusters: cluster(&[("commerce", "-")]),
@@ -631,10 +640,10 @@ fn shards_are_planned_in_safe_name_order() {
     // not the key ranges' own (`-`, `-80`, `80-`).
     let inv = Inventory {
         snapshots: vec![
-            snap("whole", "commerce", "x-x", 1, true, false),
-            snap("low", "commerce", "x-80", 1, true, false),
-            snap("high", "commerce", "80-x", 1, true, false),
-            snap("other-keyspace", "customer", "x-x", 1, true, false),
+            snap("whole", "commerce", "x-x", 1, State::Ready),
+            snap("low", "commerce", "x-80", 1, State::Ready),
+            snap("high", "commerce", "80-x", 1, State::Ready),
+            snap("other-keyspace", "customer", "x-x", 1, State::Ready),
         ],
         clusters: cluster(&[("commerce", "-80"), ("commerce", "80-")]),
         ..Inventory::default()
@@ -647,7 +656,8 @@ fn shards_are_planned_in_safe_name_order() {
 prop_compose! {
     fn arb_snap()(i in 0u32..10_000, shard in 0usize..3, hours in 0i64..24 * 60, ready in any::<bool>(), failed in proptest::bool::weighted(0.1)) -> Snap {
         let shards = ["x-80", "80-x", "x-x"];
-        snap(&format!("s{i}"), "commerce", shards[shard], hours, ready, failed)
+        let state = if failed { State::Failed } else if ready { State::Ready } else { State::Unready };
+        snap(&format!("s{i}"), "commerce", shards[shard], hours, state)
     }
 }
 
