@@ -1,9 +1,21 @@
 //! The GC run's Prometheus metrics, as a textfile (a CronJob's pod is gone before a scrape).
 
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::registry::Registry;
 
+use crate::decide::CoverageState;
 use crate::report::GcReport;
+
+/// One shard.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ShardLabels {
+    namespace: String,
+    cluster: String,
+    keyspace: String,
+    shard: String,
+}
 
 /// The metrics of one run, for [`vtsnap_core::metrics::write_textfile`].
 pub fn registry(r: &GcReport, now_seconds: i64) -> Registry {
@@ -63,6 +75,31 @@ pub fn registry(r: &GcReport, now_seconds: i64) -> Registry {
     ] {
         reg.register(name, help, ConstGauge::new(n));
     }
+    // Only shards with a newest covered snapshot on a primary that expires binlogs by
+    // time: an unknown or unbounded headroom has no value to give.
+    let headroom = Family::<ShardLabels, Gauge>::default();
+    for c in &r.run.plan.coverage {
+        if let CoverageState::Known {
+            headroom_seconds: Some(h),
+            ..
+        } = &c.state
+        {
+            let labels = ShardLabels {
+                namespace: c.namespace.clone(),
+                cluster: c.cluster.clone(),
+                keyspace: c.keyspace.clone(),
+                shard: c.shard.clone(),
+            };
+            headroom
+                .get_or_create(&labels)
+                .set(i64::try_from(*h).unwrap_or(i64::MAX));
+        }
+    }
+    reg.register(
+        "vtsnap_gc_coverage_headroom_seconds",
+        "How long the newest snapshot a new tablet can catch up from stays so (binlog expiry minus its age)",
+        headroom,
+    );
     reg
 }
 

@@ -13,17 +13,22 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use vtsnap_core::config::Config;
+use vtsnap_core::coverage::Exactness;
 use vtsnap_core::input;
 use vtsnap_core::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
 use vtsnap_core::naming::{KeyRange, TabletAlias};
-use vtsnap_core::reconcile::{apis, list};
+use vtsnap_core::reconcile::{Read, apis, list};
+use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::{
     LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, ReadError, VolumeSnapshot,
 };
 use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
 
+mod binlogs;
 mod objects;
+
+pub use binlogs::PrimaryBinlogs;
 
 use objects::pvc_sources;
 
@@ -44,6 +49,9 @@ pub struct Snap {
     pub cluster_owners: Vec<String>,
     /// Marked not to be restored from (`vtsnap.io/unusable`).
     pub unusable: bool,
+    /// The recorded position (`vtsnap.io/gtid-executed`, else `gtid-lower-bound`).
+    pub position: Option<String>,
+    pub exactness: Exactness,
 }
 
 /// A tablet PVC the admission webhook restored from a snapshot
@@ -264,6 +272,9 @@ pub struct Inventory {
     /// The last replication IO error vtctld reported for restored tablets, by their PVC's
     /// `(namespace, name)` (observed by `run`; none from a dump).
     pub catch_up: BTreeMap<(String, String), String>,
+    /// What each shard's primary purged from its binlogs, for catch-up coverage
+    /// (observed by `run`; none from a dump, so coverage is unknown there).
+    pub binlogs: BTreeMap<ShardRef, Read<PrimaryBinlogs>>,
 }
 
 fn s(v: &Value, p: &str) -> String {
@@ -394,16 +405,31 @@ impl Inventory {
 
     /// Adds what another read (of another namespace) found.
     pub fn merge(&mut self, part: Inventory) {
-        self.snapshots.extend(part.snapshots);
-        self.in_use.extend(part.in_use);
-        self.in_use_unknown.extend(part.in_use_unknown);
-        self.leases.extend(part.leases);
-        self.clusters.extend(part.clusters);
-        self.unusable_clusters.extend(part.unusable_clusters);
-        self.unreadable.extend(part.unreadable);
-        self.restored.extend(part.restored);
-        self.pods.extend(part.pods);
-        self.catch_up.extend(part.catch_up);
+        // Destructured: a field added to the inventory cannot be forgotten here.
+        let Inventory {
+            snapshots,
+            in_use,
+            in_use_unknown,
+            leases,
+            clusters,
+            unusable_clusters,
+            unreadable,
+            restored,
+            pods,
+            catch_up,
+            binlogs,
+        } = part;
+        self.snapshots.extend(snapshots);
+        self.in_use.extend(in_use);
+        self.in_use_unknown.extend(in_use_unknown);
+        self.leases.extend(leases);
+        self.clusters.extend(clusters);
+        self.unusable_clusters.extend(unusable_clusters);
+        self.unreadable.extend(unreadable);
+        self.restored.extend(restored);
+        self.pods.extend(pods);
+        self.catch_up.extend(catch_up);
+        self.binlogs.extend(binlogs);
     }
 
     /// Whether a Pending PVC whose data source cannot be read may take its snapshot from
@@ -500,6 +526,7 @@ pub async fn observe(
         }
     }
     observe_catch_up(kube, config, &mut seen.inventory).await;
+    binlogs::observe_binlogs(kube, config, &mut seen.inventory).await;
     seen
 }
 

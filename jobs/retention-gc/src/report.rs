@@ -5,6 +5,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use vtsnap_core::reconcile::Report;
 
+use crate::decide::CoverageState;
 use crate::decide::Plan;
 
 /// What a run did: the program's record of the JSON line (beside `errors` and `exit_code`).
@@ -91,6 +92,25 @@ pub fn table(p: &Plan) -> String {
             "UNSTICK {}/{}  Pending {}s; snapshot {} restores only on {}\n",
             u.namespace, u.pvc, u.pending_seconds, u.snapshot, u.node
         ));
+    }
+    for c in &p.coverage {
+        let shard = format!("{}/{}/{}/{}", c.namespace, c.cluster, c.keyspace, c.shard);
+        let what = match &c.state {
+            CoverageState::Known {
+                newest_covered: Some(n),
+                headroom_seconds,
+                ..
+            } => format!(
+                "newest covered {n}, headroom {}",
+                headroom_seconds.map_or("unbounded".to_owned(), |h| format!("{}h", h / 3600))
+            ),
+            CoverageState::Known {
+                newest_covered: None,
+                ..
+            } => "no snapshot can catch up: the newest ready one is kept".to_owned(),
+            CoverageState::Unknown { why } => format!("unknown: {why}"),
+        };
+        out.push_str(&format!("COVER   {shard}  {what}\n"));
     }
     for s in &p.skipped {
         out.push_str(&format!(

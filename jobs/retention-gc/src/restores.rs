@@ -27,6 +27,8 @@ use crate::observe::Inventory;
 pub enum UnusableReason {
     NodeLocalRestoreStuck,
     BinlogsPurged,
+    /// The shard's primary purged binlogs a restore from it needs (before any restore).
+    NotCovered,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

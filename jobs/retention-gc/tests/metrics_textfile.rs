@@ -93,3 +93,63 @@ fn a_clean_run_is_all_zeros_but_its_time() {
         assert_eq!(*v, want, "{name}");
     }
 }
+
+/// The coverage headroom of each shard whose newest covered snapshot has one, labelled by
+/// shard; a shard whose coverage is unknown has no series (there is no value to give).
+#[test]
+fn coverage_headroom_per_shard() {
+    use vtsnap_gc::decide::{CoverageState, ShardCoverage};
+    let shard = |s: &str, state| ShardCoverage {
+        namespace: "vitess".into(),
+        cluster: "example".into(),
+        keyspace: "commerce".into(),
+        shard: s.into(),
+        state,
+    };
+    let plan = Plan {
+        coverage: vec![
+            shard(
+                "-80",
+                CoverageState::Known {
+                    newest_covered: Some("a".into()),
+                    headroom_seconds: Some(86_400),
+                    not_covered: vec![],
+                },
+            ),
+            shard(
+                "80-",
+                CoverageState::Unknown {
+                    why: "vtctld down".into(),
+                },
+            ),
+        ],
+        ..Plan::default()
+    };
+    let r = GcReport::new(GcRun::new(false, plan, Vec::new()));
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("vtsnap-gc.prom");
+    vtsnap_core::metrics::write_textfile(&p, &registry(&r, 1));
+    let text = std::fs::read_to_string(&p).unwrap();
+    let e = parse(&text, Format::Text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let f = e
+        .family("vtsnap_gc_coverage_headroom_seconds")
+        .unwrap_or_else(|| panic!("no headroom family:\n{text}"));
+    assert_eq!(f.kind, Kind::Gauge);
+    assert_eq!(f.samples.len(), 1, "{f:?}");
+    let s = &f.samples[0];
+    assert_eq!(s.value, 86_400.0);
+    let labels: Vec<(&str, &str)> = s
+        .labels
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            ("cluster", "example"),
+            ("keyspace", "commerce"),
+            ("namespace", "vitess"),
+            ("shard", "-80")
+        ]
+    );
+}

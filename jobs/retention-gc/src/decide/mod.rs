@@ -27,6 +27,11 @@ use vtsnap_core::naming::KeyRange;
 use vtsnap_core::shard::ShardRef;
 
 use crate::observe::{Cluster, Inventory, Kind, Scope, Snap, UnreadableObject};
+use crate::restores::MarkUnusable;
+
+mod coverage;
+
+pub use coverage::{CoverageState, ShardCoverage};
 
 /// A creation time later than now by more than this (clock skew) cannot be real: the API
 /// server sets it.
@@ -48,6 +53,8 @@ pub enum Reason {
     UnreadyExpired,
     UnreadyWithinMaxAge,
     NewestReady,
+    /// The newest ready snapshot a new tablet can still catch up from.
+    NewestCovered,
     BeyondMaxCount,
     BeyondMaxAge,
     WithinMaxCount,
@@ -144,6 +151,8 @@ pub struct Plan {
     pub skipped: Vec<Skipped>,
     /// Stuck node-local restores and snapshots restores cannot use.
     pub restores: crate::restores::RestorePlan,
+    /// Catch-up coverage per shard with ready snapshots.
+    pub coverage: Vec<ShardCoverage>,
 }
 
 /// The shards a skipped snapshot may be of, as far as its labels tell (`None`: a label
@@ -228,15 +237,25 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
     skips.unreadable(inv, &planned);
     let shards = group_by_shard(inv, &planned, &names, now, &mut skips);
     let mut out = Plan::default();
+    let mut not_covered = Vec::new();
     for (shard, snaps) in shards {
         let held = skips.may_be_of(&shard);
-        plan_shard(config, inv, now, &shard, snaps, held, &mut out);
+        not_covered.extend(plan_shard(config, inv, now, &shard, snaps, held, &mut out));
     }
     out.recover_fences = recover_fences(inv, &planned, &names, &mut skips);
     out.skipped = skips.skipped;
     out.skipped
         .sort_by(|a, b| (&a.namespace, &a.name, a.kind).cmp(&(&b.namespace, &b.name, b.kind)));
     out.restores = crate::restores::plan_restores(config, inv, now, only_cluster);
+    for m in not_covered {
+        let marked = out.restores.mark_unusable.iter().any(|o| {
+            (o.namespace.as_str(), o.snapshot.as_str())
+                == (m.namespace.as_str(), m.snapshot.as_str())
+        });
+        if !marked {
+            out.restores.mark_unusable.push(m);
+        }
+    }
     out
 }
 
@@ -386,6 +405,7 @@ fn group_by_shard<'a>(
 
 /// One shard's snapshots, each deleted or kept with its reason; a kept one's
 /// ownerReferences follow `whenDeleted`. A shard no policy resolves for is left out.
+/// Returns the ready snapshots to mark unusable because they are not covered.
 fn plan_shard(
     config: &Config,
     inv: &Inventory,
@@ -394,10 +414,10 @@ fn plan_shard(
     mut snaps: Vec<&Snap>,
     held: bool,
     out: &mut Plan,
-) {
+) -> Vec<MarkUnusable> {
     let key_range = shard.shard.to_string();
     let Ok(policy) = config.resolve(&shard.cluster, &shard.keyspace, &key_range) else {
-        return;
+        return Vec::new();
     };
     let cluster = inv
         .clusters
@@ -423,9 +443,19 @@ fn plan_shard(
         max_age: policy.retention.max_age.map(secs),
     };
     let owned = policy.deletion_policy.when_deleted == Lifecycle::Delete;
-    let mut ready_rank = 0;
-    for s in snaps {
-        let reason = retention.reason(s, &mut ready_rank);
+    let ready: Vec<&Snap> = snaps
+        .iter()
+        .copied()
+        .filter(|s| s.ready && !s.failed)
+        .collect();
+    let judged = if ready.is_empty() {
+        None
+    } else {
+        Some(coverage::judge(inv, shard, &ready, now))
+    };
+    let covered = judged.as_ref().and_then(|j| j.covered.as_ref());
+    let reasons = retention.reasons(&snaps, covered);
+    for (s, reason) in snaps.into_iter().zip(reasons) {
         let item = Item {
             namespace: s.namespace.clone(),
             name: s.name.clone(),
@@ -440,6 +470,11 @@ fn plan_shard(
             follow_when_deleted(&mut out.owner_refs, s, &shard.cluster, c, owned);
         }
     }
+    let Some(judged) = judged else {
+        return Vec::new();
+    };
+    out.coverage.push(judged.report);
+    judged.marks
 }
 
 /// `whenScaled: Delete` for a shard the VitessCluster spec no longer has: its snapshots
@@ -477,28 +512,46 @@ struct Retention<'a> {
 }
 
 impl Retention<'_> {
-    /// Why `s` is kept or deleted. Snapshots come newest first; `ready_rank` counts the
-    /// ready ones ranked so far.
-    fn reason(&self, s: &Snap, ready_rank: &mut usize) -> Reason {
+    /// Why each of `snaps` (newest first) is kept or deleted. The ready ones are ranked
+    /// newest first; with coverage known (`covered`, by name), the covered ones first, so
+    /// that `maxCount` counts them first and the newest covered one is rank 0 (kept).
+    fn reasons(&self, snaps: &[&Snap], covered: Option<&BTreeMap<String, bool>>) -> Vec<Reason> {
+        let mut reasons: Vec<Option<Reason>> = snaps.iter().map(|s| self.unranked(s)).collect();
+        let is_covered = |s: &Snap| covered.and_then(|c| c.get(&s.name)).copied();
+        let mut ranked: Vec<usize> = (0..snaps.len()).filter(|i| reasons[*i].is_none()).collect();
+        // Stable: within each group the newest first, as `snaps` comes.
+        ranked.sort_by_key(|i| is_covered(snaps[*i]) == Some(false));
+        for (rank, i) in ranked.into_iter().enumerate() {
+            let s = snaps[i];
+            let age = age_secs(self.now, s.created);
+            reasons[i] = Some(self.ready(rank, age, is_covered(s) == Some(true)));
+        }
+        reasons
+            .into_iter()
+            .map(|r| r.unwrap_or(Reason::NewestReady))
+            .collect()
+    }
+
+    /// Why `s` is kept or deleted when that does not depend on its rank; `None` for a
+    /// ready snapshot (ranked by [`Self::reasons`]).
+    fn unranked(&self, s: &Snap) -> Option<Reason> {
         let age = age_secs(self.now, s.created);
         if self
             .inv
             .in_use
             .contains(&(s.namespace.clone(), s.name.clone()))
         {
-            Reason::InUseSource
+            Some(Reason::InUseSource)
         } else if self.source_unknown {
-            Reason::MaybeInUseSource
+            Some(Reason::MaybeInUseSource)
         } else if s.failed {
-            self.failed(age)
+            Some(self.failed(age))
         } else if let Some(removed) = self.removed {
-            removed
+            Some(removed)
         } else if !s.ready {
-            self.unready(age)
+            Some(self.unready(age))
         } else {
-            let rank = *ready_rank;
-            *ready_rank += 1;
-            self.ready(rank, age)
+            None
         }
     }
 
@@ -523,9 +576,12 @@ impl Retention<'_> {
         }
     }
 
-    /// The newest ready one is kept; the others go beyond `maxCount` or `maxAge`.
-    fn ready(&self, rank: usize, age: i64) -> Reason {
-        if rank == 0 {
+    /// The first ranked is kept (the newest covered one when `covered`); the others go
+    /// beyond `maxCount` or `maxAge`.
+    fn ready(&self, rank: usize, age: i64, covered: bool) -> Reason {
+        if rank == 0 && covered {
+            Reason::NewestCovered
+        } else if rank == 0 {
             Reason::NewestReady
         } else if rank >= self.max_count {
             Reason::BeyondMaxCount
@@ -587,3 +643,5 @@ fn recover_fences(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_coverage;

@@ -4,16 +4,17 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::observe::{Cluster, LeaseRef, Unreadable, UnreadableObject};
+use vtsnap_core::coverage::Exactness;
 
-const NOW: &str = "2026-11-29T12:00:00Z";
+pub(super) const NOW: &str = "2026-11-29T12:00:00Z";
 
-fn now() -> Timestamp {
+pub(super) fn now() -> Timestamp {
     NOW.parse().unwrap()
 }
 
 /// What a test snapshot's status and phase say.
 #[derive(Debug, Clone, Copy)]
-enum State {
+pub(super) enum State {
     Ready,
     Unready,
     /// Labelled `failed`.
@@ -21,7 +22,7 @@ enum State {
 }
 
 /// A snapshot of `keyspace/shard` (SafeName) taken `hours` ago.
-fn snap(name: &str, keyspace: &str, shard: &str, hours: i64, state: State) -> Snap {
+pub(super) fn snap(name: &str, keyspace: &str, shard: &str, hours: i64, state: State) -> Snap {
     Snap {
         namespace: "vitess".into(),
         name: name.into(),
@@ -33,10 +34,12 @@ fn snap(name: &str, keyspace: &str, shard: &str, hours: i64, state: State) -> Sn
         ready: matches!(state, State::Ready),
         cluster_owners: vec![],
         unusable: false,
+        position: None,
+        exactness: Exactness::Exact,
     }
 }
 
-fn cluster(shards: &[(&str, &str)]) -> BTreeMap<(String, String), Cluster> {
+pub(super) fn cluster(shards: &[(&str, &str)]) -> BTreeMap<(String, String), Cluster> {
     BTreeMap::from([(
         ("vitess".into(), "example".into()),
         Cluster {
@@ -49,14 +52,14 @@ fn cluster(shards: &[(&str, &str)]) -> BTreeMap<(String, String), Cluster> {
     )])
 }
 
-fn config(extra: &str) -> Config {
+pub(super) fn config(extra: &str) -> Config {
     Config::from_yaml(&format!(
         "clusters:\n- name: example\n  namespace: vitess\n{extra}"
     ))
     .unwrap()
 }
 
-fn reasons(p: &Plan) -> BTreeMap<String, (&'static str, bool)> {
+pub(super) fn reasons(p: &Plan) -> BTreeMap<String, (&'static str, bool)> {
     p.delete
         .iter()
         .map(|i| (i.name.clone(), (i.reason.as_str(), true)))
@@ -712,6 +715,7 @@ fn reason_names_are_the_same_in_the_table_and_the_json() {
         UnreadyExpired,
         UnreadyWithinMaxAge,
         NewestReady,
+        NewestCovered,
         BeyondMaxCount,
         BeyondMaxAge,
         WithinMaxCount,

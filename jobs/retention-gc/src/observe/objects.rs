@@ -3,6 +3,7 @@
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
+use vtsnap_core::coverage::Exactness;
 use vtsnap_core::snapshot::{Phase, ReadError, VolumeSnapshot};
 use vtsnap_core::vitesscluster::cluster_shards;
 
@@ -161,7 +162,14 @@ impl Snap {
                 name: s.name,
             });
         };
+        let (position, exactness) = match (s.gtid_executed, s.gtid_lower_bound) {
+            (Some(p), _) => (Some(p), Exactness::Exact),
+            (None, Some(p)) => (Some(p), Exactness::LowerBound),
+            (None, None) => (None, Exactness::Exact),
+        };
         Ok(Self {
+            position,
+            exactness,
             failed: s.phase == Some(Phase::Failed),
             ready: s.status.is_ready(),
             namespace: s.namespace,
