@@ -277,11 +277,12 @@ async fn run(cmd: Command) -> Exit {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
 
-    fn run_args(extra: &[&str]) -> Result<Cli, clap::Error> {
+    fn run_args(extra: &[&str]) -> Result<Cli<Command>, clap::Error> {
         let mut args = vec!["vtsnap-node", "run", "--node-name", "node-1"];
         args.extend_from_slice(extra);
-        Cli::try_parse_from(args)
+        Cli::<Command>::try_parse_from(args)
     }
 
     #[test]
@@ -297,10 +298,12 @@ mod tests {
     #[test]
     fn the_node_name_must_be_a_node_name_and_a_label_value() {
         let named = |n: &str| {
-            Cli::try_parse_from(["vtsnap-node", "run", "--node-name", n]).map(|c| match c.command {
-                Command::Run { node_name, .. } => node_name,
-                _ => unreachable!(),
-            })
+            Cli::<Command>::try_parse_from(["vtsnap-node", "run", "--node-name", n]).map(
+                |c| match c.command {
+                    Command::Run { node_name, .. } => node_name,
+                    _ => unreachable!(),
+                },
+            )
         };
         for ok in ["node-1", "ip-10-0-0-1.ec2.internal", "k3d-lab-agent-0"] {
             assert_eq!(named(ok).unwrap(), ok);
