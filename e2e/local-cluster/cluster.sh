@@ -538,10 +538,17 @@ cmd_up() {
   need_cmd setsid util-linux
   check_tools
   mkdir -p "$state"
-  if all_running && kapi GET /readyz >/dev/null 2>&1; then
+  # A cluster that runs more than asked for (a node, a scheduler) would schedule and run
+  # the node-less tests' Pods: it is taken down and started again as asked.
+  if { [[ $with_node == 1 ]] || ! running kubelet; } && { [[ $with_scheduler == 1 ]] || ! running kube-scheduler; } &&
+    all_running && kapi GET /readyz >/dev/null 2>&1; then
     log "already up at $api"
     apply_classes
   else
+    if running kubelet || running kube-scheduler; then
+      log "running with a node or a scheduler that was not asked for: starting again"
+      cmd_down
+    fi
     [[ -f "$pids" || -d "$state/etcd" ]] && { log "stale state: cleaning up first"; cmd_down; }
     local p ports=("$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$KCM_PORT")
     [[ $with_scheduler == 0 ]] || ports+=("$SCHEDULER_PORT")
