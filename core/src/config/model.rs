@@ -173,6 +173,20 @@ pub struct RestorePolicy {
     pub node_label: Option<String>,
     /// A restored tablet Pod Pending longer than this is un-stuck by the GC.
     pub pending_timeout: Option<GoDuration>,
+    /// What the GC does with a restored tablet that cannot catch up (its snapshot's
+    /// binlogs purged).
+    pub on_catch_up_failure: Option<CatchUpFailure>,
+}
+
+/// What the GC does with a restored tablet that cannot catch up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CatchUpFailure {
+    /// Delete its Pod and PVC once (the snapshot marked unusable first), so that the
+    /// operator recreates them and vttablet restores from the regular backup.
+    Reprovision,
+    /// Mark its snapshot unusable and leave the tablet to a person.
+    Leave,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]

@@ -75,6 +75,7 @@ pub struct ResolvedRestore {
     pub node_local: bool,
     pub node_label: String,
     pub pending_timeout: GoDuration,
+    pub on_catch_up_failure: CatchUpFailure,
 }
 
 impl ResolvedRestore {
@@ -197,6 +198,7 @@ fn merge_restore(c: &RestorePolicy, p: &RestorePolicy) -> RestorePolicy {
         node_local: pick(&c.node_local, &p.node_local),
         node_label: pick(&c.node_label, &p.node_label),
         pending_timeout: pick(&c.pending_timeout, &p.pending_timeout),
+        on_catch_up_failure: pick(&c.on_catch_up_failure, &p.on_catch_up_failure),
     }
 }
 
@@ -279,6 +281,9 @@ pub fn with_defaults(b: &PolicyBlocks) -> ResolvedPolicy {
                 .node_label
                 .unwrap_or_else(|| defaults::NODE_LABEL.to_owned()),
             pending_timeout: rs.pending_timeout.unwrap_or(defaults::PENDING_TIMEOUT),
+            on_catch_up_failure: rs
+                .on_catch_up_failure
+                .unwrap_or(CatchUpFailure::Reprovision),
         },
         vtbackup: match (
             vt.data_volume_claim_template,

@@ -327,4 +327,40 @@ async fn act_on_restores(kube: &kube::Client, p: &Plan, inv: &Inventory, report:
                 .push(ActError::new("un-sticking the restore of PVC", key, e)),
         }
     }
+    for r in &p.restores.reprovision {
+        // Only once its snapshot can no longer be picked: the recreated PVC would take it.
+        if failed_marks.contains(&ObjectKey::new(&r.namespace, &r.snapshot)) {
+            continue;
+        }
+        let key = ObjectKey::new(&r.namespace, &r.pvc);
+        let pods: Api<Pod> = Api::namespaced(kube.clone(), &r.namespace);
+        let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(kube.clone(), &r.namespace);
+        let done = match delete_exactly(&pods, &r.pod, &r.pod_uid, &r.pod_resource_version).await {
+            Ok(()) => delete_exactly(&pvcs, &r.pvc, &r.pvc_uid, &r.pvc_resource_version).await,
+            Err(e) => Err(e),
+        };
+        match done {
+            Ok(()) => {
+                report.run.reprovisioned.push(key.to_string());
+                events::emit(
+                    kube,
+                    "vtsnap-gc",
+                    &r.namespace,
+                    &Subject::snapshot(&r.snapshot),
+                    "TabletReprovisioned",
+                    &format!(
+                        "Pod and PVC {} deleted: restored from {}, it cannot catch up ({}); the operator recreates them and vttablet restores from the regular backup",
+                        r.pvc, r.snapshot, r.io_error
+                    ),
+                    true,
+                )
+                .await;
+            }
+            Err(e) => {
+                report
+                    .errors
+                    .push(ActError::new("re-provisioning the tablet of PVC", key, e))
+            }
+        }
+    }
 }

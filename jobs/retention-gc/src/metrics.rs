@@ -130,6 +130,7 @@ mod tests {
                 fences_recovered: vec![],
                 marked_unusable: vec!["ns/s".into()],
                 unstuck: vec![],
+                reprovisioned: vec![],
                 unreadable: vec!["ns: boom".into()],
             },
             errors: vec![],

@@ -85,6 +85,31 @@ pub struct PodInfo {
     pub resource_version: String,
     pub phase: String,
     pub created: Option<Timestamp>,
+    /// Its `Ready` condition: a Ready tablet Pod is serving.
+    pub ready: Readiness,
+}
+
+/// A Pod's `Ready` condition as read; anything but a clear `True` or `False` is unknown,
+/// and nothing is done on an unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    Ready,
+    NotReady,
+    Unknown,
+}
+
+impl Readiness {
+    fn of(pod: &Value) -> Self {
+        let Some(conditions) = pod.pointer("/status/conditions").and_then(Value::as_array) else {
+            return Self::Unknown;
+        };
+        let mut ready = conditions.iter().filter(|c| c["type"] == "Ready");
+        match (ready.next().map(|c| &c["status"]), ready.next()) {
+            (Some(s), None) if s == "True" => Self::Ready,
+            (Some(s), None) if s == "False" => Self::NotReady,
+            _ => Self::Unknown,
+        }
+    }
 }
 
 /// The kinds of object the GC acts on, or on whose reading it acts.
@@ -354,6 +379,7 @@ impl Inventory {
                 resource_version: s(v, "/metadata/resourceVersion"),
                 phase: s(v, "/status/phase"),
                 created,
+                ready: Readiness::of(v),
             },
         );
     }

@@ -22,6 +22,9 @@ pub struct GcRun {
     pub marked_unusable: Vec<String>,
     /// Stuck restores whose Pod and PVC were deleted (`namespace/name`).
     pub unstuck: Vec<String>,
+    /// Restored tablets that could not catch up, whose Pod and PVC were deleted so that
+    /// the operator recreates them from the regular backup (`namespace/name`).
+    pub reprovisioned: Vec<String>,
     /// Namespaces left out because a LIST failed (`namespace: why`).
     pub unreadable: Vec<String>,
 }
@@ -37,6 +40,7 @@ impl GcRun {
             fences_recovered: Vec::new(),
             marked_unusable: Vec::new(),
             unstuck: Vec::new(),
+            reprovisioned: Vec::new(),
             unreadable,
         }
     }
@@ -112,6 +116,12 @@ pub fn table(p: &Plan) -> String {
         };
         out.push_str(&format!("COVER   {shard}  {what}\n"));
     }
+    for r in &p.restores.reprovision {
+        out.push_str(&format!(
+            "REPROVISION {}/{}  cannot catch up from snapshot {}: {}\n",
+            r.namespace, r.pvc, r.snapshot, r.io_error
+        ));
+    }
     for s in &p.skipped {
         out.push_str(&format!(
             "SKIP    {}/{}  {:?} {}: {}\n",
@@ -163,6 +173,7 @@ mod tests {
             "fences_recovered",
             "marked_unusable",
             "unstuck",
+            "reprovisioned",
             "unreadable",
             "errors",
             "exit_code",

@@ -10,16 +10,21 @@
 //!   that never left Pending never ran.
 //! - **A restored tablet that cannot catch up**: its replication's last IO error is MySQL
 //!   error 1236 (the primary no longer has the binlogs after the snapshot's position) →
-//!   the snapshot is marked unusable. The tablet is left alone.
+//!   the snapshot is marked unusable; then, under `restore.onCatchUpFailure: reprovision`
+//!   (the default), the tablet is re-provisioned once: its Pod and PVC deleted with UID
+//!   and resourceVersion preconditions, so that the operator recreates them without the
+//!   snapshot and vttablet restores from the regular backup. Never more than one tablet
+//!   per shard a run, never a serving (Ready) tablet, never on an unknown readiness or an
+//!   unbound PVC; a replicating tablet is never the primary.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
-use vtsnap_core::config::{Config, resolve_in};
+use vtsnap_core::config::{CatchUpFailure, Config, resolve_in};
 use vtsnap_core::naming::KeyRange;
 
-use crate::observe::Inventory;
+use crate::observe::{Inventory, Readiness};
 
 /// Why a snapshot is marked unusable (the JSON `reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -56,10 +61,27 @@ pub struct Unstick {
     pub pending_seconds: i64,
 }
 
+/// A restored tablet that cannot catch up, to re-provision: the Pod, then the PVC (each
+/// only if unchanged since it was read), after its snapshot is marked unusable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reprovision {
+    pub namespace: String,
+    pub pod: String,
+    pub pod_uid: String,
+    pub pod_resource_version: String,
+    pub pvc: String,
+    pub pvc_uid: String,
+    pub pvc_resource_version: String,
+    pub snapshot: String,
+    /// The replication error that shows it cannot catch up.
+    pub io_error: String,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RestorePlan {
     pub mark_unusable: Vec<MarkUnusable>,
     pub unstick: Vec<Unstick>,
+    pub reprovision: Vec<Reprovision>,
 }
 
 /// Whether a replication IO error is MySQL's (and MariaDB's) error 1236,
@@ -94,6 +116,8 @@ pub fn plan_restores(
             });
         }
     };
+    // One re-provisioning per shard a run: the first by PVC name.
+    let mut reprovisioned: BTreeSet<(String, String, String, String)> = BTreeSet::new();
     for r in &inv.restored {
         if only_cluster.is_some_and(|o| o != r.cluster) {
             continue;
@@ -119,6 +143,34 @@ pub fn plan_restores(
                 UnusableReason::BinlogsPurged,
                 format!("tablet {tablet} restored from it cannot catch up: {io}"),
             );
+            let shard_key = (
+                r.namespace.clone(),
+                r.cluster.clone(),
+                r.keyspace.clone(),
+                r.shard.clone(),
+            );
+            if policy.on_catch_up_failure == CatchUpFailure::Reprovision
+                && !reprovisioned.contains(&shard_key)
+                && let Some(pod) = inv.pods.get(&(r.namespace.clone(), r.name.clone()))
+                && pod.ready == Readiness::NotReady
+                && r.bound
+                && !r.uid.is_empty()
+                && !r.resource_version.is_empty()
+                && !pod.resource_version.is_empty()
+            {
+                reprovisioned.insert(shard_key);
+                out.reprovision.push(Reprovision {
+                    namespace: r.namespace.clone(),
+                    pod: r.name.clone(),
+                    pod_uid: pod.uid.clone(),
+                    pod_resource_version: pod.resource_version.clone(),
+                    pvc: r.name.clone(),
+                    pvc_uid: r.uid.clone(),
+                    pvc_resource_version: r.resource_version.clone(),
+                    snapshot: r.snapshot.clone(),
+                    io_error: io.clone(),
+                });
+            }
         }
         let (Some(node), true) = (&r.node, policy.node_local) else {
             continue;
@@ -440,5 +492,56 @@ mod tests {
         }
         assert!(is_binlog_purged("Got fatal ERROR 1236 from master"));
         assert!(!is_binlog_purged("error 1062: Duplicate entry"));
+    }
+
+    #[test]
+    fn one_tablet_per_shard_is_reprovisioned_a_run_and_only_a_not_ready_one() {
+        let not_ready = |name: &str| {
+            let mut p = pod(name, "Running", "2026-12-01T11:00:00Z");
+            p["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}]);
+            p
+        };
+        let mut inv = inventory(&[
+            snapshot("s-1", false),
+            pvc("t4", "Bound"),
+            pvc("t5", "Bound"),
+            not_ready("t4"),
+            not_ready("t5"),
+        ]);
+        for t in ["t4", "t5"] {
+            inv.catch_up.insert(
+                ("vitess".into(), t.into()),
+                "Got fatal error 1236 from master".into(),
+            );
+        }
+        let p = plan_restores(&config(""), &inv, now(), None);
+        let names: Vec<&str> = p.reprovision.iter().map(|r| r.pvc.as_str()).collect();
+        assert_eq!(names, ["t4"], "{p:?}");
+        assert_eq!(p.reprovision[0].pod_resource_version, "7");
+        assert_eq!(p.reprovision[0].pvc_uid, "pvc-uid-t4");
+        assert_eq!(p.mark_unusable.len(), 1, "the snapshot is marked once");
+        // a Ready (serving) tablet, or an unbound PVC, is not re-provisioned
+        let mut ready = not_ready("t4");
+        ready["status"]["conditions"][0]["status"] = json!("True");
+        let mut inv = inventory(&[snapshot("s-1", false), pvc("t4", "Bound"), ready]);
+        inv.catch_up.insert(
+            ("vitess".into(), "t4".into()),
+            "Got fatal error 1236".into(),
+        );
+        assert!(
+            plan_restores(&config(""), &inv, now(), None)
+                .reprovision
+                .is_empty()
+        );
+        let mut inv = inventory(&[snapshot("s-1", false), pvc("t4", "Lost"), not_ready("t4")]);
+        inv.catch_up.insert(
+            ("vitess".into(), "t4".into()),
+            "Got fatal error 1236".into(),
+        );
+        assert!(
+            plan_restores(&config(""), &inv, now(), None)
+                .reprovision
+                .is_empty()
+        );
     }
 }

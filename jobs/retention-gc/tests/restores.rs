@@ -257,3 +257,111 @@ async fn a_pod_that_starts_between_the_read_and_the_delete_is_not_deleted() {
         "{r:?}"
     );
 }
+
+/// vtctld reports the restored tablet's replication failing with error 1236.
+fn cannot_catch_up(w: &World) {
+    let alias = w.tablet.alias.clone();
+    let status = Status {
+        last_io_error: "Got fatal error 1236 from master when reading data from binary log: 'Could not find GTID state requested by slave in any binlog files.'".into(),
+        ..Status::default()
+    };
+    w.vtctld.with(|s| {
+        let sh = s.shards.values_mut().next().unwrap();
+        let mut t = sh.tablets.values().next().unwrap().clone();
+        t.tablet.alias = Some((&alias).into());
+        t.status = Some(status);
+        sh.tablets.insert(alias.to_string(), t);
+    });
+}
+
+/// The restored tablet's Pod Running with its `Ready` condition `ready` ("True"/"False").
+fn pod_ready(w: &World, ready: &str) {
+    let mut pod = w
+        .kube
+        .get_json("", "pods", "vitess", &w.tablet.name)
+        .unwrap();
+    pod["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": ready}]});
+    w.kube.remove("", "pods", "vitess", &w.tablet.name);
+    w.kube.put_json("", "pods", pod);
+}
+
+#[tokio::test]
+async fn a_restored_tablet_that_cannot_catch_up_is_reprovisioned_once() {
+    let (w, _vt) = world("Bound", "Running").await;
+    cannot_catch_up(&w);
+    pod_ready(&w, "False");
+    // A dry run plans it and changes nothing.
+    let r = run(&w.config, &opts(true), w.kube.client_as("gc")).await;
+    assert_eq!(r.run.plan.restores.reprovision.len(), 1, "{r:?}");
+    assert!(w.has("pods") && w.has("persistentvolumeclaims") && w.snapshot_unusable().is_none());
+
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    assert_eq!(r.run.marked_unusable, ["vitess/s-1"]);
+    assert_eq!(r.run.reprovisioned, [format!("vitess/{}", w.tablet.name)]);
+    assert!(!w.has("pods") && !w.has("persistentvolumeclaims"));
+    let event = w.event("TabletReprovisioned").expect("an Event");
+    assert_eq!(event["type"], "Warning");
+    assert!(event.to_string().contains("1236"), "{event}");
+    // Once: the next run finds nothing of it left to do.
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
+    assert!(
+        r.run.reprovisioned.is_empty() && r.run.plan.restores.reprovision.is_empty(),
+        "{r:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_serving_tablet_an_unknown_readiness_or_leave_is_never_reprovisioned() {
+    // Ready: it serves.
+    let (w, _vt) = world("Bound", "Running").await;
+    cannot_catch_up(&w);
+    pod_ready(&w, "True");
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
+    assert_eq!(r.run.marked_unusable, ["vitess/s-1"], "{r:?}");
+    assert!(r.run.reprovisioned.is_empty() && w.has("pods") && w.has("persistentvolumeclaims"));
+    // No Ready condition to read.
+    let (w, _vt) = world("Bound", "Running").await;
+    cannot_catch_up(&w);
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
+    assert!(r.run.reprovisioned.is_empty() && w.has("pods"), "{r:?}");
+    // restore.onCatchUpFailure: leave
+    let (mut w, vt) = world("Bound", "Running").await;
+    cannot_catch_up(&w);
+    pod_ready(&w, "False");
+    w.config = Config::from_yaml(&format!(
+        "clusters:\n- name: example\n  namespace: vitess\n  vtctld: \"{}\"\n  restore: {{enabled: true, nodeLocal: true, pendingTimeout: 10m, onCatchUpFailure: leave}}\n",
+        vt.endpoint()
+    ))
+    .unwrap();
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
+    assert_eq!(r.run.marked_unusable, ["vitess/s-1"], "{r:?}");
+    assert!(r.run.reprovisioned.is_empty() && w.has("pods") && w.has("persistentvolumeclaims"));
+}
+
+/// The deletes carry the UID and resourceVersion read: a Pod that changed in between (it
+/// became Ready, say) is not deleted, and neither is its PVC.
+#[tokio::test]
+async fn a_tablet_that_changes_between_the_read_and_the_delete_is_not_reprovisioned() {
+    let (w, _vt) = world("Bound", "Running").await;
+    cannot_catch_up(&w);
+    pod_ready(&w, "False");
+    let name = w.tablet.name.clone();
+    w.kube.fault(
+        Fault::on(is(Verb::Patch, "volumesnapshots")).then_change(move |k| {
+            let mut pod = k.get_json("", "pods", "vitess", &name).unwrap();
+            pod["status"]["conditions"][0]["status"] = json!("True");
+            k.remove("", "pods", "vitess", &name);
+            k.put_json("", "pods", pod);
+        }),
+    );
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
+    assert_eq!(r.exit_code, 1, "{r:?}");
+    assert!(r.run.reprovisioned.is_empty(), "{r:?}");
+    assert!(w.has("pods") && w.has("persistentvolumeclaims"));
+    assert!(
+        r.errors.iter().any(|e| e.doing.contains("re-provisioning")
+            && (e.cause.contains("409") || e.cause.contains("onflict"))),
+        "{r:?}"
+    );
+}
