@@ -11,12 +11,14 @@
 //! A cold snapshot records its exact position; an online one a lower bound, so an online
 //! snapshot is judged at its lower bound (it may in truth hold more, never less).
 
+mod primary;
 mod set;
 
 use std::time::Duration;
 
 use serde::Serialize;
 
+pub use primary::{PrimaryBinlogs, read_primary};
 pub use set::{GtidSet, Intervals, Text, normalize};
 
 use crate::snapshot::GtidFlavor;

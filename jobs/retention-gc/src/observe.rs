@@ -28,7 +28,7 @@ use vtsnap_core::vtctld::client::CallLimits;
 mod binlogs;
 mod objects;
 
-pub use binlogs::PrimaryBinlogs;
+pub use vtsnap_core::coverage::PrimaryBinlogs;
 
 use objects::pvc_sources;
 

@@ -1,15 +1,22 @@
 //! `list`: the snapshot inventory, per shard, from the VolumeSnapshot label schema
 //! (docs/design.md §4.3). Reads only.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 use serde::Serialize;
 use serde_json::Value;
-use vtsnap_core::config::Config;
+use vtsnap_core::config::{ClusterConfig, Config};
+use vtsnap_core::coverage::{
+    Coverage, Exactness, PrimaryBinlogs, coverage, headroom, read_primary,
+};
 use vtsnap_core::labels;
+use vtsnap_core::naming::KeyRange;
 use vtsnap_core::snapshot::{self, Phase, VolumeSnapshot};
+use vtsnap_core::vtctld::VtctldClient;
+use vtsnap_core::vtctld::client::CallLimits;
 
 use vtsnap_core::exit::Exit;
 
@@ -50,6 +57,54 @@ pub struct Row {
     pub size: Option<String>,
     pub source_tablet: Option<String>,
     pub cut_time: Option<String>,
+    /// Whether a new tablet could still catch up from it (ready snapshots only; see
+    /// docs/design.md §5.7): the shard's primary is read through vtctld.
+    pub covered: Option<Covered>,
+    /// How long it stays covered (the primary's binlog expiry minus its age).
+    pub headroom_seconds: Option<u64>,
+}
+
+/// Catch-up coverage as `list` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Covered {
+    Yes,
+    No,
+    /// The primary was not read, or its answer or the position did not read.
+    Unknown,
+}
+
+/// A ready snapshot's coverage against its shard's primary (pure): `None` when not ready.
+pub fn coverage_of(
+    s: &VolumeSnapshot,
+    primary: &Result<PrimaryBinlogs, String>,
+    now: Timestamp,
+) -> (Option<Covered>, Option<u64>) {
+    if !s.status.is_ready() || s.phase == Some(Phase::Failed) {
+        return (None, None);
+    }
+    let (position, exactness) = match (&s.gtid_executed, &s.gtid_lower_bound) {
+        (Some(p), _) => (Some(p.as_str()), Exactness::Exact),
+        (None, Some(p)) => (Some(p.as_str()), Exactness::LowerBound),
+        (None, None) => (None, Exactness::Exact),
+    };
+    let Ok(binlogs) = primary else {
+        return (Some(Covered::Unknown), None);
+    };
+    match coverage(position, exactness, Some(&binlogs.purged)) {
+        Coverage::Covered => {
+            let age = s.created.map_or(0, |c| {
+                u64::try_from(now.as_second() - c.as_second()).unwrap_or(0)
+            });
+            let left = binlogs
+                .expiry
+                .and_then(|e| headroom(Duration::from_secs(age), e))
+                .map(|h| h.as_secs());
+            (Some(Covered::Yes), left)
+        }
+        Coverage::NotCovered { .. } => (Some(Covered::No), None),
+        Coverage::Unknown { .. } => (Some(Covered::Unknown), None),
+    }
 }
 
 /// Which snapshots to list.
@@ -95,6 +150,8 @@ pub fn row(s: &VolumeSnapshot, now: Timestamp) -> Row {
             .cut_time
             .map(|t| t.to_string())
             .or_else(|| status.creation_time.clone()),
+        covered: None,
+        headroom_seconds: None,
     }
 }
 
@@ -140,13 +197,22 @@ pub async fn list(
                 namespace: c.namespace.clone(),
                 source,
             })?;
+        let mut read = Vec::new();
         for o in objs {
             let v = serde_json::to_value(&o).unwrap_or(Value::Null);
             // An object that does not read is not shown as something it is not.
             match VolumeSnapshot::read(&v) {
-                Ok(s) => rows.push(row(&s, now)),
+                Ok(s) => read.push(s),
                 Err(e) => tracing::warn!(error = %e, "skipping an unreadable VolumeSnapshot"),
             }
+        }
+        let primaries = read_primaries(&kube, c, &read).await;
+        for s in &read {
+            let mut r = row(s, now);
+            if let Some(p) = primaries.get(&(s.keyspace.clone(), s.shard.clone())) {
+                (r.covered, r.headroom_seconds) = coverage_of(s, p, now);
+            }
+            rows.push(r);
         }
     }
     rows.sort_by(|a, b| {
@@ -158,6 +224,39 @@ pub async fn list(
         ))
     });
     Ok(rows)
+}
+
+/// Each shard's primary with a ready snapshot among `snaps`, read once through the
+/// cluster's vtctld; an unreachable vtctld makes every shard's coverage unknown.
+async fn read_primaries(
+    kube: &kube::Client,
+    c: &ClusterConfig,
+    snaps: &[VolumeSnapshot],
+) -> BTreeMap<(String, KeyRange), Result<PrimaryBinlogs, String>> {
+    let shards: BTreeSet<(String, KeyRange)> = snaps
+        .iter()
+        .filter(|s| s.status.is_ready())
+        .map(|s| (s.keyspace.clone(), s.shard.clone()))
+        .collect();
+    let mut out = BTreeMap::new();
+    if shards.is_empty() {
+        return out;
+    }
+    let vtctld = vtsnap_core::discover::vtctld_endpoint(kube, &c.namespace, &c.name, &c.vtctld)
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|e| VtctldClient::new(&e, CallLimits::default()).map_err(|e| e.to_string()));
+    for (keyspace, shard) in shards {
+        let read = match &vtctld {
+            Ok(v) => read_primary(v, &keyspace, &shard).await,
+            Err(e) => Err(format!("no vtctld: {e}")),
+        };
+        if let Err(e) = &read {
+            tracing::warn!(keyspace = %keyspace, shard = %shard, error = %e, "the primary was not read: coverage unknown");
+        }
+        out.insert((keyspace, shard), read);
+    }
+    out
 }
 
 fn age(s: Option<i64>) -> String {
@@ -173,9 +272,9 @@ fn age(s: Option<i64>) -> String {
 /// The inventory as a table.
 pub fn table(rows: &[Row]) -> String {
     let header = [
-        "SHARD", "NAME", "PHASE", "AGE", "MODE", "GTID", "SIZE", "SOURCE",
+        "SHARD", "NAME", "PHASE", "AGE", "MODE", "GTID", "SIZE", "SOURCE", "COVERED", "HEADROOM",
     ];
-    let body: Vec<[String; 8]> = rows
+    let body: Vec<[String; 10]> = rows
         .iter()
         .map(|r| {
             [
@@ -187,6 +286,16 @@ pub fn table(rows: &[Row]) -> String {
                 r.gtid.clone().unwrap_or_else(|| "-".into()),
                 r.size.clone().unwrap_or_else(|| "-".into()),
                 r.source_tablet.clone().unwrap_or_else(|| "-".into()),
+                match r.covered {
+                    None => "-",
+                    Some(Covered::Yes) => "yes",
+                    Some(Covered::No) => "no",
+                    Some(Covered::Unknown) => "?",
+                }
+                .to_owned(),
+                age(r
+                    .headroom_seconds
+                    .map(|h| i64::try_from(h).unwrap_or(i64::MAX))),
             ]
         })
         .collect();
