@@ -20,7 +20,7 @@ use vtsnap_core::reconcile::{
 };
 use vtsnap_core::snapshot;
 
-use crate::decide::{OwnerChange, Plan, plan};
+use crate::decide::{CoverageState, OwnerChange, Plan, plan};
 use crate::observe::{Inventory, Observed, observe};
 use crate::report::{self, GcRun};
 use crate::restores::MarkUnusable;
@@ -57,6 +57,7 @@ pub async fn run(config: &Config, opts: &GcOptions, kube: kube::Client) -> GcRep
         delete_snapshots(&kube, &p, &inv, &mut report).await;
         act_on_restores(&kube, &p, &inv, &mut report).await;
         sync_owners(&kube, &p, &mut report).await;
+        warn_coverage(&kube, &p, &inv).await;
     }
     report::log(&p, opts.dry_run);
     report.finish(complete);
@@ -362,5 +363,31 @@ async fn act_on_restores(kube: &kube::Client, p: &Plan, inv: &Inventory, report:
                     .push(ActError::new("re-provisioning the tablet of PVC", key, e))
             }
         }
+    }
+}
+
+/// A Warning Event on the VitessCluster for each shard whose coverage is at risk.
+async fn warn_coverage(kube: &kube::Client, p: &Plan, inv: &Inventory) {
+    for c in &p.coverage {
+        let CoverageState::Known {
+            warning: Some(w), ..
+        } = &c.state
+        else {
+            continue;
+        };
+        let uid = inv
+            .clusters
+            .get(&(c.namespace.clone(), c.cluster.clone()))
+            .map(|k| k.uid.as_str());
+        events::emit(
+            kube,
+            "vtsnap-gc",
+            &c.namespace,
+            &Subject::vitess_cluster(&c.cluster, uid),
+            "CoverageAtRisk",
+            &format!("{}/{}: {w}", c.keyspace, c.shard),
+            true,
+        )
+        .await;
     }
 }

@@ -114,6 +114,7 @@ fn coverage_headroom_per_shard() {
                     newest_covered: Some("a".into()),
                     headroom_seconds: Some(86_400),
                     not_covered: vec![],
+                    warning: None,
                 },
             ),
             shard(

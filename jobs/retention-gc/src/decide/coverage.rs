@@ -37,6 +37,10 @@ pub enum CoverageState {
         headroom_seconds: Option<u64>,
         /// Ready snapshots the primary purged past.
         not_covered: Vec<String>,
+        /// Set when the headroom is shorter than the shard's snapshot interval (the gap
+        /// between its two newest ready snapshots): the newest covered snapshot may stop
+        /// being covered before the next one exists.
+        warning: Option<String>,
     },
     Unknown {
         why: String,
@@ -100,12 +104,28 @@ pub(super) fn judge(inv: &Inventory, shard: &ShardRef, ready: &[&Snap], now: Tim
         let age = u64::try_from(now.as_second() - s.created.as_second()).unwrap_or(0);
         headroom(Duration::from_secs(age), binlogs.expiry?).map(|h| h.as_secs())
     });
+    // The interval the shard is snapshotted at, as observed: its two newest ready ones.
+    let interval = match ready {
+        [a, b, ..] => u64::try_from(a.created.as_second() - b.created.as_second()).ok(),
+        _ => None,
+    };
+    let warning = match (newest, headroom_seconds, interval) {
+        (Some(n), Some(h), Some(i)) if h < i => Some(format!(
+            "snapshot {} stays covered for {h}s, less than the {i}s between the shard's last two snapshots: the next one may come too late",
+            n.name
+        )),
+        (None, _, _) if !ready.is_empty() => Some(
+            "no ready snapshot can be caught up from: the primary purged past every one".to_owned(),
+        ),
+        _ => None,
+    };
     Judged {
         covered: Some(covered),
         report: report(CoverageState::Known {
             newest_covered: newest.map(|s| s.name.clone()),
             headroom_seconds,
             not_covered,
+            warning,
         }),
         marks,
     }

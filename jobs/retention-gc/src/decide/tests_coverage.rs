@@ -93,6 +93,7 @@ fn snapshots_the_primary_purged_past_are_marked_and_fall_off_first() {
         newest_covered,
         headroom_seconds,
         not_covered,
+        warning,
     } = &p.coverage[0].state
     else {
         panic!("{:?}", p.coverage)
@@ -100,6 +101,42 @@ fn snapshots_the_primary_purged_past_are_marked_and_fall_off_first() {
     assert_eq!(newest_covered.as_deref(), Some("new"));
     assert_eq!(*headroom_seconds, Some(7 * 86_400 - 3600));
     assert_eq!(not_covered, &["old1", "old2"]);
+    // a week of binlogs left, snapshots 29 hours apart
+    assert_eq!(warning, &None);
+}
+
+#[test]
+fn no_warning_while_the_headroom_outlasts_the_snapshot_interval() {
+    // snapshots every 6 hours, a week of binlogs
+    let inv = inventory(vec![at("a", 1, 900), at("b", 7, 800)], primary(400, 7));
+    let p = plan(&config(""), &inv, now(), None);
+    let CoverageState::Known { warning, .. } = &p.coverage[0].state else {
+        panic!("{:?}", p.coverage)
+    };
+    assert_eq!(warning, &None);
+    // snapshots ten days apart, a week of binlogs: the next one may come too late
+    let inv = inventory(vec![at("a", 1, 900), at("b", 241, 800)], primary(400, 7));
+    let p = plan(&config(""), &inv, now(), None);
+    let CoverageState::Known { warning, .. } = &p.coverage[0].state else {
+        panic!("{:?}", p.coverage)
+    };
+    assert!(
+        warning
+            .as_deref()
+            .is_some_and(|w| w.contains("may come too late")),
+        "{warning:?}"
+    );
+    // none covered: warned
+    let inv = inventory(vec![at("a", 1, 100)], primary(400, 7));
+    let p = plan(&config(""), &inv, now(), None);
+    let CoverageState::Known { warning, .. } = &p.coverage[0].state else {
+        panic!("{:?}", p.coverage)
+    };
+    assert!(
+        warning
+            .as_deref()
+            .is_some_and(|w| w.contains("purged past every one"))
+    );
 }
 
 #[test]
