@@ -104,6 +104,11 @@ async fn a_snapshot_the_primary_purged_past_is_marked_before_any_restore() {
         "{:?}",
         w.vtctld.calls()
     );
+    assert_eq!(
+        vtsnap_testkit::rbac::refused("gc", &w.kube.log()),
+        Vec::<String>::new(),
+        "requests its Role does not grant"
+    );
 }
 
 #[tokio::test]
