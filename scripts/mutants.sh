@@ -13,6 +13,12 @@ cd "$root"
 export PATH="$HOME/.cargo/bin:$PATH"
 mode=${1:-changed}
 # Its own target dir: builds of mutated copies must never be taken as fresh by a normal build.
+# One dir for every build, so one mutant at a time: parallel jobs would test each other's
+# binaries.
+if [ "${CARGO_MUTANTS_JOBS:-1}" != 1 ]; then
+  echo "mutants: CARGO_MUTANTS_JOBS must be 1 here (one shared target dir)" >&2
+  exit 2
+fi
 export CARGO_TARGET_DIR="$root/target/mutants"
 
 # package | decider files | the tests that judge them (cargo test arguments)

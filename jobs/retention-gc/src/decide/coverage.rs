@@ -114,7 +114,8 @@ pub(super) fn judge(inv: &Inventory, shard: &ShardRef, ready: &[&Snap], now: Tim
             "snapshot {} stays covered for {h}s, less than the {i}s between the shard's last two snapshots: the next one may come too late",
             n.name
         )),
-        (None, _, _) if !ready.is_empty() => Some(
+        // (`ready` is never empty: a shard without a ready snapshot is not judged)
+        (None, _, _) => Some(
             "no ready snapshot can be caught up from: the primary purged past every one".to_owned(),
         ),
         _ => None,

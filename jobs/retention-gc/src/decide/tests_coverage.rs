@@ -106,6 +106,33 @@ fn snapshots_the_primary_purged_past_are_marked_and_fall_off_first() {
 }
 
 #[test]
+fn only_ready_snapshots_are_judged() {
+    let mut unready = at("cutting", 1, 100);
+    unready.ready = false;
+    let inv = inventory(vec![unready, at("good", 5, 900)], primary(400, 7));
+    let p = plan(&config(""), &inv, now(), None);
+    assert!(p.restores.mark_unusable.is_empty(), "{:?}", p.restores);
+    let CoverageState::Known { not_covered, .. } = &p.coverage[0].state else {
+        panic!("{:?}", p.coverage)
+    };
+    assert!(not_covered.is_empty());
+}
+
+#[test]
+fn a_headroom_equal_to_the_interval_is_enough() {
+    // a week of binlogs: the newest (1 h old) stays covered 167 h; the one before is
+    // 167 h older (enough) or 168 h older (not)
+    for (older, warned) in [(168, false), (169, true)] {
+        let inv = inventory(vec![at("a", 1, 900), at("b", older, 800)], primary(400, 7));
+        let p = plan(&config(""), &inv, now(), None);
+        let CoverageState::Known { warning, .. } = &p.coverage[0].state else {
+            panic!("{:?}", p.coverage)
+        };
+        assert_eq!(warning.is_some(), warned, "{older}: {warning:?}");
+    }
+}
+
+#[test]
 fn no_warning_while_the_headroom_outlasts_the_snapshot_interval() {
     // snapshots every 6 hours, a week of binlogs
     let inv = inventory(vec![at("a", 1, 900), at("b", 7, 800)], primary(400, 7));
