@@ -57,12 +57,6 @@ pub enum Coverage {
     },
 }
 
-impl Coverage {
-    pub fn is_covered(&self) -> bool {
-        matches!(self, Coverage::Covered)
-    }
-}
-
 /// The verdict for a snapshot at `position` (a Vitess position, `<flavor>/<set>`) against
 /// what the primary purged. `None` for either input (not recorded, not read) is unknown.
 pub fn coverage(position: Option<&str>, exactness: Exactness, purged: Option<&Purged>) -> Coverage {

@@ -79,7 +79,6 @@ fn anything_unread_or_mismatched_is_unknown_never_a_verdict() {
             matches!(got, Coverage::Unknown { .. }),
             "{position:?}: {got:?}"
         );
-        assert!(!got.is_covered());
     }
 }
 
