@@ -21,7 +21,6 @@ use serde::Serialize;
 pub use primary::{PrimaryBinlogs, read_primary};
 pub use set::{GtidSet, Intervals, Text, normalize};
 
-use crate::snapshot::GtidFlavor;
 
 /// How exact the snapshot's recorded position is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -71,15 +70,13 @@ pub fn coverage(position: Option<&str>, exactness: Exactness, purged: Option<&Pu
         Ok(s) => s,
         Err(e) => return unknown(format!("the snapshot's position does not read: {e}")),
     };
-    let (gone, flavor) = match purged {
-        Purged::Mysql56(s) => (s, GtidFlavor::Mysql56),
-        Purged::MariadbOldestBinlogStart(s) => (s, GtidFlavor::Mariadb),
-    };
-    if snapshot.flavor() != flavor || gone.flavor() != flavor {
+    // The rule follows the flavor of the sets themselves (a set knows its flavor).
+    let (Purged::Mysql56(gone) | Purged::MariadbOldestBinlogStart(gone)) = purged;
+    if snapshot.flavor() != gone.flavor() {
         return unknown(format!(
             "the snapshot's position is {}, the primary's binlogs are {}",
             snapshot.flavor().prefix(),
-            flavor.prefix()
+            gone.flavor().prefix()
         ));
     }
     match gone.missing_from(&snapshot) {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::snapshot::GtidFlavor;
 
 const A: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
 
