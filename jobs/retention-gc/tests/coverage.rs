@@ -157,3 +157,49 @@ async fn a_primary_that_fails_or_answers_garbage_changes_nothing() {
         assert!(why.contains("gtid_purged"), "{why}");
     }
 }
+
+/// A FAKE primary that never answers ExecuteFetchAsDBA (a hung mysqld behind vtctld).
+struct Hung;
+
+impl vtsnap_testkit::fake_vtctld::Backend for Hung {
+    fn stop_replication(
+        &self,
+        _: vtsnap_core::naming::TabletAlias,
+    ) -> futures::future::BoxFuture<'static, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn start_replication(
+        &self,
+        _: vtsnap_core::naming::TabletAlias,
+    ) -> futures::future::BoxFuture<'static, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn position(
+        &self,
+        _: vtsnap_core::naming::TabletAlias,
+    ) -> futures::future::BoxFuture<'static, Option<String>> {
+        Box::pin(async { None })
+    }
+    fn execute_fetch(
+        &self,
+        _: vtsnap_core::naming::TabletAlias,
+        _: String,
+    ) -> futures::future::BoxFuture<'static, Option<vtsnap_testkit::fake_vtctld::FetchResult>> {
+        Box::pin(futures::future::pending())
+    }
+}
+
+/// A primary that does not answer: the read times out (vtctld client limits), the shard's
+/// coverage is unknown and nothing is marked; the run ends.
+#[tokio::test]
+async fn a_primary_that_never_answers_times_out_and_changes_nothing() {
+    let w = world(&format!("{UUID}:1-150")).await;
+    w.vtctld.set_backend(std::sync::Arc::new(Hung));
+    let r = run(&w.config, &opts(), w.kube.client_as("gc")).await;
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    assert!(r.run.marked_unusable.is_empty() && w.unusable().is_none());
+    let CoverageState::Unknown { why } = &r.run.plan.coverage[0].state else {
+        panic!("{:?}", r.run.plan.coverage)
+    };
+    assert!(why.contains("SELECT @@version"), "{why}");
+}
