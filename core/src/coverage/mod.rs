@@ -21,7 +21,6 @@ use serde::Serialize;
 pub use primary::{PrimaryBinlogs, read_primary};
 pub use set::{GtidSet, Intervals, Text, normalize};
 
-
 /// How exact the snapshot's recorded position is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
