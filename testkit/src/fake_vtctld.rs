@@ -71,6 +71,14 @@ pub trait Backend: Send + Sync {
     ) -> futures::future::BoxFuture<'static, Option<FetchResult>> {
         Box::pin(async { None })
     }
+    /// The tablet's replication IO error as its mysqld reports it (`Last_IO_Error`), when
+    /// the backend knows the tablet; `None` keeps the scripted status.
+    fn replication_io_error(
+        &self,
+        _alias: TabletAlias,
+    ) -> futures::future::BoxFuture<'static, Option<String>> {
+        Box::pin(async { None })
+    }
 }
 
 /// The fake vtctld. Clones share state.
@@ -418,11 +426,17 @@ impl tower::Service<http::Request<Body>> for Service {
                             let alias = r.tablet_alias.as_ref().map(TabletAlias::from);
                             let mut resp = f.full_status(r)?;
                             if let (Some(b), Some(a)) = (f.backend(), alias)
-                                && let (Some(pos), Some(st)) =
-                                    (b.position(a).await, resp.status.as_mut())
-                                && let Some(rs) = st.replication_status.as_mut()
+                                && let Some(rs) = resp
+                                    .status
+                                    .as_mut()
+                                    .and_then(|st| st.replication_status.as_mut())
                             {
-                                rs.position = pos;
+                                if let Some(pos) = b.position(a.clone()).await {
+                                    rs.position = pos;
+                                }
+                                if let Some(io) = b.replication_io_error(a).await {
+                                    rs.last_io_error = io;
+                                }
                             }
                             Ok(resp)
                         }

@@ -9,6 +9,7 @@
 //! (flavor taken from the image name, or `VTSNAP_TEST_DB_FLAVOR=mariadb|mysql80`).
 //! testcontainers finds the engine through `DOCKER_HOST` (the Podman API socket here).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -357,6 +358,26 @@ impl MariaDb {
         Ok(out
             .lines()
             .map(|l| l.split('\t').map(str::to_owned).collect())
+            .collect())
+    }
+
+    /// `SHOW SLAVE STATUS` as column → value (empty when the server is no replica): read in
+    /// the client's vertical form, so that no column is found by its position.
+    pub async fn replica_status(&self) -> Result<BTreeMap<String, String>, String> {
+        let c = commands(self.flavor, "");
+        let (code, out, err) = self
+            .sh(&format!(
+                "{} --socket={SOCKET} -uroot -E -e 'SHOW SLAVE STATUS'",
+                c.client
+            ))
+            .await;
+        if code != 0 {
+            return Err(err.trim().to_owned());
+        }
+        Ok(out
+            .lines()
+            .filter_map(|l| l.split_once(": "))
+            .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
             .collect())
     }
 

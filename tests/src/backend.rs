@@ -86,6 +86,21 @@ impl Backend for LabBackend {
         )
     }
 
+    fn replication_io_error(&self, alias: TabletAlias) -> BoxFuture<'static, Option<String>> {
+        let db = self.get(&alias);
+        self.timed(
+            async move {
+                let status = db?.replica_status().await.ok()?;
+                // An empty error leaves what the test scripted (e.g. a fault) in place.
+                status
+                    .get("Last_IO_Error")
+                    .filter(|e| !e.is_empty())
+                    .cloned()
+            }
+            .boxed(),
+        )
+    }
+
     fn execute_fetch(
         &self,
         alias: TabletAlias,

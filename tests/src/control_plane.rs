@@ -316,29 +316,47 @@ impl ControlPlane {
     /// Creates PVC `name` of 10Gi with `dataSourceRef` to `snapshot` and returns its
     /// volume's directory once it is bound (a writable copy of the snapshot).
     pub async fn restore_pvc(&self, name: &str, snapshot: &str) -> PathBuf {
-        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client(), self.namespace());
         let source = json!({"apiGroup": GROUP, "kind": "VolumeSnapshot", "name": snapshot});
-        let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        self.create_pvc(json!({
             "metadata": {"name": name, "namespace": self.namespace()},
             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
                      "storageClassName": self.storage_class(),
                      "dataSource": source, "dataSourceRef": source},
         }))
-        .unwrap();
-        api.create(&PostParams::default(), &pvc)
+        .await
+    }
+
+    /// Creates the PVC `pvc` (its namespace set to the lab's) and returns its volume's
+    /// directory once it is bound.
+    pub async fn create_pvc(&self, mut pvc: Value) -> PathBuf {
+        pvc["metadata"]["namespace"] = json!(self.namespace());
+        let name = pvc["metadata"]["name"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a PVC without a name: {pvc}"))
+            .to_owned();
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client(), self.namespace());
+        let pvc: PersistentVolumeClaim = serde_json::from_value(pvc).unwrap();
+        let created = api
+            .create(&PostParams::default(), &pvc)
             .await
             .unwrap_or_else(|e| panic!("create PVC {name}: {e}"));
         match self {
             Self::InMemory(m) => {
+                let uid = created.metadata.uid.unwrap_or_default();
+                let mine = || {
+                    m.csi
+                        .pvc_volume(&name)
+                        .filter(|p| p.to_string_lossy().ends_with(&format!("-{uid}")))
+                };
                 crate::shard::until(
                     &format!("PVC {name} is bound"),
                     Duration::from_secs(300),
-                    || async { m.csi.pvc_volume(name).is_some() },
+                    || async { mine().is_some() },
                 )
                 .await;
-                m.csi.pvc_volume(name).unwrap()
+                mine().unwrap()
             }
-            Self::Real(r) => r.bound_volume(name).await,
+            Self::Real(r) => r.bound_volume(&name).await,
         }
     }
 

@@ -4,6 +4,9 @@
 //!   configured upload delay);
 //! - a PVC whose `dataSourceRef` names a ready VolumeSnapshot becomes a writable btrfs
 //!   snapshot of it and is Bound;
+//! - a tablet PVC (`planetscale.com/component=vttablet`) without a data source becomes an
+//!   empty btrfs subvolume and is Bound (the operator's normal provisioning);
+//! - a PVC deleted and made again under its name gets a volume of its own;
 //! - when a VolumeSnapshot object is gone (deleted by `vtsnap-gc`), its btrfs snapshot is
 //!   deleted too (deletionPolicy Delete).
 
@@ -31,6 +34,9 @@ struct Volumes {
     pvcs: HashMap<String, PathBuf>,
     /// VolumeSnapshot name → its read-only subvolume.
     snapshots: HashMap<String, PathBuf>,
+    /// PVC name → the UID of the object its volume was provisioned for (registered
+    /// volumes have none: they are the lab's own).
+    provisioned_for: HashMap<String, String>,
 }
 
 /// The fake CSI driver; stops when dropped.
@@ -121,6 +127,7 @@ impl FakeCsi {
     pub fn register_pvc(&self, pvc: &str, subvolume: &Path) {
         if let Ok(mut v) = self.volumes.lock() {
             v.pvcs.insert(pvc.to_owned(), subvolume.to_path_buf());
+            v.provisioned_for.remove(pvc);
         }
     }
 
@@ -150,8 +157,35 @@ fn provision_and_collect(kube: &FakeKube, vols: &Mutex<Volumes>, pv_dir: &Path, 
             .as_str()
             .unwrap_or_default()
             .to_owned();
+        let uid = pvc["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        // Made again under the same name: the old volume is no longer this PVC's.
+        if v.provisioned_for.get(&name).is_some_and(|u| *u != uid) {
+            v.pvcs.remove(&name);
+            v.provisioned_for.remove(&name);
+        }
+        if v.pvcs.contains_key(&name) {
+            continue;
+        }
         let src = &pvc["spec"]["dataSourceRef"];
-        if src["kind"] != "VolumeSnapshot" || v.pvcs.contains_key(&name) {
+        let tablet = pvc["metadata"]["labels"]["planetscale.com/component"] == "vttablet";
+        let bound = pvc["status"]["phase"] == "Bound";
+        if src.is_null() && tablet && !bound {
+            let dst = pv_dir.join(format!("{name}-{uid}"));
+            match btrfs(&["-q", "subvolume", "create"], &[&dst]) {
+                Ok(()) => {
+                    tl.mark(format!("csi: PVC {name} provisioned empty"));
+                    v.pvcs.insert(name.clone(), dst);
+                    v.provisioned_for.insert(name.clone(), uid);
+                    kube.set_status("", PVCS, &ns, &name, json!({"phase": "Bound"}));
+                }
+                Err(e) => tl.mark(format!("csi: PVC {name}: {e}")),
+            }
+            continue;
+        }
+        if src["kind"] != "VolumeSnapshot" {
             continue;
         }
         let snap_name = src["name"].as_str().unwrap_or_default();
@@ -164,13 +198,14 @@ fn provision_and_collect(kube: &FakeKube, vols: &Mutex<Volumes>, pv_dir: &Path, 
         if !ready {
             continue;
         }
-        let dst = pv_dir.join(&name);
+        let dst = pv_dir.join(format!("{name}-{uid}"));
         match btrfs(&["-q", "subvolume", "snapshot"], &[&snap, &dst]) {
             Ok(()) => {
                 tl.mark(format!(
                     "csi: PVC {name} provisioned from {snap_name} (writable btrfs clone)"
                 ));
                 v.pvcs.insert(name.clone(), dst);
+                v.provisioned_for.insert(name.clone(), uid);
                 pvc["status"] = json!({"phase": "Bound"});
                 kube.set_status("", PVCS, &ns, &name, pvc["status"].clone());
             }

@@ -19,6 +19,7 @@ pub mod control_plane;
 pub mod csi;
 pub mod demo;
 pub mod provision;
+pub mod reprovision;
 pub mod resources;
 pub mod shard;
 pub mod soak;

@@ -2,18 +2,25 @@
 //! while the primary keeps every binlog after it; once the primary has written, rotated
 //! and purged its binlogs past the snapshot, `vtsnap-gc` reads that from the primary itself
 //! (`SHOW BINARY LOGS`, `BINLOG_GTID_POS`, through the fake vtctld's real-MariaDB backend)
-//! and marks the snapshot unusable, so that the webhook never offers it.
-//! Fakes: Kubernetes API, vtctld, mysqlctld, CSI driver. Needs root, Podman and btrfs.
+//! and marks the snapshot unusable, so that the webhook never offers it. A replica forced
+//! onto it by hand cannot catch up (error 1236 from the real primary); the GC
+//! re-provisions that tablet once, and it comes back from the regular backup.
+//! Fakes: Kubernetes API, vtctld, mysqlctld, CSI driver, and (tests/src/reprovision.rs)
+//! the operator and vttablet's restore. Needs root, Podman and btrfs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
+use kube::api::{Api, ListParams};
+use vtsnap_admission::decide::Rejection;
 use vtsnap_core::config::Config;
 use vtsnap_core::snapshot::ANN_UNUSABLE;
 use vtsnap_gc::act::{GcOptions, run};
 use vtsnap_gc::decide::CoverageState;
 use vtsnap_gc::report::GcReport;
 use vtsnap_lab::demo::take_snapshot;
+use vtsnap_lab::reprovision::{force_onto, offered, operator_recreates};
 use vtsnap_lab::shard::{
     DATABASE, LEFTOVER_LIMIT, Lab, LabOptions, drop_and_check_nothing_left, until,
 };
@@ -63,6 +70,11 @@ async fn a_snapshot_the_primary_purged_past_is_marked_unusable_on_real_mariadb()
     assert_eq!(newest_covered.as_deref(), Some(name.as_str()));
     assert!(not_covered.is_empty() && r.run.marked_unusable.is_empty());
     assert_eq!(r.run.plan.keep[0].reason.as_str(), "newest-covered");
+    // The webhook's rule offers it.
+    assert_eq!(
+        offered(&lab).await.map_err(|r| format!("{r:?}")),
+        Ok(name.clone())
+    );
 
     // The primary writes, rotates its binlog and purges every binlog before the new one.
     let primary = lab.primary();
@@ -114,6 +126,79 @@ async fn a_snapshot_the_primary_purged_past_is_marked_unusable_on_real_mariadb()
         .unwrap();
     let why = obj.metadata.annotations.unwrap_or_default()[ANN_UNUSABLE].clone();
     assert!(why.contains("purged"), "{why}");
+    // The webhook's rule passes over it now, for that reason.
+    let passed_over = offered(&lab).await.unwrap_err();
+    assert!(
+        passed_over
+            .iter()
+            .any(|(n, r)| n == &name && matches!(r, Rejection::MarkedUnusable { .. })),
+        "{passed_over:?}"
+    );
+
+    // A person forces a new tablet's PVC onto it anyway: its replica stops with 1236.
+    let forced = force_onto(&lab, &name).await;
+    let tablet = forced.tablet.clone();
+    assert!(forced.io_error.contains("1236"), "{}", forced.io_error);
+    let r = gc(&lab).await;
+    let pvc_key = format!("{ns}/{}", tablet.name);
+    assert_eq!(
+        r.run.reprovisioned,
+        std::slice::from_ref(&pvc_key),
+        "{:?}",
+        r.run.plan.restores
+    );
+    assert!(
+        r.run.marked_unusable.is_empty(),
+        "already unusable: not marked twice"
+    );
+    let pods: Api<Pod> = Api::namespaced(lab.cp.client(), ns);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(lab.cp.client(), ns);
+    assert!(pods.get_opt(&tablet.name).await.unwrap().is_none());
+    assert!(pvcs.get_opt(&tablet.name).await.unwrap().is_none());
+
+    // The operator makes both again; the webhook offers nothing, so the tablet restores
+    // the regular backup and catches up: a working tablet, without a person.
+    assert!(offered(&lab).await.is_err());
+    let db = operator_recreates(&lab, forced).await;
+    let rows = db
+        .value(&format!(
+            "SELECT COUNT(*) FROM {DATABASE}.t WHERE v = 424242"
+        ))
+        .await;
+    assert_eq!(rows, "1", "the write after the cut reached the new tablet");
+    let restored_from = pvcs.get(&tablet.name).await.unwrap().metadata.annotations;
+    assert!(
+        restored_from.unwrap_or_default().is_empty(),
+        "made without a snapshot"
+    );
+
+    // Once: the next run finds nothing of it to do.
+    let r = gc(&lab).await;
+    assert!(
+        r.run.reprovisioned.is_empty() && r.run.plan.restores.reprovision.is_empty(),
+        "{:?}",
+        r.run.plan.restores
+    );
+    // One Event trail, on the snapshot: marked once, its tablet re-provisioned once.
+    let events: Vec<Event> = Api::<Event>::namespaced(lab.cp.client(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let about = |reason: &str, object: &str| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .filter(|e| e.involved_object.name.as_deref() == Some(object))
+            .map(|e| e.message.clone().unwrap_or_default())
+            .collect()
+    };
+    let marked = about("SnapshotUnusable", &name);
+    assert_eq!(marked.len(), 1, "{marked:?}");
+    let reprovisioned = about("TabletReprovisioned", &name);
+    assert_eq!(reprovisioned.len(), 1, "{reprovisioned:?}");
+    assert!(reprovisioned[0].contains("1236"), "{reprovisioned:?}");
+    drop(db);
 
     drop_and_check_nothing_left(lab, LEFTOVER_LIMIT)
         .await

@@ -1,17 +1,19 @@
 //! vtsnap against a real kube-apiserver (with etcd, kube-controller-manager and the CSI
 //! snapshot stack): the API behaviour the in-memory fake only imitates — compare-and-swap
 //! on create, paging with continue tokens, field selectors, ownerReferences and the real
-//! garbage collector. Each test works in a namespace of its own.
+//! garbage collector, delete preconditions. Each test works in a namespace of its own.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams};
+use k8s_openapi::api::core::v1::{Event, PersistentVolume, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use vtsnap_core::config::Config;
 use vtsnap_core::events::{Subject, emit};
@@ -22,7 +24,12 @@ use vtsnap_core::fence::{Request, lease_name};
 use vtsnap_core::naming::TabletAlias;
 use vtsnap_core::snapshot::GROUP;
 use vtsnap_core::vtctld::TabletType;
+use vtsnap_core::vtctld::messages::replicationdata::Status;
 use vtsnap_gc::act::{GcOptions, run as gc_run};
+use vtsnap_testkit::fake_vtctld::{Backend, FakeVtctld};
+use vtsnap_testkit::fixtures::shard;
+use vtsnap_testkit::grpc::Running;
+use vtsnap_testkit::operator_objects::{OperatorTablet, operator_shard, pvc_template};
 use vtsnap_testkit::real_kube::{RealKube, resource};
 
 fn snapshots() -> kube::core::ApiResource {
@@ -48,8 +55,12 @@ fn unready_snapshot(ns: &str, name: &str) -> Value {
 }
 
 fn config(ns: &str, extra: &str) -> Config {
+    config_with_vtctld(ns, "127.0.0.1:1", extra)
+}
+
+fn config_with_vtctld(ns: &str, vtctld: &str, extra: &str) -> Config {
     Config::from_yaml(&format!(
-        "clusters:\n- name: example\n  namespace: {ns}\n  vtctld: 127.0.0.1:1\n{extra}"
+        "clusters:\n- name: example\n  namespace: {ns}\n  vtctld: \"{vtctld}\"\n{extra}"
     ))
     .unwrap()
 }
@@ -310,4 +321,152 @@ async fn owned_snapshots_follow_the_policy_and_go_with_their_cluster() {
         kube.wait_gone(&snapshots(), &ns.name, n, Duration::from_secs(90))
             .await;
     }
+}
+
+/// The fake vtctld's answer for the restored tablet: error 1236; when `change_pod` is
+/// set, the Pod is changed first (between the GC's read of it and its delete).
+struct CannotCatchUp {
+    change_pod: Option<(kube::Client, String, String)>,
+}
+
+const PURGED: &str = "Got fatal error 1236 from master when reading data from binary log: 'Could not find GTID state requested by slave in any binlog files.'";
+
+impl Backend for CannotCatchUp {
+    fn stop_replication(&self, _: TabletAlias) -> BoxFuture<'static, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn start_replication(&self, _: TabletAlias) -> BoxFuture<'static, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn position(&self, _: TabletAlias) -> BoxFuture<'static, Option<String>> {
+        Box::pin(async { None })
+    }
+    fn replication_io_error(&self, _: TabletAlias) -> BoxFuture<'static, Option<String>> {
+        let change = self.change_pod.clone();
+        Box::pin(async move {
+            if let Some((client, ns, pod)) = change {
+                let patch = json!({"metadata": {"labels": {"vtsnap.io/test-changed": "yes"}}});
+                Api::<Pod>::namespaced(client, &ns)
+                    .patch(&pod, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .unwrap();
+            }
+            Some(PURGED.to_owned())
+        })
+    }
+}
+
+/// A restored tablet whose replica cannot catch up, in namespace `ns`: a snapshot, the
+/// tablet's PVC (restored from it, Bound to a static PV, so that no driver is involved)
+/// and its Pod (held back from scheduling by a gate; Running and not Ready, as kubelet
+/// would report it).
+async fn restored_tablet(kube: &RealKube, ns: &str) -> (OperatorTablet, String) {
+    kube.create(unready_snapshot(ns, "s-1")).await;
+    let mut shard = operator_shard();
+    shard.namespace = ns.to_owned();
+    let tablet = shard.tablet("replica", 4);
+    let pv = format!("{ns}-tablet");
+    kube.create(json!({"apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": pv, "labels": {"vtsnap.io/test": "true"}},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "vtsnap-static",
+                 "hostPath": {"path": "/nonexistent/vtsnap-static"},
+                 "claimRef": {"namespace": ns, "name": tablet.name}}}))
+        .await;
+    let mut pvc = tablet.pvc(&pvc_template("1Gi"));
+    pvc["metadata"]["annotations"] = json!({"vtsnap.io/restored-from": "s-1"});
+    pvc["spec"]["storageClassName"] = json!("vtsnap-static");
+    pvc["spec"]["volumeName"] = json!(pv);
+    kube.create(pvc).await;
+    kube.wait_pvc_bound(ns, &tablet.name, Duration::from_secs(60))
+        .await;
+    let mut pod = tablet.pod();
+    pod["spec"]["schedulingGates"] = json!([{"name": "vtsnap.io/never"}]);
+    kube.create(pod).await;
+    kube.set_pod_running(ns, &tablet.name, false).await;
+    (tablet, pv)
+}
+
+async fn vtctld_knowing(tablet: &OperatorTablet, backend: CannotCatchUp) -> (FakeVtctld, Running) {
+    let vtctld = FakeVtctld::new();
+    shard().replicas(3).primary(1).install_vtctld(&vtctld);
+    vtctld.with(|s| {
+        let sh = s.shards.values_mut().next().unwrap();
+        let mut t = sh.tablets.values().nth(1).unwrap().clone();
+        t.tablet.alias = Some((&tablet.alias).into());
+        t.status = Some(Status::default());
+        sh.tablets.insert(tablet.alias.to_string(), t);
+    });
+    vtctld.set_backend(Arc::new(backend));
+    let running = vtctld.serve().await;
+    (vtctld, running)
+}
+
+/// Re-provisioning deletes the Pod and the PVC with the UID and resourceVersion it read,
+/// and the real API server holds it to them: unchanged, both go (and the snapshot is
+/// marked first); a Pod changed after the read is refused with a conflict and nothing is
+/// deleted, until a run that reads it again.
+#[tokio::test]
+async fn reprovisioning_deletes_only_what_it_read() {
+    let kube = RealKube::from_env().await;
+    let pvs: Api<PersistentVolume> = Api::all(kube.client());
+    let restore = "  restore: {enabled: true}\n";
+
+    // Unchanged between the read and the delete: both go.
+    let ns = kube.namespace("reprovision").await;
+    let (tablet, pv) = restored_tablet(&kube, &ns.name).await;
+    let (_vtctld, vt) = vtctld_knowing(&tablet, CannotCatchUp { change_pod: None }).await;
+    let cfg = config_with_vtctld(&ns.name, &vt.endpoint(), restore);
+    let r = gc_run(&cfg, &gc_opts(false), kube.client()).await;
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    assert_eq!(
+        r.run.reprovisioned,
+        [format!("{}/{}", ns.name, tablet.name)]
+    );
+    assert_eq!(r.run.marked_unusable, [format!("{}/s-1", ns.name)]);
+    let pod_ar = resource("", "v1", "Pod", "pods");
+    let pvc_ar = resource("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims");
+    kube.wait_gone(&pod_ar, &ns.name, &tablet.name, Duration::from_secs(60))
+        .await;
+    kube.wait_gone(&pvc_ar, &ns.name, &tablet.name, Duration::from_secs(60))
+        .await;
+    let _ = pvs.delete(&pv, &DeleteParams::default()).await;
+
+    // The Pod changes after the read: the API server refuses the delete (409), the PVC
+    // is not touched.
+    let ns = kube.namespace("reprovision").await;
+    let (tablet, pv) = restored_tablet(&kube, &ns.name).await;
+    let change = (kube.client(), ns.name.clone(), tablet.name.clone());
+    let (_vtctld, vt) = vtctld_knowing(
+        &tablet,
+        CannotCatchUp {
+            change_pod: Some(change),
+        },
+    )
+    .await;
+    let cfg = config_with_vtctld(&ns.name, &vt.endpoint(), restore);
+    let r = gc_run(&cfg, &gc_opts(false), kube.client()).await;
+    assert_eq!(r.exit_code, 1, "{r:?}");
+    assert!(r.run.reprovisioned.is_empty(), "{r:?}");
+    assert!(
+        r.errors
+            .iter()
+            .any(|e| e.doing.contains("re-provisioning") && e.cause.contains("409")),
+        "{r:?}"
+    );
+    assert!(kube.get(&pod_ar, &ns.name, &tablet.name).await.is_some());
+    assert!(kube.get(&pvc_ar, &ns.name, &tablet.name).await.is_some());
+    // The next run reads the Pod as it is now (the snapshot is already unusable): it goes.
+    let (_vtctld, vt) = vtctld_knowing(&tablet, CannotCatchUp { change_pod: None }).await;
+    let cfg = config_with_vtctld(&ns.name, &vt.endpoint(), restore);
+    let r = gc_run(&cfg, &gc_opts(false), kube.client()).await;
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    assert_eq!(
+        r.run.reprovisioned,
+        [format!("{}/{}", ns.name, tablet.name)]
+    );
+    assert!(r.run.marked_unusable.is_empty(), "{r:?}");
+    kube.wait_gone(&pvc_ar, &ns.name, &tablet.name, Duration::from_secs(60))
+        .await;
+    let _ = pvs.delete(&pv, &DeleteParams::default()).await;
 }

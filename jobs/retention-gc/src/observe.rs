@@ -625,14 +625,15 @@ async fn observe_namespace(
     .await
 }
 
-/// Asks vtctld how the replication of each restored, running tablet goes (whose snapshot
-/// is still usable): its last IO error, if any. An error here leaves the tablet out (no
-/// action is taken on an unknown).
+/// Asks vtctld how the replication of each restored, running tablet goes: its last IO
+/// error, if any. Only tablets whose snapshot still exists are asked, usable or not (a
+/// PVC may be forced onto an unusable one by hand): a tablet restored from a snapshot
+/// the retention has since deleted is an ordinary replica by now, not vtsnap's to
+/// re-provision. An error here leaves the tablet out (no action is taken on an unknown).
 async fn observe_catch_up(kube: &kube::Client, config: &Config, inv: &mut Inventory) {
-    let usable: BTreeSet<(&str, &str)> = inv
+    let present: BTreeSet<(&str, &str)> = inv
         .snapshots
         .iter()
-        .filter(|s| !s.unusable)
         .map(|s| (s.namespace.as_str(), s.name.as_str()))
         .collect();
     let mut by_cluster: BTreeMap<(String, String), Vec<(String, TabletAlias)>> = BTreeMap::new();
@@ -641,7 +642,7 @@ async fn observe_catch_up(kube: &kube::Client, config: &Config, inv: &mut Invent
             .pods
             .get(&(r.namespace.clone(), r.name.clone()))
             .is_some_and(|p| p.phase == "Running");
-        if !(r.bound && running && usable.contains(&(r.namespace.as_str(), r.snapshot.as_str()))) {
+        if !(r.bound && running && present.contains(&(r.namespace.as_str(), r.snapshot.as_str()))) {
             continue;
         }
         if let Some(alias) = &r.tablet {

@@ -149,7 +149,12 @@ pub fn plan_restores(
                 r.keyspace.clone(),
                 r.shard.clone(),
             );
+            // Its snapshot still exists (usable or not): a tablet restored from one the
+            // retention has deleted since is an ordinary replica by now.
+            let snapshot_present =
+                snapshots.contains_key(&(r.namespace.as_str(), r.snapshot.as_str()));
             if policy.on_catch_up_failure == CatchUpFailure::Reprovision
+                && snapshot_present
                 && !reprovisioned.contains(&shard_key)
                 && let Some(pod) = inv.pods.get(&(r.namespace.clone(), r.name.clone()))
                 && pod.ready == Readiness::NotReady
@@ -543,5 +548,20 @@ mod tests {
                 .reprovision
                 .is_empty()
         );
+        // A snapshot already unusable (a PVC forced onto it by hand): re-provisioned, not
+        // marked again. A snapshot the retention deleted since: neither.
+        for (snap, reprovisioned) in [(snapshot("s-1", true), 1), (snapshot("s-9", false), 0)] {
+            let mut inv = inventory(&[snap, pvc("t4", "Bound"), not_ready("t4")]);
+            inv.catch_up.insert(
+                ("vitess".into(), "t4".into()),
+                "Got fatal error 1236".into(),
+            );
+            let p = plan_restores(&config(""), &inv, now(), None);
+            assert_eq!(
+                (p.reprovision.len(), p.mark_unusable.len()),
+                (reprovisioned, 0),
+                "{p:?}"
+            );
+        }
     }
 }
