@@ -267,6 +267,9 @@ mod tests {
             format!("{A}:0-3"),
             format!("{A}:5-3"),
             "nope:1".to_owned(),
+            // a UUID's shape, not hex; hex, not a UUID's shape
+            "3e11fa47-71ca-11e1-9e33-c80aa942956z:1".to_owned(),
+            "3e11fa4771ca11e19e33c80aa9429562:1".to_owned(),
             format!("{A}:1,,{B}:1"),
         ] {
             assert!(
@@ -286,6 +289,14 @@ mod tests {
         assert!(GtidSet::parse(GtidFlavor::Mariadb, "0-1-100,0-2-101", Text::Server).is_err());
         assert!(GtidSet::parse(GtidFlavor::Mariadb, "0-1", Text::Server).is_err());
         assert!(GtidSet::parse(GtidFlavor::Mariadb, "4294967296-1-1", Text::Server).is_err());
+        // Only digits: Rust's own parser would take a sign.
+        for signed in ["+0-1-1", "0-+1-1", "0-1-+1", "0-1-"] {
+            assert!(
+                GtidSet::parse(GtidFlavor::Mariadb, signed, Text::Server).is_err(),
+                "{signed}"
+            );
+        }
+        assert!(GtidSet::parse(GtidFlavor::Mysql56, &format!("{A}:+1"), Text::Server).is_err());
         let b = GtidSet::parse(GtidFlavor::Mariadb, "0-3-120", Text::Server).unwrap();
         assert_eq!(s.missing_from(&b).unwrap(), "1-2-5");
         assert_eq!(b.missing_from(&s).unwrap(), "0-3-120");

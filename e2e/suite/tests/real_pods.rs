@@ -22,6 +22,8 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "pods/plugin.rs"]
+mod plugin;
 mod pods;
 
 use std::sync::Arc;
@@ -586,6 +588,12 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     }
     story.program("admission", &webhook, "admission");
     story.program("node", &node_pod, "node");
+
+    // kubectl vtsnap on this install; it breaks the install on purpose at its end.
+    let adhoc = plugin::plugin_checks(&kube, &system.name, &vitess.name).await;
+    story.mark(&format!(
+        "kubectl vtsnap: doctor passed, status protected, backup --online --wait took {adhoc}, each seeded fault named"
+    ));
     story.finish(json!({
         "checksum_match": got == want,
         "snapshot": snapshot,

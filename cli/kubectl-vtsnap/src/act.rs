@@ -1,0 +1,379 @@
+//! `kubectl vtsnap backup`: a Job from the shard's snapshot CronJob (what `kubectl create
+//! job --from=cronjob/…` does, with vtsnap's labels), optionally followed to its end.
+
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, LogParams, PostParams};
+use kube::runtime::wait::await_condition;
+use serde::Serialize;
+use serde_json::{Value, json};
+use vtsnap_core::config::Mode;
+use vtsnap_core::naming::KeyRange;
+use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
+
+use crate::decide::doctor::Install;
+
+/// Labels the ad-hoc Job carries besides its CronJob's.
+pub const LABEL_TRIGGER: &str = "vtsnap.io/trigger";
+pub const TRIGGER_KUBECTL: &str = "kubectl-vtsnap";
+
+/// `CLUSTER/KEYSPACE/SHARD`, e.g. `example/commerce/-80`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardArg {
+    pub cluster: String,
+    pub keyspace: String,
+    pub shard: KeyRange,
+}
+
+impl std::str::FromStr for ShardArg {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let parts: Vec<&str> = s.split('/').collect();
+        let [cluster, keyspace, shard] = parts.as_slice() else {
+            return Err(format!(
+                "{:?} is not CLUSTER/KEYSPACE/SHARD (e.g. example/commerce/-80)",
+                vtsnap_core::k8s_names::escape_controls(s)
+            ));
+        };
+        if cluster.is_empty() || keyspace.is_empty() {
+            return Err(format!(
+                "{s:?}: the cluster and the keyspace must not be empty"
+            ));
+        }
+        let shard = shard
+            .parse::<KeyRange>()
+            .map_err(|e| format!("{s:?}: the shard {shard:?} is not a key range: {e}"))?;
+        Ok(Self {
+            cluster: (*cluster).to_owned(),
+            keyspace: (*keyspace).to_owned(),
+            shard,
+        })
+    }
+}
+
+impl std::fmt::Display for ShardArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.cluster, self.keyspace, self.shard)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    #[error(
+        "no snapshot CronJob for {0} in namespace {1}: add the shard to snapshot.shards in the chart's values"
+    )]
+    NoCronJob(String, String),
+    #[error("{n} snapshot CronJobs for {shard}: {names}")]
+    SeveralCronJobs {
+        n: usize,
+        shard: String,
+        names: String,
+    },
+    #[error("{doing}: {cause}")]
+    Api { doing: String, cause: String },
+    #[error("the Job {0} did not end within {1:?}")]
+    Timeout(String, Duration),
+}
+
+fn api_err(doing: impl Into<String>) -> impl FnOnce(kube::Error) -> BackupError {
+    let doing = doing.into();
+    move |e| BackupError::Api {
+        doing,
+        cause: e.to_string(),
+    }
+}
+
+/// How a Job ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Outcome {
+    pub job: String,
+    /// `created` (not followed), `succeeded` or `failed`.
+    pub result: &'static str,
+    /// The snapshot container's exit code, when it ended.
+    pub exit_code: Option<i32>,
+    /// The run's steps, from its last JSON line, when its log could be read.
+    pub steps: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_unavailable: Option<String>,
+}
+
+/// The Job a CronJob would start now, as pure data: its template, vtsnap's trigger
+/// label, the manual-instantiation annotation, an ownerReference to the CronJob and, with
+/// `mode`, `--mode` on the snapshot container.
+pub fn job_from(cron: &Value, mode: Option<Mode>) -> Value {
+    let name = cron
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let mut meta = cron
+        .pointer("/spec/jobTemplate/metadata")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    // `<cron>-<suffix>`: at most 63 characters with the API server's 5.
+    let prefix: String = name.chars().take(52).collect();
+    meta["generateName"] = json!(format!("{}-", prefix.trim_end_matches('-')));
+    meta["namespace"] = cron["metadata"]["namespace"].clone();
+    meta["labels"][LABEL_TRIGGER] = json!(TRIGGER_KUBECTL);
+    meta["annotations"]["cronjob.kubernetes.io/instantiate"] = json!("manual");
+    meta["ownerReferences"] = json!([{
+        "apiVersion": "batch/v1", "kind": "CronJob", "name": name,
+        "uid": cron["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true,
+    }]);
+    let mut spec = cron
+        .pointer("/spec/jobTemplate/spec")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    if let Some(mode) = mode
+        && let Some(containers) = spec
+            .pointer_mut("/template/spec/containers")
+            .and_then(Value::as_array_mut)
+    {
+        let mode = if mode == Mode::Online {
+            "online"
+        } else {
+            "cold"
+        };
+        for c in containers.iter_mut().filter(|c| c["name"] == "snapshot") {
+            let mut args: Vec<Value> = c["args"].as_array().cloned().unwrap_or_default();
+            if let Some(i) = args.iter().position(|a| a == "--mode") {
+                args.drain(i..(i + 2).min(args.len()));
+            }
+            args.retain(|a| !a.as_str().is_some_and(|s| s.starts_with("--mode=")));
+            args.extend([json!("--mode"), json!(mode)]);
+            c["args"] = Value::Array(args);
+        }
+    }
+    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec})
+}
+
+async fn find_cron(
+    kube: &kube::Client,
+    install: &Install,
+    shard: &ShardArg,
+) -> Result<CronJob, BackupError> {
+    let api: Api<CronJob> = Api::namespaced(kube.clone(), &install.namespace);
+    let selector = format!(
+        "app.kubernetes.io/component=snapshot,{LABEL_CLUSTER}={},{LABEL_KEYSPACE}={},{LABEL_SHARD}={}",
+        shard.cluster,
+        shard.keyspace,
+        shard.shard.safe_name()
+    );
+    let mut found = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(api_err("list the snapshot CronJobs"))?
+        .items;
+    match found.len() {
+        0 => Err(BackupError::NoCronJob(
+            shard.to_string(),
+            install.namespace.clone(),
+        )),
+        1 => Ok(found.remove(0)),
+        n => Err(BackupError::SeveralCronJobs {
+            n,
+            shard: shard.to_string(),
+            names: found
+                .iter()
+                .filter_map(|c| c.metadata.name.clone())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+    }
+}
+
+/// Creates the Job; with `wait`, follows it to its end (at most `wait`).
+pub async fn backup(
+    kube: &kube::Client,
+    install: &Install,
+    shard: &ShardArg,
+    mode: Option<Mode>,
+    wait: Option<Duration>,
+) -> Result<Outcome, BackupError> {
+    let cron = find_cron(kube, install, shard).await?;
+    let cron_value = serde_json::to_value(&cron).map_err(|e| BackupError::Api {
+        doing: "read the CronJob".into(),
+        cause: e.to_string(),
+    })?;
+    let job: Job =
+        serde_json::from_value(job_from(&cron_value, mode)).map_err(|e| BackupError::Api {
+            doing: "build the Job".into(),
+            cause: e.to_string(),
+        })?;
+    let jobs: Api<Job> = Api::namespaced(kube.clone(), &install.namespace);
+    let created = jobs
+        .create(&PostParams::default(), &job)
+        .await
+        .map_err(api_err("create the Job"))?;
+    let name = created.metadata.name.unwrap_or_default();
+    let Some(limit) = wait else {
+        return Ok(Outcome {
+            job: name,
+            result: "created",
+            exit_code: None,
+            steps: Vec::new(),
+            snapshot: None,
+            log_unavailable: None,
+        });
+    };
+    let ended = |j: Option<&Job>| {
+        j.and_then(|j| j.status.as_ref())
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+            })
+    };
+    let done = tokio::time::timeout(limit, await_condition(jobs.clone(), &name, ended))
+        .await
+        .map_err(|_| BackupError::Timeout(name.clone(), limit))?
+        .map_err(|e| BackupError::Api {
+            doing: format!("watch Job {name}"),
+            cause: e.to_string(),
+        })?;
+    let succeeded = done
+        .and_then(|j| j.status)
+        .and_then(|s| s.conditions)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Complete" && c.status == "True")
+        });
+    let mut out = Outcome {
+        job: name.clone(),
+        result: if succeeded { "succeeded" } else { "failed" },
+        exit_code: None,
+        steps: Vec::new(),
+        snapshot: None,
+        log_unavailable: None,
+    };
+    follow_pod(kube, install, &name, &mut out).await;
+    Ok(out)
+}
+
+/// The Job's newest Pod: the snapshot container's exit code and its last JSON line.
+async fn follow_pod(kube: &kube::Client, install: &Install, job: &str, out: &mut Outcome) {
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), &install.namespace);
+    let Ok(list) = pods
+        .list(&ListParams::default().labels(&format!("job-name={job}")))
+        .await
+    else {
+        out.log_unavailable = Some("cannot list the Job's Pods".into());
+        return;
+    };
+    let Some(pod) = list
+        .items
+        .into_iter()
+        .max_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0))
+    else {
+        out.log_unavailable = Some("the Job has no Pod".into());
+        return;
+    };
+    out.exit_code = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == "snapshot"))
+        .and_then(|c| c.state.as_ref())
+        .and_then(|s| s.terminated.as_ref())
+        .map(|t| t.exit_code);
+    let name = pod.metadata.name.unwrap_or_default();
+    let params = LogParams {
+        container: Some("snapshot".into()),
+        limit_bytes: Some(64 * 1024),
+        tail_lines: Some(5),
+        ..LogParams::default()
+    };
+    match pods.logs(&name, &params).await {
+        Ok(text) => {
+            if let Some(summary) = text
+                .lines()
+                .rev()
+                .find_map(|l| serde_json::from_str::<Value>(l).ok())
+            {
+                out.steps = summary["steps"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|s| s.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                out.snapshot = summary["snapshot"].as_str().map(str::to_owned);
+            }
+        }
+        Err(e) => out.log_unavailable = Some(format!("log of Pod {name}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cron() -> Value {
+        json!({"metadata": {"name": "vtsnap-snap-example-commerce-x-x", "namespace": "vtsnap", "uid": "u-1"},
+            "spec": {"jobTemplate": {"metadata": {"labels": {"vtsnap.io/cluster": "example"}},
+                "spec": {"backoffLimit": 0, "template": {"spec": {"containers": [
+                    {"name": "snapshot", "args": ["run", "--cluster", "example", "--mode", "cold"]}]}}}}}})
+    }
+
+    #[test]
+    fn a_shard_argument_is_three_parts_with_a_key_range() {
+        let a: ShardArg = "example/commerce/-80"
+            .parse()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (a.cluster.as_str(), a.shard.safe_name()),
+            ("example", "x-80".to_owned())
+        );
+        for bad in [
+            "example/commerce",
+            "a/b/c/d",
+            "/commerce/-",
+            "example/commerce/zz",
+            "e/k/\u{1b}",
+        ] {
+            assert!(bad.parse::<ShardArg>().is_err(), "{bad}");
+        }
+        let e = "x\u{1b}y".parse::<ShardArg>().unwrap_err();
+        assert!(!e.contains('\u{1b}'), "{e}");
+    }
+
+    #[test]
+    fn a_job_from_a_cronjob_is_its_template_with_vtsnap_s_marks() {
+        let j = job_from(&cron(), None);
+        assert_eq!(
+            j["metadata"]["generateName"],
+            "vtsnap-snap-example-commerce-x-x-"
+        );
+        assert_eq!(j["metadata"]["labels"]["vtsnap.io/cluster"], "example");
+        assert_eq!(j["metadata"]["labels"][LABEL_TRIGGER], TRIGGER_KUBECTL);
+        assert_eq!(
+            j["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"],
+            "manual"
+        );
+        assert_eq!(j["metadata"]["ownerReferences"][0]["uid"], "u-1");
+        assert_eq!(j["spec"]["backoffLimit"], 0);
+        assert_eq!(
+            j["spec"]["template"]["spec"]["containers"][0]["args"],
+            json!(["run", "--cluster", "example", "--mode", "cold"])
+        );
+        // --online replaces the mode, whatever the template said.
+        let j = job_from(&cron(), Some(Mode::Online));
+        assert_eq!(
+            j["spec"]["template"]["spec"]["containers"][0]["args"],
+            json!(["run", "--cluster", "example", "--mode", "online"])
+        );
+        // A long CronJob name still gives a valid name.
+        let mut long = cron();
+        long["metadata"]["name"] = json!("x".repeat(52));
+        let g = job_from(&long, None)["metadata"]["generateName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(g.len() <= 58, "{g}");
+    }
+}

@@ -1,0 +1,697 @@
+//! `kubectl vtsnap doctor`'s checks, pure: what was read ([`World`]) → one line per check,
+//! `pass`, `warn` or `fail`, with the fix in one line. A read that failed is never taken
+//! as a pass: its check says what could not be read.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde::Serialize;
+use serde_json::Value;
+use vtsnap_core::config::{Config, Lifecycle, resolve_in};
+use vtsnap_core::labels;
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, strum::IntoStaticStr)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum Level {
+    Fail,
+    Warn,
+    Pass,
+}
+
+/// One line of the doctor's report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    pub check: &'static str,
+    pub level: Level,
+    pub message: String,
+    /// What to do about it, in one line (none for a pass).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn pass(check: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            check,
+            level: Level::Pass,
+            message: message.into(),
+            fix: None,
+        }
+    }
+
+    fn warn(check: &'static str, message: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            check,
+            level: Level::Warn,
+            message: message.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    fn fail(check: &'static str, message: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            check,
+            level: Level::Fail,
+            message: message.into(),
+            fix: Some(fix.into()),
+        }
+    }
+}
+
+/// Where the chart is installed: the namespace of its ConfigMap and the release's full
+/// name (the ConfigMap is `<fullname>-config`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Install {
+    pub namespace: String,
+    pub fullname: String,
+}
+
+/// One SubjectAccessReview: may `program`'s ServiceAccount do `verb` on the resource
+/// (in `namespace`, or cluster-wide when `None`)?
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Access {
+    pub program: String,
+    pub namespace: Option<String>,
+    pub group: String,
+    pub resource: String,
+    pub verb: String,
+    /// The authorizer's answer, or why it could not be asked.
+    pub allowed: Result<bool, String>,
+}
+
+/// The admission webhook as found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WebhookSeen {
+    /// No MutatingWebhookConfiguration of the install.
+    NotInstalled,
+    Installed {
+        name: String,
+        failure_policy: String,
+        /// `namespace/name` of the Service it calls.
+        service: String,
+        /// Ready endpoints of that Service (EndpointSlices), or why they were not read.
+        ready_endpoints: Result<usize, String>,
+        /// The serving certificate's `notAfter`, or why it was not read.
+        cert_not_after: Result<Timestamp, String>,
+    },
+}
+
+/// A list read from the API, or why it was not.
+pub type Read<T> = Result<T, String>;
+
+/// Everything the checks look at.
+#[derive(Debug, Clone)]
+pub struct World {
+    pub now: Timestamp,
+    pub install: Option<Install>,
+    /// The install's config, parsed and validated, or why it is not valid.
+    pub config: Result<Config, String>,
+    /// Names of the CustomResourceDefinitions present.
+    pub crds: Read<BTreeSet<String>>,
+    pub snapshot_classes: Read<Vec<Value>>,
+    pub storage_classes: Read<Vec<Value>>,
+    /// Tablet PVCs of the configured namespaces.
+    pub tablet_pvcs: Read<Vec<Value>>,
+    /// Tablet Pods of the configured namespaces.
+    pub tablet_pods: Read<Vec<Value>>,
+    /// The node helper's Pods.
+    pub node_helpers: Read<Vec<Value>>,
+    /// vtsnap's VolumeSnapshots of the configured namespaces.
+    pub snapshots: Read<Vec<Value>>,
+    /// Labels of the install's namespace.
+    pub namespace_labels: Read<BTreeMap<String, String>>,
+    pub access: Vec<Access>,
+    pub webhook: Read<WebhookSeen>,
+}
+
+/// The CRDs vtsnap needs (external-snapshotter's).
+pub const SNAPSHOT_CRDS: [&str; 3] = [
+    "volumesnapshots.snapshot.storage.k8s.io",
+    "volumesnapshotclasses.snapshot.storage.k8s.io",
+    "volumesnapshotcontents.snapshot.storage.k8s.io",
+];
+
+/// A vtsnap snapshot this old without any status means no snapshot-controller acted on it.
+const UNHANDLED_AFTER: SignedDuration = SignedDuration::from_mins(5);
+/// A webhook certificate that expires sooner is warned about.
+const CERT_WARN_BEFORE: SignedDuration = SignedDuration::from_hours(30 * 24);
+const DEFAULT_CLASS: &str = "snapshot.storage.kubernetes.io/is-default-class";
+const PSA_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+
+/// Every check, in a fixed order.
+pub fn checks(w: &World) -> Vec<Check> {
+    let mut out = vec![install(w), config(w), crds(w), snapshot_controller(w)];
+    out.extend(snapshot_classes(w));
+    out.extend(binding_mode(w));
+    out.extend(rbac(&w.access));
+    out.push(webhook(w));
+    out.push(pod_security(w));
+    out.push(node_helpers(w));
+    out.push(deletion_policy(w));
+    out
+}
+
+/// Whether any check failed (the exit code is 1 then).
+pub fn any_failed(checks: &[Check]) -> bool {
+    checks.iter().any(|c| c.level == Level::Fail)
+}
+
+fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
+    v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
+}
+
+fn label<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.pointer("/metadata/labels")
+        .and_then(|l| l.get(key))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+fn install(w: &World) -> Check {
+    match &w.install {
+        Some(i) => Check::pass(
+            "install",
+            format!("release {} in namespace {}", i.fullname, i.namespace),
+        ),
+        None => Check::fail(
+            "install",
+            "no vtsnap install found: no ConfigMap labelled app.kubernetes.io/name=vtsnap named <release>-config",
+            "install the chart (helm install vtsnap charts/vtsnap -n <namespace>) or pass -n with its namespace",
+        ),
+    }
+}
+
+fn config(w: &World) -> Check {
+    match &w.config {
+        Ok(c) => Check::pass(
+            "config",
+            format!("valid; {} cluster(s) configured", c.clusters.len()),
+        ),
+        Err(e) => Check::fail(
+            "config",
+            format!("the install's config is not valid: {e}"),
+            "fix config: in the chart's values and helm upgrade (vtsnap-snapshot validate --config checks a file)",
+        ),
+    }
+}
+
+fn crds(w: &World) -> Check {
+    let present = match &w.crds {
+        Ok(p) => p,
+        Err(e) => {
+            return Check::warn(
+                "snapshot-crds",
+                format!("cannot list CustomResourceDefinitions: {e}"),
+                "run doctor as a user who may list customresourcedefinitions",
+            );
+        }
+    };
+    let missing: Vec<&str> = SNAPSHOT_CRDS
+        .iter()
+        .copied()
+        .filter(|c| !present.contains(*c))
+        .collect();
+    if missing.is_empty() {
+        Check::pass("snapshot-crds", "the VolumeSnapshot CRDs are installed")
+    } else {
+        Check::fail(
+            "snapshot-crds",
+            format!("missing: {}", missing.join(", ")),
+            "install the external-snapshotter CRDs and snapshot-controller (kubernetes-csi/external-snapshotter)",
+        )
+    }
+}
+
+fn snapshot_controller(w: &World) -> Check {
+    let snaps = match &w.snapshots {
+        Ok(s) => s,
+        Err(e) => {
+            return Check::warn(
+                "snapshot-controller",
+                format!("cannot list vtsnap's VolumeSnapshots: {e}"),
+                "run doctor as a user who may list volumesnapshots",
+            );
+        }
+    };
+    let unhandled: Vec<&str> = snaps
+        .iter()
+        .filter(|v| v.get("status").is_none_or(Value::is_null))
+        .filter(|v| {
+            s(v, "/metadata/creationTimestamp")
+                .parse::<Timestamp>()
+                .is_ok_and(|t| w.now.duration_since(t) > UNHANDLED_AFTER)
+        })
+        .map(|v| s(v, "/metadata/name"))
+        .collect();
+    match (snaps.len(), unhandled.len()) {
+        (0, _) => Check::warn(
+            "snapshot-controller",
+            "no vtsnap snapshot yet: cannot tell whether a snapshot-controller runs",
+            "take one: kubectl vtsnap backup CLUSTER/KEYSPACE/SHARD --wait",
+        ),
+        (_, 0) => Check::pass(
+            "snapshot-controller",
+            "every vtsnap snapshot older than 5 minutes has a status",
+        ),
+        (_, n) => Check::fail(
+            "snapshot-controller",
+            format!(
+                "{n} vtsnap snapshot(s) older than 5 minutes have no status, e.g. {}: no snapshot-controller handles them",
+                unhandled[0]
+            ),
+            "deploy the snapshot-controller (kubernetes-csi/external-snapshotter) and the CSI driver's csi-snapshotter sidecar",
+        ),
+    }
+}
+
+/// The configured (or default) VolumeSnapshotClass of each group of tablet PVCs: it must
+/// exist and be of their StorageClass's driver; `deletionPolicy: Retain` is warned.
+fn snapshot_classes(w: &World) -> Vec<Check> {
+    const ID: &str = "snapshot-class";
+    let (Ok(cfg), Ok(pvcs), Ok(classes), Ok(storage)) = (
+        &w.config,
+        &w.tablet_pvcs,
+        &w.snapshot_classes,
+        &w.storage_classes,
+    ) else {
+        let why = [
+            w.tablet_pvcs.as_ref().err(),
+            w.snapshot_classes.as_ref().err(),
+            w.storage_classes.as_ref().err(),
+        ]
+        .into_iter()
+        .flatten()
+        .next()
+        .map_or_else(|| "the config is not valid".to_owned(), Clone::clone);
+        return vec![Check::warn(
+            ID,
+            format!("not checked: {why}"),
+            "fix what the lines above say",
+        )];
+    };
+    // (configured class or None, StorageClass) → the PVCs that use them
+    let mut groups: BTreeMap<(Option<String>, String), Vec<String>> = BTreeMap::new();
+    for p in pvcs {
+        let (ns, cluster) = (s(p, "/metadata/namespace"), label(p, labels::CLUSTER));
+        let Some(cl) = cfg.cluster_in(ns, cluster) else {
+            continue;
+        };
+        let shard = vtsnap_core::naming::KeyRange::from_safe_name(label(p, labels::SHARD))
+            .map_or_else(|_| label(p, labels::SHARD).to_owned(), |k| k.to_string());
+        let class = resolve_in(cl, label(p, labels::KEYSPACE), &shard)
+            .snapshot
+            .volume_snapshot_class_name;
+        groups
+            .entry((class, s(p, "/spec/storageClassName").to_owned()))
+            .or_default()
+            .push(format!("{ns}/{}", s(p, "/metadata/name")));
+    }
+    if groups.is_empty() {
+        return vec![Check::warn(
+            ID,
+            "no tablet PVC of a configured cluster found: nothing to snapshot yet",
+            "check config.clusters' names and namespaces against the VitessClusters",
+        )];
+    }
+    let by_name = |list: &'_ [Value], name: &str| -> Option<Value> {
+        list.iter()
+            .find(|c| s(c, "/metadata/name") == name)
+            .cloned()
+    };
+    groups
+        .into_iter()
+        .map(|((class, storage_class), pvcs)| {
+            let driver = by_name(storage, &storage_class)
+                .map(|sc| s(&sc, "/provisioner").to_owned())
+                .unwrap_or_default();
+            let example = &pvcs[0];
+            let found = match &class {
+                Some(name) => by_name(classes, name),
+                None => classes
+                    .iter()
+                    .find(|c| {
+                        s(c, &format!("/metadata/annotations/{}", DEFAULT_CLASS.replace('/', "~1")))
+                            == "true"
+                            && s(c, "/driver") == driver
+                    })
+                    .cloned(),
+            };
+            let Some(vsc) = found else {
+                let what = class.as_deref().map_or_else(
+                    || format!("no default VolumeSnapshotClass for driver {driver:?}"),
+                    |n| format!("VolumeSnapshotClass {n} does not exist"),
+                );
+                return Check::fail(
+                    ID,
+                    format!("{what} (tablet PVC {example})"),
+                    "create it, or set snapshot.volumeSnapshotClassName to one of the tablets' driver",
+                );
+            };
+            let name = s(&vsc, "/metadata/name").to_owned();
+            if s(&vsc, "/driver") != driver {
+                return Check::fail(
+                    ID,
+                    format!(
+                        "VolumeSnapshotClass {name} is of driver {:?}, the tablet PVCs' StorageClass {storage_class} of {driver:?} (e.g. {example})",
+                        s(&vsc, "/driver")
+                    ),
+                    "set snapshot.volumeSnapshotClassName to a class of the tablets' CSI driver",
+                );
+            }
+            if s(&vsc, "/deletionPolicy") == "Retain" {
+                return Check::warn(
+                    ID,
+                    format!(
+                        "VolumeSnapshotClass {name} has deletionPolicy Retain: a snapshot the GC deletes keeps its storage (and its cost)"
+                    ),
+                    "use a class with deletionPolicy: Delete, or clean up VolumeSnapshotContents yourself",
+                );
+            }
+            Check::pass(
+                ID,
+                format!("{name} (driver {driver}) for {} tablet PVC(s)", pvcs.len()),
+            )
+        })
+        .collect()
+}
+
+/// Node-local restores need the tablets' StorageClass to bind on first consumer.
+fn binding_mode(w: &World) -> Vec<Check> {
+    const ID: &str = "binding-mode";
+    let (Ok(cfg), Ok(pvcs), Ok(storage)) = (&w.config, &w.tablet_pvcs, &w.storage_classes) else {
+        return Vec::new();
+    };
+    let mut immediate: BTreeSet<String> = BTreeSet::new();
+    for p in pvcs {
+        let (ns, cluster) = (s(p, "/metadata/namespace"), label(p, labels::CLUSTER));
+        let Some(cl) = cfg.cluster_in(ns, cluster) else {
+            continue;
+        };
+        let shard = vtsnap_core::naming::KeyRange::from_safe_name(label(p, labels::SHARD))
+            .map_or_else(|_| label(p, labels::SHARD).to_owned(), |k| k.to_string());
+        if !resolve_in(cl, label(p, labels::KEYSPACE), &shard)
+            .restore
+            .node_local
+        {
+            continue;
+        }
+        let class = s(p, "/spec/storageClassName");
+        let mode = storage
+            .iter()
+            .find(|c| s(c, "/metadata/name") == class)
+            .map(|c| s(c, "/volumeBindingMode"))
+            .unwrap_or_default();
+        if mode != "WaitForFirstConsumer" {
+            immediate.insert(class.to_owned());
+        }
+    }
+    if immediate.is_empty() {
+        return vec![Check::pass(
+            ID,
+            "node-local restores use StorageClasses that bind on first consumer",
+        )];
+    }
+    vec![Check::warn(
+        ID,
+        format!(
+            "restore.nodeLocal is on, but StorageClass(es) {} bind immediately: a restored volume may be made on a node the Pod cannot run on",
+            immediate.into_iter().collect::<Vec<_>>().join(", ")
+        ),
+        "use volumeBindingMode: WaitForFirstConsumer for node-local drivers",
+    )]
+}
+
+/// One line per program: every verb of the chart's list is granted, or which are not.
+fn rbac(access: &[Access]) -> Vec<Check> {
+    const ID: &str = "rbac";
+    let mut by_program: BTreeMap<&str, Vec<&Access>> = BTreeMap::new();
+    for a in access {
+        by_program.entry(a.program.as_str()).or_default().push(a);
+    }
+    if by_program.is_empty() {
+        return vec![Check::warn(
+            ID,
+            "not checked: no install or no configured namespace",
+            "fix what the lines above say",
+        )];
+    }
+    by_program
+        .into_iter()
+        .map(|(program, answers)| {
+            let scope = |a: &Access| {
+                a.namespace
+                    .as_deref()
+                    .map_or_else(|| "cluster-wide".to_owned(), |n| format!("in {n}"))
+            };
+            let what = |a: &Access| {
+                let group = if a.group.is_empty() { "core" } else { &a.group };
+                format!("{} {}/{} {}", a.verb, group, a.resource, scope(a))
+            };
+            let denied: Vec<String> = answers
+                .iter()
+                .filter(|a| a.allowed == Ok(false))
+                .map(|a| what(a))
+                .collect();
+            let unknown: Vec<String> = answers
+                .iter()
+                .filter_map(|a| a.allowed.as_ref().err().map(|e| format!("{}: {e}", what(a))))
+                .collect();
+            if !denied.is_empty() {
+                let watch = denied.iter().any(|d| d.starts_with("watch "));
+                let effect = if watch {
+                    " (without watch the program falls back to polling: longer fence windows)"
+                } else {
+                    ""
+                };
+                Check::fail(
+                    ID,
+                    format!("{program} may not {}{effect}", denied.join("; ")),
+                    "helm upgrade the chart (its Roles grant each verb the code uses) and do not edit its Roles",
+                )
+            } else if !unknown.is_empty() {
+                Check::warn(
+                    ID,
+                    format!("{program}: could not ask the authorizer: {}", unknown[0]),
+                    "run doctor as a user who may create subjectaccessreviews",
+                )
+            } else {
+                Check::pass(
+                    ID,
+                    format!("{program}: all {} request(s) its code makes are granted", answers.len()),
+                )
+            }
+        })
+        .collect()
+}
+
+fn webhook(w: &World) -> Check {
+    const ID: &str = "webhook";
+    // Restores on at the cluster's level or any keyspace's.
+    let restore_on = w.config.as_ref().is_ok_and(|c| {
+        c.clusters.iter().any(|cl| {
+            std::iter::once("")
+                .chain(cl.keyspaces.keys().map(String::as_str))
+                .any(|ks| resolve_in(cl, ks, "").restore.enabled)
+        })
+    });
+    let seen = match &w.webhook {
+        Ok(s) => s,
+        Err(e) => {
+            return Check::warn(
+                ID,
+                format!("cannot read the webhook configuration: {e}"),
+                "run doctor as a user who may list mutatingwebhookconfigurations",
+            );
+        }
+    };
+    let WebhookSeen::Installed {
+        name,
+        failure_policy,
+        service,
+        ready_endpoints,
+        cert_not_after,
+    } = seen
+    else {
+        return if restore_on {
+            Check::warn(
+                ID,
+                "the admission webhook is not installed: no new tablet is restored from a snapshot",
+                "set admission.enabled=true in the chart's values if restores are wanted",
+            )
+        } else {
+            Check::pass(ID, "the admission webhook is not installed (restores off)")
+        };
+    };
+    match ready_endpoints {
+        Ok(0) => {
+            let silent = if failure_policy == "Ignore" {
+                " and failurePolicy is Ignore: restores silently never happen"
+            } else {
+                ": every tablet Pod and PVC creation is refused"
+            };
+            return Check::fail(
+                ID,
+                format!("{name}: Service {service} has no ready endpoint{silent}"),
+                "check the vtsnap-admission Deployment's Pods (kubectl -n <ns> get pods -l app.kubernetes.io/component=admission)",
+            );
+        }
+        Err(e) => {
+            return Check::warn(
+                ID,
+                format!("{name}: cannot read the endpoints of {service}: {e}"),
+                "run doctor as a user who may list endpointslices",
+            );
+        }
+        Ok(_) => {}
+    }
+    match cert_not_after {
+        Ok(t) if *t <= w.now => Check::fail(
+            ID,
+            format!("{name}: the serving certificate expired at {t}"),
+            "renew the webhook certificate (helm upgrade regenerates the chart's own)",
+        ),
+        Ok(t) if t.duration_since(w.now) < CERT_WARN_BEFORE => Check::warn(
+            ID,
+            format!("{name}: the serving certificate expires at {t}, within 30 days"),
+            "renew the webhook certificate (helm upgrade regenerates the chart's own)",
+        ),
+        Ok(t) => Check::pass(
+            ID,
+            format!("{name}: {service} has ready endpoints; certificate valid until {t}"),
+        ),
+        Err(e) => Check::warn(
+            ID,
+            format!("{name}: cannot read the serving certificate: {e}"),
+            "check the webhook's caBundle and the Secret it was made from",
+        ),
+    }
+}
+
+/// The node helper is privileged: a namespace that enforces `baseline` or `restricted`
+/// refuses its Pods.
+fn pod_security(w: &World) -> Check {
+    const ID: &str = "pod-security";
+    let ns = w
+        .install
+        .as_ref()
+        .map_or("?", |i| i.namespace.as_str())
+        .to_owned();
+    match &w.namespace_labels {
+        Err(e) => Check::warn(
+            ID,
+            format!("cannot read namespace {ns}: {e}"),
+            "run doctor as a user who may get namespaces",
+        ),
+        Ok(l) => match l.get(PSA_ENFORCE).map(String::as_str) {
+            Some(level @ ("baseline" | "restricted")) => Check::fail(
+                ID,
+                format!(
+                    "namespace {ns} enforces Pod Security {level:?}: the node helper (privileged) cannot run there"
+                ),
+                format!("kubectl label namespace {ns} {PSA_ENFORCE}=privileged --overwrite"),
+            ),
+            Some(level) => Check::pass(
+                ID,
+                format!("namespace {ns} enforces Pod Security {level:?}"),
+            ),
+            None => Check::pass(
+                ID,
+                format!("namespace {ns} sets no Pod Security level (the cluster's default)"),
+            ),
+        },
+    }
+}
+
+fn pod_ready(v: &Value) -> bool {
+    v.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+}
+
+/// Every node that runs a tablet needs a Ready node helper: without it a fence whose job
+/// dies is released only by the GC.
+fn node_helpers(w: &World) -> Check {
+    const ID: &str = "node-helper";
+    let (Ok(tablets), Ok(helpers)) = (&w.tablet_pods, &w.node_helpers) else {
+        let e = w
+            .tablet_pods
+            .as_ref()
+            .err()
+            .or(w.node_helpers.as_ref().err())
+            .cloned()
+            .unwrap_or_default();
+        return Check::warn(
+            ID,
+            format!("not checked: {e}"),
+            "run doctor as a user who may list pods",
+        );
+    };
+    let tablet_nodes: BTreeSet<&str> = tablets
+        .iter()
+        .map(|p| s(p, "/spec/nodeName"))
+        .filter(|n| !n.is_empty())
+        .collect();
+    let served: BTreeSet<&str> = helpers
+        .iter()
+        .filter(|p| pod_ready(p))
+        .map(|p| s(p, "/spec/nodeName"))
+        .collect();
+    let missing: Vec<&str> = tablet_nodes.difference(&served).copied().collect();
+    if tablet_nodes.is_empty() {
+        Check::pass(ID, "no tablet Pod is on a node yet")
+    } else if missing.is_empty() {
+        Check::pass(
+            ID,
+            format!(
+                "a Ready node helper on each of the {} node(s) with tablets",
+                tablet_nodes.len()
+            ),
+        )
+    } else {
+        Check::fail(
+            ID,
+            format!(
+                "no Ready node helper on node(s) with tablets: {}",
+                missing.join(", ")
+            ),
+            "check the vtsnap-node DaemonSet (its tolerations and nodeSelector must cover the tablets' nodes)",
+        )
+    }
+}
+
+fn deletion_policy(w: &World) -> Check {
+    const ID: &str = "deletion-policy";
+    let Ok(cfg) = &w.config else {
+        return Check::warn(ID, "not checked: the config is not valid", "fix the config");
+    };
+    let deleting: Vec<&str> = cfg
+        .clusters
+        .iter()
+        .filter(|c| resolve_in(c, "", "").deletion_policy.when_deleted == Lifecycle::Delete)
+        .map(|c| c.name.as_str())
+        .collect();
+    if deleting.is_empty() {
+        Check::pass(
+            ID,
+            "snapshots outlive their VitessCluster (whenDeleted: Retain)",
+        )
+    } else {
+        Check::warn(
+            ID,
+            format!(
+                "whenDeleted: Delete for {}: deleting the VitessCluster deletes every snapshot of it",
+                deleting.join(", ")
+            ),
+            "keep it only if that is wanted; whenDeleted: Retain keeps them",
+        )
+    }
+}
+
+#[cfg(test)]
+#[path = "doctor_tests.rs"]
+mod tests;

@@ -1,0 +1,337 @@
+//! A healthy world passes every check; each fault a person can make is the right line.
+#![allow(clippy::unwrap_used)]
+
+use serde_json::json;
+
+use super::*;
+
+const NOW: &str = "2026-12-01T12:00:00Z";
+
+fn now() -> Timestamp {
+    NOW.parse().unwrap()
+}
+
+fn pvc() -> Value {
+    json!({"metadata": {"name": "example-vttablet-zone1-0000000101-0ab1", "namespace": "vitess",
+        "labels": {"planetscale.com/component": "vttablet", "planetscale.com/cluster": "example",
+                   "planetscale.com/keyspace": "commerce", "planetscale.com/shard": "x-x"}},
+        "spec": {"storageClassName": "fast"}})
+}
+
+fn pod(node: &str, component: &str, ready: bool) -> Value {
+    json!({"metadata": {"name": format!("{component}-{node}"), "namespace": "vitess",
+        "labels": {"planetscale.com/component": component}},
+        "spec": {"nodeName": node},
+        "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+}
+
+fn healthy() -> World {
+    let config = Config::from_yaml(
+        "clusters:\n- name: example\n  namespace: vitess\n  snapshot: {volumeSnapshotClassName: csi-snap}\n  restore: {enabled: true}\n",
+    )
+    .unwrap();
+    World {
+        now: now(),
+        install: Some(Install {
+            namespace: "vtsnap".into(),
+            fullname: "vtsnap".into(),
+        }),
+        config: Ok(config),
+        crds: Ok(SNAPSHOT_CRDS.iter().map(|c| (*c).to_owned()).collect()),
+        snapshot_classes: Ok(vec![json!({"metadata": {"name": "csi-snap"},
+            "driver": "csi.example.com", "deletionPolicy": "Delete"})]),
+        storage_classes: Ok(vec![json!({"metadata": {"name": "fast"},
+            "provisioner": "csi.example.com", "volumeBindingMode": "WaitForFirstConsumer"})]),
+        tablet_pvcs: Ok(vec![pvc()]),
+        tablet_pods: Ok(vec![pod("node-1", "vttablet", true)]),
+        node_helpers: Ok(vec![pod("node-1", "node", true)]),
+        snapshots: Ok(vec![json!({"metadata": {"name": "s-1",
+            "creationTimestamp": "2026-12-01T10:00:00Z"}, "status": {"readyToUse": true}})]),
+        namespace_labels: Ok(BTreeMap::new()),
+        access: vec![Access {
+            program: "snapshot".into(),
+            namespace: Some("vitess".into()),
+            group: "coordination.k8s.io".into(),
+            resource: "leases".into(),
+            verb: "watch".into(),
+            allowed: Ok(true),
+        }],
+        webhook: Ok(WebhookSeen::Installed {
+            name: "vtsnap-admission".into(),
+            failure_policy: "Ignore".into(),
+            service: "vtsnap/vtsnap-admission".into(),
+            ready_endpoints: Ok(1),
+            cert_not_after: Ok("2027-12-01T00:00:00Z".parse().unwrap()),
+        }),
+    }
+}
+
+/// The one check (by id) that is not a pass, with its level.
+fn not_passing(w: &World) -> Vec<(&'static str, Level, String)> {
+    checks(w)
+        .into_iter()
+        .filter(|c| c.level != Level::Pass)
+        .map(|c| (c.check, c.level, c.message))
+        .collect()
+}
+
+#[test]
+fn a_healthy_install_passes_every_check() {
+    let w = healthy();
+    let all = checks(&w);
+    assert!(all.iter().all(|c| c.level == Level::Pass), "{all:#?}");
+    assert!(!any_failed(&all));
+    // One line per kind of check, none forgotten.
+    let ids: BTreeSet<&str> = all.iter().map(|c| c.check).collect();
+    assert_eq!(ids.len(), 11, "{ids:?}");
+}
+
+#[test]
+fn each_fault_is_the_right_line() {
+    type Fault = (
+        &'static str,
+        Box<dyn Fn(&mut World)>,
+        &'static str,
+        Level,
+        &'static str,
+    );
+    let faults: Vec<Fault> = vec![
+        (
+            "no install",
+            Box::new(|w| w.install = None),
+            "install",
+            Level::Fail,
+            "no vtsnap install",
+        ),
+        (
+            "bad config",
+            Box::new(|w| w.config = Err("clusters[0].namespace: missing".into())),
+            "config",
+            Level::Fail,
+            "namespace: missing",
+        ),
+        (
+            "no CRDs",
+            Box::new(|w| w.crds = Ok(BTreeSet::new())),
+            "snapshot-crds",
+            Level::Fail,
+            "volumesnapshots.snapshot.storage.k8s.io",
+        ),
+        (
+            "no snapshot-controller",
+            Box::new(|w| {
+                w.snapshots = Ok(vec![
+                    json!({"metadata": {"name": "s-9", "creationTimestamp": "2026-12-01T11:54:59Z"}}),
+                ])
+            }),
+            "snapshot-controller",
+            Level::Fail,
+            "s-9",
+        ),
+        (
+            "class missing",
+            Box::new(|w| w.snapshot_classes = Ok(vec![])),
+            "snapshot-class",
+            Level::Fail,
+            "csi-snap does not exist",
+        ),
+        (
+            "class of another driver",
+            Box::new(|w| {
+                w.snapshot_classes = Ok(vec![
+                    json!({"metadata": {"name": "csi-snap"}, "driver": "other.example.com", "deletionPolicy": "Delete"}),
+                ])
+            }),
+            "snapshot-class",
+            Level::Fail,
+            "other.example.com",
+        ),
+        (
+            "Retain",
+            Box::new(|w| {
+                w.snapshot_classes = Ok(vec![
+                    json!({"metadata": {"name": "csi-snap"}, "driver": "csi.example.com", "deletionPolicy": "Retain"}),
+                ])
+            }),
+            "snapshot-class",
+            Level::Warn,
+            "Retain",
+        ),
+        (
+            "watch denied",
+            Box::new(|w| w.access[0].allowed = Ok(false)),
+            "rbac",
+            Level::Fail,
+            "polling",
+        ),
+        (
+            "authorizer unreachable",
+            Box::new(|w| w.access[0].allowed = Err("403".into())),
+            "rbac",
+            Level::Warn,
+            "could not ask",
+        ),
+        (
+            "webhook without endpoints",
+            Box::new(|w| {
+                if let Ok(WebhookSeen::Installed {
+                    ready_endpoints, ..
+                }) = &mut w.webhook
+                {
+                    *ready_endpoints = Ok(0)
+                }
+            }),
+            "webhook",
+            Level::Fail,
+            "silently never happen",
+        ),
+        (
+            "certificate expiring",
+            Box::new(|w| {
+                if let Ok(WebhookSeen::Installed { cert_not_after, .. }) = &mut w.webhook {
+                    *cert_not_after = Ok("2026-12-20T00:00:00Z".parse().unwrap())
+                }
+            }),
+            "webhook",
+            Level::Warn,
+            "within 30 days",
+        ),
+        (
+            "certificate expired",
+            Box::new(|w| {
+                if let Ok(WebhookSeen::Installed { cert_not_after, .. }) = &mut w.webhook {
+                    *cert_not_after = Ok("2026-12-01T11:59:59Z".parse().unwrap())
+                }
+            }),
+            "webhook",
+            Level::Fail,
+            "expired",
+        ),
+        (
+            "no webhook with restores on",
+            Box::new(|w| w.webhook = Ok(WebhookSeen::NotInstalled)),
+            "webhook",
+            Level::Warn,
+            "not installed",
+        ),
+        (
+            "restricted namespace",
+            Box::new(|w| {
+                w.namespace_labels = Ok([(PSA_ENFORCE.to_owned(), "restricted".to_owned())].into())
+            }),
+            "pod-security",
+            Level::Fail,
+            "restricted",
+        ),
+        (
+            "tablet node without helper",
+            Box::new(|w| {
+                w.tablet_pods = Ok(vec![
+                    pod("node-1", "vttablet", true),
+                    pod("node-2", "vttablet", true),
+                ])
+            }),
+            "node-helper",
+            Level::Fail,
+            "node-2",
+        ),
+        (
+            "helper not ready",
+            Box::new(|w| w.node_helpers = Ok(vec![pod("node-1", "node", false)])),
+            "node-helper",
+            Level::Fail,
+            "node-1",
+        ),
+        (
+            "whenDeleted: Delete",
+            Box::new(|w| {
+                w.config = Ok(Config::from_yaml("clusters:\n- name: example\n  namespace: vitess\n  snapshot: {volumeSnapshotClassName: csi-snap}\n  restore: {enabled: true}\n  deletionPolicy: {whenDeleted: Delete}\n").unwrap())
+            }),
+            "deletion-policy",
+            Level::Warn,
+            "whenDeleted: Delete",
+        ),
+        (
+            "node-local on an immediate class",
+            Box::new(|w| {
+                w.config = Ok(Config::from_yaml("clusters:\n- name: example\n  namespace: vitess\n  snapshot: {volumeSnapshotClassName: csi-snap}\n  restore: {enabled: true, nodeLocal: true}\n").unwrap());
+                w.storage_classes = Ok(vec![
+                    json!({"metadata": {"name": "fast"}, "provisioner": "csi.example.com", "volumeBindingMode": "Immediate"}),
+                ]);
+            }),
+            "binding-mode",
+            Level::Warn,
+            "fast",
+        ),
+    ];
+    for (what, fault, id, level, says) in faults {
+        let mut w = healthy();
+        fault(&mut w);
+        let lines = not_passing(&w);
+        // The fault's own line; any other is a check it left unchecked (a warning).
+        let (mine, others): (Vec<_>, Vec<_>) = lines.iter().partition(|(i, _, _)| *i == id);
+        assert_eq!(mine.len(), 1, "{what}: {lines:#?}");
+        let (_, got_level, message) = mine[0];
+        assert_eq!(*got_level, level, "{what}: {message}");
+        assert!(message.contains(says), "{what}: {message}");
+        assert!(
+            others
+                .iter()
+                .all(|(_, l, m)| *l == Level::Warn && m.contains("not checked")),
+            "{what}: {lines:#?}"
+        );
+        assert_eq!(any_failed(&checks(&w)), level == Level::Fail, "{what}");
+    }
+}
+
+#[test]
+fn a_read_that_failed_is_never_a_pass() {
+    let mut w = healthy();
+    w.crds = Err("forbidden".into());
+    w.tablet_pvcs = Err("forbidden".into());
+    w.tablet_pods = Err("forbidden".into());
+    w.namespace_labels = Err("forbidden".into());
+    w.webhook = Err("forbidden".into());
+    w.snapshots = Err("forbidden".into());
+    let lines = not_passing(&w);
+    let ids: BTreeSet<&str> = lines.iter().map(|(id, _, _)| *id).collect();
+    for id in [
+        "snapshot-crds",
+        "snapshot-class",
+        "node-helper",
+        "pod-security",
+        "webhook",
+        "snapshot-controller",
+    ] {
+        assert!(ids.contains(id), "{id}: {lines:#?}");
+    }
+    assert!(
+        lines
+            .iter()
+            .all(|(_, l, m)| *l == Level::Warn
+                && (m.contains("forbidden") || m.contains("not checked"))),
+        "{lines:#?}"
+    );
+}
+
+#[test]
+fn a_default_class_of_the_driver_serves_when_none_is_configured() {
+    let mut w = healthy();
+    w.config = Ok(Config::from_yaml(
+        "clusters:\n- name: example\n  namespace: vitess\n  restore: {enabled: true}\n",
+    )
+    .unwrap());
+    w.snapshot_classes = Ok(vec![
+        json!({"metadata": {"name": "other-default", "annotations": {DEFAULT_CLASS: "true"}}, "driver": "other.example.com", "deletionPolicy": "Delete"}),
+        json!({"metadata": {"name": "csi-default", "annotations": {DEFAULT_CLASS: "true"}}, "driver": "csi.example.com", "deletionPolicy": "Delete"}),
+    ]);
+    assert_eq!(not_passing(&w), []);
+    w.snapshot_classes = Ok(vec![
+        json!({"metadata": {"name": "csi-default"}, "driver": "csi.example.com", "deletionPolicy": "Delete"}),
+    ]);
+    let lines = not_passing(&w);
+    assert!(
+        lines[0].2.contains("no default VolumeSnapshotClass"),
+        "{lines:?}"
+    );
+}

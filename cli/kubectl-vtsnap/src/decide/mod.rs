@@ -1,0 +1,5 @@
+//! The plugin's decisions, pure and tested without a client: the doctor's checks and the
+//! status table, from what `observe` read.
+
+pub mod doctor;
+pub mod status;

@@ -1,0 +1,106 @@
+//! The status of a protected shard has no problem; each way a shard is unprotected is
+//! named, and such shards come first.
+#![allow(clippy::unwrap_used)]
+
+use serde_json::json;
+
+use super::*;
+
+fn now() -> Timestamp {
+    "2026-12-01T12:00:00Z".parse().unwrap()
+}
+
+fn config() -> Config {
+    Config::from_yaml("clusters:\n- name: example\n  namespace: vitess\n").unwrap()
+}
+
+fn snapshot(name: &str, shard: &str, created: &str, phase: &str) -> Value {
+    json!({"kind": "VolumeSnapshot", "metadata": {"name": name, "namespace": "vitess",
+        "creationTimestamp": created, "labels": {
+        "app.kubernetes.io/managed-by": "vtsnap", "vtsnap.io/cluster": "example",
+        "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": shard, "vtsnap.io/phase": phase,
+        "vtsnap.io/mode": "cold"}}, "spec": {"source": {"persistentVolumeClaimName": "p"}}})
+}
+
+fn cron(shard: &str) -> Value {
+    json!({"metadata": {"name": format!("vtsnap-snap-example-commerce-{shard}"), "namespace": "vtsnap",
+        "labels": {"vtsnap.io/cluster": "example", "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": shard}},
+        "spec": {"schedule": "0 */6 * * *"}})
+}
+
+fn job(shard: &str, name: &str, condition: &str) -> Value {
+    json!({"metadata": {"name": name, "namespace": "vtsnap", "creationTimestamp": "2026-12-01T11:00:00Z",
+        "labels": {"vtsnap.io/cluster": "example", "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": shard}},
+        "status": {"conditions": [{"type": condition, "status": "True"}]}})
+}
+
+#[test]
+fn a_protected_shard_has_no_problem_and_an_unprotected_one_comes_first() {
+    let seen = Seen {
+        snapshots: vec![
+            snapshot("a-1", "x-80", "2026-12-01T10:00:00Z", "ready"),
+            snapshot("a-2", "x-80", "2026-12-01T11:00:00Z", "cut"),
+            snapshot("b-1", "80-x", "2026-12-01T10:00:00Z", "failed"),
+        ],
+        cronjobs: vec![cron("x-80"), cron("80-x")],
+        jobs: vec![job("x-80", "j-1", "Complete"), job("80-x", "j-2", "Failed")],
+        ..Seen::default()
+    };
+    let st = status(&config(), &seen, now());
+    assert_eq!(st.shards.len(), 2);
+    let (bad, good) = (&st.shards[0], &st.shards[1]);
+    assert_eq!(good.shard, "-80");
+    assert!(good.problems.is_empty(), "{good:?}");
+    let newest = good.newest.as_ref().unwrap();
+    assert_eq!((newest.name.as_str(), newest.age_seconds), ("a-1", 7200));
+    assert_eq!(good.last_run.as_ref().unwrap().result, "succeeded");
+    assert_eq!(bad.shard, "80-");
+    assert_eq!(
+        bad.problems,
+        ["no ready snapshot", "the last snapshot Job j-2 failed"]
+    );
+}
+
+#[test]
+fn an_expired_fence_a_missing_cronjob_and_an_old_snapshot_are_named() {
+    let seen = Seen {
+        snapshots: vec![snapshot("a-1", "x-80", "2026-11-20T10:00:00Z", "ready")],
+        leases: vec![
+            json!({"metadata": {"name": lease_name("example", "commerce", "x-80"), "namespace": "vitess"},
+            "spec": {"holderIdentity": "job-7", "acquireTime": "2026-12-01T11:00:00Z",
+                     "renewTime": "2026-12-01T11:00:00Z", "leaseDurationSeconds": 30}}),
+        ],
+        tablet_pods: vec![json!({"spec": {"nodeName": "n1"}})],
+        ..Seen::default()
+    };
+    let st = status(&config(), &seen, now());
+    let p = &st.shards[0].problems;
+    assert!(
+        p.iter().any(|x| x.contains("past restore.maxSnapshotAge")),
+        "{p:?}"
+    );
+    assert!(p.iter().any(|x| x == "no snapshot CronJob"), "{p:?}");
+    assert!(
+        p.iter().any(|x| x.contains("held by job-7 expired")),
+        "{p:?}"
+    );
+    assert_eq!(
+        st.nodes,
+        [NodeStatus {
+            node: "n1".into(),
+            tablets: 1,
+            helper_ready: false
+        }]
+    );
+}
+
+#[test]
+fn objects_of_clusters_not_configured_are_left_out() {
+    let mut other = snapshot("o-1", "x-80", "2026-12-01T10:00:00Z", "ready");
+    other["metadata"]["labels"]["vtsnap.io/cluster"] = json!("other");
+    let seen = Seen {
+        snapshots: vec![other],
+        ..Seen::default()
+    };
+    assert!(status(&config(), &seen, now()).shards.is_empty());
+}

@@ -1,0 +1,292 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use k8s_openapi::jiff::Timestamp;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kubectl_vtsnap::act::{self, ShardArg};
+use kubectl_vtsnap::decide::{doctor, status};
+use kubectl_vtsnap::report::{self, Colour, Format};
+use kubectl_vtsnap::{explain, observe};
+use vtsnap_core::cli::{ApiTimeouts, CommonArgs, client_with};
+use vtsnap_core::config::{GoDuration, Mode};
+use vtsnap_core::exit::Exit;
+
+/// kubectl vtsnap: is each shard protected, is the install healthy, a snapshot now, and
+/// why a snapshot or a PVC is what it is.
+#[derive(Debug, Parser)]
+#[command(name = "kubectl-vtsnap", bin_name = "kubectl vtsnap", version = vtsnap_core::cli::VERSION,
+    after_help = "Install: copy kubectl-vtsnap onto your PATH; kubectl finds it as `kubectl vtsnap`.\n\n\
+    Examples:\n  kubectl vtsnap status\n  kubectl vtsnap doctor -o json\n  \
+    kubectl vtsnap backup example/commerce/-80 --online --wait\n  \
+    kubectl vtsnap explain snapshot example-commerce-x-80-20261201060000 -n vitess\n  \
+    kubectl vtsnap explain pvc example-vttablet-zone1-0000000104-5f0d1a2b -n vitess")]
+struct Cli {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Path to the kubeconfig file (else KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, global = true, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use.
+    #[arg(long, global = true, env = "VTSNAP_CONTEXT")]
+    context: Option<String>,
+    /// The namespace of the object named (explain); else the context's.
+    #[arg(short = 'n', long, global = true, env = "VTSNAP_NAMESPACE")]
+    namespace: Option<String>,
+    /// Where vtsnap is installed (its chart's ConfigMap); found by its label when unset.
+    #[arg(long, global = true, env = "VTSNAP_INSTALL_NAMESPACE")]
+    install_namespace: Option<String>,
+    #[arg(short = 'o', long, global = true, env = "VTSNAP_OUTPUT", value_enum, default_value_t = Format::Table)]
+    output: Format,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Per shard: newest snapshot, schedule, last run, fence, restores; per node the node
+    /// helper. Shards with a problem first.
+    #[command(
+        after_help = "Examples:\n  kubectl vtsnap status\n  kubectl vtsnap status example -o yaml\n\n\
+        Exit codes: 0 every shard protected; 1 a shard has a problem, or the API could not be read; 2 usage."
+    )]
+    Status {
+        /// Only this cluster (its name in the config).
+        cluster: Option<String>,
+    },
+    /// Preflight and health checks, each pass / warn / fail with its fix.
+    #[command(
+        after_help = "Examples:\n  kubectl vtsnap doctor\n  kubectl vtsnap doctor --install-namespace vtsnap -o json\n\n\
+        Exit codes: 0 no check failed (warnings are listed); 1 a check failed; 2 usage."
+    )]
+    Doctor,
+    /// A snapshot of one shard now: a Job from its CronJob (like `kubectl create job --from`).
+    #[command(
+        after_help = "Examples:\n  kubectl vtsnap backup example/commerce/-\n  \
+        kubectl vtsnap backup example/commerce/-80 --online --wait\n\n\
+        Exit codes: without --wait 0 once the Job is created; with --wait the snapshot's own\n  \
+        (0 done, 1 failed and unfenced, 3 refused, 4 unfence incomplete), 1 if it cannot be told."
+    )]
+    Backup {
+        /// CLUSTER/KEYSPACE/SHARD, e.g. example/commerce/-80.
+        shard: ShardArg,
+        /// An online snapshot (no fence), whatever the CronJob's mode.
+        #[arg(long)]
+        online: bool,
+        /// Follow the Job to its end and print its steps.
+        #[arg(long)]
+        wait: bool,
+        /// With --wait: the longest wait.
+        #[arg(long, default_value = "30m")]
+        timeout: GoDuration,
+    },
+    /// Why a snapshot is kept, deleted or unusable; why a PVC was or was not restored.
+    #[command(subcommand)]
+    Explain(Explain),
+}
+
+#[derive(Debug, Subcommand)]
+enum Explain {
+    /// The GC's decision on a VolumeSnapshot, from its own decider on live data (read-only).
+    #[command(
+        after_help = "Example:\n  kubectl vtsnap explain snapshot example-commerce-x-x-20261201060000 -n vitess"
+    )]
+    Snapshot { name: String },
+    /// The webhook's recorded decision on a tablet PVC, and its Events.
+    #[command(
+        after_help = "Example:\n  kubectl vtsnap explain pvc example-vttablet-zone1-0000000104-5f0d1a2b -n vitess"
+    )]
+    Pvc { name: String },
+}
+
+async fn client(cli: &Cli) -> Result<(kube::Client, String), String> {
+    let opts = KubeConfigOptions {
+        context: cli.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = match &cli.kubeconfig {
+        Some(p) => {
+            let kc =
+                Kubeconfig::read_from(p).map_err(|e| format!("kubeconfig {}: {e}", p.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &opts)
+                .await
+                .map_err(|e| format!("kubeconfig {}: {e}", p.display()))?
+        }
+        None => match kube::Config::from_kubeconfig(&opts).await {
+            Ok(c) => c,
+            Err(e) => {
+                kube::Config::incluster().map_err(|_| format!("no usable kubeconfig: {e}"))?
+            }
+        },
+    };
+    let namespace = cli
+        .namespace
+        .clone()
+        .unwrap_or_else(|| config.default_namespace.clone());
+    let client = client_with(config, ApiTimeouts::DEFAULT).map_err(|e| e.to_string())?;
+    Ok((client, namespace))
+}
+
+fn fail(message: &str) -> Exit {
+    eprintln!("kubectl vtsnap: {message}");
+    Exit::Failed
+}
+
+async fn install_and_config(
+    kube: &kube::Client,
+    cli: &Cli,
+) -> Result<
+    (
+        kubectl_vtsnap::decide::doctor::Install,
+        vtsnap_core::config::Config,
+    ),
+    Exit,
+> {
+    match observe::find_install(kube, cli.install_namespace.as_deref()).await {
+        Ok(Some((install, text))) => match observe::parse_config(&text) {
+            Ok(c) => Ok((install, c)),
+            Err(e) => Err(fail(&format!(
+                "the config of {}/{} is not valid: {e} (kubectl vtsnap doctor)",
+                install.namespace, install.fullname
+            ))),
+        },
+        Ok(None) => Err(fail(
+            "no vtsnap install found (a ConfigMap labelled app.kubernetes.io/name=vtsnap): see kubectl vtsnap doctor",
+        )),
+        Err(e) => Err(fail(&e)),
+    }
+}
+
+async fn run(cli: Cli) -> Exit {
+    let (kube, namespace) = match client(&cli).await {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
+    };
+    let colour = Colour::detect();
+    match &cli.command {
+        Command::Doctor => {
+            let world =
+                observe::doctor_world(&kube, cli.install_namespace.as_deref(), Timestamp::now())
+                    .await;
+            let checks = doctor::checks(&world);
+            print!("{}", report::doctor(&checks, cli.output, colour));
+            if doctor::any_failed(&checks) {
+                Exit::Failed
+            } else {
+                Exit::Ok
+            }
+        }
+        Command::Status { cluster } => {
+            let (install, mut config) = match install_and_config(&kube, &cli).await {
+                Ok(x) => x,
+                Err(e) => return e,
+            };
+            if let Some(only) = cluster {
+                if !config.clusters.iter().any(|c| &c.name == only) {
+                    eprintln!("kubectl vtsnap: no cluster {only:?} in the install's config");
+                    return Exit::Usage;
+                }
+                config.clusters.retain(|c| &c.name == only);
+            }
+            let seen = match observe::status_seen(&kube, &install, &config).await {
+                Ok(s) => s,
+                Err(e) => return fail(&e),
+            };
+            let st = status::status(&config, &seen, Timestamp::now());
+            print!("{}", report::status(&st, cli.output, colour));
+            if st.shards.iter().any(|s| !s.problems.is_empty()) {
+                Exit::Failed
+            } else {
+                Exit::Ok
+            }
+        }
+        Command::Backup {
+            shard,
+            online,
+            wait,
+            timeout,
+        } => {
+            let (install, _) = match install_and_config(&kube, &cli).await {
+                Ok(x) => x,
+                Err(e) => return e,
+            };
+            let mode = online.then_some(Mode::Online);
+            let wait = wait.then(|| timeout.get());
+            match act::backup(&kube, &install, shard, mode, wait).await {
+                Ok(out) => {
+                    if cli.output == Format::Table {
+                        println!("job {}: {}", out.job, out.result);
+                        if !out.steps.is_empty() {
+                            println!("steps: {}", out.steps.join(" → "));
+                        }
+                        if let Some(s) = &out.snapshot {
+                            println!("snapshot: {s}");
+                        }
+                        if let Some(why) = &out.log_unavailable {
+                            println!("no step timeline: {why}");
+                        }
+                    } else {
+                        print!("{}", report::structured(&out, cli.output));
+                    }
+                    match (out.result, out.exit_code) {
+                        ("created" | "succeeded", _) => Exit::Ok,
+                        (_, Some(code)) => ExitFrom(code).into_exit(),
+                        _ => Exit::Failed,
+                    }
+                }
+                Err(e) => fail(&e.to_string()),
+            }
+        }
+        Command::Explain(what) => {
+            let value = match what {
+                Explain::Snapshot { name } => {
+                    let (_, config) = match install_and_config(&kube, &cli).await {
+                        Ok(x) => x,
+                        Err(e) => return e,
+                    };
+                    explain::snapshot(&kube, &config, &namespace, name)
+                        .await
+                        .map(|e| serde_json::to_value(e).unwrap_or_default())
+                }
+                Explain::Pvc { name } => explain::pvc(&kube, &namespace, name)
+                    .await
+                    .map(|e| serde_json::to_value(e).unwrap_or_default()),
+            };
+            match value {
+                Ok(v) if cli.output == Format::Table => {
+                    print!("{}", explain::lines(&v));
+                    Exit::Ok
+                }
+                Ok(v) => {
+                    print!("{}", report::structured(&v, cli.output));
+                    Exit::Ok
+                }
+                Err(e) => fail(&e),
+            }
+        }
+    }
+}
+
+/// A snapshot container's exit code, as this process's.
+struct ExitFrom(i32);
+
+impl ExitFrom {
+    fn into_exit(self) -> Exit {
+        match self.0 {
+            0 => Exit::Ok,
+            2 => Exit::Usage,
+            3 => Exit::Refused,
+            4 => Exit::UnfenceIncomplete,
+            _ => Exit::Failed,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli: Cli = match vtsnap_core::cli::parse(|_, _| {}) {
+        Ok(c) => c,
+        Err(exit) => return exit.into(),
+    };
+    cli.common.init();
+    vtsnap_core::cli::block_on(run(cli)).into()
+}

@@ -1,0 +1,159 @@
+//! `kubectl vtsnap` against the running install (the plugin's library, as its binary
+//! calls it): `doctor` passes a healthy install and names each fault seeded into it,
+//! `status` shows the shard protected, `backup --online --wait` takes a snapshot through
+//! the CronJob's own Job, and `explain` gives the GC's word on it.
+
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::rbac::v1::Role;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use kubectl_vtsnap::act::{ShardArg, backup};
+use kubectl_vtsnap::decide::doctor::{self, Check, Level};
+use kubectl_vtsnap::decide::status;
+use kubectl_vtsnap::{explain, observe};
+use serde_json::json;
+use vtsnap_core::config::Mode;
+use vtsnap_testkit::real_kube::{RealKube, resource};
+
+/// The doctor's lines for `install_ns`; none may be lost between runs.
+async fn doctor_lines(kube: &RealKube, install_ns: &str) -> Vec<Check> {
+    let world = observe::doctor_world(&kube.client(), Some(install_ns), Timestamp::now()).await;
+    doctor::checks(&world)
+}
+
+fn line<'a>(checks: &'a [Check], id: &str, level: Level) -> Option<&'a Check> {
+    checks.iter().find(|c| c.check == id && c.level == level)
+}
+
+/// Runs the plugin against the story's install; returns the ad-hoc online snapshot.
+pub async fn plugin_checks(kube: &RealKube, install_ns: &str, tablets_ns: &str) -> String {
+    let client = kube.client();
+    // A healthy install: no check fails.
+    let checks = doctor_lines(kube, install_ns).await;
+    assert!(!doctor::any_failed(&checks), "{checks:#?}");
+    for id in [
+        "install",
+        "config",
+        "snapshot-crds",
+        "snapshot-controller",
+        "rbac",
+        "webhook",
+        "node-helper",
+    ] {
+        assert!(
+            line(&checks, id, Level::Pass).is_some(),
+            "{id}: {checks:#?}"
+        );
+    }
+
+    // status: the shard is protected.
+    let (install, text) = observe::find_install(&client, Some(install_ns))
+        .await
+        .unwrap()
+        .unwrap();
+    let config = observe::parse_config(&text).unwrap();
+    let seen = observe::status_seen(&client, &install, &config)
+        .await
+        .unwrap();
+    let st = status::status(&config, &seen, Timestamp::now());
+    assert_eq!(st.shards.len(), 1, "{st:#?}");
+    assert!(st.shards[0].problems.is_empty(), "{st:#?}");
+    assert!(st.nodes.iter().all(|n| n.helper_ready), "{st:#?}");
+
+    // backup --online --wait: a Job from the CronJob, followed to its end.
+    let shard: ShardArg = "example/commerce/-".parse().unwrap();
+    let out = backup(
+        &client,
+        &install,
+        &shard,
+        Some(Mode::Online),
+        Some(std::time::Duration::from_secs(300)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (out.result, out.exit_code),
+        ("succeeded", Some(0)),
+        "{out:?}"
+    );
+    let taken = out
+        .snapshot
+        .clone()
+        .unwrap_or_else(|| panic!("no snapshot in {out:?}"));
+    assert!(!out.steps.is_empty(), "{out:?}");
+
+    // explain: the GC keeps it (the newest ready one).
+    let e = explain::snapshot(&client, &config, tablets_ns, &taken)
+        .await
+        .unwrap();
+    assert_eq!(e.decision, "keep", "{e:?}");
+
+    // Seeded faults, one at a time, each the right line.
+    // The snapshot job's Role loses `watch` on leases: it would poll.
+    let roles: Api<Role> = Api::namespaced(client.clone(), tablets_ns);
+    let name = format!("{}-snapshot", install.fullname);
+    let mut role = roles.get(&name).await.unwrap();
+    for r in role.rules.iter_mut().flatten() {
+        if r.resources.iter().flatten().any(|x| x == "leases") {
+            r.verbs.retain(|v| v != "watch");
+        }
+    }
+    roles
+        .replace(&name, &PostParams::default(), &role)
+        .await
+        .unwrap();
+    let checks = doctor_lines(kube, install_ns).await;
+    let fail = line(&checks, "rbac", Level::Fail).unwrap_or_else(|| panic!("{checks:#?}"));
+    assert!(
+        fail.message
+            .starts_with("snapshot may not watch coordination.k8s.io/leases")
+            && fail.message.contains("polling"),
+        "{fail:?}"
+    );
+    assert!(doctor::any_failed(&checks));
+
+    // The install's namespace enforces Pod Security `restricted`.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let psa = json!({"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}});
+    namespaces
+        .patch(install_ns, &PatchParams::default(), &Patch::Merge(&psa))
+        .await
+        .unwrap();
+    let checks = doctor_lines(kube, install_ns).await;
+    assert!(
+        line(&checks, "pod-security", Level::Fail).is_some(),
+        "{checks:#?}"
+    );
+
+    // The webhook's Service selects no Pod: no ready endpoint.
+    let services: Api<Service> = Api::namespaced(client.clone(), install_ns);
+    let svc = format!("{}-admission", install.fullname);
+    let nothing = json!({"spec": {"selector": {"vtsnap.io/test": "selects-nothing"}}});
+    services
+        .patch(&svc, &PatchParams::default(), &Patch::Merge(&nothing))
+        .await
+        .unwrap();
+    // Waits (on a watch) for the endpoint controller to empty the Service's slice.
+    let slices = resource("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices");
+    let slice = kube
+        .list(&slices, install_ns)
+        .await
+        .into_iter()
+        .find(|s| s["metadata"]["labels"]["kubernetes.io/service-name"] == json!(svc))
+        .unwrap_or_else(|| panic!("no EndpointSlice of {svc}"));
+    let slice_name = slice["metadata"]["name"].as_str().unwrap().to_owned();
+    kube.wait_for(
+        &slices,
+        install_ns,
+        &slice_name,
+        "no endpoint",
+        std::time::Duration::from_secs(120),
+        |v| v["endpoints"].as_array().is_none_or(Vec::is_empty),
+    )
+    .await;
+    let checks = doctor_lines(kube, install_ns).await;
+    let fail = line(&checks, "webhook", Level::Fail).unwrap_or_else(|| panic!("{checks:#?}"));
+    assert!(fail.message.contains("no ready endpoint"), "{fail:?}");
+    taken
+}
