@@ -10,7 +10,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export PATH="$HOME/.cargo/bin:/usr/local/go/bin:$PATH"
 mkdir -p target
-cargo build -q -p vtsnap-csi-btrfs
+# The plugin runs as a process in real_chart.rs (kubectl finds it on PATH).
+cargo build -q -p vtsnap-csi-btrfs -p kubectl-vtsnap
 cargo test -q -p vtsnap-e2e --no-run
 trap 'bash e2e/local-cluster/cluster.sh down' EXIT
 bash e2e/local-cluster/cluster.sh up

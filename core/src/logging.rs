@@ -44,7 +44,14 @@ impl Style {
 
 /// Installs the global subscriber. Calling it twice is harmless (the second call is ignored).
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_env("VTSNAP_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    init_with_default(format, "info");
+}
+
+/// [`init`] with another level filter when `VTSNAP_LOG` is unset: a command a person runs
+/// (`kubectl vtsnap`) says what matters in its own lines and logs nothing by default.
+pub fn init_with_default(format: LogFormat, default_filter: &str) {
+    let filter =
+        EnvFilter::try_from_env("VTSNAP_LOG").unwrap_or_else(|_| EnvFilter::new(default_filter));
     let style = Style::of(format, std::io::stderr().is_terminal());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

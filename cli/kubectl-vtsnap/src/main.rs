@@ -287,6 +287,7 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(exit) => return exit.into(),
     };
-    cli.common.init();
+    // Logs only when asked (VTSNAP_LOG=info): the plugin's own lines say what matters.
+    vtsnap_core::logging::init_with_default(cli.common.log_format, "off");
     vtsnap_core::cli::block_on(run(cli)).into()
 }

@@ -11,10 +11,14 @@ use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::core::ApiResource;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use vtsnap_core::config::Config;
+use vtsnap_core::config::{Config, Mode, resolve_in};
+use vtsnap_core::coverage::read_primary;
 use vtsnap_core::labels::{COMPONENT, COMPONENT_VTTABLET, MANAGED_BY, MANAGED_BY_VTSNAP};
+use vtsnap_core::naming::{KeyRange, TabletAlias};
+use vtsnap_core::vtctld::client::CallLimits;
+use vtsnap_core::vtctld::{TabletType, VtctldClient};
 
-use crate::decide::doctor::{Access, Install, Read, WebhookSeen, World};
+use crate::decide::doctor::{Access, Install, Read, ShardMysql, WebhookSeen, World};
 use crate::decide::status::Seen;
 
 /// The chart's label on everything it makes.
@@ -372,6 +376,100 @@ pub fn not_after(pem: &[u8]) -> Result<Timestamp, String> {
         .map_err(|e| format!("notAfter out of range: {e}"))
 }
 
+/// Each tablet of the shard but its primary: the crash-safety variables that do not
+/// hold, read by the snapshot job's own probe.
+async fn crash_safety(
+    v: &VtctldClient,
+    keyspace: &str,
+    shard: &KeyRange,
+) -> Read<Vec<(String, Vec<String>)>> {
+    let tablets = v
+        .get_tablets(keyspace, &shard.to_string())
+        .await
+        .map_err(|e| format!("GetTablets: {e}"))?;
+    let mut out = Vec::new();
+    for t in tablets
+        .iter()
+        .filter(|t| t.r#type != TabletType::Primary as i32)
+    {
+        let Some(alias) = t.alias.as_ref().map(TabletAlias::from) else {
+            continue;
+        };
+        let facts = vtsnap_snapshot::run::observe::online_facts(v, &alias)
+            .await
+            .map_err(|e| format!("{alias}: {e}"))?;
+        let violations = vtsnap_snapshot::run::decide::crash_safety(facts.mariadb, &facts.values);
+        out.push((
+            alias.to_string(),
+            violations.iter().map(ToString::to_string).collect(),
+        ));
+    }
+    Ok(out)
+}
+
+/// Per shard with tablets: the primary's binlog expiry and, where `mode: online`, each
+/// tablet's crash safety, through the cluster's vtctld (one connection per cluster).
+async fn shards_mysql(
+    kube: &kube::Client,
+    config: &Result<Config, String>,
+    pvcs: &Read<Vec<Value>>,
+) -> Vec<ShardMysql> {
+    let (Ok(cfg), Ok(pvcs)) = (config, pvcs) else {
+        return Vec::new();
+    };
+    let mut by_cluster: BTreeMap<(String, String), BTreeSet<(String, KeyRange)>> = BTreeMap::new();
+    for p in pvcs {
+        let label =
+            |k: &str| s(p, &format!("/metadata/labels/{}", k.replace('/', "~1"))).to_owned();
+        let Ok(shard) = KeyRange::from_safe_name(&label(vtsnap_core::labels::SHARD)) else {
+            continue;
+        };
+        by_cluster
+            .entry((
+                s(p, "/metadata/namespace").to_owned(),
+                label(vtsnap_core::labels::CLUSTER),
+            ))
+            .or_default()
+            .insert((label(vtsnap_core::labels::KEYSPACE), shard));
+    }
+    let mut out = Vec::new();
+    for ((ns, cluster), shards) in by_cluster {
+        let Some(cl) = cfg.cluster_in(&ns, &cluster) else {
+            continue;
+        };
+        let vtctld = vtsnap_core::discover::vtctld_endpoint(kube, &ns, &cluster, &cl.vtctld)
+            .await
+            .map_err(|e| format!("no vtctld: {e}"))
+            .and_then(|e| {
+                VtctldClient::new(&e, CallLimits::default()).map_err(|e| format!("no vtctld: {e}"))
+            });
+        for (keyspace, shard) in shards {
+            let policy = resolve_in(cl, &keyspace, &shard.to_string());
+            let online = policy.snapshot.mode == Mode::Online;
+            let (expiry, safety) = match &vtctld {
+                Err(e) => (Err(e.clone()), Err(e.clone())),
+                Ok(v) => {
+                    let expiry = read_primary(v, &keyspace, &shard).await.map(|b| b.expiry);
+                    let safety = if online {
+                        crash_safety(v, &keyspace, &shard).await
+                    } else {
+                        Ok(Vec::new())
+                    };
+                    (expiry, safety)
+                }
+            };
+            out.push(ShardMysql {
+                shard: format!("{ns}/{cluster}/{keyspace}/{shard}"),
+                max_snapshot_age: policy.restore.max_snapshot_age.get(),
+                online,
+                expiry,
+                crash_safety: safety,
+            });
+        }
+    }
+    out
+}
+
 /// What the doctor looks at.
 pub async fn doctor_world(kube: &kube::Client, namespace: Option<&str>, now: Timestamp) -> World {
     let (install, config) = match find_install(kube, namespace).await {
@@ -414,9 +512,12 @@ pub async fn doctor_world(kube: &kube::Client, namespace: Option<&str>, now: Tim
             .map_err(|e| e.to_string()),
         None => Err("no install".into()),
     };
+    let tablet_pvcs = in_each(kube, &pvcs(), &ns, Some(&tablets())).await;
+    let mysql = shards_mysql(kube, &config, &tablet_pvcs).await;
     World {
         now,
         crds,
+        mysql,
         snapshot_classes: list(
             kube,
             &ar(
@@ -436,7 +537,7 @@ pub async fn doctor_world(kube: &kube::Client, namespace: Option<&str>, now: Tim
             None,
         )
         .await,
-        tablet_pvcs: in_each(kube, &pvcs(), &ns, Some(&tablets())).await,
+        tablet_pvcs,
         tablet_pods: in_each(kube, &pods(), &ns, Some(&tablets())).await,
         node_helpers: node_helpers(kube, install.as_ref()).await,
         snapshots: in_each(kube, &snapshots_resource(), &ns, Some(&vtsnaps())).await,

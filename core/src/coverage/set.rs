@@ -257,6 +257,23 @@ mod tests {
         assert_eq!(m[A], vec![(1, 9)]);
         assert_eq!(m[B], vec![(3, 3)]);
         assert_eq!(m[&format!("{B}:tx")], vec![(1, 2)]);
+        // A tag may start with `_` and go on with digits and `_`; not with a digit.
+        let tags = my(&format!("{A}:_t:1:tx_9:2"));
+        let GtidSet::Mysql56(m) = &tags else { panic!() };
+        assert_eq!(m[&format!("{A}:_t")], vec![(1, 1)]);
+        assert_eq!(m[&format!("{A}:tx_9")], vec![(2, 2)]);
+        assert!(GtidSet::parse(GtidFlavor::Mysql56, &format!("{A}:9tx:1"), Text::Server).is_err());
+        // Each bad interval says what is wrong with it.
+        for (bad, why) in [
+            ("5-3", "ends before it starts"),
+            ("0-3", "starts at 1"),
+            ("1-x", "N or N-M"),
+        ] {
+            let e = GtidSet::parse(GtidFlavor::Mysql56, &format!("{A}:{bad}"), Text::Server)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
         assert_eq!(my(""), GtidSet::empty(GtidFlavor::Mysql56));
         assert_eq!(
             my(&format!("{}:1", A.to_uppercase())),

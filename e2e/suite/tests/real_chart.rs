@@ -506,5 +506,92 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
             "{who} may {verb} {res}: outside its rules"
         );
     }
+    plugin_through_kubectl(&kube, &system.name);
     drop(vitess);
+}
+
+/// The plugin as its users run it: the `kubectl-vtsnap` binary on PATH, found by the real
+/// kubectl as `kubectl vtsnap`. On this install (its webhook's and node helper's Pods kept
+/// off the one Node) doctor exits 1 naming exactly those two faults.
+fn plugin_through_kubectl(kube: &RealKube, install_ns: &str) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let kubectl = root.join("target/tools/kubectl");
+    // Built beside this test by scripts/test-real.sh (`cargo build -p kubectl-vtsnap`).
+    let bin_dir = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .and_then(std::path::Path::parent)
+        .unwrap()
+        .to_path_buf();
+    assert!(
+        bin_dir.join("kubectl-vtsnap").exists(),
+        "{} has no kubectl-vtsnap: cargo build -p kubectl-vtsnap",
+        bin_dir.display()
+    );
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = |args: &[&str]| {
+        // kubectl takes no flag before a plugin's name: the kubeconfig goes by env.
+        std::process::Command::new(&kubectl)
+            .args(args)
+            .env("PATH", &path)
+            .env("KUBECONFIG", kube.kubeconfig())
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "vtsnap",
+        "doctor",
+        "--install-namespace",
+        install_ns,
+        "-o",
+        "json",
+    ]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(out.status.code(), Some(1), "{report:#}");
+    let failed: Vec<&Value> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["level"] == "fail")
+        .collect();
+    // Both true of this install: its webhook and node helper Pods are kept off the Node
+    // that the tablet Pods are bound to.
+    let named: Vec<(&str, &str)> = failed
+        .iter()
+        .map(|c| (c["check"].as_str().unwrap(), c["message"].as_str().unwrap()))
+        .collect();
+    assert_eq!(named.len(), 2, "{report:#}");
+    assert!(
+        named[0].0 == "webhook" && named[0].1.contains("no ready endpoint"),
+        "{report:#}"
+    );
+    assert!(
+        named[1].0 == "node-helper" && named[1].1.contains("vtsnap-local-node"),
+        "{report:#}"
+    );
+    let rbac_passes = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["check"] == "rbac" && c["level"] == "pass")
+        .count();
+    assert_eq!(rbac_passes, 5, "one line per program: {report:#}");
+    // A usage error exits 2 and names what is wrong.
+    let out = run(&["vtsnap", "backup", "example/commerce"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("CLUSTER/KEYSPACE/SHARD"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -590,7 +590,13 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     story.program("node", &node_pod, "node");
 
     // kubectl vtsnap on this install; it breaks the install on purpose at its end.
-    let adhoc = plugin::plugin_checks(&kube, &system.name, &vitess.name).await;
+    let adhoc = plugin::plugin_checks(
+        &kube,
+        &system.name,
+        &vitess.name,
+        (&restored.op.name, &snapshot),
+    )
+    .await;
     story.mark(&format!(
         "kubectl vtsnap: doctor passed, status protected, backup --online --wait took {adhoc}, each seeded fault named"
     ));

@@ -3,6 +3,7 @@
 //! as a pass: its check says what could not be read.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
@@ -101,6 +102,22 @@ pub enum WebhookSeen {
 /// A list read from the API, or why it was not.
 pub type Read<T> = Result<T, String>;
 
+/// What one shard's MySQL says, through vtctld (`ExecuteFetchAsDBA`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardMysql {
+    /// `namespace/cluster/keyspace/shard`.
+    pub shard: String,
+    pub max_snapshot_age: Duration,
+    /// Whether the shard's policy is `mode: online`.
+    pub online: bool,
+    /// The primary's binlog expiry (zero: binlogs do not expire by time; `None`: the
+    /// server did not say).
+    pub expiry: Read<Option<Duration>>,
+    /// Online shards: each tablet's crash-safety variables that do not hold, as the
+    /// snapshot job's own probe reads them (`sync_binlog=0 (needs 1)`).
+    pub crash_safety: Read<Vec<(String, Vec<String>)>>,
+}
+
 /// Everything the checks look at.
 #[derive(Debug, Clone)]
 pub struct World {
@@ -124,6 +141,8 @@ pub struct World {
     pub namespace_labels: Read<BTreeMap<String, String>>,
     pub access: Vec<Access>,
     pub webhook: Read<WebhookSeen>,
+    /// Per shard with tablets (read through vtctld).
+    pub mysql: Vec<ShardMysql>,
 }
 
 /// The CRDs vtsnap needs (external-snapshotter's).
@@ -149,8 +168,118 @@ pub fn checks(w: &World) -> Vec<Check> {
     out.push(webhook(w));
     out.push(pod_security(w));
     out.push(node_helpers(w));
+    out.push(binlog_expiry(&w.mysql));
+    out.push(crash_safety(&w.mysql));
     out.push(deletion_policy(w));
     out
+}
+
+fn hours(d: Duration) -> String {
+    format!("{:.1}h", d.as_secs_f64() / 3600.0)
+}
+
+/// A shard's binlogs must outlive `restore.maxSnapshotAge`: a snapshot the webhook may
+/// still offer has to be able to catch up.
+fn binlog_expiry(shards: &[ShardMysql]) -> Check {
+    const ID: &str = "binlog-expiry";
+    if shards.is_empty() {
+        return Check::pass(ID, "no shard with tablets yet");
+    }
+    let short: Vec<String> = shards
+        .iter()
+        .filter_map(|s| match &s.expiry {
+            Ok(Some(e)) if !e.is_zero() && *e <= s.max_snapshot_age => Some(format!(
+                "{} keeps binlogs {} (restore.maxSnapshotAge {})",
+                s.shard,
+                hours(*e),
+                hours(s.max_snapshot_age)
+            )),
+            _ => None,
+        })
+        .collect();
+    let unknown: Vec<String> = shards
+        .iter()
+        .filter_map(|s| match &s.expiry {
+            Err(e) => Some(format!("{}: {e}", s.shard)),
+            Ok(None) => Some(format!("{}: the primary did not say", s.shard)),
+            Ok(Some(_)) => None,
+        })
+        .collect();
+    if !short.is_empty() {
+        Check::fail(
+            ID,
+            format!(
+                "{}: a snapshot older than that cannot catch up",
+                short.join("; ")
+            ),
+            "raise binlog_expire_logs_seconds (MariaDB: expire_logs_days) above restore.maxSnapshotAge, or lower restore.maxSnapshotAge",
+        )
+    } else if !unknown.is_empty() {
+        Check::warn(
+            ID,
+            format!(
+                "not checked for {} shard(s), e.g. {}",
+                unknown.len(),
+                unknown[0]
+            ),
+            "run doctor where vtctld is reachable (in the cluster, or config vtctld through a port-forward)",
+        )
+    } else {
+        Check::pass(
+            ID,
+            format!(
+                "{} shard(s): binlogs outlive restore.maxSnapshotAge",
+                shards.len()
+            ),
+        )
+    }
+}
+
+/// `mode: online` needs every tablet crash-safe (the snapshot job refuses otherwise).
+fn crash_safety(shards: &[ShardMysql]) -> Check {
+    const ID: &str = "crash-safety";
+    let online: Vec<&ShardMysql> = shards.iter().filter(|s| s.online).collect();
+    if online.is_empty() {
+        return Check::pass(ID, "no shard takes online snapshots");
+    }
+    let mut unsafe_tablets = Vec::new();
+    let mut unknown = Vec::new();
+    for s in &online {
+        match &s.crash_safety {
+            Ok(tablets) => unsafe_tablets.extend(
+                tablets
+                    .iter()
+                    .filter(|(_, v)| !v.is_empty())
+                    .map(|(alias, v)| format!("{} {alias}: {}", s.shard, v.join(", "))),
+            ),
+            Err(e) => unknown.push(format!("{}: {e}", s.shard)),
+        }
+    }
+    if !unsafe_tablets.is_empty() {
+        Check::fail(
+            ID,
+            format!(
+                "mode: online on tablets that are not crash-safe: {} (their online snapshots are refused)",
+                unsafe_tablets.join("; ")
+            ),
+            "set sync_binlog=1 and innodb_flush_log_at_trx_commit=1 in the tablets' my.cnf, or use mode: cold",
+        )
+    } else if !unknown.is_empty() {
+        Check::warn(
+            ID,
+            format!(
+                "not checked for {} shard(s), e.g. {}",
+                unknown.len(),
+                unknown[0]
+            ),
+            "run doctor where vtctld is reachable",
+        )
+    } else {
+        Check::pass(
+            ID,
+            format!("{} online shard(s): every tablet crash-safe", online.len()),
+        )
+    }
 }
 
 /// Whether any check failed (the exit code is 1 then).

@@ -63,6 +63,13 @@ fn healthy() -> World {
             ready_endpoints: Ok(1),
             cert_not_after: Ok("2027-12-01T00:00:00Z".parse().unwrap()),
         }),
+        mysql: vec![ShardMysql {
+            shard: "vitess/example/commerce/-".into(),
+            max_snapshot_age: Duration::from_secs(72 * 3600),
+            online: true,
+            expiry: Ok(Some(Duration::from_secs(7 * 86_400))),
+            crash_safety: Ok(vec![("zone1-0000000101".into(), vec![])]),
+        }],
     }
 }
 
@@ -83,7 +90,7 @@ fn a_healthy_install_passes_every_check() {
     assert!(!any_failed(&all));
     // One line per kind of check, none forgotten.
     let ids: BTreeSet<&str> = all.iter().map(|c| c.check).collect();
-    assert_eq!(ids.len(), 11, "{ids:?}");
+    assert_eq!(ids.len(), 13, "{ids:?}");
 }
 
 #[test]
@@ -252,6 +259,39 @@ fn each_fault_is_the_right_line() {
             "whenDeleted: Delete",
         ),
         (
+            "binlogs expire before maxSnapshotAge",
+            Box::new(|w| w.mysql[0].expiry = Ok(Some(Duration::from_secs(86_400)))),
+            "binlog-expiry",
+            Level::Fail,
+            "keeps binlogs 24.0h (restore.maxSnapshotAge 72.0h)",
+        ),
+        (
+            "expiry unknown",
+            Box::new(|w| w.mysql[0].expiry = Err("no vtctld".into())),
+            "binlog-expiry",
+            Level::Warn,
+            "no vtctld",
+        ),
+        (
+            "online, not crash-safe",
+            Box::new(|w| {
+                w.mysql[0].crash_safety = Ok(vec![(
+                    "zone1-0000000102".into(),
+                    vec!["sync_binlog=0 (needs 1)".into()],
+                )])
+            }),
+            "crash-safety",
+            Level::Fail,
+            "zone1-0000000102: sync_binlog=0",
+        ),
+        (
+            "crash safety unknown",
+            Box::new(|w| w.mysql[0].crash_safety = Err("no vtctld".into())),
+            "crash-safety",
+            Level::Warn,
+            "no vtctld",
+        ),
+        (
             "node-local on an immediate class",
             Box::new(|w| {
                 w.config = Ok(Config::from_yaml("clusters:\n- name: example\n  namespace: vitess\n  snapshot: {volumeSnapshotClassName: csi-snap}\n  restore: {enabled: true, nodeLocal: true}\n").unwrap());
@@ -312,6 +352,18 @@ fn a_read_that_failed_is_never_a_pass() {
                 && (m.contains("forbidden") || m.contains("not checked"))),
         "{lines:#?}"
     );
+}
+
+#[test]
+fn binlogs_that_never_expire_and_cold_shards_pass() {
+    let mut w = healthy();
+    w.mysql[0].expiry = Ok(Some(Duration::ZERO));
+    w.mysql[0].online = false;
+    w.mysql[0].crash_safety = Err("not read for a cold shard".into());
+    assert_eq!(not_passing(&w), []);
+    // Exactly maxSnapshotAge is not enough: the oldest offered snapshot is at the edge.
+    w.mysql[0].expiry = Ok(Some(w.mysql[0].max_snapshot_age));
+    assert_eq!(not_passing(&w)[0].0, "binlog-expiry");
 }
 
 #[test]

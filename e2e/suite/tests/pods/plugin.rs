@@ -26,8 +26,14 @@ fn line<'a>(checks: &'a [Check], id: &str, level: Level) -> Option<&'a Check> {
     checks.iter().find(|c| c.check == id && c.level == level)
 }
 
-/// Runs the plugin against the story's install; returns the ad-hoc online snapshot.
-pub async fn plugin_checks(kube: &RealKube, install_ns: &str, tablets_ns: &str) -> String {
+/// Runs the plugin against the story's install (`restored`: the tablet PVC the webhook
+/// restored from `snapshot`); returns the ad-hoc online snapshot.
+pub async fn plugin_checks(
+    kube: &RealKube,
+    install_ns: &str,
+    tablets_ns: &str,
+    restored: (&str, &str),
+) -> String {
     let client = kube.client();
     // A healthy install: no check fails.
     let checks = doctor_lines(kube, install_ns).await;
@@ -40,6 +46,8 @@ pub async fn plugin_checks(kube: &RealKube, install_ns: &str, tablets_ns: &str) 
         "rbac",
         "webhook",
         "node-helper",
+        "binlog-expiry",
+        "crash-safety",
     ] {
         assert!(
             line(&checks, id, Level::Pass).is_some(),
@@ -88,6 +96,12 @@ pub async fn plugin_checks(kube: &RealKube, install_ns: &str, tablets_ns: &str) 
         .await
         .unwrap();
     assert_eq!(e.decision, "keep", "{e:?}");
+    // explain pvc: the webhook's recorded decision on the restored tablet.
+    let (pvc, snapshot) = restored;
+    let e = explain::pvc(&client, tablets_ns, pvc).await.unwrap();
+    assert_eq!(e.restored_from.as_deref(), Some(snapshot), "{e:?}");
+    assert!(e.reason.is_some(), "{e:?}");
+    assert_eq!(e.phase.as_deref(), Some("Bound"), "{e:?}");
 
     // Seeded faults, one at a time, each the right line.
     // The snapshot job's Role loses `watch` on leases: it would poll.

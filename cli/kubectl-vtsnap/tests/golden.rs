@@ -1,0 +1,66 @@
+//! `kubectl vtsnap status` on a demo-like state (one shard protected with a restore in
+//! progress, one whose snapshots failed and whose CronJob is suspended, a node without
+//! its node helper, a snapshot vtsnap did not make): the table and the JSON are compared
+//! with the files in tests/golden/. `VTSNAP_BLESS=1 cargo test -p kubectl-vtsnap --test
+//! golden` writes them again after an intended change (review the diff).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+use kubectl_vtsnap::decide::status::{Seen, status};
+use kubectl_vtsnap::report::{self, Colour, Format};
+use serde_json::Value;
+use vtsnap_core::config::Config;
+
+fn golden(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name)
+}
+
+fn check(name: &str, got: &str) {
+    let path = golden(name);
+    if std::env::var_os("VTSNAP_BLESS").is_some() {
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (VTSNAP_BLESS=1 writes it)", path.display()));
+    assert_eq!(got, want, "{name} differs from its golden file");
+}
+
+fn list(v: &Value, key: &str) -> Vec<Value> {
+    v[key].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn status_of_the_demo_state_matches_its_golden_outputs() {
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(golden("demo_state.json")).unwrap()).unwrap();
+    let config = Config::from_yaml(state["config"].as_str().unwrap()).unwrap();
+    let seen = Seen {
+        snapshots: list(&state, "snapshots"),
+        cronjobs: list(&state, "cronjobs"),
+        jobs: list(&state, "jobs"),
+        leases: list(&state, "leases"),
+        tablet_pvcs: list(&state, "tablet_pvcs"),
+        tablet_pods: list(&state, "tablet_pods"),
+        node_helpers: list(&state, "node_helpers"),
+    };
+    let now = state["now"].as_str().unwrap().parse().unwrap();
+    let st = status(&config, &seen, now);
+    check(
+        "status.txt",
+        &report::status(&st, Format::Table, Colour::Off),
+    );
+    check(
+        "status.json",
+        &report::status(&st, Format::Json, Colour::Off),
+    );
+    // The YAML says the same as the JSON.
+    let yaml: Value =
+        serde_yaml_ng::from_str(&report::status(&st, Format::Yaml, Colour::Off)).unwrap();
+    let json: Value =
+        serde_json::from_str(&report::status(&st, Format::Json, Colour::Off)).unwrap();
+    assert_eq!(yaml, json);
+}
