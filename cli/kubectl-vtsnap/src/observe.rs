@@ -223,7 +223,19 @@ pub async fn status_seen(
         tablet_pvcs: in_each(kube, &pvcs(), &ns, Some(&tablets())).await?,
         tablet_pods: in_each(kube, &pods(), &ns, Some(&tablets())).await?,
         node_helpers: node_helpers(kube, Some(install)).await?,
+        coverage: coverage(kube, config).await,
     })
+}
+
+/// The GC's catch-up coverage per shard: its own observe and decide, read-only (the
+/// primary is asked through vtctld; unreachable, the shard's coverage is unknown).
+pub async fn coverage(
+    kube: &kube::Client,
+    config: &Config,
+) -> Vec<vtsnap_gc::decide::ShardCoverage> {
+    let now = Timestamp::now();
+    let seen = vtsnap_gc::observe::observe(kube, config, None, now).await;
+    vtsnap_gc::decide::plan(config, &seen.inventory, now, None).coverage
 }
 
 #[derive(Debug, Deserialize)]

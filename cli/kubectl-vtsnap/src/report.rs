@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::decide::doctor::{Check, Level};
-use crate::decide::status::Status;
+use crate::decide::status::{Coverage, Status};
 
 /// `-o`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -131,22 +131,29 @@ pub fn status(st: &Status, format: Format, colour: Colour) -> String {
     if format != Format::Table {
         return structured(st, format);
     }
-    let mut rows = vec![
-        [
-            "SHARD", "NEWEST", "AGE", "MODE", "READY", "SCHEDULE", "LAST RUN", "FENCE", "RESTORES",
-            "PROBLEMS",
-        ]
-        .map(str::to_owned)
-        .to_vec(),
+    // Arrays of one length: a cell cannot be added without its heading.
+    const HEADINGS: [&str; 11] = [
+        "SHARD", "NEWEST", "AGE", "MODE", "READY", "COVERED", "SCHEDULE", "LAST RUN", "FENCE",
+        "RESTORES", "PROBLEMS",
     ];
+    let mut rows = vec![HEADINGS.map(str::to_owned).to_vec()];
     for s in &st.shards {
         let newest = s.newest.as_ref();
-        rows.push(vec![
+        let row: [String; 11] = [
             format!("{}/{}/{}/{}", s.namespace, s.cluster, s.keyspace, s.shard),
             newest.map_or_else(|| "-".to_owned(), |n| n.name.clone()),
             newest.map_or_else(|| "-".to_owned(), |n| age(n.age_seconds)),
             newest.map_or_else(|| "-".to_owned(), |n| n.mode.clone()),
             s.ready_snapshots.to_string(),
+            match &s.coverage {
+                Coverage::Covered {
+                    headroom_seconds: Some(h),
+                    ..
+                } => format!("yes, {} left", age(i64::try_from(*h).unwrap_or(i64::MAX))),
+                Coverage::Covered { .. } => "yes".to_owned(),
+                Coverage::NoneCovered => "no".to_owned(),
+                Coverage::Unknown { .. } => "?".to_owned(),
+            },
             match (&s.schedule, s.suspended) {
                 (Some(c), false) => c.clone(),
                 (Some(c), true) => format!("{c} (suspended)"),
@@ -165,7 +172,8 @@ pub fn status(st: &Status, format: Format, colour: Colour) -> String {
             } else {
                 colour.paint(Level::Fail, &s.problems.join("; "))
             },
-        ]);
+        ];
+        rows.push(row.to_vec());
     }
     let mut out = columns(&rows);
     if !st.nodes.is_empty() {

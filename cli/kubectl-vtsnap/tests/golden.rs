@@ -11,6 +11,7 @@ use kubectl_vtsnap::decide::status::{Seen, status};
 use kubectl_vtsnap::report::{self, Colour, Format};
 use serde_json::Value;
 use vtsnap_core::config::Config;
+use vtsnap_gc::decide::{CoverageState, ShardCoverage};
 
 fn golden(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -46,6 +47,20 @@ fn status_of_the_demo_state_matches_its_golden_outputs() {
         tablet_pvcs: list(&state, "tablet_pvcs"),
         tablet_pods: list(&state, "tablet_pods"),
         node_helpers: list(&state, "node_helpers"),
+        // What the GC's decider says of the commerce shard's primary: 60 hours of binlogs
+        // left for the newest covered snapshot.
+        coverage: vec![ShardCoverage {
+            namespace: "vitess".into(),
+            cluster: "example".into(),
+            keyspace: "commerce".into(),
+            shard: "-".into(),
+            state: CoverageState::Known {
+                newest_covered: Some("example-commerce-x-x-20261201110000".into()),
+                headroom_seconds: Some(60 * 3600),
+                not_covered: vec![],
+                warning: None,
+            },
+        }],
     };
     let now = state["now"].as_str().unwrap().parse().unwrap();
     let st = status(&config, &seen, now);

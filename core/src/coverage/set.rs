@@ -318,6 +318,15 @@ mod tests {
         assert_eq!(s.missing_from(&b).unwrap(), "1-2-5");
         assert_eq!(b.missing_from(&s).unwrap(), "0-3-120");
         let empty = GtidSet::empty(GtidFlavor::Mariadb);
+        // The empty text is the empty set, strictly read too (a server that executed
+        // nothing); the strict reading takes no blank around it.
+        for flavor in [GtidFlavor::Mariadb, GtidFlavor::Mysql56] {
+            assert_eq!(
+                GtidSet::parse(flavor, "", Text::Strict).unwrap(),
+                GtidSet::empty(flavor)
+            );
+            assert!(GtidSet::parse(flavor, " ", Text::Strict).is_err());
+        }
         assert_eq!(empty.missing_from(&s).unwrap(), "");
         assert_eq!(s.missing_from(&my("")), None, "flavors differ");
     }

@@ -13,6 +13,7 @@ use vtsnap_core::labels;
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::restored::ANN_RESTORED_FROM;
 use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, Phase, VolumeSnapshot};
+use vtsnap_gc::decide::{CoverageState, ShardCoverage};
 
 /// What `observe` read for the status (objects as the API gives them).
 #[derive(Debug, Clone, Default)]
@@ -24,6 +25,8 @@ pub struct Seen {
     pub tablet_pvcs: Vec<Value>,
     pub tablet_pods: Vec<Value>,
     pub node_helpers: Vec<Value>,
+    /// Catch-up coverage per shard, from the GC's own decider (read-only).
+    pub coverage: Vec<ShardCoverage>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -35,6 +38,24 @@ pub struct Newest {
     /// Why restores pass over it, when the GC marked it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unusable: Option<String>,
+}
+
+/// Catch-up coverage as the status shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum Coverage {
+    /// The newest covered snapshot; `headroom_seconds` until it stops being covered
+    /// (`None`: the primary does not expire binlogs by time).
+    Covered {
+        newest_covered: String,
+        headroom_seconds: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        warning: Option<String>,
+    },
+    /// Ready snapshots exist and none can catch up.
+    NoneCovered,
+    /// Not read (vtctld unreachable, no primary, …) or no ready snapshot.
+    Unknown { why: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -70,6 +91,8 @@ pub struct ShardStatus {
     /// The newest ready snapshot (else the newest of any phase).
     pub newest: Option<Newest>,
     pub ready_snapshots: usize,
+    /// Whether a new tablet can catch up from a snapshot, and for how long.
+    pub coverage: Coverage,
     pub schedule: Option<String>,
     pub suspended: bool,
     pub last_run: Option<LastRun>,
@@ -150,6 +173,9 @@ pub fn status(config: &Config, seen: &Seen, now: Timestamp) -> Status {
             shard: shard.to_string(),
             newest: None,
             ready_snapshots: 0,
+            coverage: Coverage::Unknown {
+                why: "no ready snapshot".into(),
+            },
             schedule: None,
             suspended: false,
             last_run: None,
@@ -223,6 +249,30 @@ pub fn status(config: &Config, seen: &Seen, now: Timestamp) -> Status {
                 .map_or_else(|| "?".to_owned(), |p| <&str>::from(p).to_owned()),
             unusable: r.unusable.clone(),
         });
+        if let Some(c) = seen.coverage.iter().find(|c| {
+            c.namespace == ns
+                && c.cluster == cluster
+                && c.keyspace == keyspace
+                && KeyRange::from_safe_name(&safe).is_ok_and(|k| k.to_string() == c.shard)
+        }) {
+            st.coverage = match &c.state {
+                CoverageState::Known {
+                    newest_covered: Some(n),
+                    headroom_seconds,
+                    warning,
+                    ..
+                } => Coverage::Covered {
+                    newest_covered: n.clone(),
+                    headroom_seconds: *headroom_seconds,
+                    warning: warning.clone(),
+                },
+                CoverageState::Known {
+                    newest_covered: None,
+                    ..
+                } => Coverage::NoneCovered,
+                CoverageState::Unknown { why } => Coverage::Unknown { why: why.clone() },
+            };
+        }
         if let Some(cron) = crons.get(&(cluster.clone(), keyspace.clone(), safe.clone())) {
             st.schedule = Some(s(cron, "/spec/schedule").to_owned());
             st.suspended = cron.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
@@ -324,6 +374,14 @@ fn problems(config: &Config, st: &ShardStatus) -> Vec<String> {
                 ));
             }
         }
+    }
+    match &st.coverage {
+        Coverage::NoneCovered => out
+            .push("no ready snapshot can catch up: the primary purged past all of them".to_owned()),
+        Coverage::Covered {
+            warning: Some(w), ..
+        } => out.push(w.clone()),
+        _ => {}
     }
     if st.schedule.is_none() {
         out.push("no snapshot CronJob".to_owned());

@@ -4,6 +4,8 @@
 
 use serde_json::json;
 
+use vtsnap_gc::decide::{CoverageState, ShardCoverage};
+
 use super::*;
 
 fn now() -> Timestamp {
@@ -103,4 +105,53 @@ fn objects_of_clusters_not_configured_are_left_out() {
         ..Seen::default()
     };
     assert!(status(&config(), &seen, now()).shards.is_empty());
+}
+
+#[test]
+fn a_shard_none_of_whose_snapshots_can_catch_up_is_a_problem() {
+    let coverage = |state| ShardCoverage {
+        namespace: "vitess".into(),
+        cluster: "example".into(),
+        keyspace: "commerce".into(),
+        shard: "-80".into(),
+        state,
+    };
+    let seen = |state| Seen {
+        snapshots: vec![snapshot("a-1", "x-80", "2026-12-01T10:00:00Z", "ready")],
+        cronjobs: vec![cron("x-80")],
+        coverage: vec![coverage(state)],
+        ..Seen::default()
+    };
+    let none = seen(CoverageState::Known {
+        newest_covered: None,
+        headroom_seconds: None,
+        not_covered: vec!["a-1".into()],
+        warning: None,
+    });
+    let st = status(&config(), &none, now());
+    assert_eq!(st.shards[0].coverage, Coverage::NoneCovered);
+    assert!(st.shards[0].problems[0].contains("can catch up"), "{st:?}");
+    let short = seen(CoverageState::Known {
+        newest_covered: Some("a-1".into()),
+        headroom_seconds: Some(600),
+        not_covered: vec![],
+        warning: Some("headroom 10m is below the snapshot interval".into()),
+    });
+    let st = status(&config(), &short, now());
+    assert_eq!(
+        st.shards[0].problems,
+        ["headroom 10m is below the snapshot interval"]
+    );
+    // Unknown coverage is shown, not a problem in itself.
+    let unknown = seen(CoverageState::Unknown {
+        why: "no vtctld".into(),
+    });
+    let st = status(&config(), &unknown, now());
+    assert!(st.shards[0].problems.is_empty(), "{st:?}");
+    assert_eq!(
+        st.shards[0].coverage,
+        Coverage::Unknown {
+            why: "no vtctld".into()
+        }
+    );
 }
