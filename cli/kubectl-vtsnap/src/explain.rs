@@ -8,6 +8,7 @@ use kube::api::{Api, ListParams};
 use serde::Serialize;
 use serde_json::Value;
 use vtsnap_core::config::Config;
+use vtsnap_core::k8s_names::escape_controls;
 use vtsnap_core::restored::{ANN_RESTORE_NODE, ANN_RESTORE_REASON, ANN_RESTORED_FROM};
 use vtsnap_core::snapshot::ANN_UNUSABLE;
 use vtsnap_gc::decide::{Plan, plan};
@@ -83,6 +84,7 @@ pub async fn snapshot(
         return Err(format!("namespace {u}: the GC would change nothing there"));
     }
     let p = plan(config, &seen.inventory, now, None);
+    let shown = format!("{}/{}", escape_controls(namespace), escape_controls(name));
     let obj = Api::<kube::api::DynamicObject>::namespaced_with(
         kube.clone(),
         namespace,
@@ -90,8 +92,8 @@ pub async fn snapshot(
     )
     .get_opt(name)
     .await
-    .map_err(|e| format!("get VolumeSnapshot {namespace}/{name}: {e}"))?
-    .ok_or_else(|| format!("VolumeSnapshot {namespace}/{name} not found"))?;
+    .map_err(|e| format!("get VolumeSnapshot {shown}: {e}"))?
+    .ok_or_else(|| format!("VolumeSnapshot {shown} not found"))?;
     let unusable = obj
         .metadata
         .annotations
@@ -115,18 +117,19 @@ pub struct PvcExplained {
 }
 
 pub async fn pvc(kube: &kube::Client, namespace: &str, name: &str) -> Result<PvcExplained, String> {
+    let shown = format!("{}/{}", escape_controls(namespace), escape_controls(name));
     let p = Api::<PersistentVolumeClaim>::namespaced(kube.clone(), namespace)
         .get_opt(name)
         .await
-        .map_err(|e| format!("get PVC {namespace}/{name}: {e}"))?
-        .ok_or_else(|| format!("PVC {namespace}/{name} not found"))?;
+        .map_err(|e| format!("get PVC {shown}: {e}"))?
+        .ok_or_else(|| format!("PVC {shown} not found"))?;
     let ann = p.metadata.annotations.clone().unwrap_or_default();
     let mut events: Vec<Event> = Api::<Event>::namespaced(kube.clone(), namespace)
         .list(&ListParams::default().fields(&format!(
             "involvedObject.kind=PersistentVolumeClaim,involvedObject.name={name}"
         )))
         .await
-        .map_err(|e| format!("list Events of PVC {namespace}/{name}: {e}"))?
+        .map_err(|e| format!("list Events of PVC {shown}: {e}"))?
         .items;
     events.sort_by_key(|e| e.last_timestamp.clone().map(|t| t.0));
     Ok(PvcExplained {

@@ -63,6 +63,14 @@ fn an_api_it_cannot_reach_is_exit_1_in_one_line() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     assert!(err.starts_with("kubectl vtsnap: "), "{err}");
+    // A name with a control character is shown escaped, never sent to the terminal raw.
+    let out = plugin(&["explain", "pvc", "bad\u{1b}[2Jname", "-n", "vitess"], &kc);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        !err.contains('\u{1b}') && err.contains("vitess/bad"),
+        "{err}"
+    );
     // A kubeconfig that is not there.
     let out = plugin(&["status", "--kubeconfig", "/nonexistent/kubeconfig"], &kc);
     assert_eq!(out.status.code(), Some(1));
