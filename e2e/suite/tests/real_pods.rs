@@ -595,6 +595,11 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         &system.name,
         &vitess.name,
         (&restored.op.name, &snapshot),
+        plugin::Mysql {
+            db: &db,
+            primary: &primary.op.alias,
+            replica: &tablets[1].op.alias,
+        },
     )
     .await;
     story.mark(&format!(

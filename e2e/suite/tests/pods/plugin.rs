@@ -1,7 +1,10 @@
 //! `kubectl vtsnap` against the running install (the plugin's library, as its binary
 //! calls it): `doctor` passes a healthy install and names each fault seeded into it,
 //! `status` shows the shard protected, `backup --online --wait` takes a snapshot through
-//! the CronJob's own Job, and `explain` gives the GC's word on it.
+//! the CronJob's own Job, and `explain` gives the GC's word on it. Seeded faults: a
+//! primary that keeps its binlogs too briefly, a replica that is not crash-safe (both on
+//! the MariaDB Pods), a Role without `watch`, a `restricted` namespace, a webhook Service
+//! without endpoints.
 
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::rbac::v1::Role;
@@ -14,7 +17,16 @@ use kubectl_vtsnap::decide::status;
 use kubectl_vtsnap::{explain, observe};
 use serde_json::json;
 use vtsnap_core::config::Mode;
+use vtsnap_core::naming::TabletAlias;
+use vtsnap_testkit::pod_backend::PodBackend;
 use vtsnap_testkit::real_kube::{RealKube, resource};
+
+/// The tablets' MariaDB (through `kubectl exec`), to seed faults at the MySQL level.
+pub struct Mysql<'a> {
+    pub db: &'a PodBackend,
+    pub primary: &'a TabletAlias,
+    pub replica: &'a TabletAlias,
+}
 
 /// The doctor's lines for `install_ns`; none may be lost between runs.
 async fn doctor_lines(kube: &RealKube, install_ns: &str) -> Vec<Check> {
@@ -33,6 +45,7 @@ pub async fn plugin_checks(
     install_ns: &str,
     tablets_ns: &str,
     restored: (&str, &str),
+    mysql: Mysql<'_>,
 ) -> String {
     let client = kube.client();
     // A healthy install: no check fails.
@@ -104,6 +117,42 @@ pub async fn plugin_checks(
     assert_eq!(e.phase.as_deref(), Some("Bound"), "{e:?}");
 
     // Seeded faults, one at a time, each the right line.
+    // The primary keeps its binlogs a day: less than restore.maxSnapshotAge (72 h).
+    mysql
+        .db
+        .query(mysql.primary, "SET GLOBAL expire_logs_days = 1")
+        .await
+        .unwrap();
+    let checks = doctor_lines(kube, install_ns).await;
+    let fail = line(&checks, "binlog-expiry", Level::Fail).unwrap_or_else(|| panic!("{checks:#?}"));
+    assert!(fail.message.contains("keeps binlogs 24.0h"), "{fail:?}");
+    mysql
+        .db
+        .query(mysql.primary, "SET GLOBAL expire_logs_days = 0")
+        .await
+        .unwrap();
+    // A replica of this online shard stops syncing its binlog: not crash-safe.
+    mysql
+        .db
+        .query(mysql.replica, "SET GLOBAL sync_binlog = 0")
+        .await
+        .unwrap();
+    let checks = doctor_lines(kube, install_ns).await;
+    let fail = line(&checks, "crash-safety", Level::Fail).unwrap_or_else(|| panic!("{checks:#?}"));
+    assert!(
+        fail.message
+            .contains(&format!("{}: sync_binlog=0 (needs 1)", mysql.replica)),
+        "{fail:?}"
+    );
+    mysql
+        .db
+        .query(mysql.replica, "SET GLOBAL sync_binlog = 1")
+        .await
+        .unwrap();
+    assert!(
+        !doctor::any_failed(&doctor_lines(kube, install_ns).await),
+        "put back, the install passes again"
+    );
     // The snapshot job's Role loses `watch` on leases: it would poll.
     let roles: Api<Role> = Api::namespaced(client.clone(), tablets_ns);
     let name = format!("{}-snapshot", install.fullname);
