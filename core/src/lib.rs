@@ -13,6 +13,7 @@
 pub mod cli;
 pub mod config;
 pub mod coverage;
+pub mod cron;
 pub mod discover;
 pub mod events;
 pub mod exit;

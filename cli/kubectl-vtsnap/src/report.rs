@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::decide::doctor::{Check, Level};
-use crate::decide::status::{Coverage, Status};
+use crate::decide::status::{Coverage, NextRun, Status};
 
 /// `-o`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -132,14 +132,14 @@ pub fn status(st: &Status, format: Format, colour: Colour) -> String {
         return structured(st, format);
     }
     // Arrays of one length: a cell cannot be added without its heading.
-    const HEADINGS: [&str; 11] = [
-        "SHARD", "NEWEST", "AGE", "MODE", "READY", "COVERED", "SCHEDULE", "LAST RUN", "FENCE",
-        "RESTORES", "PROBLEMS",
+    const HEADINGS: [&str; 12] = [
+        "SHARD", "NEWEST", "AGE", "MODE", "READY", "COVERED", "SCHEDULE", "NEXT RUN", "LAST RUN",
+        "FENCE", "RESTORES", "PROBLEMS",
     ];
     let mut rows = vec![HEADINGS.map(str::to_owned).to_vec()];
     for s in &st.shards {
         let newest = s.newest.as_ref();
-        let row: [String; 11] = [
+        let row: [String; 12] = [
             format!("{}/{}/{}/{}", s.namespace, s.cluster, s.keyspace, s.shard),
             newest.map_or_else(|| "-".to_owned(), |n| n.name.clone()),
             newest.map_or_else(|| "-".to_owned(), |n| age(n.age_seconds)),
@@ -158,6 +158,11 @@ pub fn status(st: &Status, format: Format, colour: Colour) -> String {
                 (Some(c), false) => c.clone(),
                 (Some(c), true) => format!("{c} (suspended)"),
                 (None, _) => "-".to_owned(),
+            },
+            match &s.next_run {
+                NextRun::At { in_seconds, .. } => format!("in {}", age(*in_seconds)),
+                NextRun::Never => "never".to_owned(),
+                NextRun::Unknown { .. } => "?".to_owned(),
             },
             s.last_run
                 .as_ref()

@@ -5,10 +5,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::tz::TimeZone;
 use serde::Serialize;
 use serde_json::Value;
 use vtsnap_core::config::{Config, resolve_in};
+use vtsnap_core::cron::Schedule;
 use vtsnap_core::fence::lease_name;
+use vtsnap_core::k8s_names::escape_controls;
 use vtsnap_core::labels;
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::restored::ANN_RESTORED_FROM;
@@ -38,6 +41,52 @@ pub struct Newest {
     /// Why restores pass over it, when the GC marked it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unusable: Option<String>,
+}
+
+/// The next scheduled run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum NextRun {
+    At {
+        time: String,
+        in_seconds: i64,
+    },
+    /// Suspended, or a schedule that never fires (e.g. February 30th).
+    Never,
+    Unknown {
+        why: String,
+    },
+}
+
+/// When `cron` (a CronJob object) fires next after `now`.
+fn next_run(cron: &Value, now: Timestamp) -> NextRun {
+    if cron.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true) {
+        return NextRun::Never;
+    }
+    let schedule = match Schedule::parse(s(cron, "/spec/schedule")) {
+        Ok(sc) => sc,
+        Err(e) => return NextRun::Unknown { why: e.to_string() },
+    };
+    // The chart's CronJobs run in UTC unless `timeZone` says otherwise; a named zone
+    // needs a time zone database this program does not carry.
+    let tz = match s(cron, "/spec/timeZone") {
+        "" | "UTC" | "Etc/UTC" => TimeZone::UTC,
+        name => match TimeZone::get(name) {
+            Ok(tz) => tz,
+            Err(_) => {
+                return NextRun::Unknown {
+                    why: format!("time zone {} is not known here", escape_controls(name)),
+                };
+            }
+        },
+    };
+    match schedule.next_after(now, &tz) {
+        Some(t) => NextRun::At {
+            time: t.to_string(),
+            in_seconds: t.as_second() - now.as_second(),
+        },
+        None => NextRun::Never,
+    }
 }
 
 /// Catch-up coverage as the status shows it.
@@ -95,6 +144,8 @@ pub struct ShardStatus {
     pub coverage: Coverage,
     pub schedule: Option<String>,
     pub suspended: bool,
+    /// When the CronJob fires next (not while suspended).
+    pub next_run: NextRun,
     pub last_run: Option<LastRun>,
     pub fence: Option<Fence>,
     pub restores: Vec<Restore>,
@@ -178,6 +229,9 @@ pub fn status(config: &Config, seen: &Seen, now: Timestamp) -> Status {
             },
             schedule: None,
             suspended: false,
+            next_run: NextRun::Unknown {
+                why: "no snapshot CronJob".into(),
+            },
             last_run: None,
             fence: None,
             restores: Vec::new(),
@@ -276,6 +330,7 @@ pub fn status(config: &Config, seen: &Seen, now: Timestamp) -> Status {
         if let Some(cron) = crons.get(&(cluster.clone(), keyspace.clone(), safe.clone())) {
             st.schedule = Some(s(cron, "/spec/schedule").to_owned());
             st.suspended = cron.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
+            st.next_run = next_run(cron, now);
         }
         st.last_run = seen
             .jobs

@@ -155,3 +155,48 @@ fn a_shard_none_of_whose_snapshots_can_catch_up_is_a_problem() {
         }
     );
 }
+
+#[test]
+fn the_next_run_follows_the_schedule_its_time_zone_and_suspension() {
+    let with = |f: &dyn Fn(&mut Value)| {
+        let mut c = cron("x-80");
+        f(&mut c);
+        let seen = Seen {
+            snapshots: vec![snapshot("a-1", "x-80", "2026-12-01T10:00:00Z", "ready")],
+            cronjobs: vec![c],
+            ..Seen::default()
+        };
+        status(&config(), &seen, now()).shards[0].next_run.clone()
+    };
+    // "0 */6 * * *" at 12:00:00 → 18:00.
+    assert_eq!(
+        with(&|_| {}),
+        NextRun::At {
+            time: "2026-12-01T18:00:00Z".into(),
+            in_seconds: 6 * 3600
+        }
+    );
+    assert_eq!(
+        with(&|c| c["spec"]["suspend"] = json!(true)),
+        NextRun::Never
+    );
+    assert_eq!(
+        with(&|c| c["spec"]["schedule"] = json!("0 0 30 2 *")),
+        NextRun::Never
+    );
+    assert!(matches!(
+        with(&|c| c["spec"]["timeZone"] = json!("Mars/Olympus")),
+        NextRun::Unknown { why } if why.contains("Mars/Olympus")
+    ));
+    assert!(matches!(
+        with(&|c| c["spec"]["schedule"] = json!("61 * * * *")),
+        NextRun::Unknown { why } if why.contains("minute")
+    ));
+    assert!(matches!(
+        with(&|c| c["spec"]["timeZone"] = json!("UTC")),
+        NextRun::At {
+            in_seconds: 21_600,
+            ..
+        }
+    ));
+}
