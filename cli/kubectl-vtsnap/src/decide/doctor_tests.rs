@@ -387,3 +387,30 @@ fn a_default_class_of_the_driver_serves_when_none_is_configured() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn boundaries_and_the_right_object_of_several() {
+    // A snapshot exactly 5 minutes old without a status is not yet unhandled.
+    let mut w = healthy();
+    w.snapshots = Ok(vec![
+        json!({"metadata": {"name": "s-5", "creationTimestamp": "2026-12-01T11:55:00Z"}}),
+    ]);
+    assert_eq!(not_passing(&w), []);
+    // Node-local restores: the tablets' own StorageClass is judged, not another one.
+    let mut w = healthy();
+    w.config = Ok(Config::from_yaml("clusters:\n- name: example\n  namespace: vitess\n  snapshot: {volumeSnapshotClassName: csi-snap}\n  restore: {enabled: true, nodeLocal: true}\n").unwrap());
+    w.storage_classes = Ok(vec![
+        json!({"metadata": {"name": "other"}, "provisioner": "csi.example.com", "volumeBindingMode": "Immediate"}),
+        json!({"metadata": {"name": "fast"}, "provisioner": "csi.example.com", "volumeBindingMode": "WaitForFirstConsumer"}),
+    ]);
+    assert_eq!(not_passing(&w), []);
+}
+
+#[test]
+fn a_certificate_with_exactly_30_days_left_passes() {
+    let mut w = healthy();
+    if let Ok(WebhookSeen::Installed { cert_not_after, .. }) = &mut w.webhook {
+        *cert_not_after = Ok("2026-12-31T12:00:00Z".parse().unwrap());
+    }
+    assert_eq!(not_passing(&w), []);
+}

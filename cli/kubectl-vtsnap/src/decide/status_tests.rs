@@ -200,3 +200,23 @@ fn the_next_run_follows_the_schedule_its_time_zone_and_suspension() {
         }
     ));
 }
+
+#[test]
+fn a_node_helper_counts_only_when_its_ready_condition_is_true() {
+    let helper = |conditions: Value| json!({"metadata": {"name": "h"}, "spec": {"nodeName": "n1"}, "status": {"conditions": conditions}});
+    let nodes = |h: Value| {
+        let seen = Seen {
+            tablet_pods: vec![json!({"spec": {"nodeName": "n1"}})],
+            node_helpers: vec![h],
+            ..Seen::default()
+        };
+        status(&config(), &seen, now()).nodes[0].helper_ready
+    };
+    assert!(nodes(helper(json!([{"type": "Ready", "status": "True"}]))));
+    // Scheduled but not Ready; no conditions at all.
+    assert!(!nodes(helper(json!([
+        {"type": "PodScheduled", "status": "True"},
+        {"type": "Ready", "status": "False"}
+    ]))));
+    assert!(!nodes(helper(json!([]))));
+}
