@@ -220,3 +220,95 @@ fn a_node_helper_counts_only_when_its_ready_condition_is_true() {
     ]))));
     assert!(!nodes(helper(json!([]))));
 }
+
+#[test]
+fn a_live_fence_is_shown_until_its_expiry_and_only_its_own_namespace_counts() {
+    let lease = |ns: &str, renewed: &str| {
+        json!({"metadata": {"name": lease_name("example", "commerce", "x-80"), "namespace": ns},
+            "spec": {"holderIdentity": "job-8", "acquireTime": "2026-12-01T11:59:00Z",
+                     "renewTime": renewed, "leaseDurationSeconds": 30}})
+    };
+    let fence = |leases: Vec<Value>| {
+        let seen = Seen {
+            snapshots: vec![snapshot("a-1", "x-80", "2026-12-01T10:00:00Z", "ready")],
+            cronjobs: vec![cron("x-80")],
+            leases,
+            ..Seen::default()
+        };
+        status(&config(), &seen, now()).shards[0].clone()
+    };
+    let live = fence(vec![lease("vitess", "2026-12-01T11:59:50Z")]);
+    let f = live.fence.clone().unwrap();
+    assert_eq!(
+        (f.expires.as_str(), f.expired),
+        ("2026-12-01T12:00:20Z", false)
+    );
+    assert!(live.problems.is_empty(), "{live:?}");
+    // The same name in another namespace is another cluster's fence.
+    assert_eq!(
+        fence(vec![lease("elsewhere", "2026-12-01T11:59:50Z")]).fence,
+        None
+    );
+}
+
+#[test]
+fn a_fence_expiring_now_is_not_yet_expired_and_restores_stay_with_their_shard() {
+    let lease = json!({"metadata": {"name": lease_name("example", "commerce", "x-80"), "namespace": "vitess"},
+        "spec": {"holderIdentity": "job-9", "acquireTime": "2026-12-01T11:59:00Z",
+                 "renewTime": "2026-12-01T11:59:30Z", "leaseDurationSeconds": 30}});
+    let restoring = |shard: &str| {
+        json!({"metadata": {"name": format!("t-{shard}"), "namespace": "vitess",
+            "labels": {"planetscale.com/component": "vttablet", "planetscale.com/cluster": "example",
+                       "planetscale.com/keyspace": "commerce", "planetscale.com/shard": shard},
+            "annotations": {"vtsnap.io/restored-from": "a-1"}},
+            "status": {"phase": "Pending"}})
+    };
+    let seen = Seen {
+        snapshots: vec![
+            snapshot("a-1", "x-80", "2026-12-01T10:00:00Z", "ready"),
+            snapshot("b-1", "80-x", "2026-12-01T10:00:00Z", "ready"),
+        ],
+        cronjobs: vec![cron("x-80"), cron("80-x")],
+        leases: vec![lease],
+        tablet_pvcs: vec![restoring("x-80")],
+        ..Seen::default()
+    };
+    let st = status(&config(), &seen, now());
+    let by = |shard: &str| st.shards.iter().find(|s| s.shard == shard).unwrap();
+    assert!(!by("-80").fence.as_ref().unwrap().expired);
+    assert_eq!(by("-80").restores.len(), 1);
+    assert_eq!(by("-80").restores[0].phase, "Pending");
+    assert!(by("80-").restores.is_empty(), "{st:?}");
+}
+
+#[test]
+fn coverage_stays_with_its_shard() {
+    let seen = Seen {
+        snapshots: vec![
+            snapshot("a-1", "x-80", "2026-12-01T10:00:00Z", "ready"),
+            snapshot("b-1", "80-x", "2026-12-01T10:00:00Z", "ready"),
+        ],
+        cronjobs: vec![cron("x-80"), cron("80-x")],
+        coverage: vec![ShardCoverage {
+            namespace: "vitess".into(),
+            cluster: "example".into(),
+            keyspace: "commerce".into(),
+            shard: "-80".into(),
+            state: CoverageState::Known {
+                newest_covered: None,
+                headroom_seconds: None,
+                not_covered: vec!["a-1".into()],
+                warning: None,
+            },
+        }],
+        ..Seen::default()
+    };
+    let st = status(&config(), &seen, now());
+    let by = |shard: &str| st.shards.iter().find(|s| s.shard == shard).unwrap();
+    assert_eq!(by("-80").coverage, Coverage::NoneCovered);
+    assert!(
+        matches!(by("80-").coverage, Coverage::Unknown { .. }),
+        "{st:?}"
+    );
+    assert!(by("80-").problems.is_empty(), "{st:?}");
+}
