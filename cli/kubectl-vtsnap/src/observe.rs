@@ -8,7 +8,7 @@ use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use kube::core::ApiResource;
+use kube::core::{ApiResource, GroupVersionKind};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use vtsnap_core::config::{Config, Mode, resolve_in};
@@ -19,6 +19,7 @@ use vtsnap_core::vtctld::client::CallLimits;
 use vtsnap_core::vtctld::{TabletType, VtctldClient};
 
 use crate::decide::doctor::{Access, Install, Read, ShardMysql, WebhookSeen, World};
+use crate::decide::fields::{label, s};
 use crate::decide::status::Seen;
 
 /// The chart's label on everything it makes.
@@ -29,17 +30,7 @@ const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
 const RBAC_RULES: &str = include_str!("../../../charts/vtsnap/files/rbac.yaml");
 
 fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: if group.is_empty() {
-            version.into()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.into(),
-        plural: plural.into(),
-    }
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
 /// Lists every object of a kind (all pages), in `namespace` or cluster-wide, as JSON.
@@ -53,28 +44,19 @@ pub async fn list(
         Some(ns) => Api::namespaced_with(kube.clone(), ns, resource),
         None => Api::all_with(kube.clone(), resource),
     };
-    let mut lp = ListParams::default().limit(500);
-    if let Some(s) = selector {
-        lp = lp.labels(s);
+    let mut lp = ListParams::default();
+    if let Some(sel) = selector {
+        lp = lp.labels(sel);
     }
     let mut out = Vec::new();
-    loop {
-        let page = api
-            .list(&lp)
-            .await
-            .map_err(|e| format!("list {}: {e}", resource.plural))?;
-        for o in page.items {
-            out.push(serde_json::to_value(o).map_err(|e| e.to_string())?);
-        }
-        match page.metadata.continue_ {
-            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
-            _ => return Ok(out),
-        }
-    }
-}
-
-fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
-    v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
+    let mut bad = None;
+    vtsnap_core::reconcile::list::for_each(&api, &lp, |o| match serde_json::to_value(o) {
+        Ok(v) => out.push(v),
+        Err(e) => bad = Some(e.to_string()),
+    })
+    .await
+    .map_err(|e| format!("list {}: {e}", resource.plural))?;
+    bad.map_or(Ok(out), Err)
 }
 
 /// The install: its ConfigMap (`<fullname>-config`, labelled by the chart) in
@@ -156,12 +138,7 @@ fn vtsnaps() -> String {
 }
 
 pub fn snapshots_resource() -> ApiResource {
-    ar(
-        "snapshot.storage.k8s.io",
-        "v1",
-        "VolumeSnapshot",
-        "volumesnapshots",
-    )
+    vtsnap_core::reconcile::apis::volume_snapshot_resource()
 }
 
 fn pods() -> ApiResource {
@@ -431,8 +408,7 @@ async fn shards_mysql(
     };
     let mut by_cluster: BTreeMap<(String, String), BTreeSet<(String, KeyRange)>> = BTreeMap::new();
     for p in pvcs {
-        let label =
-            |k: &str| s(p, &format!("/metadata/labels/{}", k.replace('/', "~1"))).to_owned();
+        let label = |k: &str| label(p, k).to_owned();
         let Ok(shard) = KeyRange::from_safe_name(&label(vtsnap_core::labels::SHARD)) else {
             continue;
         };

@@ -9,7 +9,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 use serde_json::Value;
 use vtsnap_core::config::{Config, Lifecycle, resolve_in};
-use vtsnap_core::labels;
+
+use super::fields::{pod_ready, policy_of, s};
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, strum::IntoStaticStr)]
@@ -287,17 +288,6 @@ pub fn any_failed(checks: &[Check]) -> bool {
     checks.iter().any(|c| c.level == Level::Fail)
 }
 
-fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
-    v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
-}
-
-fn label<'a>(v: &'a Value, key: &str) -> &'a str {
-    v.pointer("/metadata/labels")
-        .and_then(|l| l.get(key))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
 fn install(w: &World) -> Check {
     match &w.install {
         Some(i) => Check::pass(
@@ -423,15 +413,11 @@ fn snapshot_classes(w: &World) -> Vec<Check> {
     // (configured class or None, StorageClass) → the PVCs that use them
     let mut groups: BTreeMap<(Option<String>, String), Vec<String>> = BTreeMap::new();
     for p in pvcs {
-        let (ns, cluster) = (s(p, "/metadata/namespace"), label(p, labels::CLUSTER));
-        let Some(cl) = cfg.cluster_in(ns, cluster) else {
+        let Some(policy) = policy_of(cfg, p) else {
             continue;
         };
-        let shard = vtsnap_core::naming::KeyRange::from_safe_name(label(p, labels::SHARD))
-            .map_or_else(|_| label(p, labels::SHARD).to_owned(), |k| k.to_string());
-        let class = resolve_in(cl, label(p, labels::KEYSPACE), &shard)
-            .snapshot
-            .volume_snapshot_class_name;
+        let class = policy.snapshot.volume_snapshot_class_name;
+        let ns = s(p, "/metadata/namespace");
         groups
             .entry((class, s(p, "/spec/storageClassName").to_owned()))
             .or_default()
@@ -514,16 +500,7 @@ fn binding_mode(w: &World) -> Vec<Check> {
     };
     let mut immediate: BTreeSet<String> = BTreeSet::new();
     for p in pvcs {
-        let (ns, cluster) = (s(p, "/metadata/namespace"), label(p, labels::CLUSTER));
-        let Some(cl) = cfg.cluster_in(ns, cluster) else {
-            continue;
-        };
-        let shard = vtsnap_core::naming::KeyRange::from_safe_name(label(p, labels::SHARD))
-            .map_or_else(|_| label(p, labels::SHARD).to_owned(), |k| k.to_string());
-        if !resolve_in(cl, label(p, labels::KEYSPACE), &shard)
-            .restore
-            .node_local
-        {
+        if !policy_of(cfg, p).is_some_and(|policy| policy.restore.node_local) {
             continue;
         }
         let class = s(p, "/spec/storageClassName");
@@ -731,15 +708,6 @@ fn pod_security(w: &World) -> Check {
             ),
         },
     }
-}
-
-fn pod_ready(v: &Value) -> bool {
-    v.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
 }
 
 /// Every node that runs a tablet needs a Ready node helper: without it a fence whose job

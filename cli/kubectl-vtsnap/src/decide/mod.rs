@@ -2,4 +2,5 @@
 //! status table, from what `observe` read.
 
 pub mod doctor;
+pub mod fields;
 pub mod status;

@@ -18,6 +18,8 @@ use vtsnap_core::restored::ANN_RESTORED_FROM;
 use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, Phase, VolumeSnapshot};
 use vtsnap_gc::decide::{CoverageState, ShardCoverage};
 
+use super::fields::{label, pod_ready, s};
+
 /// What `observe` read for the status (objects as the API gives them).
 #[derive(Debug, Clone, Default)]
 pub struct Seen {
@@ -164,26 +166,6 @@ pub struct NodeStatus {
 pub struct Status {
     pub shards: Vec<ShardStatus>,
     pub nodes: Vec<NodeStatus>,
-}
-
-fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
-    v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
-}
-
-fn label<'a>(v: &'a Value, key: &str) -> &'a str {
-    v.pointer("/metadata/labels")
-        .and_then(|l| l.get(key))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
-fn ready(v: &Value) -> bool {
-    v.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
 }
 
 /// (namespace, cluster, keyspace, shard safe name)
@@ -470,7 +452,7 @@ fn nodes(seen: &Seen) -> Vec<NodeStatus> {
     let helpers: BTreeSet<&str> = seen
         .node_helpers
         .iter()
-        .filter(|p| ready(p))
+        .filter(|p| pod_ready(p))
         .map(|p| s(p, "/spec/nodeName"))
         .collect();
     let mut out: Vec<NodeStatus> = tablets
