@@ -344,17 +344,7 @@ impl MariaDb {
 
     /// [`Self::query`], with the client's error message instead of a panic.
     pub async fn try_query(&self, sql: &str) -> Result<Vec<Vec<String>>, String> {
-        let c = commands(self.flavor, "");
-        let quoted = sql.replace('\'', "'\\''");
-        let (code, out, err) = self
-            .sh(&format!(
-                "{} --socket={SOCKET} -uroot -N -B -e '{quoted}'",
-                c.client
-            ))
-            .await;
-        if code != 0 {
-            return Err(err.trim().to_owned());
-        }
+        let out = self.client("-N -B", sql).await?;
         Ok(out
             .lines()
             .map(|l| l.split('\t').map(str::to_owned).collect())
@@ -364,21 +354,28 @@ impl MariaDb {
     /// `SHOW SLAVE STATUS` as column → value (empty when the server is no replica): read in
     /// the client's vertical form, so that no column is found by its position.
     pub async fn replica_status(&self) -> Result<BTreeMap<String, String>, String> {
+        let out = self.client("-E", "SHOW SLAVE STATUS").await?;
+        Ok(out
+            .lines()
+            .filter_map(|l| l.split_once(": "))
+            .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+            .collect())
+    }
+
+    /// Runs `sql` as root with the client's output `flags`: its stdout, or its error.
+    async fn client(&self, flags: &str, sql: &str) -> Result<String, String> {
         let c = commands(self.flavor, "");
+        let quoted = sql.replace('\'', "'\\''");
         let (code, out, err) = self
             .sh(&format!(
-                "{} --socket={SOCKET} -uroot -E -e 'SHOW SLAVE STATUS'",
+                "{} --socket={SOCKET} -uroot {flags} -e '{quoted}'",
                 c.client
             ))
             .await;
         if code != 0 {
             return Err(err.trim().to_owned());
         }
-        Ok(out
-            .lines()
-            .filter_map(|l| l.split_once(": "))
-            .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-            .collect())
+        Ok(out)
     }
 
     /// The first column of the first row.
