@@ -18,9 +18,11 @@ if [ "$commit" != unknown ] && [ -n "$(git status --porcelain --untracked-files=
   commit="$commit-dirty"
 fi
 
-args=()
+# The kubectl plugin is built with them, from the same commit, but has no image: it is
+# copied onto a user's PATH (docs/kubectl-vtsnap.md).
+args=(--bin kubectl-vtsnap)
 for p in "${programs[@]}"; do args+=(--bin "$p"); done
-echo "images: cargo build --release --locked (${#programs[@]} programs, commit $commit)"
+echo "images: cargo build --release --locked (${#programs[@]} programs and the kubectl plugin, commit $commit)"
 VTSNAP_GIT_COMMIT=$commit cargo build -q --release --locked "${args[@]}"
 context=target/image-context
 mkdir -p "$context/bin"
@@ -94,3 +96,6 @@ for p in "${programs[@]}"; do
   image=localhost/vtsnap/$p:$version
   printf '%-48s %10s\n' "$image" "$(podman image inspect --format '{{.Size}}' "$image" | awk '{printf "%.1f MB", $1/1000000}')"
 done
+plugin=target/release/kubectl-vtsnap
+"$plugin" --version | grep -q -- "$commit" || { echo "images: $plugin --version lacks $commit" >&2; exit 1; }
+printf '%-48s %10s\n' "$plugin (no image)" "$(stat -c %s "$plugin" | awk '{printf "%.1f MB", $1/1000000}')"

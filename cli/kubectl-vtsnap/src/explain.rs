@@ -101,6 +101,9 @@ pub async fn snapshot(
     Ok(snapshot_in_plan(&p, namespace, name, unusable))
 }
 
+/// Events of a PVC shown at most: the newest (a PVC retried for days can have thousands).
+pub const EVENTS_SHOWN: usize = 20;
+
 /// Why a PVC was or was not restored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PvcExplained {
@@ -112,33 +115,70 @@ pub struct PvcExplained {
     pub reason: Option<String>,
     pub pinned_to_node: Option<String>,
     pub phase: Option<String>,
-    /// Events about the PVC, oldest first: `reason: message`.
+    /// The newest [`EVENTS_SHOWN`] Events about the PVC, oldest first: `reason: message`.
     pub events: Vec<String>,
+    /// Older Events left out.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub older_events: usize,
 }
 
-pub async fn pvc(kube: &kube::Client, namespace: &str, name: &str) -> Result<PvcExplained, String> {
-    let shown = format!("{}/{}", escape_controls(namespace), escape_controls(name));
-    let p = Api::<PersistentVolumeClaim>::namespaced(kube.clone(), namespace)
-        .get_opt(name)
-        .await
-        .map_err(|e| format!("get PVC {shown}: {e}"))?
-        .ok_or_else(|| format!("PVC {shown} not found"))?;
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// When an Event last happened: `lastTimestamp`, else `eventTime`, else its creation.
+fn when(e: &Event) -> Option<Timestamp> {
+    e.last_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .or_else(|| e.event_time.as_ref().map(|t| t.0))
+        .or_else(|| e.metadata.creation_timestamp.as_ref().map(|t| t.0))
+}
+
+/// Keeps the newest [`EVENTS_SHOWN`] of a stream of Events, counting those dropped, so a
+/// huge list never stays in memory.
+#[derive(Debug, Default)]
+pub struct NewestEvents {
+    kept: Vec<Event>,
+    dropped: usize,
+}
+
+impl NewestEvents {
+    pub fn push(&mut self, e: Event) {
+        self.kept.push(e);
+        if self.kept.len() >= 2 * EVENTS_SHOWN {
+            self.trim();
+        }
+    }
+
+    fn trim(&mut self) {
+        // Newest first, the name breaking ties so the result does not depend on the order read.
+        self.kept
+            .sort_by(|a, b| (when(b), &b.metadata.name).cmp(&(when(a), &a.metadata.name)));
+        let extra = self.kept.len().saturating_sub(EVENTS_SHOWN);
+        self.kept.truncate(EVENTS_SHOWN);
+        self.dropped += extra;
+    }
+
+    /// The kept Events, oldest first, and how many were dropped.
+    pub fn finish(mut self) -> (Vec<Event>, usize) {
+        self.trim();
+        self.kept.reverse();
+        (self.kept, self.dropped)
+    }
+}
+
+/// A PVC and the Events read about it, explained (pure).
+pub fn pvc_explained(p: &PersistentVolumeClaim, events: NewestEvents) -> PvcExplained {
     let ann = p.metadata.annotations.clone().unwrap_or_default();
-    let mut events: Vec<Event> = Api::<Event>::namespaced(kube.clone(), namespace)
-        .list(&ListParams::default().fields(&format!(
-            "involvedObject.kind=PersistentVolumeClaim,involvedObject.name={name}"
-        )))
-        .await
-        .map_err(|e| format!("list Events of PVC {shown}: {e}"))?
-        .items;
-    events.sort_by_key(|e| e.last_timestamp.clone().map(|t| t.0));
-    Ok(PvcExplained {
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
+    let (events, older_events) = events.finish();
+    PvcExplained {
+        namespace: p.metadata.namespace.clone().unwrap_or_default(),
+        name: p.metadata.name.clone().unwrap_or_default(),
         restored_from: ann.get(ANN_RESTORED_FROM).cloned(),
         reason: ann.get(ANN_RESTORE_REASON).cloned(),
         pinned_to_node: ann.get(ANN_RESTORE_NODE).cloned(),
-        phase: p.status.and_then(|s| s.phase),
+        phase: p.status.as_ref().and_then(|s| s.phase.clone()),
         events: events
             .into_iter()
             .map(|e| {
@@ -149,10 +189,35 @@ pub async fn pvc(kube: &kube::Client, namespace: &str, name: &str) -> Result<Pvc
                 )
             })
             .collect(),
-    })
+        older_events,
+    }
 }
 
-/// The table form of an explanation: `field: value` lines.
+/// Reads the PVC `namespace/name` (a name checked as the API's) and its Events, every page.
+pub async fn pvc(kube: &kube::Client, namespace: &str, name: &str) -> Result<PvcExplained, String> {
+    let shown = format!("{}/{}", escape_controls(namespace), escape_controls(name));
+    vtsnap_core::k8s_names::dns_subdomain(name)
+        .map_err(|e| format!("{shown} is not a PVC's name: {e}"))?;
+    let p = Api::<PersistentVolumeClaim>::namespaced(kube.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map_err(|e| format!("get PVC {shown}: {e}"))?
+        .ok_or_else(|| format!("PVC {shown} not found"))?;
+    let mut events = NewestEvents::default();
+    vtsnap_core::reconcile::list::for_each(
+        &Api::<Event>::namespaced(kube.clone(), namespace),
+        &ListParams::default().fields(&format!(
+            "involvedObject.kind=PersistentVolumeClaim,involvedObject.name={name}"
+        )),
+        |e| events.push(e),
+    )
+    .await
+    .map_err(|e| format!("list Events of PVC {shown}: {e}"))?;
+    Ok(pvc_explained(&p, events))
+}
+
+/// The table form of an explanation: `field: value` lines, control characters escaped
+/// (names, annotations and Events come from outside).
 pub fn lines(v: &Value) -> String {
     let mut out = String::new();
     if let Some(m) = v.as_object() {
@@ -164,11 +229,12 @@ pub fn lines(v: &Value) -> String {
                     for i in items {
                         out.push_str(&format!(
                             "  - {}\n",
-                            i.as_str().map_or_else(|| i.to_string(), str::to_owned)
+                            i.as_str()
+                                .map_or_else(|| i.to_string(), |s| escape_controls(s).into_owned())
                         ));
                     }
                 }
-                Value::String(s) => out.push_str(&format!("{k}: {s}\n")),
+                Value::String(s) => out.push_str(&format!("{k}: {}\n", escape_controls(s))),
                 other => out.push_str(&format!("{k}: {other}\n")),
             }
         }
@@ -216,5 +282,39 @@ mod tests {
             lines(&v),
             "decision: delete\nname: old\nnamespace: vitess\nreason: beyond-max-count\n"
         );
+    }
+
+    #[test]
+    fn only_the_newest_events_are_kept_however_many_are_read() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let event = |i: i64| Event {
+            metadata: kube::api::ObjectMeta {
+                name: Some(format!("e{i:03}")),
+                ..Default::default()
+            },
+            reason: Some(format!("R{i}")),
+            last_timestamp: Some(Time(Timestamp::from_second(1_800_000_000 + i).unwrap())),
+            ..Default::default()
+        };
+        let mut kept = NewestEvents::default();
+        // Read in an order that is neither oldest nor newest first.
+        for i in (0..45).map(|i| (i * 17) % 45) {
+            kept.push(event(i));
+        }
+        let (events, dropped) = kept.finish();
+        assert_eq!(dropped, 25);
+        let names: Vec<String> = events
+            .iter()
+            .filter_map(|e| e.metadata.name.clone())
+            .collect();
+        let want: Vec<String> = (25..45).map(|i| format!("e{i:03}")).collect();
+        assert_eq!(names, want, "the newest 20, oldest first");
+        // Fewer than the bound: all of them, nothing said dropped.
+        let mut few = NewestEvents::default();
+        few.push(event(2));
+        few.push(event(1));
+        let (events, dropped) = few.finish();
+        assert_eq!((events.len(), dropped), (2, 0));
+        assert_eq!(events[0].metadata.name.as_deref(), Some("e001"));
     }
 }

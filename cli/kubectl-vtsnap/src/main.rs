@@ -11,6 +11,7 @@ use kubectl_vtsnap::{explain, observe};
 use vtsnap_core::cli::{ApiTimeouts, CommonArgs, client_with};
 use vtsnap_core::config::{GoDuration, Mode};
 use vtsnap_core::exit::Exit;
+use vtsnap_core::k8s_names::escape_controls;
 
 /// kubectl vtsnap: is each shard protected, is the install healthy, a snapshot now, and
 /// why a snapshot or a PVC is what it is.
@@ -99,6 +100,23 @@ enum Explain {
     Pvc { name: String },
 }
 
+/// The names given on the command line, checked as the API server would (DNS-1123)
+/// before any goes into a URL or a field selector. Checked here rather than by clap,
+/// whose message would echo a control character raw.
+fn names_checked(cli: &Cli) -> Result<(), String> {
+    use vtsnap_core::k8s_names::{dns_label, dns_subdomain};
+    let namespaces = [&cli.namespace, &cli.install_namespace];
+    for ns in namespaces.into_iter().flatten() {
+        dns_label(ns)
+            .map_err(|e| format!("\"{}\" is not a namespace name: {e}", escape_controls(ns)))?;
+    }
+    if let Command::Explain(Explain::Snapshot { name } | Explain::Pvc { name }) = &cli.command {
+        dns_subdomain(name)
+            .map_err(|e| format!("\"{}\" is not an object name: {e}", escape_controls(name)))?;
+    }
+    Ok(())
+}
+
 async fn client(cli: &Cli) -> Result<(kube::Client, String), String> {
     let opts = KubeConfigOptions {
         context: cli.context.clone(),
@@ -158,6 +176,10 @@ async fn install_and_config(
 }
 
 async fn run(cli: Cli) -> Exit {
+    if let Err(e) = names_checked(&cli) {
+        eprintln!("kubectl vtsnap: {e}");
+        return Exit::Usage;
+    }
     let (kube, namespace) = match client(&cli).await {
         Ok(c) => c,
         Err(e) => return fail(&e),

@@ -458,6 +458,42 @@ async fn shards_mysql(
     out
 }
 
+/// The PersistentVolumes bound to `pvcs` (all pages read, only those kept).
+async fn volumes_of(kube: &kube::Client, pvcs: &Read<Vec<Value>>) -> Read<Vec<Value>> {
+    let Ok(pvcs) = pvcs else {
+        return Ok(Vec::new());
+    };
+    let bound: BTreeSet<&str> = pvcs
+        .iter()
+        .map(|p| s(p, "/spec/volumeName"))
+        .filter(|v| !v.is_empty())
+        .collect();
+    if bound.is_empty() {
+        return Ok(Vec::new());
+    }
+    let api: Api<DynamicObject> = Api::all_with(
+        kube.clone(),
+        &ar("", "v1", "PersistentVolume", "persistentvolumes"),
+    );
+    let mut out = Vec::new();
+    let mut bad = None;
+    vtsnap_core::reconcile::list::for_each(&api, &ListParams::default(), |o| {
+        if o.metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| bound.contains(n))
+        {
+            match serde_json::to_value(o) {
+                Ok(v) => out.push(v),
+                Err(e) => bad = Some(e.to_string()),
+            }
+        }
+    })
+    .await
+    .map_err(|e| format!("list persistentvolumes: {e}"))?;
+    bad.map_or(Ok(out), Err)
+}
+
 /// What the doctor looks at.
 pub async fn doctor_world(kube: &kube::Client, namespace: Option<&str>, now: Timestamp) -> World {
     let (install, config) = match find_install(kube, namespace).await {
@@ -501,6 +537,7 @@ pub async fn doctor_world(kube: &kube::Client, namespace: Option<&str>, now: Tim
         None => Err("no install".into()),
     };
     let tablet_pvcs = in_each(kube, &pvcs(), &ns, Some(&tablets())).await;
+    let tablet_volumes = volumes_of(kube, &tablet_pvcs).await;
     let mysql = shards_mysql(kube, &config, &tablet_pvcs).await;
     World {
         now,
@@ -526,6 +563,7 @@ pub async fn doctor_world(kube: &kube::Client, namespace: Option<&str>, now: Tim
         )
         .await,
         tablet_pvcs,
+        tablet_volumes,
         tablet_pods: in_each(kube, &pods(), &ns, Some(&tablets())).await,
         node_helpers: node_helpers(kube, install.as_ref()).await,
         snapshots: in_each(kube, &snapshots_resource(), &ns, Some(&vtsnaps())).await,

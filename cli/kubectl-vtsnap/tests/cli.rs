@@ -63,14 +63,40 @@ fn an_api_it_cannot_reach_is_exit_1_in_one_line() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     assert!(err.starts_with("kubectl vtsnap: "), "{err}");
-    // A name with a control character is shown escaped, never sent to the terminal raw.
-    let out = plugin(&["explain", "pvc", "bad\u{1b}[2Jname", "-n", "vitess"], &kc);
-    assert_eq!(out.status.code(), Some(1));
-    let err = text(&out.stderr);
-    assert!(
-        !err.contains('\u{1b}') && err.contains("vitess/bad"),
-        "{err}"
-    );
+    // A name that is not the API's (a control character, a path, a selector) is a usage
+    // error before any request, shown escaped, never sent to the terminal raw.
+    for (args, says) in [
+        (
+            vec!["explain", "pvc", "bad\u{1b}[2Jname", "-n", "vitess"],
+            "\"bad\\u{1b}[2Jname\" is not an object name",
+        ),
+        (
+            vec!["explain", "snapshot", "../../nodes/x", "-n", "vitess"],
+            "\"../../nodes/x\" is not an object name",
+        ),
+        (
+            vec![
+                "explain",
+                "pvc",
+                "a,involvedObject.kind=Pod",
+                "-n",
+                "vitess",
+            ],
+            "is not an object name",
+        ),
+        (
+            vec!["status", "-n", "Vitess_NS"],
+            "\"Vitess_NS\" is not a namespace name",
+        ),
+    ] {
+        let out = plugin(&args, &kc);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(
+            !err.contains('\u{1b}') && err.contains(says),
+            "{args:?}: {err}"
+        );
+    }
     // A kubeconfig that is not there.
     let out = plugin(&["status", "--kubeconfig", "/nonexistent/kubeconfig"], &kc);
     assert_eq!(out.status.code(), Some(1));

@@ -79,3 +79,47 @@ fn status_of_the_demo_state_matches_its_golden_outputs() {
         serde_json::from_str(&report::status(&st, Format::Json, Colour::Off)).unwrap();
     assert_eq!(yaml, json);
 }
+
+/// `explain snapshot` of each snapshot of the demo state (the GC's decider on the same
+/// objects) and `explain pvc` of the tablet being restored, with its Events (one carries
+/// control characters, which the table escapes).
+#[test]
+fn explain_of_the_demo_state_matches_its_golden_outputs() {
+    use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim};
+    use kubectl_vtsnap::explain::{self, NewestEvents};
+    use vtsnap_gc::observe::Inventory;
+
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(golden("demo_state.json")).unwrap()).unwrap();
+    let config = Config::from_yaml(state["config"].as_str().unwrap()).unwrap();
+    let now = state["now"].as_str().unwrap().parse().unwrap();
+    let mut inv = Inventory::default();
+    for o in list(&state, "snapshots") {
+        inv.add_any(&o, now);
+    }
+    for mut o in list(&state, "tablet_pvcs") {
+        o["kind"] = "PersistentVolumeClaim".into();
+        inv.add_any(&o, now);
+    }
+    let plan = vtsnap_gc::decide::plan(&config, &inv, now, None);
+    let mut text = String::new();
+    for o in list(&state, "snapshots") {
+        let name = o["metadata"]["name"].as_str().unwrap();
+        let unusable = o["metadata"]["annotations"]["vtsnap.io/unusable"]
+            .as_str()
+            .map(str::to_owned);
+        let e = explain::snapshot_in_plan(&plan, "vitess", name, unusable);
+        text.push_str(&format!("$ kubectl vtsnap explain snapshot {name}\n"));
+        text.push_str(&explain::lines(&serde_json::to_value(e).unwrap()));
+    }
+    let pvc: PersistentVolumeClaim =
+        serde_json::from_value(list(&state, "tablet_pvcs")[0].clone()).unwrap();
+    let mut events = NewestEvents::default();
+    for e in list(&state, "pvc_events") {
+        events.push(serde_json::from_value::<Event>(e).unwrap());
+    }
+    let e = explain::pvc_explained(&pvc, events);
+    text.push_str(&format!("$ kubectl vtsnap explain pvc {}\n", e.name));
+    text.push_str(&explain::lines(&serde_json::to_value(&e).unwrap()));
+    check("explain.txt", &text);
+}

@@ -10,7 +10,8 @@ use serde::Serialize;
 use serde_json::Value;
 use vtsnap_core::config::{Config, Lifecycle, resolve_in};
 
-use super::fields::{pod_ready, policy_of, s};
+use super::fields::{pod_ready, s};
+use super::storage;
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, strum::IntoStaticStr)]
@@ -34,7 +35,7 @@ pub struct Check {
 }
 
 impl Check {
-    fn pass(check: &'static str, message: impl Into<String>) -> Self {
+    pub(super) fn pass(check: &'static str, message: impl Into<String>) -> Self {
         Self {
             check,
             level: Level::Pass,
@@ -43,7 +44,11 @@ impl Check {
         }
     }
 
-    fn warn(check: &'static str, message: impl Into<String>, fix: impl Into<String>) -> Self {
+    pub(super) fn warn(
+        check: &'static str,
+        message: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
         Self {
             check,
             level: Level::Warn,
@@ -52,7 +57,11 @@ impl Check {
         }
     }
 
-    fn fail(check: &'static str, message: impl Into<String>, fix: impl Into<String>) -> Self {
+    pub(super) fn fail(
+        check: &'static str,
+        message: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
         Self {
             check,
             level: Level::Fail,
@@ -132,6 +141,8 @@ pub struct World {
     pub storage_classes: Read<Vec<Value>>,
     /// Tablet PVCs of the configured namespaces.
     pub tablet_pvcs: Read<Vec<Value>>,
+    /// The PersistentVolumes bound to those PVCs.
+    pub tablet_volumes: Read<Vec<Value>>,
     /// Tablet Pods of the configured namespaces.
     pub tablet_pods: Read<Vec<Value>>,
     /// The node helper's Pods.
@@ -157,16 +168,17 @@ pub const SNAPSHOT_CRDS: [&str; 3] = [
 const UNHANDLED_AFTER: SignedDuration = SignedDuration::from_mins(5);
 /// A webhook certificate that expires sooner is warned about.
 const CERT_WARN_BEFORE: SignedDuration = SignedDuration::from_hours(30 * 24);
-const DEFAULT_CLASS: &str = "snapshot.storage.kubernetes.io/is-default-class";
 const PSA_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 
 /// Every check, in a fixed order.
 pub fn checks(w: &World) -> Vec<Check> {
     let mut out = vec![install(w), config(w), crds(w), snapshot_controller(w)];
-    out.extend(snapshot_classes(w));
-    out.extend(binding_mode(w));
+    out.extend(storage::snapshot_classes(w));
+    out.extend(storage::binding_mode(w));
+    out.extend(storage::topology(w));
     out.extend(rbac(&w.access));
     out.push(webhook(w));
+    out.extend(webhook_cert(w));
     out.push(pod_security(w));
     out.push(node_helpers(w));
     out.push(binlog_expiry(&w.mysql));
@@ -385,150 +397,6 @@ fn snapshot_controller(w: &World) -> Check {
     }
 }
 
-/// The configured (or default) VolumeSnapshotClass of each group of tablet PVCs: it must
-/// exist and be of their StorageClass's driver; `deletionPolicy: Retain` is warned.
-fn snapshot_classes(w: &World) -> Vec<Check> {
-    const ID: &str = "snapshot-class";
-    let (Ok(cfg), Ok(pvcs), Ok(classes), Ok(storage)) = (
-        &w.config,
-        &w.tablet_pvcs,
-        &w.snapshot_classes,
-        &w.storage_classes,
-    ) else {
-        let why = [
-            w.tablet_pvcs.as_ref().err(),
-            w.snapshot_classes.as_ref().err(),
-            w.storage_classes.as_ref().err(),
-        ]
-        .into_iter()
-        .flatten()
-        .next()
-        .map_or_else(|| "the config is not valid".to_owned(), Clone::clone);
-        return vec![Check::warn(
-            ID,
-            format!("not checked: {why}"),
-            "fix what the lines above say",
-        )];
-    };
-    // (configured class or None, StorageClass) → the PVCs that use them
-    let mut groups: BTreeMap<(Option<String>, String), Vec<String>> = BTreeMap::new();
-    for p in pvcs {
-        let Some(policy) = policy_of(cfg, p) else {
-            continue;
-        };
-        let class = policy.snapshot.volume_snapshot_class_name;
-        let ns = s(p, "/metadata/namespace");
-        groups
-            .entry((class, s(p, "/spec/storageClassName").to_owned()))
-            .or_default()
-            .push(format!("{ns}/{}", s(p, "/metadata/name")));
-    }
-    if groups.is_empty() {
-        return vec![Check::warn(
-            ID,
-            "no tablet PVC of a configured cluster found: nothing to snapshot yet",
-            "check config.clusters' names and namespaces against the VitessClusters",
-        )];
-    }
-    let by_name = |list: &'_ [Value], name: &str| -> Option<Value> {
-        list.iter()
-            .find(|c| s(c, "/metadata/name") == name)
-            .cloned()
-    };
-    groups
-        .into_iter()
-        .map(|((class, storage_class), pvcs)| {
-            let driver = by_name(storage, &storage_class)
-                .map(|sc| s(&sc, "/provisioner").to_owned())
-                .unwrap_or_default();
-            let example = &pvcs[0];
-            let found = match &class {
-                Some(name) => by_name(classes, name),
-                None => classes
-                    .iter()
-                    .find(|c| {
-                        s(c, &format!("/metadata/annotations/{}", DEFAULT_CLASS.replace('/', "~1")))
-                            == "true"
-                            && s(c, "/driver") == driver
-                    })
-                    .cloned(),
-            };
-            let Some(vsc) = found else {
-                let what = class.as_deref().map_or_else(
-                    || format!("no default VolumeSnapshotClass for driver {driver:?}"),
-                    |n| format!("VolumeSnapshotClass {n} does not exist"),
-                );
-                return Check::fail(
-                    ID,
-                    format!("{what} (tablet PVC {example})"),
-                    "create it, or set snapshot.volumeSnapshotClassName to one of the tablets' driver",
-                );
-            };
-            let name = s(&vsc, "/metadata/name").to_owned();
-            if s(&vsc, "/driver") != driver {
-                return Check::fail(
-                    ID,
-                    format!(
-                        "VolumeSnapshotClass {name} is of driver {:?}, the tablet PVCs' StorageClass {storage_class} of {driver:?} (e.g. {example})",
-                        s(&vsc, "/driver")
-                    ),
-                    "set snapshot.volumeSnapshotClassName to a class of the tablets' CSI driver",
-                );
-            }
-            if s(&vsc, "/deletionPolicy") == "Retain" {
-                return Check::warn(
-                    ID,
-                    format!(
-                        "VolumeSnapshotClass {name} has deletionPolicy Retain: a snapshot the GC deletes keeps its storage (and its cost)"
-                    ),
-                    "use a class with deletionPolicy: Delete, or clean up VolumeSnapshotContents yourself",
-                );
-            }
-            Check::pass(
-                ID,
-                format!("{name} (driver {driver}) for {} tablet PVC(s)", pvcs.len()),
-            )
-        })
-        .collect()
-}
-
-/// Node-local restores need the tablets' StorageClass to bind on first consumer.
-fn binding_mode(w: &World) -> Vec<Check> {
-    const ID: &str = "binding-mode";
-    let (Ok(cfg), Ok(pvcs), Ok(storage)) = (&w.config, &w.tablet_pvcs, &w.storage_classes) else {
-        return Vec::new();
-    };
-    let mut immediate: BTreeSet<String> = BTreeSet::new();
-    for p in pvcs {
-        if !policy_of(cfg, p).is_some_and(|policy| policy.restore.node_local) {
-            continue;
-        }
-        let class = s(p, "/spec/storageClassName");
-        let mode = storage
-            .iter()
-            .find(|c| s(c, "/metadata/name") == class)
-            .map(|c| s(c, "/volumeBindingMode"))
-            .unwrap_or_default();
-        if mode != "WaitForFirstConsumer" {
-            immediate.insert(class.to_owned());
-        }
-    }
-    if immediate.is_empty() {
-        return vec![Check::pass(
-            ID,
-            "node-local restores use StorageClasses that bind on first consumer",
-        )];
-    }
-    vec![Check::warn(
-        ID,
-        format!(
-            "restore.nodeLocal is on, but StorageClass(es) {} bind immediately: a restored volume may be made on a node the Pod cannot run on",
-            immediate.into_iter().collect::<Vec<_>>().join(", ")
-        ),
-        "use volumeBindingMode: WaitForFirstConsumer for node-local drivers",
-    )]
-}
-
 /// One line per program: every verb of the chart's list is granted, or which are not.
 fn rbac(access: &[Access]) -> Vec<Check> {
     const ID: &str = "rbac";
@@ -617,7 +485,7 @@ fn webhook(w: &World) -> Check {
         failure_policy,
         service,
         ready_endpoints,
-        cert_not_after,
+        ..
     } = seen
     else {
         return if restore_on {
@@ -652,27 +520,40 @@ fn webhook(w: &World) -> Check {
         }
         Ok(_) => {}
     }
-    match cert_not_after {
+    Check::pass(ID, format!("{name}: {service} has ready endpoints"))
+}
+
+/// The webhook's serving certificate, apart from its endpoints: a webhook with no Pods
+/// today still needs a valid certificate when they come back.
+fn webhook_cert(w: &World) -> Option<Check> {
+    const ID: &str = "webhook-cert";
+    let Ok(WebhookSeen::Installed {
+        name,
+        cert_not_after,
+        ..
+    }) = &w.webhook
+    else {
+        return None;
+    };
+    let renew = "renew the webhook certificate (helm upgrade regenerates the chart's own)";
+    Some(match cert_not_after {
         Ok(t) if *t <= w.now => Check::fail(
             ID,
             format!("{name}: the serving certificate expired at {t}"),
-            "renew the webhook certificate (helm upgrade regenerates the chart's own)",
+            renew,
         ),
         Ok(t) if t.duration_since(w.now) < CERT_WARN_BEFORE => Check::warn(
             ID,
             format!("{name}: the serving certificate expires at {t}, within 30 days"),
-            "renew the webhook certificate (helm upgrade regenerates the chart's own)",
+            renew,
         ),
-        Ok(t) => Check::pass(
-            ID,
-            format!("{name}: {service} has ready endpoints; certificate valid until {t}"),
-        ),
+        Ok(t) => Check::pass(ID, format!("{name}: certificate valid until {t}")),
         Err(e) => Check::warn(
             ID,
             format!("{name}: cannot read the serving certificate: {e}"),
             "check the webhook's caBundle and the Secret it was made from",
         ),
-    }
+    })
 }
 
 /// The node helper is privileged: a namespace that enforces `baseline` or `restricted`

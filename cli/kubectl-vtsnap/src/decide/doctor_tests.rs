@@ -15,7 +15,17 @@ fn pvc() -> Value {
     json!({"metadata": {"name": "example-vttablet-zone1-0000000101-0ab1", "namespace": "vitess",
         "labels": {"planetscale.com/component": "vttablet", "planetscale.com/cluster": "example",
                    "planetscale.com/keyspace": "commerce", "planetscale.com/shard": "x-x"}},
-        "spec": {"storageClassName": "fast"}})
+        "spec": {"storageClassName": "fast", "volumeName": "pv-101"}})
+}
+
+/// The PV of [`pvc`], pinned to `node` by a TopoLVM-like key, or usable on any node.
+fn pv(node: Option<&str>) -> Value {
+    let mut v = json!({"metadata": {"name": "pv-101"}, "spec": {}});
+    if let Some(n) = node {
+        v["spec"]["nodeAffinity"] = json!({"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "topology.topolvm.io/node", "operator": "In", "values": [n]}]}]}});
+    }
+    v
 }
 
 fn pod(node: &str, component: &str, ready: bool) -> Value {
@@ -43,6 +53,7 @@ fn healthy() -> World {
         storage_classes: Ok(vec![json!({"metadata": {"name": "fast"},
             "provisioner": "csi.example.com", "volumeBindingMode": "WaitForFirstConsumer"})]),
         tablet_pvcs: Ok(vec![pvc()]),
+        tablet_volumes: Ok(vec![pv(None)]),
         tablet_pods: Ok(vec![pod("node-1", "vttablet", true)]),
         node_helpers: Ok(vec![pod("node-1", "node", true)]),
         snapshots: Ok(vec![json!({"metadata": {"name": "s-1",
@@ -90,7 +101,7 @@ fn a_healthy_install_passes_every_check() {
     assert!(!any_failed(&all));
     // One line per kind of check, none forgotten.
     let ids: BTreeSet<&str> = all.iter().map(|c| c.check).collect();
-    assert_eq!(ids.len(), 13, "{ids:?}");
+    assert_eq!(ids.len(), 15, "{ids:?}");
 }
 
 #[test]
@@ -199,7 +210,7 @@ fn each_fault_is_the_right_line() {
                     *cert_not_after = Ok("2026-12-20T00:00:00Z".parse().unwrap())
                 }
             }),
-            "webhook",
+            "webhook-cert",
             Level::Warn,
             "within 30 days",
         ),
@@ -210,7 +221,7 @@ fn each_fault_is_the_right_line() {
                     *cert_not_after = Ok("2026-12-01T11:59:59Z".parse().unwrap())
                 }
             }),
-            "webhook",
+            "webhook-cert",
             Level::Fail,
             "expired",
         ),
@@ -220,6 +231,22 @@ fn each_fault_is_the_right_line() {
             "webhook",
             Level::Warn,
             "not installed",
+        ),
+        (
+            "node-local volumes restored anywhere",
+            Box::new(|w| w.tablet_volumes = Ok(vec![pv(Some("node-1"))])),
+            "topology",
+            Level::Fail,
+            "PV pv-101 only on node node-1), but restore.nodeLocal is off",
+        ),
+        (
+            "network volumes pinned to a node",
+            Box::new(|w| {
+                w.config = Ok(Config::from_yaml("clusters:\n- name: example\n  namespace: vitess\n  snapshot: {volumeSnapshotClassName: csi-snap}\n  restore: {enabled: true, nodeLocal: true}\n").unwrap())
+            }),
+            "topology",
+            Level::Warn,
+            "StorageClass fast are not pinned to a node (e.g. vitess/example-vttablet-zone1-0000000101-0ab1)",
         ),
         (
             "restricted namespace",
@@ -298,6 +325,7 @@ fn each_fault_is_the_right_line() {
                 w.storage_classes = Ok(vec![
                     json!({"metadata": {"name": "fast"}, "provisioner": "csi.example.com", "volumeBindingMode": "Immediate"}),
                 ]);
+                w.tablet_volumes = Ok(vec![pv(Some("node-1"))]);
             }),
             "binding-mode",
             Level::Warn,
@@ -333,6 +361,7 @@ fn a_read_that_failed_is_never_a_pass() {
     w.namespace_labels = Err("forbidden".into());
     w.webhook = Err("forbidden".into());
     w.snapshots = Err("forbidden".into());
+    w.tablet_volumes = Err("forbidden".into());
     let lines = not_passing(&w);
     let ids: BTreeSet<&str> = lines.iter().map(|(id, _, _)| *id).collect();
     for id in [
@@ -342,6 +371,7 @@ fn a_read_that_failed_is_never_a_pass() {
         "pod-security",
         "webhook",
         "snapshot-controller",
+        "topology",
     ] {
         assert!(ids.contains(id), "{id}: {lines:#?}");
     }
@@ -374,8 +404,8 @@ fn a_default_class_of_the_driver_serves_when_none_is_configured() {
     )
     .unwrap());
     w.snapshot_classes = Ok(vec![
-        json!({"metadata": {"name": "other-default", "annotations": {DEFAULT_CLASS: "true"}}, "driver": "other.example.com", "deletionPolicy": "Delete"}),
-        json!({"metadata": {"name": "csi-default", "annotations": {DEFAULT_CLASS: "true"}}, "driver": "csi.example.com", "deletionPolicy": "Delete"}),
+        json!({"metadata": {"name": "other-default", "annotations": {storage::DEFAULT_CLASS: "true"}}, "driver": "other.example.com", "deletionPolicy": "Delete"}),
+        json!({"metadata": {"name": "csi-default", "annotations": {storage::DEFAULT_CLASS: "true"}}, "driver": "csi.example.com", "deletionPolicy": "Delete"}),
     ]);
     assert_eq!(not_passing(&w), []);
     w.snapshot_classes = Ok(vec![
@@ -403,7 +433,75 @@ fn boundaries_and_the_right_object_of_several() {
         json!({"metadata": {"name": "other"}, "provisioner": "csi.example.com", "volumeBindingMode": "Immediate"}),
         json!({"metadata": {"name": "fast"}, "provisioner": "csi.example.com", "volumeBindingMode": "WaitForFirstConsumer"}),
     ]);
+    // ... and the tablets' own volume, not another one.
+    w.tablet_volumes = Ok(vec![
+        json!({"metadata": {"name": "pv-other"}, "spec": {}}),
+        pv(Some("node-1")),
+    ]);
     assert_eq!(not_passing(&w), []);
+    // A PVC not yet bound says nothing of its topology.
+    w.tablet_volumes = Ok(vec![]);
+    let all = checks(&w);
+    assert!(
+        all.iter()
+            .any(|c| c.check == "topology" && c.message == "no bound tablet volume yet"),
+        "{all:#?}"
+    );
+}
+
+#[test]
+fn a_volume_is_pinned_only_when_every_term_allows_one_node() {
+    use super::storage::pinned_node;
+    let term = |key: &str, op: &str, values: &[&str]| json!({"matchExpressions": [{"key": key, "operator": op, "values": values}]});
+    let with = |terms: Vec<Value>| json!({"spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": terms}}}});
+    let host = "kubernetes.io/hostname";
+    assert_eq!(
+        pinned_node(&with(vec![term(host, "In", &["a"])])).as_deref(),
+        Some("a")
+    );
+    assert_eq!(
+        pinned_node(&with(vec![term("topology.lvm.csi/nodename", "In", &["b"])])).as_deref(),
+        Some("b")
+    );
+    assert_eq!(
+        pinned_node(&with(vec![
+            term(host, "In", &["a"]),
+            term(host, "In", &["a"])
+        ]))
+        .as_deref(),
+        Some("a")
+    );
+    // Two nodes, or one term open to any node, or a zone: not node-local.
+    assert_eq!(
+        pinned_node(&with(vec![term(host, "In", &["a", "b"])])),
+        None
+    );
+    assert_eq!(
+        pinned_node(&with(vec![
+            term(host, "In", &["a"]),
+            term(host, "In", &["b"])
+        ])),
+        None
+    );
+    assert_eq!(
+        pinned_node(&with(vec![term(host, "In", &["a"]), json!({})])),
+        None
+    );
+    assert_eq!(pinned_node(&with(vec![term(host, "NotIn", &["a"])])), None);
+    assert_eq!(
+        pinned_node(&with(vec![term(
+            "topology.kubernetes.io/zone",
+            "In",
+            &["z"]
+        )])),
+        None
+    );
+    assert_eq!(pinned_node(&with(vec![])), None);
+    assert_eq!(
+        pinned_node(&json!({"spec": {"local": {"path": "/d"}}})).as_deref(),
+        Some("?")
+    );
+    assert_eq!(pinned_node(&json!({"spec": {}})), None);
 }
 
 #[test]

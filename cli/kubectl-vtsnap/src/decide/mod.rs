@@ -4,3 +4,4 @@
 pub mod doctor;
 pub mod fields;
 pub mod status;
+pub mod storage;

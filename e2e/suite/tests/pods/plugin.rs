@@ -3,8 +3,8 @@
 //! `status` shows the shard protected, `backup --online --wait` takes a snapshot through
 //! the CronJob's own Job, and `explain` gives the GC's word on it. Seeded faults: a
 //! primary that keeps its binlogs too briefly, a replica that is not crash-safe (both on
-//! the MariaDB Pods), a Role without `watch`, a `restricted` namespace, a webhook Service
-//! without endpoints.
+//! the MariaDB Pods), a VolumeSnapshotClass that retains, a Role without `watch`, a
+//! `restricted` namespace, a webhook Service without endpoints.
 
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::rbac::v1::Role;
@@ -61,12 +61,20 @@ pub async fn plugin_checks(
         "node-helper",
         "binlog-expiry",
         "crash-safety",
+        "webhook-cert",
     ] {
         assert!(
             line(&checks, id, Level::Pass).is_some(),
             "{id}: {checks:#?}"
         );
     }
+    // This install restores node-locally, but the lab's CSI driver makes volumes that any
+    // node may use (its PVs have no node affinity): read from the real PVs, a warning.
+    let topology = line(&checks, "topology", Level::Warn).unwrap_or_else(|| panic!("{checks:#?}"));
+    assert!(
+        topology.message.contains("are not pinned to a node"),
+        "{topology:?}"
+    );
 
     // status: the shard is protected.
     let (install, text) = observe::find_install(&client, Some(install_ns))
@@ -153,6 +161,52 @@ pub async fn plugin_checks(
         !doctor::any_failed(&doctor_lines(kube, install_ns).await),
         "put back, the install passes again"
     );
+    // The tablets' VolumeSnapshotClass keeps its storage after a delete (Retain).
+    let classes: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource(
+            "snapshot.storage.k8s.io",
+            "v1",
+            "VolumeSnapshotClass",
+            "volumesnapshotclasses",
+        ),
+    );
+    let class_names: Vec<String> = classes
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert!(!class_names.is_empty());
+    let policy = |p: &str| json!({"deletionPolicy": p});
+    for c in &class_names {
+        classes
+            .patch(c, &PatchParams::default(), &Patch::Merge(&policy("Retain")))
+            .await
+            .unwrap();
+    }
+    let checks = doctor_lines(kube, install_ns).await;
+    let warn =
+        line(&checks, "snapshot-class", Level::Warn).unwrap_or_else(|| panic!("{checks:#?}"));
+    assert!(warn.message.contains("deletionPolicy Retain"), "{warn:?}");
+    for c in &class_names {
+        classes
+            .patch(c, &PatchParams::default(), &Patch::Merge(&policy("Delete")))
+            .await
+            .unwrap();
+    }
+    assert!(
+        line(
+            &doctor_lines(kube, install_ns).await,
+            "snapshot-class",
+            Level::Pass
+        )
+        .is_some(),
+        "put back, the class passes again"
+    );
+
     // The snapshot job's Role loses `watch` on leases: it would poll.
     let roles: Api<Role> = Api::namespaced(client.clone(), tablets_ns);
     let name = format!("{}-snapshot", install.fullname);
