@@ -13,7 +13,7 @@ need_root() {
 }
 need_root
 
-packages=(curl python3-yaml binutils shellcheck podman runc debootstrap btrfs-progs util-linux e2fsprogs mariadb-client make gcc pkg-config protobuf-compiler)
+packages=(curl python3-yaml binutils shellcheck podman runc debootstrap btrfs-progs util-linux e2fsprogs mariadb-client make gcc pkg-config protobuf-compiler tzdata)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

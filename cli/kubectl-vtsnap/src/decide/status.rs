@@ -69,8 +69,8 @@ fn next_run(cron: &Value, now: Timestamp) -> NextRun {
         Ok(sc) => sc,
         Err(e) => return NextRun::Unknown { why: e.to_string() },
     };
-    // The chart's CronJobs run in UTC unless `timeZone` says otherwise; a named zone
-    // needs a time zone database this program does not carry.
+    // The chart's CronJobs run in UTC unless `timeZone` says otherwise; a named zone is
+    // read from the system's time zone database (/usr/share/zoneinfo).
     let tz = match s(cron, "/spec/timeZone") {
         "" | "UTC" | "Etc/UTC" => TimeZone::UTC,
         name => match TimeZone::get(name) {

@@ -192,6 +192,15 @@ fn the_next_run_follows_the_schedule_its_time_zone_and_suspension() {
         with(&|c| c["spec"]["schedule"] = json!("61 * * * *")),
         NextRun::Unknown { why } if why.contains("minute")
     ));
+    // A named zone, from the system's database: 06:00 in Berlin is 05:00 UTC in December
+    // (the 18:00 and 00:00 runs there come first: 17:00 and 23:00 UTC).
+    assert_eq!(
+        with(&|c| c["spec"]["timeZone"] = json!("Europe/Berlin")),
+        NextRun::At {
+            time: "2026-12-01T17:00:00Z".into(),
+            in_seconds: 5 * 3600
+        }
+    );
     assert!(matches!(
         with(&|c| c["spec"]["timeZone"] = json!("UTC")),
         NextRun::At {
