@@ -52,6 +52,27 @@ refuse "/config/clusters': minItems: got 0, want 1" --set-json 'config.clusters=
 refuse "/config/clusters/0': missing property 'namespace'" --set-json 'config.clusters=[{"name":"x"}]'
 refuse "is already snapshot.shards[0]'s" --set-json 'snapshot.shards=[{"cluster":"example","keyspace":"commerce","shard":"-"},{"cluster":"example","keyspace":"commerce","shard":"-"}]'
 refuse "must be below admission.replicas" --set admission.replicas=1
+refuse "/snapshot/reconcile/schedule'" --set snapshot.reconcile.schedule=hourly
+refuse "additional properties 'enable' not allowed" --set snapshot.reconcile.enable=true
+
+# With the reconciler (the default) the chart renders the template and the reconciler,
+# and no per-shard CronJob; without it, one CronJob per snapshot.shards entry.
+python3 - "$out/default.yaml" <<'PY'
+import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+crons = [d["metadata"]["name"] for d in docs if d["kind"] == "CronJob"]
+assert not any("-snap-" in c for c in crons), crons
+cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-snapshot-schedule"))
+template = json.loads(cm["data"]["cronjob.json"])
+c = template["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+assert [x["name"] for x in c] == ["snapshot"] and c[0]["args"] == ["run"], c
+assert isinstance(json.loads(cm["data"]["overrides.json"]), list)
+print("chart: the reconciler's template renders; no per-shard CronJob")
+PY
+"$helm" template vtsnap "$chart" -n vtsnap -f "$chart/ci/full-values.yaml" --set snapshot.reconcile.enabled=false \
+  --kube-version "$kube_version" >"$out/no-reconciler.yaml"
+grep -q 'name: vtsnap-snap-' "$out/no-reconciler.yaml" && ! grep -q 'snapshot-schedule' "$out/no-reconciler.yaml" \
+  || { echo "chart: without the reconciler, per-shard CronJobs and no template are expected" >&2; exit 1; }
 
 # A long release name: CronJob names within 52 characters (the Job controller appends to
 # them), Services, Deployments and DaemonSets within 63 (DNS labels), the rest within 253.

@@ -169,7 +169,45 @@ fn field(text: &str, spec: &Spec) -> Result<(u64, bool), CronError> {
     Ok((bits, star))
 }
 
+/// The five fields of a schedule, a descriptor (`@daily`) written out; `text` trimmed.
+pub fn fields_of(text: &str) -> Result<Vec<&str>, CronError> {
+    let expanded = match text {
+        "@yearly" | "@annually" => "0 0 1 1 *",
+        "@monthly" => "0 0 1 * *",
+        "@weekly" => "0 0 * * 0",
+        "@daily" | "@midnight" => "0 0 * * *",
+        "@hourly" => "0 * * * *",
+        d if d.starts_with('@') => return Err(CronError::Descriptor(d.to_owned())),
+        t => t,
+    };
+    Ok(expanded.split_whitespace().collect())
+}
+
 impl Schedule {
+    /// The minutes it runs at, as bits 0–59.
+    pub fn minutes(&self) -> u64 {
+        self.minutes
+    }
+
+    /// The hours it runs at, as bits 0–23.
+    pub fn hours(&self) -> u64 {
+        self.hours
+    }
+
+    /// Whether it runs on every day of every month (its day and month fields allow all).
+    pub fn every_day(&self) -> bool {
+        let all_days = (1..=31).all(|d| self.days & (1 << d) != 0);
+        let all_weekdays = (0..=6).all(|d| self.weekdays & (1 << d) != 0);
+        let all_months = (1..=12).all(|m| self.months & (1 << m) != 0);
+        // With the star bit both must match (both allow all); without it either does.
+        let days = if self.day_star {
+            all_days && all_weekdays
+        } else {
+            all_days || all_weekdays
+        };
+        days && all_months
+    }
+
     pub fn parse(text: &str) -> Result<Self, CronError> {
         if text.len() > MAX_LEN {
             return Err(CronError::TooLong(text.len()));
@@ -178,16 +216,7 @@ impl Schedule {
         if text.starts_with("TZ=") || text.starts_with("CRON_TZ=") {
             return Err(CronError::TimeZonePrefix);
         }
-        let expanded = match text {
-            "@yearly" | "@annually" => "0 0 1 1 *",
-            "@monthly" => "0 0 1 * *",
-            "@weekly" => "0 0 * * 0",
-            "@daily" | "@midnight" => "0 0 * * *",
-            "@hourly" => "0 * * * *",
-            d if d.starts_with('@') => return Err(CronError::Descriptor(d.to_owned())),
-            t => t,
-        };
-        let fields: Vec<&str> = expanded.split_whitespace().collect();
+        let fields = fields_of(text)?;
         let [minute, hour, dom, month, dow] = fields.as_slice() else {
             return Err(CronError::FieldCount(fields.len()));
         };

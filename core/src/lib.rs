@@ -31,6 +31,7 @@ pub mod naming;
 pub mod quantity;
 pub mod reconcile;
 pub mod restored;
+pub mod schedule;
 pub mod select;
 pub mod shard;
 pub mod snapshot;

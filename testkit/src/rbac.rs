@@ -24,6 +24,8 @@ struct Rule {
 #[serde(deny_unknown_fields)]
 struct Granted {
     namespaced: BTreeMap<String, Vec<Rule>>,
+    /// Rules of a Role in the release's own namespace.
+    install: BTreeMap<String, Vec<Rule>>,
     cluster: BTreeMap<String, Vec<Rule>>,
 }
 
@@ -64,6 +66,7 @@ pub fn refused(program: &str, log: &[Logged]) -> Vec<String> {
     let g = granted();
     let none = Vec::new();
     let namespaced = g.namespaced.get(program).unwrap_or(&none);
+    let install = g.install.get(program).unwrap_or(&none);
     let cluster = g.cluster.get(program).unwrap_or(&none);
     let sent: Vec<&Logged> = log
         .iter()
@@ -83,7 +86,9 @@ pub fn refused(program: &str, log: &[Logged]) -> Vec<String> {
             };
             let v = verb(i.verb);
             let ok = allows(cluster, &i.group, &resource, v)
-                || (i.namespace.is_some() && allows(namespaced, &i.group, &resource, v));
+                || (i.namespace.is_some()
+                    && (allows(namespaced, &i.group, &resource, v)
+                        || allows(install, &i.group, &resource, v)));
             (!ok).then(|| {
                 format!(
                     "{v} {}/{resource} ({})",
@@ -109,12 +114,24 @@ mod tests {
     #[test]
     fn the_list_reads_and_names_every_program_with_an_account() {
         let g = granted();
-        let mut programs: Vec<&String> = g.namespaced.keys().chain(g.cluster.keys()).collect();
+        let mut programs: Vec<&String> = g
+            .namespaced
+            .keys()
+            .chain(g.install.keys())
+            .chain(g.cluster.keys())
+            .collect();
         programs.sort();
         programs.dedup();
         assert_eq!(
             programs,
-            ["admission", "gc", "node", "snapshot", "vtbackup-storage"]
+            [
+                "admission",
+                "gc",
+                "node",
+                "schedule",
+                "snapshot",
+                "vtbackup-storage"
+            ]
         );
     }
 

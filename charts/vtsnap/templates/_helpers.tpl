@@ -139,7 +139,7 @@ spec:
           {{- include "vtsnap.restrictedPod" $root | nindent 10 }}
           containers:
           - name: {{ .container }}
-            image: {{ include "vtsnap.image" (dict "root" $root "program" .program) }}
+            image: {{ include "vtsnap.image" (dict "root" $root "program" (default .program .image)) }}
             imagePullPolicy: {{ $root.Values.image.pullPolicy }}
             args:
             {{- range .args }}

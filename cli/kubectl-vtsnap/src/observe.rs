@@ -226,12 +226,14 @@ struct Rule {
 #[derive(Debug, Deserialize)]
 struct Rules {
     namespaced: BTreeMap<String, Vec<Rule>>,
+    /// Granted in the install's own namespace.
+    install: BTreeMap<String, Vec<Rule>>,
     cluster: BTreeMap<String, Vec<Rule>>,
 }
 
 /// One question per (program, namespace or cluster, group, resource, verb) of the chart's
 /// list, for the program's ServiceAccount.
-fn questions(namespaces: &BTreeSet<String>) -> Result<Vec<Access>, String> {
+fn questions(namespaces: &BTreeSet<String>, install_ns: &str) -> Result<Vec<Access>, String> {
     let rules: Rules = serde_yaml_ng::from_str(RBAC_RULES).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     let mut ask = |program: &str, ns: Option<&str>, r: &Rule| {
@@ -254,6 +256,9 @@ fn questions(namespaces: &BTreeSet<String>) -> Result<Vec<Access>, String> {
         for ns in namespaces {
             list.iter().for_each(|r| ask(program, Some(ns), r));
         }
+    }
+    for (program, list) in &rules.install {
+        list.iter().for_each(|r| ask(program, Some(install_ns), r));
     }
     for (program, list) in &rules.cluster {
         list.iter().for_each(|r| ask(program, None, r));
@@ -520,10 +525,22 @@ pub async fn doctor_world(kube: &kube::Client, namespace: Option<&str>, now: Tim
             .collect()
     });
     let mut access = match &install {
-        Some(_) => questions(&ns).unwrap_or_default(),
+        Some(i) => questions(&ns, &i.namespace).unwrap_or_default(),
         None => Vec::new(),
     };
     if let Some(i) = &install {
+        // A program the values turned off has no ServiceAccount: nothing to ask of it.
+        let accounts = list(
+            kube,
+            &ar("", "v1", "ServiceAccount", "serviceaccounts"),
+            Some(&i.namespace),
+            Some(NAME_LABEL),
+        )
+        .await;
+        if let Ok(accounts) = accounts {
+            let names: BTreeSet<&str> = accounts.iter().map(|a| s(a, "/metadata/name")).collect();
+            access.retain(|a| names.contains(format!("{}-{}", i.fullname, a.program).as_str()));
+        }
         for a in &mut access {
             ask(kube, i, a).await;
         }

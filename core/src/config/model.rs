@@ -132,6 +132,13 @@ pub struct SnapshotPolicy {
     pub fsfreeze: Option<bool>,
     pub labels: Option<BTreeMap<String, String>>,
     pub annotations: Option<BTreeMap<String, String>>,
+    /// When the shard's snapshot CronJob runs (a cron line; before its stagger).
+    pub schedule: Option<String>,
+    /// The CronJob made but not run.
+    pub suspend: Option<bool>,
+    /// The window the shards of a cluster spread over (`0s`: none; unset: the shortest
+    /// interval between two runs).
+    pub stagger: Option<GoDuration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]

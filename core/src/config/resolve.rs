@@ -37,6 +37,10 @@ pub struct ResolvedSnapshot {
     pub fsfreeze: bool,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
+    pub schedule: String,
+    pub suspend: bool,
+    /// `None`: the schedule's shortest interval.
+    pub stagger: Option<GoDuration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -170,6 +174,9 @@ fn merge_snapshot(c: &SnapshotPolicy, p: &SnapshotPolicy) -> SnapshotPolicy {
         fsfreeze: pick(&c.fsfreeze, &p.fsfreeze),
         labels: merge_maps(&c.labels, &p.labels),
         annotations: merge_maps(&c.annotations, &p.annotations),
+        schedule: pick(&c.schedule, &p.schedule),
+        suspend: pick(&c.suspend, &p.suspend),
+        stagger: pick(&c.stagger, &p.stagger),
     }
 }
 
@@ -256,6 +263,11 @@ pub fn with_defaults(b: &PolicyBlocks) -> ResolvedPolicy {
             fsfreeze: s.fsfreeze.unwrap_or(false),
             labels: s.labels.unwrap_or_default(),
             annotations: s.annotations.unwrap_or_default(),
+            schedule: s
+                .schedule
+                .unwrap_or_else(|| crate::schedule::DEFAULT_SCHEDULE.to_owned()),
+            suspend: s.suspend.unwrap_or(false),
+            stagger: s.stagger,
         },
         retention: ResolvedRetention {
             // Validation guarantees 1 ≤ maxCount ≤ u32::MAX.

@@ -952,3 +952,51 @@ fn a_large_file_with_an_error_is_reported_quickly() {
         "{e:#?}"
     );
 }
+
+#[test]
+fn schedules_merge_by_level_and_bad_ones_are_named_where_set() {
+    let c = cfg(&format!(
+        "{BASE}  snapshot: {{schedule: \"0 */4 * * *\", stagger: 1h}}\n  \
+         keyspaces:\n    commerce:\n      shards:\n        \"-80\": {{snapshot: {{suspend: true}}}}\n        \
+         \"80-\": {{snapshot: {{schedule: \"30 2 * * *\"}}}}\n"
+    ));
+    let r = c.resolve("example", "commerce", "-80").unwrap();
+    assert_eq!(
+        (r.snapshot.schedule.as_str(), r.snapshot.suspend),
+        ("0 */4 * * *", true)
+    );
+    assert_eq!(r.snapshot.stagger, Some(GoDuration::secs(3600)));
+    let r = c.resolve("example", "commerce", "80-").unwrap();
+    assert_eq!(
+        (r.snapshot.schedule.as_str(), r.snapshot.suspend),
+        ("30 2 * * *", false)
+    );
+    // The default: every six hours, spread over the period.
+    let r = cfg(BASE).resolve("example", "c", "-").unwrap();
+    assert_eq!(
+        (r.snapshot.schedule.as_str(), r.snapshot.stagger),
+        (crate::schedule::DEFAULT_SCHEDULE, None)
+    );
+    // A line that is not cron, at the level that writes it.
+    let e = errors(&format!(
+        "{BASE}  keyspaces:\n    commerce:\n      snapshot: {{schedule: \"every 6h\"}}\n"
+    ));
+    assert!(
+        e.iter().any(
+            |m| m.contains("clusters[0].keyspaces.commerce.snapshot.schedule")
+                && m.contains("not a cron line")
+        ),
+        "{e:?}"
+    );
+    // A stagger that would push a weekday run onto Saturday, where the stagger is set
+    // (the schedule is the cluster's).
+    let e = errors(&format!(
+        "{BASE}  snapshot: {{schedule: \"0 23 * * 1-5\"}}\n  \
+         keyspaces:\n    commerce:\n      shards:\n        \"-80\": {{snapshot: {{stagger: 2h}}}}\n"
+    ));
+    assert!(
+        e.iter()
+            .any(|m| m.contains("shards.-80.snapshot.stagger") && m.contains("past midnight")),
+        "{e:?}"
+    );
+}

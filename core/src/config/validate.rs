@@ -104,6 +104,15 @@ fn snapshot_block(e: &mut Errors, p: &str, s: &SnapshotPolicy) {
         }
         None => {}
     }
+    if let Some(sched) = &s.schedule
+        && let Err(why) = crate::cron::Schedule::parse(sched)
+    {
+        e.at(
+            p,
+            "schedule",
+            format!("{sched:?} is not a cron line: {why}"),
+        );
+    }
     positive(e, p, "cutTimeout", s.cut_timeout);
     positive(e, p, "readyTimeout", s.ready_timeout);
     positive(e, p, "maxHold", s.max_hold);
@@ -214,6 +223,25 @@ fn resolved(e: &mut Errors, levels: &[&str], own: &PolicyBlocks, r: &ResolvedPol
                 r.snapshot.cut_timeout, r.snapshot.max_hold
             ),
         );
+    }
+    // The schedule and its stagger, as this level resolves them (each may come from a
+    // different level); reported at the level that sets either.
+    let own_snapshot = own.snapshot.clone().unwrap_or_default();
+    if (own_snapshot.schedule.is_some() || own_snapshot.stagger.is_some())
+        && !unread("snapshot.schedule")
+        && !unread("snapshot.stagger")
+        && crate::cron::Schedule::parse(&r.snapshot.schedule).is_ok()
+        && let Err(why) = crate::schedule::Staggered::new(
+            &r.snapshot.schedule,
+            r.snapshot.stagger.map(GoDuration::get),
+        )
+    {
+        let field = if own_snapshot.stagger.is_some() {
+            "snapshot.stagger"
+        } else {
+            "snapshot.schedule"
+        };
+        e.at(path, field, why.to_string());
     }
     let own_restore = own.restore.clone().unwrap_or_default();
     if r.restore.max_snapshot_age >= r.restore.binlog_retention

@@ -62,14 +62,17 @@ fn snapshot_cronjob(shard_safe: &str) -> String {
 /// A Job from a CronJob's template (`kubectl create job --from=cronjob/…`), with extra
 /// arguments for its container; returns the Job's name.
 async fn start_from_cronjob(kube: &RealKube, cronjob: &str, extra_args: &[&str]) -> String {
+    // Made by the schedule reconciler (every minute in the harness's values).
     let cj = kube
-        .get(
+        .wait_for(
             &resource("batch", "v1", "CronJob", "cronjobs"),
             VTSNAP_NS,
             cronjob,
+            "made by the schedule reconciler (is the chart installed?)",
+            Duration::from_secs(180),
+            |_| true,
         )
-        .await
-        .unwrap_or_else(|| panic!("no CronJob {VTSNAP_NS}/{cronjob}: is the chart installed?"));
+        .await;
     let mut spec = cj["spec"]["jobTemplate"]["spec"].clone();
     if let Some(args) = spec
         .pointer_mut("/template/spec/containers/0/args")

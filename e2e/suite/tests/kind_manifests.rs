@@ -103,9 +103,15 @@ async fn the_chart_with_the_harness_values_renders_objects_the_api_server_accept
         kinds.push(v["kind"].as_str().unwrap().to_owned());
         dry_run_create(&kube, v, None).await;
     }
+    // The GC's, vtbackup-storage's and the schedule reconciler's: the snapshot CronJobs
+    // are the reconciler's to make, in the cluster.
     assert!(
-        kinds.iter().filter(|k| *k == "CronJob").count() >= 4,
+        kinds.iter().filter(|k| *k == "CronJob").count() >= 3,
         "{kinds:?}"
+    );
+    assert!(
+        rendered.contains("-snapshot-schedule") && rendered.contains("\"schedule\"\n"),
+        "the reconciler and its template are rendered"
     );
 }
 

@@ -11,6 +11,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "chart/schedule.rs"]
+mod schedule;
 
 use std::time::Duration;
 
@@ -24,6 +26,7 @@ use vtsnap_admission::observe::Inventory as _;
 use vtsnap_core::config::{Config, Mode};
 use vtsnap_gc::act::{GcOptions, run as gc_run};
 use vtsnap_snapshot::run::{RunOptions, run as snapshot_run};
+use vtsnap_snapshot::schedule::decide::Action;
 use vtsnap_testkit::fake_node::{ApiLeases, FakeNodeHelper, NodeScript};
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
 use vtsnap_testkit::fixtures::shard;
@@ -101,7 +104,8 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
     let values = json!({
         "image": {"tag": "0.1.0"},
         "config": {"clusters": [{"name": "example", "namespace": vitess.name, "vtctld": vt.endpoint(),
-            "snapshot": {"volumeSnapshotClassName": BTRFS_CLASS, "cutTimeout": "60s", "readyTimeout": "60s", "maxHold": "60s"},
+            "snapshot": {"volumeSnapshotClassName": BTRFS_CLASS, "cutTimeout": "60s", "readyTimeout": "60s", "maxHold": "60s",
+                         "schedule": NEVER},
             "retention": {"maxCount": 1}, "restore": {"enabled": true}}]},
         "snapshot": {"shards": [{"cluster": "example", "keyspace": "commerce", "shard": "-", "schedule": NEVER}]},
         "gc": {"schedule": NEVER},
@@ -153,6 +157,58 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
         assert!(kinds.contains(want), "no {want} in the release: {kinds:?}");
     }
 
+    // The config every program reads is the ConfigMap's, as the chart rendered it.
+    let cm = kube
+        .get(
+            &resource("", "v1", "ConfigMap", "configmaps"),
+            &system.name,
+            &format!("{FULL}-config"),
+        )
+        .await
+        .unwrap();
+    let config = Config::from_yaml(cm["data"]["config.yaml"].as_str().unwrap())
+        .unwrap_or_else(|e| panic!("the chart's config: {e}"));
+
+    let account = |program: &str| format!("{FULL}-{program}");
+    let as_snapshot = kube
+        .as_service_account(&system.name, &account("snapshot"))
+        .await;
+    let as_gc = kube.as_service_account(&system.name, &account("gc")).await;
+    let as_vtbackup = kube
+        .as_service_account(&system.name, &account("vtbackup-storage"))
+        .await;
+    let as_admission = kube
+        .as_service_account(&system.name, &account("admission"))
+        .await;
+    let as_node = kube
+        .as_service_account(&system.name, &account("node"))
+        .await;
+    let as_schedule = kube
+        .as_service_account(&system.name, &account("schedule"))
+        .await;
+
+    // The RBAC authorizer learns new bindings from a watch: wait until it has them.
+    let deadline = std::time::Instant::now() + LIMIT;
+    while !may(&as_node, "", "coordination.k8s.io", "leases", "list").await
+        || !may(&as_gc, &vitess.name, "", "pods", "list").await
+        || !may(&as_schedule, &system.name, "batch", "cronjobs", "create").await
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the chart's bindings never took effect"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The schedule reconciler, as its ServiceAccount: the shard of the VitessCluster gets
+    // its snapshot CronJob from the chart's template (the only CronJob no value listed).
+    let template = format!("{FULL}-snapshot-schedule");
+    let (plan, outcomes) =
+        vtsnap_snapshot::schedule::reconcile(&as_schedule, &config, &system.name, &template).await;
+    assert!(
+        plan.problems.is_empty() && outcomes.iter().all(|o| o.error.is_none()),
+        "{plan:#?} {outcomes:#?}"
+    );
+    assert_eq!(plan.count(Action::Create), 1, "{plan:#?}");
     // The snapshot CronJob as stored: the config mounted, the shard's args, no latest tag.
     let cronjobs = kube
         .list(
@@ -199,45 +255,6 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
             !image.ends_with(":latest") && image.contains(':'),
             "{image}"
         );
-    }
-
-    // The config every program reads is the ConfigMap's, as the chart rendered it.
-    let cm = kube
-        .get(
-            &resource("", "v1", "ConfigMap", "configmaps"),
-            &system.name,
-            &format!("{FULL}-config"),
-        )
-        .await
-        .unwrap();
-    let config = Config::from_yaml(cm["data"]["config.yaml"].as_str().unwrap())
-        .unwrap_or_else(|e| panic!("the chart's config: {e}"));
-
-    let account = |program: &str| format!("{FULL}-{program}");
-    let as_snapshot = kube
-        .as_service_account(&system.name, &account("snapshot"))
-        .await;
-    let as_gc = kube.as_service_account(&system.name, &account("gc")).await;
-    let as_vtbackup = kube
-        .as_service_account(&system.name, &account("vtbackup-storage"))
-        .await;
-    let as_admission = kube
-        .as_service_account(&system.name, &account("admission"))
-        .await;
-    let as_node = kube
-        .as_service_account(&system.name, &account("node"))
-        .await;
-
-    // The RBAC authorizer learns new bindings from a watch: wait until it has them.
-    let deadline = std::time::Instant::now() + LIMIT;
-    while !may(&as_node, "", "coordination.k8s.io", "leases", "list").await
-        || !may(&as_gc, &vitess.name, "", "pods", "list").await
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the chart's bindings never took effect"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
     // vtsnap-snapshot with its own token: two cold snapshots through the fence lease.
@@ -509,6 +526,15 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
         );
     }
     plugin_through_kubectl(&kube, &system.name);
+    schedule::reshard(
+        &kube,
+        &as_schedule,
+        &config,
+        &system.name,
+        &vitess.name,
+        &vtctld,
+    )
+    .await;
     drop(vitess);
 }
 
@@ -587,7 +613,7 @@ fn plugin_through_kubectl(kube: &RealKube, install_ns: &str) {
         .iter()
         .filter(|c| c["check"] == "rbac" && c["level"] == "pass")
         .count();
-    assert_eq!(rbac_passes, 5, "one line per program: {report:#}");
+    assert_eq!(rbac_passes, 6, "one line per program: {report:#}");
     let cert_line = |report: &Value| {
         report["checks"]
             .as_array()

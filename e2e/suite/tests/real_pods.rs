@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::Api;
+use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::json;
 use vtsnap_core::fence::{ANN_TABLET_ALIAS, ANN_TARGET_POD};
 use vtsnap_core::naming::{TabletAlias, TabletUid};
@@ -110,9 +111,13 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         caught_up(&db, &primary.op.alias, &t.op.alias).await;
     }
 
-    // helm install: the real images, the snapshot CronJob due at the next minute.
+    // The VitessCluster the tablets belong to: the schedule reconciler reads its shards.
+    kube.create(operator.unsharded_vitess_cluster(&template))
+        .await;
+    // helm install: the real images; the schedule reconciler every minute, and the
+    // shard's snapshot CronJob it makes due a few minutes later.
     story.mark("replicas replicate from the primary by GTID");
-    let schedule = once_soon();
+    let schedule = once_later();
     let node_state = kube
         .kubeconfig()
         .parent()
@@ -125,6 +130,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
                          "cutTimeout": "60s", "readyTimeout": "60s", "maxHold": "120s"},
             "restore": {"enabled": true, "nodeLocal": true}}]},
         "snapshot": {"timeZone": "UTC", "activeDeadlineSeconds": 300, "backoffLimit": 0,
+                     "reconcile": {"schedule": "* * * * *"},
                      "shards": [{"cluster": "example", "keyspace": "commerce", "shard": "-", "schedule": schedule}]},
         "gc": {"schedule": schedule, "timeZone": "UTC", "backoffLimit": 0},
         "vtbackupStorage": {"schedule": schedule, "timeZone": "UTC", "backoffLimit": 0},
@@ -174,7 +180,73 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     assert_restricted(&webhook, "admission");
     assert_eq!(container_process_uid(&webhook, "admission"), NON_ROOT);
 
+    // The schedule reconciler's CronJob fires; its Pod makes the shard's snapshot CronJob
+    // from the chart's template (no snapshot CronJob is rendered by the chart itself).
+    let reconciler = wait_pods(
+        &kube,
+        &system.name,
+        "app.kubernetes.io/component=schedule",
+        1,
+        "the schedule reconciler's Job",
+        |p| matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")),
+    )
+    .await
+    .remove(0);
+    let reconciler_name = reconciler["metadata"]["name"].as_str().unwrap().to_owned();
+    let reconciler_log = pod_log(&kube, &system.name, &reconciler_name).await;
+    assert_eq!(
+        reconciler["status"]["phase"], "Succeeded",
+        "the schedule reconciler failed; it logged:\n{reconciler_log}"
+    );
+    assert_eq!(
+        reconciler["spec"]["serviceAccountName"],
+        json!(format!("{FULL}-schedule"))
+    );
+    assert_restricted(&reconciler, "schedule");
+    // Quiet from here on: the rest of the story needs no other run.
+    let cronjobs: Api<DynamicObject> = Api::namespaced_with(
+        kube.client(),
+        &system.name,
+        &resource("batch", "v1", "CronJob", "cronjobs"),
+    );
+    cronjobs
+        .patch(
+            &format!("{FULL}-schedule"),
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"suspend": true}})),
+        )
+        .await
+        .unwrap();
+    let made = cronjobs
+        .get(&format!("{FULL}-snap-example-commerce-x-x"))
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "no snapshot CronJob after the reconciler ran ({e}); it logged:\n{reconciler_log}"
+            )
+        });
+    let made = serde_json::to_value(made).unwrap();
+    assert_eq!(
+        made["spec"]["schedule"],
+        json!(schedule),
+        "the override, as written"
+    );
+    assert_eq!(
+        made["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "vtsnap-schedule"
+    );
+    story.mark("the schedule reconciler ran as a Pod and made the shard's snapshot CronJob");
+
     // The CronJob fires (the real CronJob controller), its Job's Pod takes a cold snapshot.
+    kube.wait_for(
+        &resource("batch", "v1", "CronJob", "cronjobs"),
+        &system.name,
+        &format!("{FULL}-snap-example-commerce-x-x"),
+        "the snapshot CronJob fired",
+        Duration::from_secs(300),
+        |v| !v["status"]["lastScheduleTime"].is_null(),
+    )
+    .await;
     let job_pod = wait_pods(
         &kube,
         &system.name,

@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod plan;
 pub mod render;
 pub mod run;
+pub mod schedule;
 
 use std::path::Path;
 

@@ -97,11 +97,56 @@ enum Command {
         #[arg(long, env = "VTSNAP_OUTPUT", value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// One snapshot CronJob per shard of every configured cluster, from the chart's
+    /// template, kept in step with the shards (the chart runs `schedule run` on its own
+    /// CronJob).
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
     /// Check a config file alone: exit 0 if valid, else 2 with every error, one per line.
     #[command(after_help = "Example:\n  vtsnap-snapshot validate --config /etc/vtsnap/config.yaml")]
     Validate {
         #[arg(long, env = "VTSNAP_CONFIG")]
         config: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ScheduleCommand {
+    /// Observe the shards and the CronJobs, decide, create / update / delete, report.
+    #[command(after_help = "Example:\n  \
+        vtsnap-snapshot schedule run --config /etc/vtsnap/config.yaml --namespace vtsnap --template vtsnap-snapshot-schedule\n\n\
+        Only CronJobs it made (label app.kubernetes.io/managed-by=vtsnap-schedule and an ownerReference to\n  \
+        the template) are changed. Exit codes: 0 every read and write went through; 1 one did not; 2 usage or config.")]
+    Run {
+        #[arg(long, env = "VTSNAP_CONFIG")]
+        config: PathBuf,
+        /// The namespace of the template and of the CronJobs (the install's).
+        #[arg(long, env = "VTSNAP_NAMESPACE")]
+        namespace: String,
+        /// The ConfigMap the chart renders the snapshot CronJob template into.
+        #[arg(long, env = "VTSNAP_SCHEDULE_TEMPLATE")]
+        template: String,
+        #[arg(long, env = "VTSNAP_OUTPUT", value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// The decision only: from the cluster, or offline from a dump (vtctld is not asked
+    /// offline, so nothing is planned for deletion).
+    #[command(after_help = "Examples:\n  \
+        vtsnap-snapshot schedule plan --config cfg.yaml --namespace vtsnap --template vtsnap-snapshot-schedule\n  \
+        kubectl get configmaps,cronjobs,jobs,vitessclusters -A -o json > dump.json\n  \
+        vtsnap-snapshot schedule plan --config cfg.yaml --template vtsnap-snapshot-schedule --objects dump.json")]
+    Plan {
+        #[arg(long, env = "VTSNAP_CONFIG")]
+        config: PathBuf,
+        #[arg(long, env = "VTSNAP_NAMESPACE")]
+        namespace: Option<String>,
+        #[arg(long, env = "VTSNAP_SCHEDULE_TEMPLATE")]
+        template: String,
+        /// A `kubectl get … -o json` List instead of the cluster.
+        #[arg(long)]
+        objects: Option<PathBuf>,
+        #[arg(long, env = "VTSNAP_OUTPUT", value_enum, default_value_t = Output::Table)]
+        output: Output,
     },
 }
 
@@ -117,6 +162,25 @@ fn main() -> ExitCode {
     };
     args.common.init();
     match args.command {
+        Command::Schedule(ScheduleCommand::Run {
+            config,
+            namespace,
+            template,
+            output,
+        }) => vtsnap_snapshot::schedule::run(&config, &namespace, &template, output),
+        Command::Schedule(ScheduleCommand::Plan {
+            config,
+            namespace,
+            template,
+            objects,
+            output,
+        }) => vtsnap_snapshot::schedule::plan(
+            &config,
+            namespace.as_deref(),
+            &template,
+            objects.as_deref(),
+            output,
+        ),
         Command::Validate { config } => match cli::load_config(&config) {
             Ok(_) => {
                 println!("{}: valid", config.display());

@@ -439,6 +439,12 @@ fn boundaries_and_the_right_object_of_several() {
         pv(Some("node-1")),
     ]);
     assert_eq!(not_passing(&w), []);
+    assert!(
+        checks(&w).iter().any(|c| c.check == "topology"
+            && c.message == "restore.nodeLocal matches the topology of 1 bound tablet volume(s)"),
+        "{:#?}",
+        checks(&w)
+    );
     // A PVC not yet bound says nothing of its topology.
     w.tablet_volumes = Ok(vec![]);
     let all = checks(&w);

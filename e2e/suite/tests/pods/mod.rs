@@ -116,6 +116,14 @@ pub fn container_process_uid(pod: &Value, container: &str) -> u32 {
 }
 
 /// A cron line that fires once, at the first minute boundary at least 40 s from now (UTC).
+/// A cron line that fires once, at the start of a minute 150 to 210 s from now: time for
+/// the schedule reconciler (every minute) to make the CronJob that carries it first.
+pub fn once_later() -> String {
+    let t = k8s_openapi::jiff::Timestamp::now() + Duration::from_secs(210);
+    let t = t.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC);
+    format!("{} {} {} {} *", t.minute(), t.hour(), t.day(), t.month())
+}
+
 pub fn once_soon() -> String {
     let t = k8s_openapi::jiff::Timestamp::now() + Duration::from_secs(100);
     let t = t.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC);

@@ -1,0 +1,504 @@
+//! The schedule reconciler's decision, pure (docs/design.md §5.8): from the configured
+//! clusters' shards, the chart's rendered CronJob template and the CronJobs that exist,
+//! one decision per CronJob — create, update, keep or delete — each with its reason.
+//!
+//! Safety rules, each checked here and tested without a client:
+//! - only CronJobs it made are changed (its label and an ownerReference to the template);
+//! - a CronJob is deleted only when its shard is gone from the VitessCluster's spec (read)
+//!   and from vtctld (asked, and it said "no such shard"), and no Job of it runs;
+//! - a read that failed or a record that cannot be read changes nothing it covers.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use vtsnap_core::config::{Config, Mode, resolve_in};
+use vtsnap_core::naming::KeyRange;
+use vtsnap_core::schedule::{Staggered, assign};
+
+use super::names::{self, ShardKey};
+
+/// The chart's rendered snapshot CronJob and the per-shard overrides of its values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template {
+    /// The ConfigMap that carries it: owner of every CronJob made from it.
+    pub configmap: String,
+    pub configmap_uid: String,
+    /// Where the CronJobs are made (the ConfigMap's namespace).
+    pub namespace: String,
+    /// The release's full name: the CronJobs are `<fullname>-snap-<cluster>-<keyspace>-<shard>`.
+    pub fullname: String,
+    pub cronjob: Value,
+    pub overrides: Vec<Override>,
+}
+
+/// `snapshot.shards[]` of the chart's values: one shard's mode, schedule or suspension.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Override {
+    pub cluster: String,
+    pub keyspace: String,
+    pub shard: String,
+    #[serde(default)]
+    pub mode: Option<Mode>,
+    #[serde(default)]
+    pub schedule: Option<String>,
+    #[serde(default)]
+    pub suspend: Option<bool>,
+}
+
+/// What vtctld said of a shard no longer in the spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InVtctld {
+    Present,
+    /// vtctld answered that the shard does not exist.
+    Absent,
+    /// Not asked, or no clear answer.
+    Unknown(String),
+}
+
+/// One configured cluster: the shards its VitessCluster's spec has, or why they are not
+/// known.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterSeen {
+    pub namespace: String,
+    pub cluster: String,
+    pub shards: Result<BTreeSet<(String, String)>, String>,
+}
+
+/// A CronJob as read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CronSeen {
+    pub name: String,
+    pub resource_version: String,
+    pub uid: String,
+    /// Its label and an ownerReference to the template: made by this reconciler.
+    pub ours: bool,
+    /// The shard it snapshots, from its annotation (ours only), or why it cannot be read.
+    pub shard: Result<ShardKey, String>,
+    pub offset: Option<u32>,
+    pub spec_hash: Option<String>,
+    /// Jobs of it that have not finished.
+    pub active_jobs: usize,
+    /// For ours whose shard is not in the spec: what vtctld said.
+    pub vtctld: InVtctld,
+}
+
+/// Everything the decision reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observed {
+    pub template: Result<Template, String>,
+    pub clusters: Vec<ClusterSeen>,
+    pub cronjobs: Vec<CronSeen>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, strum::IntoStaticStr)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum Action {
+    Create,
+    Update,
+    Keep,
+    Delete,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum Reason {
+    /// A shard of the spec without a CronJob.
+    NewShard,
+    /// Its policy, the template or its stagger changed.
+    Changed,
+    UpToDate,
+    /// Gone from the spec and from vtctld, no Job running.
+    ShardGone,
+    /// Gone from the spec, but vtctld still has it (a reshard not yet cleaned up).
+    StillInVtctld,
+    /// Gone from the spec; vtctld could not say.
+    VtctldUnknown,
+    /// One of its Jobs runs.
+    JobRunning,
+    /// Its cluster's VitessCluster could not be read.
+    SpecUnread,
+    /// Its cluster is not in the config any more.
+    ClusterNotConfigured,
+    /// The name is held by a CronJob this reconciler did not make.
+    NotOurs,
+    /// The shard's schedule or stagger cannot be used.
+    BadPolicy,
+    /// Ours, but its shard annotation cannot be read.
+    UnreadableRecord,
+    /// Another CronJob of ours already snapshots this shard under the expected name.
+    Duplicate,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// One decision.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    pub name: String,
+    /// `namespace/cluster/keyspace/shard`, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
+    pub action: Action,
+    pub reason: Reason,
+    /// Details: the schedule chosen, what vtctld said, the error.
+    pub message: String,
+    /// Create and update: the object to write.
+    #[serde(skip)]
+    pub desired: Option<Value>,
+    /// Update and delete: the version read (a precondition of the write).
+    #[serde(skip)]
+    pub resource_version: Option<String>,
+    #[serde(skip)]
+    pub uid: Option<String>,
+}
+
+/// The plan, and the reads that failed (the run exits 1 when there are any).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Plan {
+    pub decisions: Vec<Decision>,
+    pub problems: Vec<String>,
+}
+
+impl Plan {
+    pub fn count(&self, a: Action) -> usize {
+        self.decisions.iter().filter(|d| d.action == a).count()
+    }
+}
+
+fn decision(
+    name: &str,
+    shard: Option<&ShardKey>,
+    action: Action,
+    reason: Reason,
+    message: impl Into<String>,
+) -> Decision {
+    Decision {
+        name: name.to_owned(),
+        shard: shard.map(ToString::to_string),
+        action,
+        reason,
+        message: message.into(),
+        desired: None,
+        resource_version: None,
+        uid: None,
+    }
+}
+
+/// What one shard's CronJob should be (before its offset is known).
+struct Want {
+    key: ShardKey,
+    name: String,
+    staggered: Staggered,
+    schedule_text: String,
+    suspend: bool,
+    mode: Option<Mode>,
+}
+
+/// The whole decision.
+pub fn plan(config: &Config, seen: &Observed) -> Plan {
+    let mut out = Plan::default();
+    let template = match &seen.template {
+        Ok(t) => t,
+        Err(e) => {
+            out.problems
+                .push(format!("template: {e}: no CronJob is changed"));
+            return out;
+        }
+    };
+    let mut wants: Vec<Want> = Vec::new();
+    // Clusters whose shards are known: (namespace, cluster) → spec shards.
+    let mut known: BTreeMap<(String, String), &BTreeSet<(String, String)>> = BTreeMap::new();
+    let mut unread: BTreeSet<(String, String)> = BTreeSet::new();
+    for c in &seen.clusters {
+        let id = (c.namespace.clone(), c.cluster.clone());
+        let shards = match &c.shards {
+            Ok(s) => s,
+            Err(e) => {
+                out.problems.push(format!(
+                    "VitessCluster {}/{}: {e}: its CronJobs are kept as they are",
+                    c.namespace, c.cluster
+                ));
+                unread.insert(id);
+                continue;
+            }
+        };
+        known.insert(id, shards);
+        let Some(cl) = config.cluster_in(&c.namespace, &c.cluster) else {
+            continue;
+        };
+        for (keyspace, shard) in shards {
+            let key = ShardKey {
+                namespace: c.namespace.clone(),
+                cluster: c.cluster.clone(),
+                keyspace: keyspace.clone(),
+                shard: shard.clone(),
+            };
+            let name = names::cronjob_name(&template.fullname, &key);
+            let policy = resolve_in(cl, keyspace, shard).snapshot;
+            let over = template.overrides.iter().find(|o| {
+                o.cluster == c.cluster && o.keyspace == *keyspace && same_shard(&o.shard, shard)
+            });
+            // A chart override's schedule is the shard's own line: run as written.
+            let (schedule_text, stagger) = match over.and_then(|o| o.schedule.clone()) {
+                Some(s) if !s.is_empty() => (s, Some(std::time::Duration::ZERO)),
+                _ => (policy.schedule, policy.stagger.map(|d| d.get())),
+            };
+            let suspend = over.and_then(|o| o.suspend).unwrap_or(policy.suspend);
+            let mode = over.and_then(|o| o.mode);
+            match Staggered::new(&schedule_text, stagger) {
+                Ok(staggered) => wants.push(Want {
+                    key,
+                    name,
+                    staggered,
+                    schedule_text,
+                    suspend,
+                    mode,
+                }),
+                Err(e) => {
+                    out.problems.push(format!("{key}: {e}"));
+                    out.decisions.push(decision(
+                        &name,
+                        Some(&key),
+                        Action::Keep,
+                        Reason::BadPolicy,
+                        format!("schedule {schedule_text:?}: {e}"),
+                    ));
+                }
+            }
+        }
+    }
+    let by_name: BTreeMap<&str, &CronSeen> =
+        seen.cronjobs.iter().map(|c| (c.name.as_str(), c)).collect();
+    // Offsets: per cluster and schedule, those recorded kept, new ones spread.
+    let mut groups: BTreeMap<(String, String, String, u32), Vec<usize>> = BTreeMap::new();
+    for (i, w) in wants.iter().enumerate() {
+        groups
+            .entry((
+                w.key.namespace.clone(),
+                w.key.cluster.clone(),
+                w.schedule_text.clone(),
+                w.staggered.window(),
+            ))
+            .or_default()
+            .push(i);
+    }
+    let mut offsets = vec![0u32; wants.len()];
+    for ((_, _, _, window), members) in &groups {
+        let list: Vec<(String, Option<u32>)> = members
+            .iter()
+            .map(|&i| {
+                let recorded = by_name
+                    .get(wants[i].name.as_str())
+                    .filter(|c| c.ours && c.shard.as_ref() == Ok(&wants[i].key))
+                    .and_then(|c| c.offset);
+                (wants[i].key.to_string(), recorded)
+            })
+            .collect();
+        for (&i, o) in members.iter().zip(assign(*window, &list)) {
+            offsets[i] = o;
+        }
+    }
+    let mut wanted_names: BTreeSet<&str> = BTreeSet::new();
+    for (w, offset) in wants.iter().zip(offsets) {
+        wanted_names.insert(w.name.as_str());
+        let schedule = w.staggered.at(offset);
+        let desired = names::desired(
+            template, &w.key, &w.name, &schedule, w.suspend, offset, w.mode,
+        );
+        let hash = names::spec_hash(&desired);
+        let what = format!(
+            "schedule {schedule:?} ({} moved {offset} min){}",
+            w.schedule_text,
+            if w.suspend { ", suspended" } else { "" }
+        );
+        let d = match by_name.get(w.name.as_str()) {
+            None => Decision {
+                desired: Some(names::with_hash(desired, &hash)),
+                ..decision(
+                    &w.name,
+                    Some(&w.key),
+                    Action::Create,
+                    Reason::NewShard,
+                    what,
+                )
+            },
+            Some(c) if !c.ours => decision(
+                &w.name,
+                Some(&w.key),
+                Action::Keep,
+                Reason::NotOurs,
+                "a CronJob of this name was not made by the reconciler (a person's, or the chart's): left alone",
+            ),
+            Some(c) if c.shard.as_ref() != Ok(&w.key) => decision(
+                &w.name,
+                Some(&w.key),
+                Action::Keep,
+                Reason::UnreadableRecord,
+                format!(
+                    "its shard record says {}, not this shard: left alone",
+                    c.shard
+                        .as_ref()
+                        .map_or_else(Clone::clone, ToString::to_string)
+                ),
+            ),
+            Some(c) if c.spec_hash.as_deref() == Some(hash.as_str()) => {
+                decision(&w.name, Some(&w.key), Action::Keep, Reason::UpToDate, what)
+            }
+            Some(c) => Decision {
+                desired: Some(names::with_hash(desired, &hash)),
+                resource_version: Some(c.resource_version.clone()),
+                uid: Some(c.uid.clone()),
+                ..decision(&w.name, Some(&w.key), Action::Update, Reason::Changed, what)
+            },
+        };
+        out.decisions.push(d);
+    }
+    // CronJobs of ours that no shard of the spec wants.
+    let bad_policy: BTreeSet<String> = out
+        .decisions
+        .iter()
+        .filter(|d| d.reason == Reason::BadPolicy)
+        .map(|d| d.name.clone())
+        .collect();
+    for c in seen.cronjobs.iter().filter(|c| c.ours) {
+        if wanted_names.contains(c.name.as_str()) || bad_policy.contains(&c.name) {
+            continue;
+        }
+        out.decisions.push(unwanted(
+            config,
+            c,
+            &known,
+            &unread,
+            &wanted_names,
+            template,
+        ));
+    }
+    out.decisions.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// `-`, `x-x` and `-80`/`x-80` name the same shard.
+fn same_shard(a: &str, b: &str) -> bool {
+    let norm =
+        |s: &str| KeyRange::from_safe_name(s).map_or_else(|_| s.to_owned(), |k| k.to_string());
+    norm(a) == norm(b)
+}
+
+/// The decision on a CronJob of ours that no shard of the spec wants.
+fn unwanted(
+    config: &Config,
+    c: &CronSeen,
+    known: &BTreeMap<(String, String), &BTreeSet<(String, String)>>,
+    unread: &BTreeSet<(String, String)>,
+    wanted_names: &BTreeSet<&str>,
+    template: &Template,
+) -> Decision {
+    let keep = |key: Option<&ShardKey>, reason, message: String| {
+        decision(&c.name, key, Action::Keep, reason, message)
+    };
+    let key = match &c.shard {
+        Ok(k) => k,
+        Err(e) => return keep(None, Reason::UnreadableRecord, format!("{e}: left alone")),
+    };
+    if c.active_jobs > 0 {
+        return keep(
+            Some(key),
+            Reason::JobRunning,
+            format!("{} Job(s) of it still run", c.active_jobs),
+        );
+    }
+    let id = (key.namespace.clone(), key.cluster.clone());
+    if unread.contains(&id) {
+        return keep(
+            Some(key),
+            Reason::SpecUnread,
+            "its VitessCluster could not be read".into(),
+        );
+    }
+    if config.cluster_in(&key.namespace, &key.cluster).is_none() {
+        return keep(
+            Some(key),
+            Reason::ClusterNotConfigured,
+            "its cluster is not in the config: delete it by hand if that is meant".into(),
+        );
+    }
+    let Some(spec) = known.get(&id) else {
+        return keep(
+            Some(key),
+            Reason::SpecUnread,
+            "its VitessCluster was not read".into(),
+        );
+    };
+    let in_spec = spec
+        .iter()
+        .any(|(k, s)| *k == key.keyspace && same_shard(s, &key.shard));
+    if in_spec {
+        // The shard is wanted under another name (a renamed release): this one is extra.
+        let expected = names::cronjob_name(&template.fullname, key);
+        if wanted_names.contains(expected.as_str()) {
+            return Decision {
+                resource_version: Some(c.resource_version.clone()),
+                uid: Some(c.uid.clone()),
+                ..decision(
+                    &c.name,
+                    Some(key),
+                    Action::Delete,
+                    Reason::Duplicate,
+                    format!("{expected} snapshots this shard"),
+                )
+            };
+        }
+        return keep(
+            Some(key),
+            Reason::BadPolicy,
+            "its shard's policy cannot be used".into(),
+        );
+    }
+    match &c.vtctld {
+        InVtctld::Present => keep(
+            Some(key),
+            Reason::StillInVtctld,
+            "gone from the spec, but vtctld still has the shard".into(),
+        ),
+        InVtctld::Unknown(why) => keep(
+            Some(key),
+            Reason::VtctldUnknown,
+            format!("gone from the spec; vtctld could not say: {why}"),
+        ),
+        InVtctld::Absent => Decision {
+            resource_version: Some(c.resource_version.clone()),
+            uid: Some(c.uid.clone()),
+            ..decision(
+                &c.name,
+                Some(key),
+                Action::Delete,
+                Reason::ShardGone,
+                "gone from the spec and from vtctld, no Job running",
+            )
+        },
+    }
+}
+
+/// A JSON form of the plan for `--output json`.
+pub fn to_json(plan: &Plan) -> Value {
+    json!({
+        "created": plan.count(Action::Create),
+        "updated": plan.count(Action::Update),
+        "kept": plan.count(Action::Keep),
+        "deleted": plan.count(Action::Delete),
+        "decisions": plan.decisions,
+        "problems": plan.problems,
+    })
+}
+
+#[cfg(test)]
+#[path = "decide_tests.rs"]
+mod tests;
