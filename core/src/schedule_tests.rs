@@ -94,9 +94,11 @@ fn recorded_offsets_stay_and_new_shards_take_free_minutes() {
     assert_eq!(got[0], 1, "the first by key keeps its minute");
     assert_ne!(got[1], 1);
     assert_eq!(got.iter().collect::<BTreeSet<_>>().len(), 3);
-    // A recorded offset outside the window is assigned again.
+    // A recorded offset outside the window is assigned again (the window's end is outside).
     let got = assign(2, &[(k("a"), Some(7))]);
     assert!(got[0] < 2);
+    let got = assign(2, &[(k("a"), Some(2)), (k("b"), Some(2))]);
+    assert!(got.iter().all(|o| *o < 2), "{got:?}");
     // More shards than minutes: every one still gets a minute inside the window.
     let got = assign(2, &[(k("a"), None), (k("b"), None), (k("c"), None)]);
     assert!(got.iter().all(|o| *o < 2), "{got:?}");

@@ -499,6 +499,37 @@ async fn volumes_of(kube: &kube::Client, pvcs: &Read<Vec<Value>>) -> Read<Vec<Va
     bad.map_or(Ok(out), Err)
 }
 
+/// The shards of each configured cluster's VitessCluster spec (a deleted one has none).
+async fn spec_shards(
+    kube: &kube::Client,
+    config: &Result<Config, String>,
+) -> Read<Vec<crate::decide::schedules::SpecShard>> {
+    let Ok(config) = config else {
+        return Err("the config is not valid".into());
+    };
+    let mut out = Vec::new();
+    for cl in &config.clusters {
+        let got = vtsnap_core::reconcile::apis::vitess_clusters(kube, &cl.namespace)
+            .get_opt(&cl.name)
+            .await
+            .map_err(|e| format!("get VitessCluster {}/{}: {e}", cl.namespace, cl.name))?;
+        let Some(vc) = got else { continue };
+        let v = serde_json::to_value(vc).map_err(|e| e.to_string())?;
+        let shards = vtsnap_core::vitesscluster::cluster_shards(&v).map_err(|e| {
+            format!(
+                "VitessCluster {}/{}: spec.{} is not {}",
+                cl.namespace, cl.name, e.path, e.expected
+            )
+        })?;
+        out.extend(
+            shards
+                .into_iter()
+                .map(|(keyspace, shard)| (cl.namespace.clone(), cl.name.clone(), keyspace, shard)),
+        );
+    }
+    Ok(out)
+}
+
 /// What the doctor looks at.
 pub async fn doctor_world(kube: &kube::Client, namespace: Option<&str>, now: Timestamp) -> World {
     let (install, config) = match find_install(kube, namespace).await {
@@ -556,10 +587,32 @@ pub async fn doctor_world(kube: &kube::Client, namespace: Option<&str>, now: Tim
     let tablet_pvcs = in_each(kube, &pvcs(), &ns, Some(&tablets())).await;
     let tablet_volumes = volumes_of(kube, &tablet_pvcs).await;
     let mysql = shards_mysql(kube, &config, &tablet_pvcs).await;
+    let (snapshot_cronjobs, reconciler_jobs) = match &install {
+        Some(i) => (
+            list(
+                kube,
+                &ar("batch", "v1", "CronJob", "cronjobs"),
+                Some(&i.namespace),
+                Some(&format!("{COMPONENT_LABEL}=snapshot")),
+            )
+            .await,
+            list(
+                kube,
+                &ar("batch", "v1", "Job", "jobs"),
+                Some(&i.namespace),
+                Some(&format!("{COMPONENT_LABEL}=schedule")),
+            )
+            .await,
+        ),
+        None => (Err("no install".into()), Err("no install".into())),
+    };
     World {
         now,
         crds,
         mysql,
+        spec_shards: spec_shards(kube, &config).await,
+        snapshot_cronjobs,
+        reconciler_jobs,
         snapshot_classes: list(
             kube,
             &ar(

@@ -614,6 +614,15 @@ fn plugin_through_kubectl(kube: &RealKube, install_ns: &str) {
         .filter(|c| c["check"] == "rbac" && c["level"] == "pass")
         .count();
     assert_eq!(rbac_passes, 6, "one line per program: {report:#}");
+    // The reconciler ran above: the one shard has its CronJob.
+    assert!(
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["check"] == "schedules" && c["level"] == "pass"),
+        "{report:#}"
+    );
     let cert_line = |report: &Value| {
         report["checks"]
             .as_array()

@@ -155,6 +155,12 @@ pub struct World {
     pub webhook: Read<WebhookSeen>,
     /// Per shard with tablets (read through vtctld).
     pub mysql: Vec<ShardMysql>,
+    /// The shards of the configured clusters' VitessCluster specs.
+    pub spec_shards: Read<Vec<super::schedules::SpecShard>>,
+    /// The install's snapshot CronJobs (`app.kubernetes.io/component=snapshot`).
+    pub snapshot_cronjobs: Read<Vec<Value>>,
+    /// The schedule reconciler's Jobs.
+    pub reconciler_jobs: Read<Vec<Value>>,
 }
 
 /// The CRDs vtsnap needs (external-snapshotter's).
@@ -181,6 +187,7 @@ pub fn checks(w: &World) -> Vec<Check> {
     out.extend(webhook_cert(w));
     out.push(pod_security(w));
     out.push(node_helpers(w));
+    out.push(super::schedules::schedules(w));
     out.push(binlog_expiry(&w.mysql));
     out.push(crash_safety(&w.mysql));
     out.push(deletion_policy(w));

@@ -74,6 +74,18 @@ fn healthy() -> World {
             ready_endpoints: Ok(1),
             cert_not_after: Ok("2027-12-01T00:00:00Z".parse().unwrap()),
         }),
+        spec_shards: Ok(vec![(
+            "vitess".into(),
+            "example".into(),
+            "commerce".into(),
+            "-".into(),
+        )]),
+        snapshot_cronjobs: Ok(vec![
+            json!({"metadata": {"name": "vtsnap-snap-example-commerce-x-x",
+            "labels": {"vtsnap.io/cluster": "example", "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-x"}}}),
+        ]),
+        reconciler_jobs: Ok(vec![json!({"metadata": {"name": "vtsnap-schedule-1",
+            "creationTimestamp": "2026-12-01T11:55:00Z"}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}})]),
         mysql: vec![ShardMysql {
             shard: "vitess/example/commerce/-".into(),
             max_snapshot_age: Duration::from_secs(72 * 3600),
@@ -101,7 +113,7 @@ fn a_healthy_install_passes_every_check() {
     assert!(!any_failed(&all));
     // One line per kind of check, none forgotten.
     let ids: BTreeSet<&str> = all.iter().map(|c| c.check).collect();
-    assert_eq!(ids.len(), 15, "{ids:?}");
+    assert_eq!(ids.len(), 16, "{ids:?}");
 }
 
 #[test]
@@ -249,6 +261,35 @@ fn each_fault_is_the_right_line() {
             "StorageClass fast are not pinned to a node (e.g. vitess/example-vttablet-zone1-0000000101-0ab1)",
         ),
         (
+            "a reshard's new shard without a CronJob",
+            Box::new(|w| {
+                if let Ok(s) = &mut w.spec_shards {
+                    s.push((
+                        "vitess".into(),
+                        "example".into(),
+                        "commerce".into(),
+                        "-80".into(),
+                    ));
+                }
+            }),
+            "schedules",
+            Level::Fail,
+            "1 shard(s) without a snapshot CronJob, so never snapshotted: vitess/example/commerce/-80",
+        ),
+        (
+            "the reconciler's last run failed",
+            Box::new(|w| {
+                if let Ok(j) = &mut w.reconciler_jobs {
+                    j.push(json!({"metadata": {"name": "vtsnap-schedule-2",
+                        "creationTimestamp": "2026-12-01T11:59:00Z"},
+                        "status": {"conditions": [{"type": "Failed", "status": "True"}]}}));
+                }
+            }),
+            "schedules",
+            Level::Warn,
+            "last run (vtsnap-schedule-2) failed",
+        ),
+        (
             "restricted namespace",
             Box::new(|w| {
                 w.namespace_labels = Ok([(PSA_ENFORCE.to_owned(), "restricted".to_owned())].into())
@@ -362,6 +403,7 @@ fn a_read_that_failed_is_never_a_pass() {
     w.webhook = Err("forbidden".into());
     w.snapshots = Err("forbidden".into());
     w.tablet_volumes = Err("forbidden".into());
+    w.spec_shards = Err("forbidden".into());
     let lines = not_passing(&w);
     let ids: BTreeSet<&str> = lines.iter().map(|(id, _, _)| *id).collect();
     for id in [
@@ -372,6 +414,7 @@ fn a_read_that_failed_is_never_a_pass() {
         "webhook",
         "snapshot-controller",
         "topology",
+        "schedules",
     ] {
         assert!(ids.contains(id), "{id}: {lines:#?}");
     }
@@ -453,6 +496,30 @@ fn boundaries_and_the_right_object_of_several() {
             .any(|c| c.check == "topology" && c.message == "no bound tablet volume yet"),
         "{all:#?}"
     );
+}
+
+#[test]
+fn only_the_newest_reconciler_run_counts() {
+    let mut w = healthy();
+    // An older failed run, then a newer complete one: healthy.
+    if let Ok(j) = &mut w.reconciler_jobs {
+        j.insert(
+            0,
+            json!({"metadata": {"name": "vtsnap-schedule-0",
+            "creationTimestamp": "2026-12-01T11:50:00Z"},
+            "status": {"conditions": [{"type": "Failed", "status": "True"}]}}),
+        );
+    }
+    assert_eq!(not_passing(&w), []);
+    assert!(checks(&w).iter().any(|c| c.check == "schedules"
+        && c.message
+            == "each of the 1 shard(s) of the configured clusters has its snapshot CronJob"));
+    // A CronJob of another shard does not stand for this one.
+    w.snapshot_cronjobs = Ok(vec![
+        json!({"metadata": {"labels": {"vtsnap.io/cluster": "example",
+        "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-80"}}}),
+    ]);
+    assert_eq!(not_passing(&w)[0].0, "schedules");
 }
 
 #[test]

@@ -3,5 +3,6 @@
 
 pub mod doctor;
 pub mod fields;
+pub mod schedules;
 pub mod status;
 pub mod storage;

@@ -62,6 +62,7 @@ pub async fn plugin_checks(
         "binlog-expiry",
         "crash-safety",
         "webhook-cert",
+        "schedules",
     ] {
         assert!(
             line(&checks, id, Level::Pass).is_some(),

@@ -43,3 +43,44 @@ pub fn exit(plan: &Plan, outcomes: &[Outcome]) -> Exit {
         Exit::Failed
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::decide::{Action, Decision, Reason};
+    use super::*;
+
+    #[test]
+    fn each_decision_is_a_line_with_its_reason_and_problems_follow() {
+        let plan = Plan {
+            decisions: vec![Decision {
+                name: "vtsnap-snap-example-commerce-x-x".into(),
+                shard: Some("vitess/example/commerce/-".into()),
+                action: Action::Create,
+                reason: Reason::NewShard,
+                message: "schedule \"17 0,6,12,18 * * *\"\u{1b}[2J".into(),
+                desired: None,
+                resource_version: None,
+                uid: None,
+            }],
+            problems: vec!["VitessCluster vitess/example: forbidden".into()],
+        };
+        let t = table(&plan);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 2, "{t}");
+        assert!(
+            lines[0].starts_with("create  vtsnap-snap-example-commerce-x-x"),
+            "{t}"
+        );
+        assert!(lines[0].contains(" new-shard "), "{t}");
+        assert!(!t.contains('\u{1b}'), "control characters are escaped: {t}");
+        assert_eq!(lines[1], "problem: VitessCluster vitess/example: forbidden");
+        assert_eq!(Reason::StillInVtctld.as_str(), "still-in-vtctld");
+        assert_eq!(summary(&plan, None)["created"], 1);
+        assert_eq!(exit(&plan, &[]), Exit::Failed, "a problem is exit 1");
+        let clean = Plan {
+            problems: vec![],
+            ..plan
+        };
+        assert_eq!(exit(&clean, &[]), Exit::Ok);
+    }
+}
