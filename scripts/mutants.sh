@@ -30,7 +30,7 @@ groups=(
   "vtsnap-admission|webhook/src/decide/mod.rs webhook/src/decide/restore.rs webhook/src/decide/pod.rs webhook/src/decide/vtbackup.rs|--lib"
   "vtsnap-vtbackup-storage|jobs/vtbackup-storage/src/decide/mod.rs jobs/vtbackup-storage/src/effective.rs|--lib --test plan"
   "vtsnap-snapshot|jobs/snapshot/src/schedule/decide.rs jobs/snapshot/src/schedule/names.rs|--lib --test schedule_plan"
-  "kubectl-vtsnap|cli/kubectl-vtsnap/src/decide/doctor.rs cli/kubectl-vtsnap/src/decide/status.rs cli/kubectl-vtsnap/src/decide/fields.rs cli/kubectl-vtsnap/src/decide/storage.rs|--lib --test golden"
+  "kubectl-vtsnap|cli/kubectl-vtsnap/src/decide/doctor.rs cli/kubectl-vtsnap/src/decide/status.rs cli/kubectl-vtsnap/src/decide/fields.rs cli/kubectl-vtsnap/src/decide/storage.rs cli/kubectl-vtsnap/src/decide/schedules.rs|--lib --test golden"
 )
 
 case "$mode" in

@@ -1,8 +1,8 @@
 //! The schedule reconciler on the real API server, as its own ServiceAccount with only the
 //! chart's rules: a reshard gets its new shards' CronJobs in one run while the old
 //! shard's stays; the old one goes only once the shard is gone from the spec and from
-//! vtctld and no Job of it runs; a CronJob a person made under a reconciler's name is
-//! never touched; a second run changes nothing.
+//! vtctld and no Job of it runs; a CronJob a person made, even one wearing the
+//! reconciler's label, is never touched; a second run changes nothing.
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -75,21 +75,29 @@ pub async fn reshard(
     assert_eq!(on(&p, &old), (Action::Keep, Reason::UpToDate));
     assert_eq!(p.decisions.len(), 1, "{p:#?}");
 
-    // A person's CronJob under the name the reconciler would give -80.
+    // A person's CronJob that looks like one of the reconciler's (its label, a record of a
+    // shard no spec has) but is not owned by the template: never written, never deleted.
+    let hand_name = format!("{FULL}-snap-example-lookup-x-x");
     kube.create(json!({"apiVersion": "batch/v1", "kind": "CronJob",
-        "metadata": {"name": low, "namespace": system, "labels": {"made-by": "hand"}},
+        "metadata": {"name": hand_name, "namespace": system,
+            "labels": {"app.kubernetes.io/managed-by": "vtsnap-schedule"},
+            "annotations": {"vtsnap.io/schedule-shard": format!("{vitess}/example/lookup/-")}},
         "spec": {"schedule": "0 0 31 2 *", "jobTemplate": {"spec": {"template": {"spec": {
             "restartPolicy": "Never", "containers": [{"name": "c", "image": "by-hand:1"}]}}}}}}))
         .await;
     let hand_version = |c: Option<Value>| c.unwrap()["metadata"]["resourceVersion"].clone();
-    let hand = hand_version(kube.get(&crons, system, &low).await);
+    let hand = hand_version(kube.get(&crons, system, &hand_name).await);
 
-    // The reshard: -80 and 80- beside -. One run: 80- made, -80 left to the person's, - kept.
+    // The reshard: -80 and 80- beside -. One run makes both; - is kept.
     partitionings(kube, vitess, &[1, 2]).await;
     let p = run(as_schedule, config, system).await;
     assert_eq!(on(&p, &high), (Action::Create, Reason::NewShard));
-    assert_eq!(on(&p, &low), (Action::Keep, Reason::NotOurs));
+    assert_eq!(on(&p, &low), (Action::Create, Reason::NewShard));
     assert_eq!(on(&p, &old), (Action::Keep, Reason::UpToDate));
+    assert!(
+        p.decisions.iter().all(|d| d.name != hand_name),
+        "not its own: not even decided on: {p:#?}"
+    );
     let made = kube.get(&crons, system, &high).await.unwrap();
     assert_eq!(
         made["metadata"]["labels"]["app.kubernetes.io/managed-by"],
@@ -190,14 +198,11 @@ pub async fn reshard(
     assert_eq!(on(&p, &old), (Action::Delete, Reason::ShardGone));
     assert!(kube.get(&crons, system, &old).await.is_none());
 
-    // The person's CronJob was never written to; once it is removed, -80 gets its own.
-    assert_eq!(hand_version(kube.get(&crons, system, &low).await), hand);
-    cronjobs
-        .delete(&low, &DeleteParams::default())
-        .await
-        .unwrap();
-    let p = run(as_schedule, config, system).await;
-    assert_eq!(on(&p, &low), (Action::Create, Reason::NewShard));
+    // The person's CronJob was never written to, nor deleted.
+    assert_eq!(
+        hand_version(kube.get(&crons, system, &hand_name).await),
+        hand
+    );
     let p = run(as_schedule, config, system).await;
     assert!(
         p.decisions

@@ -401,6 +401,98 @@ fn a_schedule_it_cannot_stagger_is_named_and_its_cronjob_kept() {
     assert!(p.problems[0].contains("one minute of the hour"), "{p:#?}");
 }
 
+#[test]
+fn records_that_do_not_fit_are_left_alone_or_removed_as_duplicates() {
+    let cfg = config("");
+    let s = seen(vec![cluster(&[("commerce", "-")])], vec![]);
+    let first = plan(&cfg, &s);
+    let crons = applied(&[], &first);
+    let name = "vtsnap-snap-example-commerce-x-x";
+    // Ours under this shard's name, but its record names another shard: left alone.
+    let mut other = crons[0].clone();
+    other.shard = ShardKey::parse("vitess/example/commerce/-80");
+    let p = plan(&cfg, &seen(s.clusters.clone(), vec![other]));
+    assert_eq!(
+        (find(&p, name).action, find(&p, name).reason),
+        (Action::Keep, Reason::UnreadableRecord)
+    );
+    // Ours under another name (a renamed release) for a shard that has its own: removed,
+    // with the version read as its precondition.
+    let mut renamed = crons[0].clone();
+    renamed.name = "old-vtsnap-snap-example-commerce-x-x".into();
+    renamed.uid = "uid-old".into();
+    let p = plan(
+        &cfg,
+        &seen(s.clusters.clone(), vec![crons[0].clone(), renamed]),
+    );
+    let d = find(&p, "old-vtsnap-snap-example-commerce-x-x");
+    assert_eq!((d.action, d.reason), (Action::Delete, Reason::Duplicate));
+    assert_eq!(
+        (d.uid.as_deref(), d.resource_version.as_deref()),
+        (Some("uid-old"), Some("2"))
+    );
+    // An update carries the uid and version read.
+    let p = plan(
+        &config("  snapshot: {suspend: true}\n"),
+        &seen(s.clusters.clone(), crons),
+    );
+    let d = find(&p, name);
+    assert_eq!(d.action, Action::Update);
+    assert_eq!(
+        (d.uid.as_deref(), d.resource_version.as_deref()),
+        (Some(format!("uid-{name}").as_str()), Some("2"))
+    );
+}
+
+#[test]
+fn an_empty_override_schedule_is_the_policy_s() {
+    let mut s = seen(vec![cluster(&[("commerce", "-")])], vec![]);
+    if let Ok(t) = &mut s.template {
+        t.overrides = vec![Override {
+            cluster: "example".into(),
+            keyspace: "commerce".into(),
+            shard: "-".into(),
+            mode: None,
+            schedule: Some(String::new()),
+            suspend: None,
+        }];
+    }
+    let p = plan(&config("  snapshot: {stagger: 0s}\n"), &s);
+    assert_eq!(schedule_of(&p.decisions[0]), "0 */6 * * *");
+}
+
+#[test]
+fn a_cronjob_it_did_not_make_holds_no_minute() {
+    // A two-minute window, two shards: a person's CronJob for one of them records the
+    // minute the other would otherwise take; it must not change the other's.
+    let cfg = config("  snapshot: {stagger: 2m}\n");
+    let s = seen(
+        vec![cluster(&[("commerce", "-80"), ("commerce", "80-")])],
+        vec![],
+    );
+    let alone = plan(&cfg, &s);
+    let minute_of = |p: &Plan, name: &str| {
+        find(p, name).desired.as_ref().unwrap()["metadata"]["annotations"]
+            ["vtsnap.io/stagger-minutes"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let high = "vtsnap-snap-example-commerce-80-x";
+    let low = "vtsnap-snap-example-commerce-x-80";
+    let want = minute_of(&alone, high);
+    let hand = cron_seen(
+        &json!({"metadata": {"name": low, "uid": "u", "resourceVersion": "1",
+            "annotations": {"vtsnap.io/schedule-shard": "vitess/example/commerce/-80",
+                            "vtsnap.io/stagger-minutes": want}}}),
+        Some(&template()),
+        &[],
+    );
+    let p = plan(&cfg, &seen(s.clusters.clone(), vec![hand]));
+    assert_eq!(find(&p, low).reason, Reason::NotOurs);
+    assert_eq!(minute_of(&p, high), want);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 

@@ -301,3 +301,114 @@ pub fn template_from(cm: &Value) -> Result<Template, String> {
         overrides,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn key(shard: &str) -> ShardKey {
+        ShardKey {
+            namespace: "vitess".into(),
+            cluster: "main".into(),
+            keyspace: "commerce".into(),
+            shard: shard.into(),
+        }
+    }
+
+    #[test]
+    fn names_are_the_chart_s() {
+        // What `helm template` renders for these shards with a 48-character release (the
+        // chart cuts its full name to 40): the same 43 characters and SHA-256 prefix.
+        let full = "vtsnap-production-databases-eu-west-1-bl";
+        assert_eq!(
+            cronjob_name(full, &key("-80")),
+            "vtsnap-production-databases-eu-west-1-bl-sn-3f15378f"
+        );
+        assert_eq!(
+            cronjob_name(full, &key("80-")),
+            "vtsnap-production-databases-eu-west-1-bl-sn-2de518d4"
+        );
+        assert_eq!(
+            cronjob_name("vtsnap", &key("-")),
+            "vtsnap-snap-main-commerce-x-x"
+        );
+        // Other characters become '-', hyphens stay, ends are trimmed, 52 fits as is.
+        assert_eq!(dns_name("-Ab_c-d.e-", 52), "ab-c-d-e");
+        let exactly = "a".repeat(52);
+        assert_eq!(dns_name(&exactly, 52), exactly);
+        assert_eq!(dns_name(&"a".repeat(53), 52).len(), 52);
+    }
+
+    #[test]
+    fn a_shard_record_is_read_strictly() {
+        assert_eq!(
+            ShardKey::parse("vitess/main/commerce/-80").unwrap(),
+            key("-80")
+        );
+        for bad in [
+            "vitess/main/commerce",
+            "vitess/main/commerce/-80/x",
+            "Vitess/main/commerce/-80",
+            "vitess//commerce/-80",
+            "vitess/main//-80",
+            "vitess/mäin/commerce/-80",
+            "vitess/main/commerce/zz",
+        ] {
+            assert!(ShardKey::parse(bad).is_err(), "{bad}");
+        }
+        // At most 512 bytes.
+        let long = |n: usize| format!("vitess/{}/commerce/-80", "c".repeat(n));
+        let fits = 512 - long(0).len();
+        assert!(ShardKey::parse(&long(fits)).is_ok());
+        assert!(ShardKey::parse(&long(fits + 1)).is_err());
+    }
+
+    #[test]
+    fn a_template_is_checked_before_it_is_used() {
+        let cm = |cronjob: String| {
+            serde_json::json!({"metadata": {"name": "t", "namespace": "vtsnap", "uid": "u"},
+                "data": {"fullname": "vtsnap", "overrides.json": "[]", "cronjob.json": cronjob}})
+        };
+        let good = serde_json::json!({"kind": "CronJob", "spec": {"jobTemplate": {"spec": {"template": {"spec": {
+            "containers": [{"name": "snapshot"}]}}}}}});
+        let t = template_from(&cm(good.to_string())).unwrap();
+        assert_eq!(
+            (t.fullname.as_str(), t.configmap_uid.as_str()),
+            ("vtsnap", "u")
+        );
+        // Exactly the bound is read; over it is refused by its size.
+        let mut padded = good.clone();
+        padded["metadata"] = serde_json::json!({"annotations": {"pad": ""}});
+        let room = MAX_KEY_BYTES - padded.to_string().len();
+        padded["metadata"]["annotations"]["pad"] = serde_json::json!("x".repeat(room));
+        assert_eq!(padded.to_string().len(), MAX_KEY_BYTES);
+        assert!(template_from(&cm(padded.to_string())).is_ok());
+        padded["metadata"]["annotations"]["pad"] = serde_json::json!("x".repeat(MAX_KEY_BYTES));
+        let e = template_from(&cm(padded.to_string())).unwrap_err();
+        assert!(e.contains("bytes, more than"), "{e}");
+        let two = serde_json::json!({"kind": "CronJob", "spec": {"jobTemplate": {"spec": {"template": {"spec": {
+            "containers": [{"name": "snapshot"}, {"name": "snapshot"}]}}}}}});
+        assert!(template_from(&cm(two.to_string())).is_err());
+        let mut bad_name = cm(good.to_string());
+        bad_name["data"]["fullname"] = serde_json::json!("Not_A_Label");
+        assert!(template_from(&bad_name).is_err());
+        let mut bad_override = cm(good.to_string());
+        bad_override["data"]["overrides.json"] = serde_json::json!(
+            r#"[{"cluster": "c", "keyspace": "k", "shard": "-", "schedule": "61 * * * *"}]"#
+        );
+        assert!(
+            template_from(&bad_override)
+                .unwrap_err()
+                .contains("schedule")
+        );
+        // An empty schedule is no override of it.
+        bad_override["data"]["overrides.json"] = serde_json::json!(
+            r#"[{"cluster": "c", "keyspace": "k", "shard": "-", "schedule": ""}]"#
+        );
+        assert!(template_from(&bad_override).is_ok());
+        // Not a CronJob at all.
+        assert!(template_from(&cm(r#"{"kind": "Job"}"#.into())).is_err());
+    }
+}
