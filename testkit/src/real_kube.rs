@@ -296,7 +296,9 @@ impl RealKube {
             .unwrap_or_else(|| panic!("PVC {namespace}/{name} is Bound without a volume"))
     }
 
-    /// Waits (on a watch) until `cond` holds for the object, and returns it.
+    /// Waits (on a watch) until `cond` holds for the object, and returns it. A watch the
+    /// connection drops (a quiet object outlives the client's read timeout) is started
+    /// again, until `limit`.
     pub async fn wait_for(
         &self,
         ar: &ApiResource,
@@ -304,23 +306,34 @@ impl RealKube {
         name: &str,
         what: &str,
         limit: Duration,
-        cond: impl Fn(&Value) -> bool + Send + 'static,
+        cond: impl Fn(&Value) -> bool + Send + Sync + 'static,
     ) -> Value {
         let api = self.api(ar, namespace);
-        let c = move |o: Option<&DynamicObject>| {
-            o.and_then(|o| serde_json::to_value(o).ok())
-                .is_some_and(|v| cond(&v))
-        };
-        let got = tokio::time::timeout(limit, await_condition(api, name, c))
-            .await
-            .unwrap_or_else(|_| {
-                panic!(
+        let cond = std::sync::Arc::new(cond);
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let cond = cond.clone();
+            let c = move |o: Option<&DynamicObject>| {
+                o.and_then(|o| serde_json::to_value(o).ok())
+                    .is_some_and(|v| cond(&v))
+            };
+            match tokio::time::timeout_at(deadline, await_condition(api.clone(), name, c)).await {
+                Ok(Ok(got)) => return serde_json::to_value(got).unwrap(),
+                Ok(Err(e)) if tokio::time::Instant::now() < deadline => {
+                    eprintln!(
+                        "watching {} {namespace}/{name}: {e}; watching again",
+                        ar.kind
+                    );
+                    // Not a hot loop when the server refuses at once.
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Ok(Err(e)) => panic!("watching {} {namespace}/{name}: {e}", ar.kind),
+                Err(_) => panic!(
                     "{} {namespace}/{name}: not {what} within {limit:?}",
                     ar.kind
-                )
-            })
-            .unwrap_or_else(|e| panic!("watching {} {namespace}/{name}: {e}", ar.kind));
-        serde_json::to_value(got).unwrap()
+                ),
+            }
+        }
     }
 
     /// Waits (on a watch) until the object is gone.

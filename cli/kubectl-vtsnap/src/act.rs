@@ -94,7 +94,7 @@ pub struct Outcome {
     pub result: &'static str,
     /// The snapshot container's exit code, when it ended.
     pub exit_code: Option<i32>,
-    /// The run's steps, from its last JSON line, when its log could be read.
+    /// The run's steps, from its summary line, when its log could be read.
     pub steps: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<String>,
@@ -254,7 +254,7 @@ pub async fn backup(
     Ok(out)
 }
 
-/// The Job's newest Pod: the snapshot container's exit code and its last JSON line.
+/// The Job's newest Pod: the snapshot container's exit code and its summary line.
 async fn follow_pod(kube: &kube::Client, install: &Install, job: &str, out: &mut Outcome) {
     let pods: Api<Pod> = Api::namespaced(kube.clone(), &install.namespace);
     let Ok(list) = pods
@@ -283,17 +283,13 @@ async fn follow_pod(kube: &kube::Client, install: &Install, job: &str, out: &mut
     let name = pod.metadata.name.unwrap_or_default();
     let params = LogParams {
         container: Some("snapshot".into()),
-        limit_bytes: Some(64 * 1024),
-        tail_lines: Some(5),
+        limit_bytes: Some(256 * 1024),
+        tail_lines: Some(200),
         ..LogParams::default()
     };
     match pods.logs(&name, &params).await {
-        Ok(text) => {
-            if let Some(summary) = text
-                .lines()
-                .rev()
-                .find_map(|l| serde_json::from_str::<Value>(l).ok())
-            {
+        Ok(text) => match run_summary(&text) {
+            Some(summary) => {
                 out.steps = summary["steps"]
                     .as_array()
                     .map(|a| {
@@ -304,14 +300,42 @@ async fn follow_pod(kube: &kube::Client, install: &Install, job: &str, out: &mut
                     .unwrap_or_default();
                 out.snapshot = summary["snapshot"].as_str().map(str::to_owned);
             }
-        }
+            None => out.log_unavailable = Some(format!("no run summary in the log of Pod {name}")),
+        },
         Err(e) => out.log_unavailable = Some(format!("log of Pod {name}: {e}")),
     }
+}
+
+/// The run's summary line in a snapshot container's log: the last JSON object with an
+/// `outcome` and its `steps`. The container's JSON log lines (stderr) share the log with
+/// it (stdout), and the two streams are not ordered with each other: the last JSON line
+/// is not always the summary.
+pub fn run_summary(log: &str) -> Option<Value> {
+    log.lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v.get("outcome").is_some() && v.get("steps").is_some_and(Value::is_array))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_summary_is_found_among_log_lines_in_any_order() {
+        let summary =
+            r#"{"outcome":"done","exit_code":0,"snapshot":"s-1","steps":["fence","cut"]}"#;
+        let log_line = r#"{"timestamp":"2026-12-01T12:00:00Z","level":"INFO","fields":{"message":"unfenced"}}"#;
+        // The summary (stdout) first, a log line (stderr) after it.
+        let log = format!("{log_line}\n{summary}\n{log_line}\nnot json\n");
+        let v = run_summary(&log).unwrap();
+        assert_eq!(v["snapshot"], "s-1");
+        assert_eq!(v["steps"], json!(["fence", "cut"]));
+        // No summary: none, rather than a log line taken for it.
+        assert_eq!(run_summary(&format!("{log_line}\n{log_line}\n")), None);
+        // A line with an outcome but no list of steps is not it either.
+        assert_eq!(run_summary(r#"{"outcome":"x","steps":"no"}"#), None);
+    }
 
     fn cron() -> Value {
         json!({"metadata": {"name": "vtsnap-snap-example-commerce-x-x", "namespace": "vtsnap", "uid": "u-1"},
