@@ -151,6 +151,14 @@ pub mod alias_as_string {
     }
 }
 
+/// The label-safe form of a shard name as Vitess prints it (`-80` → `x-80`); a name that
+/// is not a key range is kept as given (it then matches no label vtsnap wrote).
+pub fn safe_shard_name(shard: &str) -> String {
+    shard
+        .parse::<KeyRange>()
+        .map_or_else(|_| shard.to_owned(), |k| k.safe_name())
+}
+
 /// A shard key range as Vitess names shards: `-`, `-80`, `80-`, `40-80` (lowercase hex).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -336,6 +344,14 @@ pub fn tablet_pod_name(cluster: &str, alias: &TabletAlias) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shard_name_becomes_its_label_form_or_stays_as_given() {
+        assert_eq!(safe_shard_name("-"), "x-x");
+        assert_eq!(safe_shard_name("-80"), "x-80");
+        assert_eq!(safe_shard_name("40-80"), "40-80");
+        assert_eq!(safe_shard_name("not a range"), "not a range");
+    }
 
     #[test]
     fn join_matches_the_operator_change_detection_vectors() {

@@ -172,11 +172,10 @@ pub async fn list(
         None => config.clusters.iter().collect(),
     };
     let now = Timestamp::now();
-    let safe_shard = filter.shard.as_ref().map(|s| {
-        s.parse::<vtsnap_core::naming::KeyRange>()
-            .map(|k| k.safe_name())
-            .unwrap_or_else(|_| s.clone())
-    });
+    let safe_shard = filter
+        .shard
+        .as_deref()
+        .map(vtsnap_core::naming::safe_shard_name);
     let mut rows = Vec::new();
     for c in clusters {
         let mut pairs = vec![

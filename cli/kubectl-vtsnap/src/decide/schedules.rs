@@ -6,19 +6,14 @@
 use std::collections::BTreeSet;
 
 use serde_json::Value;
-use vtsnap_core::naming::KeyRange;
+use vtsnap_core::naming::safe_shard_name;
+use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 
 use super::doctor::{Check, World};
 use super::fields::{label, s};
 
 /// `(namespace, cluster, keyspace, shard)` of a VitessCluster's spec.
 pub type SpecShard = (String, String, String, String);
-
-fn safe(shard: &str) -> String {
-    shard
-        .parse::<KeyRange>()
-        .map_or_else(|_| shard.to_owned(), |k| k.safe_name())
-}
 
 /// A Job that ended `Failed`.
 fn failed(job: &Value) -> bool {
@@ -46,16 +41,20 @@ pub(super) fn schedules(w: &World) -> Check {
         .iter()
         .map(|c| {
             (
-                label(c, "vtsnap.io/cluster"),
-                label(c, "vtsnap.io/keyspace"),
-                label(c, "vtsnap.io/shard"),
+                label(c, LABEL_CLUSTER),
+                label(c, LABEL_KEYSPACE),
+                label(c, LABEL_SHARD),
             )
         })
         .collect();
     let missing: Vec<String> = shards
         .iter()
         .filter(|(_, cluster, keyspace, shard)| {
-            !have.contains(&(cluster.as_str(), keyspace.as_str(), safe(shard).as_str()))
+            !have.contains(&(
+                cluster.as_str(),
+                keyspace.as_str(),
+                safe_shard_name(shard).as_str(),
+            ))
         })
         .map(|(ns, cluster, keyspace, shard)| format!("{ns}/{cluster}/{keyspace}/{shard}"))
         .collect();

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use vtsnap_core::config::Mode;
 use vtsnap_core::k8s_names::{dns_label, escape_controls};
 use vtsnap_core::naming::KeyRange;
+use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 
 use super::decide::{Override, Template};
 
@@ -75,9 +76,7 @@ impl ShardKey {
     }
 
     fn safe_shard(&self) -> String {
-        self.shard
-            .parse::<KeyRange>()
-            .map_or_else(|_| self.shard.clone(), |k| k.safe_name())
+        vtsnap_core::naming::safe_shard_name(&self.shard)
     }
 }
 
@@ -121,9 +120,9 @@ pub fn cronjob_name(fullname: &str, key: &ShardKey) -> String {
 
 fn shard_labels(key: &ShardKey) -> Value {
     json!({
-        "vtsnap.io/cluster": key.cluster,
-        "vtsnap.io/keyspace": key.keyspace,
-        "vtsnap.io/shard": key.safe_shard(),
+        LABEL_CLUSTER: key.cluster,
+        LABEL_KEYSPACE: key.keyspace,
+        LABEL_SHARD: key.safe_shard(),
     })
 }
 
