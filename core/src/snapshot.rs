@@ -18,9 +18,11 @@ use crate::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
 use crate::naming::join_with_limit;
 use crate::shard::ShardRef;
 
+mod drill;
 mod gtid;
 mod read;
 mod source;
+pub use drill::{ANN_DRILL, DrillRecord, DrillRecordError, DrillResult, Rto};
 pub use gtid::{GtidError, GtidFlavor, parse_position};
 pub use read::{CLOCK_SKEW, Layout, ReadError, TimeProblem, VolumeSnapshot};
 pub use source::{MAX_POOL_INDEX, SourceMismatch};

@@ -355,6 +355,8 @@ pub struct VtsnapSnapshot {
     pub size: Option<String>,
     pub node: String,
     pub unusable: Option<String>,
+    /// The `vtsnap.io/drill` value, as written.
+    pub drill: Option<String>,
 }
 
 impl OperatorShard {
@@ -370,6 +372,7 @@ impl OperatorShard {
             size: Some("64Gi".into()),
             node: "node-2".into(),
             unusable: None,
+            drill: None,
         }
     }
 }
@@ -386,7 +389,8 @@ impl VtsnapSnapshot {
 
     pub fn object(&self) -> Value {
         use vtsnap_core::snapshot::{
-            ANN_CUT_TIME, ANN_GTID_EXECUTED, ANN_UNUSABLE, LABEL_PHASE, NewSnapshot, build,
+            ANN_CUT_TIME, ANN_DRILL, ANN_GTID_EXECUTED, ANN_UNUSABLE, LABEL_PHASE, NewSnapshot,
+            build,
         };
         let r = vtsnap_core::shard::ShardRef {
             cluster: self.shard.cluster.clone(),
@@ -421,6 +425,9 @@ impl VtsnapSnapshot {
         o["metadata"]["annotations"][ANN_CUT_TIME] = json!(cut);
         if let Some(u) = &self.unusable {
             o["metadata"]["annotations"][ANN_UNUSABLE] = json!(u);
+        }
+        if let Some(d) = &self.drill {
+            o["metadata"]["annotations"][ANN_DRILL] = json!(d);
         }
         o["status"] = json!({"boundVolumeSnapshotContentName": format!("c-{}", self.name), "creationTime": cut,
             "readyToUse": self.ready});

@@ -18,6 +18,7 @@ pub mod bench;
 pub mod control_plane;
 pub mod csi;
 pub mod demo;
+pub mod drill;
 pub mod provision;
 pub mod reprovision;
 pub mod resources;

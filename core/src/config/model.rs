@@ -183,6 +183,8 @@ pub struct RestorePolicy {
     /// What the GC does with a restored tablet that cannot catch up (its snapshot's
     /// binlogs purged).
     pub on_catch_up_failure: Option<CatchUpFailure>,
+    /// Offer new tablets only snapshots whose last drill passed (`vtsnap.io/drill`).
+    pub require_drill: Option<bool>,
 }
 
 /// What the GC does with a restored tablet that cannot catch up.

@@ -80,6 +80,7 @@ pub struct ResolvedRestore {
     pub node_label: String,
     pub pending_timeout: GoDuration,
     pub on_catch_up_failure: CatchUpFailure,
+    pub require_drill: bool,
 }
 
 impl ResolvedRestore {
@@ -206,6 +207,7 @@ fn merge_restore(c: &RestorePolicy, p: &RestorePolicy) -> RestorePolicy {
         node_label: pick(&c.node_label, &p.node_label),
         pending_timeout: pick(&c.pending_timeout, &p.pending_timeout),
         on_catch_up_failure: pick(&c.on_catch_up_failure, &p.on_catch_up_failure),
+        require_drill: pick(&c.require_drill, &p.require_drill),
     }
 }
 
@@ -296,6 +298,7 @@ pub fn with_defaults(b: &PolicyBlocks) -> ResolvedPolicy {
             on_catch_up_failure: rs
                 .on_catch_up_failure
                 .unwrap_or(CatchUpFailure::Reprovision),
+            require_drill: rs.require_drill.unwrap_or(false),
         },
         vtbackup: match (
             vt.data_volume_claim_template,

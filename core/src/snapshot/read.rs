@@ -8,6 +8,7 @@
 use k8s_openapi::jiff::{self, SignedDuration, Timestamp};
 use serde_json::Value;
 
+use super::drill::{ANN_DRILL, DrillRecord, DrillRecordError};
 use super::gtid::{self, GtidError};
 use super::{
     ANN_CUT_TIME, ANN_GTID_EXECUTED, ANN_GTID_LOWER_BOUND, ANN_LAYOUT, ANN_MYSQL_FLAVOR,
@@ -86,6 +87,8 @@ pub struct VolumeSnapshot {
     pub cluster_owners: Vec<String>,
     /// Why restores must not use it ([`super::ANN_UNUSABLE`]).
     pub unusable: Option<String>,
+    /// Its last drill ([`ANN_DRILL`]).
+    pub drill: Option<DrillRecord>,
 }
 
 /// Why a VolumeSnapshot cannot be read; every variant names the snapshot
@@ -169,6 +172,12 @@ pub enum ReadError {
         other: &'static str,
         other_value: String,
     },
+    #[error("VolumeSnapshot {snapshot}: {field} {source}")]
+    Drill {
+        snapshot: String,
+        field: &'static str,
+        source: DrillRecordError,
+    },
     /// `reason` is the alias parser's own message.
     #[error("VolumeSnapshot {snapshot}: {field}: {reason}")]
     TabletAlias {
@@ -194,6 +203,7 @@ impl ReadError {
             | Self::Gtid { field, .. }
             | Self::GtidFlavor { field, .. }
             | Self::Contradiction { field, .. }
+            | Self::Drill { field, .. }
             | Self::TabletAlias { field, .. } => field,
         }
     }
@@ -289,6 +299,15 @@ impl VolumeSnapshot {
             status: r.status(obj)?,
             cluster_owners: r.cluster_owners()?,
             unusable: ann(ANN_UNUSABLE)?.map(str::to_owned),
+            drill: ann(ANN_DRILL)?
+                .map(|v| {
+                    DrillRecord::parse(v).map_err(|source| ReadError::Drill {
+                        snapshot: r.snapshot.clone(),
+                        field: ANN_DRILL,
+                        source,
+                    })
+                })
+                .transpose()?,
             namespace: namespace.to_owned(),
             name: name.to_owned(),
         })

@@ -52,6 +52,8 @@ pub struct Snap {
     /// The recorded position (`vtsnap.io/gtid-executed`, else `gtid-lower-bound`).
     pub position: Option<String>,
     pub exactness: Exactness,
+    /// When its last drill passed (`vtsnap.io/drill`); `None` when it failed or never ran.
+    pub drill_passed_at: Option<Timestamp>,
 }
 
 /// A tablet PVC the admission webhook restored from a snapshot

@@ -25,6 +25,7 @@ use vtsnap_core::vtbackup::{BackupObject, Identity, ObjectKind};
 pub use pod::{RESTORE_CONTAINER, data_claim as data_claim_of, restore_container};
 pub use restore::{
     ANN_RESTORE_NODE, ANN_RESTORE_REASON, ANN_RESTORED_FROM, Choice, Rejection, choose,
+    requested_bytes, shard_series,
 };
 
 use crate::observe::Inventory;

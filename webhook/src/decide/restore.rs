@@ -9,7 +9,9 @@
 //! - with a `restoreSize` that fits the PVC's requested storage;
 //! - taken of a tablet PVC of the shard its labels name;
 //! - for node-local drivers, with a known source node that a `nodeSelector` can name
-//!   (the Pod is pinned there).
+//!   (the Pod is pinned there);
+//! - under `restore.requireDrill`, whose last drill passed (`vtsnap.io/drill`, at a time
+//!   that can be true).
 //!
 //! Nothing usable: the PVC is left as created (normal provisioning) and an Event says why.
 
@@ -24,7 +26,7 @@ use vtsnap_core::mysql_version::Series;
 use vtsnap_core::quantity;
 use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::{
-    ANN_MYSQL_FLAVOR, ANN_MYSQL_VERSION, GROUP, Layout, Phase, VolumeSnapshot,
+    ANN_MYSQL_FLAVOR, ANN_MYSQL_VERSION, DrillResult, GROUP, Layout, Phase, VolumeSnapshot,
 };
 
 use super::pod::unpinnable;
@@ -84,10 +86,17 @@ pub enum Rejection {
         node: String,
         detail: String,
     },
+    /// `restore.requireDrill` and no drill of it passed.
+    NotDrilled,
+    /// `restore.requireDrill` and its last drill failed.
+    DrillFailed {
+        why: String,
+    },
 }
 
 impl Rejection {
-    fn words(&self) -> String {
+    /// In words, as the Event and the audit annotation say it.
+    pub fn words(&self) -> String {
         match self {
             Self::Unreadable { detail } => format!("unreadable ({detail})"),
             Self::NotReady => "not ready".into(),
@@ -115,6 +124,13 @@ impl Rejection {
                 "source node {} cannot be pinned with a nodeSelector ({detail}; node-local restore)",
                 untrusted(node)
             ),
+            Self::NotDrilled => "no passed drill (restore.requireDrill)".into(),
+            Self::DrillFailed { why } => {
+                format!(
+                    "its drill failed: {} (restore.requireDrill)",
+                    untrusted(why)
+                )
+            }
         }
     }
 }
@@ -241,6 +257,11 @@ fn judge(
             });
         }
     }
+    if policy.require_drill
+        && let Some(r) = undrilled(s, now)
+    {
+        return reject(r);
+    }
     Ok(Choice {
         name: s.name.clone(),
         cut,
@@ -248,6 +269,17 @@ fn judge(
         restore_bytes,
         source_node: s.source_node.clone(),
     })
+}
+
+/// Why a snapshot has no drill that proves it restores, if it has none.
+fn undrilled(s: &VolumeSnapshot, now: Timestamp) -> Option<Rejection> {
+    match &s.drill {
+        Some(d) if d.passed_by(now) => None,
+        Some(d) if d.result == DrillResult::Failed => Some(Rejection::DrillFailed {
+            why: d.reason.clone().unwrap_or_default(),
+        }),
+        _ => Some(Rejection::NotDrilled),
+    }
 }
 
 /// The newest usable snapshot (by cut; the name breaks a tie), or why none is.
@@ -274,7 +306,7 @@ pub fn choose(
 
 /// The shard's series from vtctld's last word: every tablet that reported a version must
 /// agree, and the primary must be among them.
-fn shard_series(state: &ShardState) -> Result<Series, (Code, String)> {
+pub fn shard_series(state: &ShardState) -> Result<Series, (Code, String)> {
     let Some(primary) = &state.primary else {
         return Err((
             Code::ShardHasNoPrimary,
@@ -327,7 +359,7 @@ fn skipped(d: &mut Decision, code: Code, message: String, pvc: &str) {
 }
 
 /// The PVC's requested storage in bytes, or what is wrong with it.
-fn requested_bytes(pvc: &Value) -> Result<u128, String> {
+pub fn requested_bytes(pvc: &Value) -> Result<u128, String> {
     const FIELD: &str = "spec.resources.requests.storage";
     match pvc.pointer("/spec/resources/requests/storage") {
         None | Some(Value::Null) => Err(format!("{FIELD} is missing")),

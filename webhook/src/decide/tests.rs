@@ -63,6 +63,7 @@ pub(super) struct Snap {
     pub(super) size: Option<&'static str>,
     pub(super) node: &'static str,
     pub(super) unusable: Option<&'static str>,
+    pub(super) drill: Option<String>,
 }
 
 pub(super) fn snap(name: &str, age_h: f64) -> Snap {
@@ -77,6 +78,7 @@ pub(super) fn snap(name: &str, age_h: f64) -> Snap {
         size: Some("64Gi"),
         node: "node-2",
         unusable: None,
+        drill: None,
     }
 }
 
@@ -92,6 +94,7 @@ impl Snap {
             size: self.size.map(str::to_owned),
             node: self.node.into(),
             unusable: self.unusable.map(str::to_owned),
+            drill: self.drill.clone(),
             ..self.shard.snapshot(&self.name, hours_ago(self.age_h))
         }
         .object();
@@ -1143,5 +1146,68 @@ proptest! {
             }
             None => prop_assert!(!snaps.iter().any(usable), "left alone though one was usable: {d:?}"),
         }
+    }
+}
+
+/// `restore.requireDrill`: only a snapshot whose last drill passed (at a time that can be
+/// true) is offered; without it, drills change nothing.
+#[test]
+fn require_drill_offers_only_snapshots_whose_drill_passed() {
+    let passed = |h: f64| {
+        let at = hours_ago(h);
+        Some(format!(
+            r#"{{"result":"passed","at":"{at}","rto":{{"pvcBoundMs":1,"restoreMs":2,"mysqldReadyMs":3}}}}"#
+        ))
+    };
+    let failed = Some(format!(
+        r#"{{"result":"failed","at":"{}","reason":"table shop.orders: corrupt"}}"#,
+        hours_ago(0.5)
+    ));
+    let in_the_future = passed(-1.0);
+    let snaps = || {
+        vec![
+            Snap {
+                drill: failed.clone(),
+                ..snap("s-failed", 1.0)
+            },
+            snap("s-undrilled", 2.0),
+            Snap {
+                drill: in_the_future.clone(),
+                ..snap("s-future", 3.0)
+            },
+            Snap {
+                drill: passed(4.0),
+                ..snap("s-drilled", 5.0)
+            },
+            snap("s-old", 6.0),
+        ]
+    };
+    let pvc = new_pvc("100Gi");
+    let required = config("  restore: {enabled: true, requireDrill: true}\n");
+    let d = decide_pvc(&required, &inventory(&snaps()), &pvc);
+    assert_eq!(
+        restored_from(&d, &pvc).as_deref(),
+        Some("s-drilled"),
+        "{d:#?}"
+    );
+    // Off (the default): the newest usable one, drilled or not.
+    let d = decide_pvc(&enabled(), &inventory(&snaps()), &pvc);
+    assert_eq!(
+        restored_from(&d, &pvc).as_deref(),
+        Some("s-failed"),
+        "{d:#?}"
+    );
+    // None passed: the PVC is left as created and the Event names each reason.
+    let mut none = snaps();
+    none.retain(|s| s.name != "s-drilled");
+    let d = decide_pvc(&required, &inventory(&none), &pvc);
+    assert_eq!(codes(&d), [Code::NoUsableSnapshot]);
+    let msg = &d.notes[0].message;
+    for want in [
+        "s-failed: its drill failed: \"table shop.orders: corrupt\" (restore.requireDrill)",
+        "s-undrilled: no passed drill (restore.requireDrill)",
+        "s-future: no passed drill (restore.requireDrill)",
+    ] {
+        assert!(msg.contains(want), "{want}: {msg}");
     }
 }

@@ -80,6 +80,7 @@ fn reads_every_field_build_writes() {
             },
             cluster_owners: vec!["uid-1".into()],
             unusable: None,
+            drill: None,
         }
     );
     assert!(VolumeSnapshot::is_vtsnaps(&complete()));

@@ -258,3 +258,28 @@ fn a_time_before_one_that_must_precede_it_is_impossible() {
 fn complete_read() -> VolumeSnapshot {
     VolumeSnapshot::read(&complete()).unwrap()
 }
+
+#[test]
+fn a_drill_record_is_read_strictly_and_named_when_it_does_not_read() {
+    use crate::snapshot::{ANN_DRILL, DrillResult};
+    let s = read_with(|o| {
+        o["metadata"]["annotations"][ANN_DRILL] = json!(
+            r#"{"result":"failed","at":"2026-12-03T10:00:00Z","reason":"table shop.t1 is corrupt"}"#
+        );
+    })
+    .unwrap();
+    let d = s.drill.unwrap();
+    assert_eq!(d.result, DrillResult::Failed);
+    assert_eq!(d.reason.as_deref(), Some("table shop.t1 is corrupt"));
+    for bad in [
+        json!("passed"),
+        json!(r#"{"result":"failed","at":"2026-12-03T10:00:00Z"}"#),
+    ] {
+        let e = read_with(|o| o["metadata"]["annotations"][ANN_DRILL] = bad.clone()).unwrap_err();
+        assert!(matches!(e, ReadError::Drill { .. }), "{bad}: {e}");
+        assert_eq!(e.field(), ANN_DRILL);
+        assert!(e.to_string().starts_with("VolumeSnapshot "), "{e}");
+    }
+    let e = read_with(|o| o["metadata"]["annotations"][ANN_DRILL] = json!(true)).unwrap_err();
+    assert!(matches!(e, ReadError::Malformed { .. }), "{e}");
+}

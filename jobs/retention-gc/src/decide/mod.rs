@@ -5,8 +5,9 @@
 //! and so is every snapshot of a namespace with a Pending PVC whose source is unreadable;
 //! a `failed` one goes after `failedMaxAge`, whatever the policy; one that is not ready is
 //! never deleted while younger than `readyTimeout` and never counts toward `maxCount`; the
-//! newest ready snapshot of a shard that still exists is always kept; ready ones beyond
-//! `maxCount` or older than `maxAge` go. A shard the VitessCluster spec no longer has loses
+//! newest ready snapshot of a shard that still exists is always kept, and so is the
+//! newest ready one whose last drill passed; ready ones beyond `maxCount` or older than
+//! `maxAge` go. A shard the VitessCluster spec no longer has loses
 //! its snapshots after `gracePeriod` under `whenScaled: Delete` (measured from its newest
 //! snapshot: the shard was still being snapshotted until it was removed). ownerReferences
 //! to the VitessCluster follow `whenDeleted`.
@@ -25,6 +26,7 @@ use serde::Serialize;
 use vtsnap_core::config::{Config, GoDuration, Lifecycle, ResolvedPolicy};
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::shard::ShardRef;
+use vtsnap_core::snapshot::CLOCK_SKEW;
 
 use crate::observe::{Cluster, Inventory, Kind, Scope, Snap, UnreadableObject};
 use crate::restores::MarkUnusable;
@@ -55,6 +57,8 @@ pub enum Reason {
     NewestReady,
     /// The newest ready snapshot a new tablet can still catch up from.
     NewestCovered,
+    /// The newest ready snapshot whose last drill passed: the newest proof of a restore.
+    NewestDrilled,
     BeyondMaxCount,
     BeyondMaxAge,
     WithinMaxCount,
@@ -521,15 +525,31 @@ impl Retention<'_> {
         let mut ranked: Vec<usize> = (0..snaps.len()).filter(|i| reasons[*i].is_none()).collect();
         // Stable: within each group the newest first, as `snaps` comes.
         ranked.sort_by_key(|i| is_covered(snaps[*i]) == Some(false));
+        let newest_drilled = ranked
+            .iter()
+            .copied()
+            .filter(|i| self.drill_passed(snaps[*i]))
+            .max_by_key(|i| (snaps[*i].created, &snaps[*i].name));
         for (rank, i) in ranked.into_iter().enumerate() {
             let s = snaps[i];
             let age = age_secs(self.now, s.created);
-            reasons[i] = Some(self.ready(rank, age, is_covered(s) == Some(true)));
+            let reason = self.ready(rank, age, is_covered(s) == Some(true));
+            reasons[i] = Some(if reason.deletes() && newest_drilled == Some(i) {
+                Reason::NewestDrilled
+            } else {
+                reason
+            });
         }
         reasons
             .into_iter()
             .map(|r| r.unwrap_or(Reason::NewestReady))
             .collect()
+    }
+
+    /// Its last drill passed, at a time that can be true.
+    fn drill_passed(&self, s: &Snap) -> bool {
+        let latest = self.now.checked_add(CLOCK_SKEW).unwrap_or(Timestamp::MAX);
+        s.drill_passed_at.is_some_and(|at| at <= latest)
     }
 
     /// Why `s` is kept or deleted when that does not depend on its rank; `None` for a

@@ -36,6 +36,7 @@ pub(super) fn snap(name: &str, keyspace: &str, shard: &str, hours: i64, state: S
         unusable: false,
         position: None,
         exactness: Exactness::Exact,
+        drill_passed_at: None,
     }
 }
 
@@ -139,6 +140,67 @@ fn the_newest_ready_snapshot_is_kept_when_all_are_old() {
     ));
     assert_eq!(r["a"], ("newest-ready", false));
     assert_eq!(r["b"], ("beyond-max-age", true));
+}
+
+/// The newest ready snapshot whose drill passed is never deleted, even beyond `maxCount`
+/// and `maxAge`; only the newest such one, and only a pass that can be true.
+#[test]
+fn the_newest_drilled_snapshot_is_kept_beyond_every_limit() {
+    let drilled = |name: &str, hours: i64, passed_h: i64| Snap {
+        drill_passed_at: Some(Timestamp::from_second(now().as_second() - passed_h * 3600).unwrap()),
+        ..snap(name, "commerce", "x-x", hours, State::Ready)
+    };
+    let snaps = vec![
+        snap("r1", "commerce", "x-x", 1, State::Ready),
+        snap("r2", "commerce", "x-x", 2, State::Ready),
+        // Its drill "passed" two hours from now: no proof.
+        drilled("future", 3, -2),
+        drilled("d1", 24 * 10, 24 * 9),
+        drilled("d2", 24 * 20, 24 * 19),
+        snap("r3", "commerce", "x-x", 24 * 30, State::Ready),
+    ];
+    let r = reasons_of(
+        "  retention: {maxCount: 2, maxAge: 7d}\n",
+        snaps,
+        &[("commerce", "-")],
+    );
+    assert_eq!(r["r1"], ("newest-ready", false));
+    assert_eq!(r["r2"], ("within-max-count", false));
+    assert_eq!(r["future"], ("beyond-max-count", true));
+    assert_eq!(r["d1"], ("newest-drilled", false));
+    assert_eq!(r["d2"], ("beyond-max-count", true));
+    assert_eq!(r["r3"], ("beyond-max-count", true));
+    // Within the limits it keeps its ordinary reason; the newest ready one stays newest.
+    let r = reasons_of(
+        "  retention: {maxCount: 5}\n",
+        vec![
+            drilled("d1", 1, 0),
+            snap("r1", "commerce", "x-x", 2, State::Ready),
+            drilled("d2", 3, 2),
+        ],
+        &[("commerce", "-")],
+    );
+    assert_eq!(r["d1"], ("newest-ready", false));
+    assert_eq!(r["d2"], ("within-max-count", false));
+    // A removed shard's drilled snapshot goes with the shard after its grace period.
+    let r = reasons_of(
+        "",
+        vec![drilled("d1", 24 * 30, 24 * 29)],
+        &[("commerce", "-80"), ("commerce", "80-")],
+    );
+    assert_eq!(r["d1"], ("shard-removed", true));
+    // Two drilled at the same second: the later name is the newer one.
+    let r = reasons_of(
+        "  retention: {maxCount: 1}\n",
+        vec![
+            snap("r0", "commerce", "x-x", 1, State::Ready),
+            drilled("d-a", 5, 4),
+            drilled("d-b", 5, 4),
+        ],
+        &[("commerce", "-")],
+    );
+    assert_eq!(r["d-b"], ("newest-drilled", false));
+    assert_eq!(r["d-a"], ("beyond-max-count", true));
 }
 
 #[test]
@@ -716,6 +778,7 @@ fn reason_names_are_the_same_in_the_table_and_the_json() {
         UnreadyWithinMaxAge,
         NewestReady,
         NewestCovered,
+        NewestDrilled,
         BeyondMaxCount,
         BeyondMaxAge,
         WithinMaxCount,

@@ -180,6 +180,10 @@ impl Snap {
             created,
             cluster_owners: s.cluster_owners,
             unusable: s.unusable.is_some(),
+            drill_passed_at: s
+                .drill
+                .filter(|d| d.result == vtsnap_core::snapshot::DrillResult::Passed)
+                .map(|d| d.at),
         })
     }
 }

@@ -1,0 +1,233 @@
+//! Decide: which snapshot a shard's drill restores, and the objects that restore it
+//! (docs/design.md §5.9). Pure: `plan` prints it, the tests call it without a client.
+//!
+//! The snapshot is the one a new tablet would get now: the webhook's own rule (`choose`),
+//! so that a drill proves what a restore would use. A snapshot named on the command line
+//! is drilled if it is a ready snapshot of the shard, whatever its age.
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+use serde_json::Value;
+use vtsnap_admission::decide::{choose, requested_bytes, shard_series};
+use vtsnap_admission::observe::{ShardState, SnapshotRead};
+use vtsnap_core::config::ResolvedRestore;
+use vtsnap_core::coverage::Exactness;
+use vtsnap_core::k8s_names::untrusted;
+use vtsnap_core::quantity;
+use vtsnap_core::shard::ShardRef;
+use vtsnap_core::snapshot::{Phase, VolumeSnapshot};
+
+use crate::objects::{self, MYSQLD_CONTAINER, Owner, Settings, Target};
+
+/// What the drill Job saw of its shard.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    pub shard: ShardRef,
+    pub restore: ResolvedRestore,
+    pub snapshots: Vec<SnapshotRead>,
+    /// vtctld's view (the shard's MySQL series).
+    pub state: ShardState,
+    /// A tablet PVC of the shard (its StorageClass and size).
+    pub tablet_pvc: Option<Value>,
+    /// A tablet Pod of the shard (its mysqld image and security context).
+    pub tablet_pod: Option<Value>,
+    /// Drill objects of the shard that still exist (another drill runs, or a killed one's
+    /// objects wait for the garbage collector).
+    pub leftovers: Vec<String>,
+    /// `--snapshot`: drill this one instead of the rule's choice.
+    pub named: Option<String>,
+}
+
+/// Why there is nothing to drill.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "reason")]
+pub enum Refusal {
+    /// Another drill of the shard is under way (or its objects are not yet collected).
+    DrillUnderWay { objects: Vec<String> },
+    /// vtctld's view of the shard does not give one MySQL series.
+    ShardSeries { detail: String },
+    /// No snapshot a new tablet would get (each one's reason).
+    NoUsableSnapshot { rejected: Vec<(String, String)> },
+    /// The named snapshot is not a ready snapshot of this shard.
+    NamedSnapshot { snapshot: String, detail: String },
+    /// No tablet Pod with a mysqld container to take the image from.
+    NoTabletImage,
+    /// The tablets' PVC is missing or its size does not read.
+    NoTabletPvc { detail: String },
+}
+
+impl Refusal {
+    /// In words, for the JSON line and the Event.
+    pub fn words(&self) -> String {
+        match self {
+            Self::DrillUnderWay { objects } => {
+                format!("a drill of the shard is under way: {}", objects.join(", "))
+            }
+            Self::ShardSeries { detail } => format!("the shard's MySQL series: {detail}"),
+            Self::NoUsableSnapshot { rejected } if rejected.is_empty() => {
+                "the shard has no snapshot".to_owned()
+            }
+            Self::NoUsableSnapshot { rejected } => format!(
+                "no snapshot a new tablet would get: {}",
+                rejected
+                    .iter()
+                    .map(|(n, r)| format!("{n}: {r}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            Self::NamedSnapshot { snapshot, detail } => {
+                format!("snapshot {}: {detail}", untrusted(snapshot))
+            }
+            Self::NoTabletImage => {
+                "no tablet Pod of the shard has a mysqld container to take the image from".into()
+            }
+            Self::NoTabletPvc { detail } => format!("the tablets' PVC: {detail}"),
+        }
+    }
+}
+
+/// The decision.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "action")]
+pub enum Plan {
+    /// Restore `snapshot` into `pvc` and `pod` (both named `name`).
+    Drill {
+        name: String,
+        snapshot: String,
+        pvc: Value,
+        pod: Value,
+    },
+    Nothing {
+        refusal: Refusal,
+    },
+}
+
+/// The decision for one shard at `now`.
+pub fn plan(o: &Observed, s: &Settings, owner: Option<&Owner>, now: Timestamp) -> Plan {
+    match target(o, now) {
+        Ok(t) => {
+            let name = objects::drill_name(&o.shard, &now.strftime("%Y%m%d%H%M%S").to_string());
+            Plan::Drill {
+                snapshot: t.snapshot.clone(),
+                pvc: objects::pvc(&name, &t, owner),
+                pod: objects::pod(&name, &t, s, owner),
+                name,
+            }
+        }
+        Err(refusal) => Plan::Nothing { refusal },
+    }
+}
+
+fn target(o: &Observed, now: Timestamp) -> Result<Target, Refusal> {
+    if !o.leftovers.is_empty() {
+        return Err(Refusal::DrillUnderWay {
+            objects: o.leftovers.clone(),
+        });
+    }
+    let pvc = o.tablet_pvc.as_ref().ok_or_else(|| Refusal::NoTabletPvc {
+        detail: "no tablet PVC of the shard was found".into(),
+    })?;
+    let requested = requested_bytes(pvc).map_err(|detail| Refusal::NoTabletPvc { detail })?;
+    let snapshot = match &o.named {
+        Some(name) => named(o, name)?,
+        None => chosen(o, requested, now)?,
+    };
+    let (position, exactness) = match (&snapshot.gtid_executed, &snapshot.gtid_lower_bound) {
+        (Some(p), _) => (p.clone(), Exactness::Exact),
+        (None, Some(p)) => (p.clone(), Exactness::LowerBound),
+        (None, None) => {
+            return Err(Refusal::NamedSnapshot {
+                snapshot: snapshot.name.clone(),
+                detail: "records no position".into(),
+            });
+        }
+    };
+    let restore_bytes = snapshot
+        .status
+        .restore_size
+        .as_deref()
+        .and_then(|q| quantity::bytes(q).ok())
+        .unwrap_or(0);
+    let mysqld_image = o
+        .tablet_pod
+        .as_ref()
+        .and_then(|p| p.pointer("/spec/containers"))
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("name").and_then(Value::as_str) == Some(MYSQLD_CONTAINER))
+        })
+        .and_then(|c| c.get("image"))
+        .and_then(Value::as_str)
+        .filter(|i| !i.is_empty())
+        .ok_or(Refusal::NoTabletImage)?;
+    Ok(Target {
+        shard: o.shard.clone(),
+        snapshot: snapshot.name.clone(),
+        position,
+        exactness,
+        storage_bytes: requested.max(restore_bytes),
+        storage_class: pvc
+            .pointer("/spec/storageClassName")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        mysqld_image: mysqld_image.to_owned(),
+        pod_security: o
+            .tablet_pod
+            .as_ref()
+            .and_then(|p| p.pointer("/spec/securityContext"))
+            .filter(|v| v.is_object())
+            .cloned(),
+        pin_to: snapshot
+            .source_node
+            .clone()
+            .filter(|_| o.restore.node_local)
+            .map(|node| (o.restore.node_label.clone(), node)),
+        // A new starting table each day: over the days, every table is checked.
+        sample_seed: u64::try_from(now.as_second() / 86_400).unwrap_or(0),
+    })
+}
+
+/// The snapshot a new tablet would get now (restore policy as configured, except that
+/// a drill needs no passed drill).
+fn chosen(o: &Observed, requested: u128, now: Timestamp) -> Result<VolumeSnapshot, Refusal> {
+    let series = shard_series(&o.state).map_err(|(_, detail)| Refusal::ShardSeries { detail })?;
+    let policy = ResolvedRestore {
+        require_drill: false,
+        ..o.restore.clone()
+    };
+    let choice = choose(&o.snapshots, series, &policy, requested, now).map_err(|rejected| {
+        Refusal::NoUsableSnapshot {
+            rejected: rejected
+                .into_iter()
+                .map(|(name, r)| (name, r.words()))
+                .collect(),
+        }
+    })?;
+    o.snapshots
+        .iter()
+        .filter_map(|s| s.as_ref().ok())
+        .find(|s| s.name == choice.name)
+        .cloned()
+        .ok_or_else(|| Refusal::NoUsableSnapshot {
+            rejected: Vec::new(),
+        })
+}
+
+/// The named snapshot, if it is a ready snapshot of the shard.
+fn named(o: &Observed, name: &str) -> Result<VolumeSnapshot, Refusal> {
+    let refuse = |detail: &str| Refusal::NamedSnapshot {
+        snapshot: name.to_owned(),
+        detail: detail.to_owned(),
+    };
+    let s = o
+        .snapshots
+        .iter()
+        .filter_map(|s| s.as_ref().ok())
+        .find(|s| s.name == name)
+        .ok_or_else(|| refuse("is not a readable vtsnap snapshot of the shard"))?;
+    if s.phase == Some(Phase::Failed) || !s.status.is_ready() {
+        return Err(refuse("is not ready"));
+    }
+    Ok(s.clone())
+}

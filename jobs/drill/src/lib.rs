@@ -1,0 +1,10 @@
+//! `vtsnap-drill`: restore drills (docs/design.md §5.9). Per shard, the snapshot a new
+//! tablet would get is restored into a throwaway Pod, checked through mysqld's socket and
+//! measured; the result is recorded on the snapshot (`vtsnap.io/drill`).
+
+pub mod check;
+pub mod decide;
+pub mod objects;
+
+#[cfg(test)]
+mod decide_tests;
