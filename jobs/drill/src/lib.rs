@@ -2,9 +2,15 @@
 //! tablet would get is restored into a throwaway Pod, checked through mysqld's socket and
 //! measured; the result is recorded on the snapshot (`vtsnap.io/drill`).
 
+pub mod act;
 pub mod check;
 pub mod decide;
+pub mod error;
 pub mod objects;
+pub mod observe;
+pub mod outcome;
+pub mod report;
+pub mod run;
 
 #[cfg(test)]
 mod decide_tests;

@@ -2,12 +2,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use k8s_openapi::api::core::v1::ResourceRequirements;
 use vtsnap_core::cli::{self, CommonArgs};
 use vtsnap_core::config::GoDuration;
 use vtsnap_core::coverage::Exactness;
 use vtsnap_core::exit::Exit;
+use vtsnap_core::naming::TabletUid;
+use vtsnap_core::shard::ShardName;
 use vtsnap_core::snapshot::parse_position;
 use vtsnap_drill::check::{self, Expectation, ProbeOptions};
+use vtsnap_drill::objects::{Owner, Settings};
+use vtsnap_drill::run::{self, RunOptions};
 
 /// Restore drills: prove that a shard's snapshot restores, and measure how long it takes.
 #[derive(Debug, Parser)]
@@ -28,8 +33,73 @@ enum PositionKind {
     LowerBound,
 }
 
+/// The shard, and how its drill is built (the chart's values).
+#[derive(Debug, Clone, clap::Args)]
+struct DrillArgs {
+    #[arg(long, env = "VTSNAP_CONFIG")]
+    config: PathBuf,
+    #[arg(long, env = "VTSNAP_CLUSTER")]
+    cluster: String,
+    #[arg(long, env = "VTSNAP_KEYSPACE")]
+    keyspace: String,
+    /// The shard's key range, e.g. `-`, `-80`, `80-`.
+    #[arg(long, env = "VTSNAP_SHARD", allow_hyphen_values = true)]
+    shard: String,
+    /// Drill this snapshot (a ready one of the shard) instead of the one a new tablet
+    /// would get.
+    #[arg(long, env = "VTSNAP_SNAPSHOT")]
+    snapshot: Option<String>,
+    /// vtsnap-restore's image (the drill Pod's init container).
+    #[arg(long, env = "VTSNAP_RESTORE_IMAGE")]
+    restore_image: String,
+    /// This program's image (the drill Pod's checker).
+    #[arg(long, env = "VTSNAP_CHECKER_IMAGE")]
+    checker_image: String,
+    /// The tablet UID the restored data is moved to (no serving tablet may have it).
+    #[arg(long, env = "VTSNAP_DRILL_UID", default_value_t = 999_999_999)]
+    drill_uid: u32,
+    /// The server binary in the tablet's mysqld image.
+    #[arg(long, env = "VTSNAP_MYSQLD_COMMAND", default_value = "mysqld")]
+    mysqld_command: String,
+    /// The drill mysqld's `resources`, as JSON.
+    #[arg(
+        long,
+        env = "VTSNAP_MYSQLD_RESOURCES",
+        default_value = r#"{"requests":{"cpu":"500m","memory":"1Gi"},"limits":{"memory":"2Gi"}}"#
+    )]
+    mysqld_resources: String,
+    /// How long the drill Pod may run in all.
+    #[arg(long, env = "VTSNAP_DEADLINE", default_value = "1h")]
+    deadline: GoDuration,
+    /// How long mysqld may take to answer (crash recovery included).
+    #[arg(long, env = "VTSNAP_READY_TIMEOUT", default_value = "10m")]
+    ready_timeout: GoDuration,
+    /// How long CHECK TABLE may take; beyond it the rest is sampled out.
+    #[arg(long, env = "VTSNAP_TABLE_BUDGET", default_value = "5m")]
+    table_budget: GoDuration,
+    /// The drill Job's name and UID (the owner of the drill's objects; the chart sets
+    /// both from the Pod's labels).
+    #[arg(long, env = "VTSNAP_OWNER_NAME", requires = "owner_uid")]
+    owner_name: Option<String>,
+    #[arg(long, env = "VTSNAP_OWNER_UID", requires = "owner_name")]
+    owner_uid: Option<String>,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Drill one shard: restore its snapshot into a throwaway PVC and Pod, check it,
+    /// record the result on the snapshot (vtsnap.io/drill), remove what it made.
+    #[command(after_help = "Examples:\n  \
+        vtsnap-drill run --config /etc/vtsnap/config.yaml --cluster example --keyspace commerce --shard -80 \\\n    \
+        --restore-image vtsnap/vtsnap-restore:0.1.0 --checker-image vtsnap/vtsnap-drill:0.1.0\n\n\
+        The last stdout line is one JSON summary. Exit codes: 0 passed; 1 the drill failed or could\n  \
+        not run (the line says which); 2 bad config or usage; 3 refused (nothing was created).")]
+    Run(DrillArgs),
+    /// What a run would drill, and the PVC and Pod it would create. Changes nothing.
+    #[command(after_help = "Example:\n  \
+        vtsnap-drill plan --config cfg.yaml --cluster example --keyspace commerce --shard - \\\n    \
+        --restore-image vtsnap/vtsnap-restore:0.1.0 --checker-image vtsnap/vtsnap-drill:0.1.0")]
+    Plan(DrillArgs),
     /// The drill Pod's checker: wait for the restored mysqld on its socket, compare its
     /// GTID position with the snapshot's, and CHECK TABLE … QUICK the user tables.
     #[command(after_help = "Example:\n  \
@@ -74,6 +144,8 @@ fn main() -> ExitCode {
     };
     args.common.init();
     let exit = match args.command {
+        Command::Run(d) => drill(d, false),
+        Command::Plan(d) => drill(d, true),
         Command::Check {
             socket,
             position,
@@ -120,6 +192,57 @@ fn main() -> ExitCode {
         }
     };
     exit.into()
+}
+
+/// Checks the flags that build the Pod, then runs or plans the shard's drill.
+fn drill(d: DrillArgs, plan_only: bool) -> Exit {
+    let settings = match settings(&d) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return Exit::Usage;
+        }
+    };
+    let options = RunOptions {
+        settings,
+        owner: d
+            .owner_name
+            .clone()
+            .zip(d.owner_uid.clone())
+            .map(|(name, uid)| Owner { name, uid }),
+        snapshot: d.snapshot.clone(),
+        plan_only,
+    };
+    let name = ShardName::new(&d.cluster, &d.keyspace, &d.shard);
+    cli::with_cluster(&d.config, |config, kube| async move {
+        run::run(&kube, &config, &name, &options).await.print()
+    })
+}
+
+fn settings(d: &DrillArgs) -> Result<Settings, String> {
+    let resources: serde_json::Value = serde_json::from_str(&d.mysqld_resources)
+        .map_err(|e| format!("--mysqld-resources is not JSON: {e}"))?;
+    serde_json::from_value::<ResourceRequirements>(resources.clone())
+        .map_err(|e| format!("--mysqld-resources is not a container's resources: {e}"))?;
+    if d.ready_timeout.get() + d.table_budget.get() >= d.deadline.get() {
+        return Err(format!(
+            "--ready-timeout {} and --table-budget {} must together be shorter than --deadline {}",
+            d.ready_timeout, d.table_budget, d.deadline
+        ));
+    }
+    if d.mysqld_command.is_empty() {
+        return Err("--mysqld-command is empty".into());
+    }
+    Ok(Settings {
+        restore_image: d.restore_image.clone(),
+        checker_image: d.checker_image.clone(),
+        drill_uid: TabletUid::new(d.drill_uid),
+        mysqld_command: d.mysqld_command.clone(),
+        mysqld_resources: resources,
+        deadline_seconds: d.deadline.get().as_secs(),
+        table_budget: d.table_budget.to_string(),
+        ready_timeout: d.ready_timeout.to_string(),
+    })
 }
 
 /// What the checker does with mysqld once it has judged it.

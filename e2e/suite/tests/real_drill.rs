@@ -1,0 +1,291 @@
+//! Restore drills against a real kube-apiserver and controller manager (docs/design.md
+//! §5.9): the drill's PVC and Pod as the API server stores them; a drill killed after it
+//! created them leaves them to the real garbage collector (they are owned by its Job); a
+//! drill that cannot restore records why on the snapshot, with an Event, and removes what
+//! it made; a run with nothing to drill creates nothing. No kubelet here: the drill Pod is
+//! never scheduled (the node tier runs one).
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, ListParams};
+use serde_json::{Value, json};
+use vtsnap_core::config::Config;
+use vtsnap_core::coverage::Exactness;
+use vtsnap_core::naming::TabletUid;
+use vtsnap_core::shard::{ShardName, ShardRef};
+use vtsnap_core::snapshot::{ANN_DRILL, DrillResult, GROUP, VolumeSnapshot};
+use vtsnap_drill::act;
+use vtsnap_drill::decide::Refusal;
+use vtsnap_drill::objects::{self, Owner, Settings, Target};
+use vtsnap_drill::report::Outcome;
+use vtsnap_drill::run::{RunOptions, run};
+use vtsnap_testkit::operator_objects::{operator_shard, pvc_template};
+use vtsnap_testkit::real_kube::{RealKube, resource};
+
+fn settings() -> Settings {
+    Settings {
+        restore_image: "vtsnap/vtsnap-restore:test".into(),
+        checker_image: "vtsnap/vtsnap-drill:test".into(),
+        drill_uid: TabletUid::new(999_999_999),
+        mysqld_command: "mysqld".into(),
+        mysqld_resources: json!({"requests": {"cpu": "100m", "memory": "128Mi"}}),
+        deadline_seconds: 600,
+        table_budget: "1m".into(),
+        ready_timeout: "1m".into(),
+    }
+}
+
+/// A vtsnap VolumeSnapshot of `example/commerce/-` whose source PVC does not exist: the
+/// snapshot controller leaves it unready, so a PVC restored from it never binds.
+fn unready_snapshot(ns: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+        "metadata": {"name": name, "namespace": ns, "labels": {
+            "app.kubernetes.io/managed-by": "vtsnap", "vtsnap.io/cluster": "example",
+            "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-x",
+            "vtsnap.io/phase": "cut", "vtsnap.io/mode": "cold"},
+            "annotations": {"vtsnap.io/gtid-executed": "MariaDB/0-1-100"}},
+        "spec": {"volumeSnapshotClassName": "vtsnap-btrfs",
+                 "source": {"persistentVolumeClaimName": "no-such-pvc"}}
+    })
+}
+
+fn target(ns: &str, snapshot: &str) -> Target {
+    Target {
+        shard: ShardRef {
+            namespace: ns.into(),
+            cluster: "example".into(),
+            keyspace: "commerce".into(),
+            shard: "-".parse().unwrap(),
+        },
+        snapshot: snapshot.into(),
+        position: "MariaDB/0-1-100".into(),
+        exactness: Exactness::Exact,
+        storage_bytes: 1 << 30,
+        storage_class: Some("vtsnap-btrfs".into()),
+        mysqld_image: "vtsnap/mariadb:test".into(),
+        pod_security: None,
+        pin_to: None,
+        sample_seed: 0,
+    }
+}
+
+/// A Job that never runs (suspended): the owner the drill Job would be.
+async fn owner_job(kube: &RealKube, ns: &str) -> Owner {
+    let job = kube
+        .create(json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "drill-job", "namespace": ns},
+            "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "never-pulled"}]}}}}))
+        .await;
+    Owner {
+        name: "drill-job".into(),
+        uid: job["metadata"]["uid"].as_str().unwrap().into(),
+    }
+}
+
+fn pods() -> kube::core::ApiResource {
+    resource("", "v1", "Pod", "pods")
+}
+
+fn pvcs() -> kube::core::ApiResource {
+    resource("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims")
+}
+
+#[tokio::test]
+async fn a_killed_drill_leaves_its_objects_to_the_garbage_collector() {
+    let kube = RealKube::from_env().await;
+    let ns = kube.namespace("drill-killed").await;
+    kube.create(unready_snapshot(&ns.name, "s-1")).await;
+    let owner = owner_job(&kube, &ns.name).await;
+    let t = target(&ns.name, "s-1");
+    let name = objects::drill_name(&t.shard, "20261203120000");
+    let pvc = objects::pvc(&name, &t, Some(&owner));
+    let pod = objects::pod(&name, &t, &settings(), Some(&owner));
+    let client = kube.client();
+    let (namespace, n) = (ns.name.clone(), name.clone());
+    let drill = tokio::spawn(async move {
+        act::drill(
+            &client,
+            &namespace,
+            &n,
+            "s-1",
+            &pvc,
+            &pod,
+            Duration::from_secs(600),
+            None,
+        )
+        .await
+    });
+    // Both exist as the API server stores them, owned by the Job.
+    let stored = kube
+        .wait_for(
+            &pods(),
+            &ns.name,
+            &name,
+            "created",
+            Duration::from_secs(60),
+            |_| true,
+        )
+        .await;
+    assert_eq!(
+        stored["metadata"]["ownerReferences"][0]["uid"],
+        owner.uid.as_str()
+    );
+    assert_eq!(
+        stored["spec"]["containers"][0]["args"][2],
+        "--skip-networking"
+    );
+    let claim = kube.get(&pvcs(), &ns.name, &name).await.unwrap();
+    assert_eq!(claim["spec"]["dataSourceRef"]["name"], "s-1");
+    assert_eq!(claim["metadata"]["ownerReferences"][0]["kind"], "Job");
+    // The drill is killed (its Job's Pod is gone), then its Job is deleted.
+    drill.abort();
+    assert!(drill.await.unwrap_err().is_cancelled());
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(kube.client(), &ns.name);
+    jobs.delete("drill-job", &kube::api::DeleteParams::background())
+        .await
+        .unwrap();
+    kube.wait_gone(&pods(), &ns.name, &name, Duration::from_secs(120))
+        .await;
+    kube.wait_gone(&pvcs(), &ns.name, &name, Duration::from_secs(120))
+        .await;
+    // The snapshot is untouched: a killed drill records nothing.
+    let snap = kube
+        .get(
+            &resource(GROUP, "v1", "VolumeSnapshot", "volumesnapshots"),
+            &ns.name,
+            "s-1",
+        )
+        .await
+        .unwrap();
+    assert!(
+        snap["metadata"]["annotations"].get(ANN_DRILL).is_none(),
+        "{snap}"
+    );
+}
+
+#[tokio::test]
+async fn a_drill_that_cannot_restore_records_why_and_removes_what_it_made() {
+    let kube = RealKube::from_env().await;
+    let ns = kube.namespace("drill-unbound").await;
+    kube.create(unready_snapshot(&ns.name, "s-1")).await;
+    let owner = owner_job(&kube, &ns.name).await;
+    let t = target(&ns.name, "s-1");
+    let name = objects::drill_name(&t.shard, "20261203120001");
+    let pvc = objects::pvc(&name, &t, Some(&owner));
+    let pod = objects::pod(&name, &t, &settings(), Some(&owner));
+    // The product's own limit: a PVC of an unready snapshot never binds.
+    let done = act::drill(
+        &kube.client(),
+        &ns.name,
+        &name,
+        "s-1",
+        &pvc,
+        &pod,
+        Duration::from_secs(5),
+        Some(owner.name.clone()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        done.steps,
+        [
+            "pvc-created",
+            "pod-created",
+            "deadline",
+            "pod-deleted",
+            "persistentvolumeclaim-deleted",
+            "recorded"
+        ],
+        "{done:?}"
+    );
+    assert!(done.left.is_empty(), "{done:?}");
+    let snap = kube
+        .get(
+            &resource(GROUP, "v1", "VolumeSnapshot", "volumesnapshots"),
+            &ns.name,
+            "s-1",
+        )
+        .await
+        .unwrap();
+    let read = VolumeSnapshot::read(&snap).unwrap();
+    let drill = read.drill.unwrap();
+    assert_eq!(drill.result, DrillResult::Failed);
+    assert!(drill.reason.unwrap().contains("never bound"), "{snap}");
+    assert_eq!(drill.job.as_deref(), Some("drill-job"));
+    let events: Api<Event> = Api::namespaced(kube.client(), &ns.name);
+    let evs = events
+        .list(&ListParams::default().fields("involvedObject.name=s-1"))
+        .await
+        .unwrap();
+    assert!(
+        evs.items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("DrillFailed")),
+        "{:?}",
+        evs.items
+    );
+    kube.wait_gone(&pods(), &ns.name, &name, Duration::from_secs(120))
+        .await;
+    kube.wait_gone(&pvcs(), &ns.name, &name, Duration::from_secs(120))
+        .await;
+}
+
+#[tokio::test]
+async fn a_run_with_nothing_to_drill_creates_nothing() {
+    let kube = RealKube::from_env().await;
+    let ns = kube.namespace("drill-refused").await;
+    let mut shard = operator_shard();
+    shard.namespace = ns.name.clone();
+    let tablet = shard.tablet("replica", 1);
+    kube.create(tablet.pvc(&pvc_template("1Gi"))).await;
+    let mut pod = tablet.pod();
+    pod["spec"]["schedulingGates"] = json!([{"name": "vtsnap.io/never"}]);
+    kube.create(pod).await;
+    // No vtctld answers: the shard's series is unknown, so no snapshot is chosen.
+    let cfg = Config::from_yaml(&format!(
+        "clusters:\n- name: example\n  namespace: {}\n  vtctld: \"127.0.0.1:1\"\n  restore: {{enabled: true}}\n",
+        ns.name
+    ))
+    .unwrap();
+    let opts = RunOptions {
+        settings: settings(),
+        owner: None,
+        snapshot: None,
+        plan_only: false,
+    };
+    let s = run(
+        &kube.client(),
+        &cfg,
+        &ShardName::new("example", "commerce", "-"),
+        &opts,
+    )
+    .await;
+    assert_eq!(s.outcome, Outcome::Refused, "{s:?}");
+    assert!(
+        matches!(s.refusal, Some(Refusal::ShardSeries { .. })),
+        "{s:?}"
+    );
+    assert_eq!(s.exit().code(), 3);
+    let drills: Vec<Value> = kube
+        .list(&pvcs(), &ns.name)
+        .await
+        .into_iter()
+        .filter(|p| p["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "vtsnap-drill")
+        .collect();
+    assert!(drills.is_empty(), "{drills:?}");
+    // A shard the config does not have is a usage error, before anything is read.
+    let s = run(
+        &kube.client(),
+        &cfg,
+        &ShardName::new("other", "commerce", "-"),
+        &opts,
+    )
+    .await;
+    assert_eq!(s.exit().code(), 2, "{s:?}");
+}

@@ -1,0 +1,238 @@
+//! Act: create the drill's PVC and Pod, wait for the checker, record the result on the
+//! snapshot, and remove what it made (docs/design.md §5.9).
+//!
+//! Both objects are owned by the drill Job: a drill killed at any step leaves them to the
+//! garbage collector. The Job deletes them itself when it ends normally. It writes only
+//! its own objects and the snapshot's `vtsnap.io/drill` annotation.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::wait::await_condition;
+use serde_json::{Value, json};
+use vtsnap_core::events::{self, Subject};
+use vtsnap_core::snapshot::{ANN_DRILL, DrillRecord, DrillResult};
+
+use crate::error::DrillError;
+use crate::outcome::{self, Watched};
+
+/// The component name of the drill's Events.
+pub const COMPONENT: &str = "vtsnap-drill";
+
+/// What act did, for the report.
+#[derive(Debug, Clone, Default)]
+pub struct Done {
+    pub steps: Vec<String>,
+    pub record: Option<DrillRecord>,
+    /// What could not be removed (the garbage collector will, through the owner).
+    pub left: Vec<String>,
+}
+
+/// Waits until `cond` holds for object `name`, re-watching when a watch ends early, at
+/// most `limit`. Returns the object as last read and whether the limit was reached.
+async fn wait_for<K>(
+    api: &Api<K>,
+    name: &str,
+    limit: Duration,
+    cond: impl Fn(Option<&K>) -> bool + Clone + Send + 'static,
+) -> (Option<K>, bool)
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    let start = Instant::now();
+    loop {
+        let left = limit.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            return (api.get_opt(name).await.ok().flatten(), true);
+        }
+        match tokio::time::timeout(left, await_condition(api.clone(), name, cond.clone())).await {
+            Ok(Ok(got)) => return (got, false),
+            Ok(Err(e)) => {
+                tracing::debug!(object = name, error = %e, "watch ended; watching again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(_) => return (api.get_opt(name).await.ok().flatten(), true),
+        }
+    }
+}
+
+fn value_of<K: serde::Serialize>(k: Option<&K>) -> Option<Value> {
+    k.and_then(|k| serde_json::to_value(k).ok())
+}
+
+fn unschedulable(pod: Option<&Value>) -> Option<String> {
+    pod?.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| {
+            c.get("type").and_then(Value::as_str) == Some("PodScheduled")
+                && c.get("status").and_then(Value::as_str) == Some("False")
+        })
+        .and_then(|c| c.get("message").and_then(Value::as_str))
+        .map(str::to_owned)
+}
+
+/// Runs one drill: `pvc` and `pod` (named `name`) restore `snapshot` in `namespace`.
+#[allow(clippy::too_many_arguments)]
+pub async fn drill(
+    kube: &kube::Client,
+    namespace: &str,
+    name: &str,
+    snapshot: &str,
+    pvc: &Value,
+    pod: &Value,
+    limit: Duration,
+    job: Option<String>,
+) -> Result<Done, DrillError> {
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(kube.clone(), namespace);
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), namespace);
+    let mut done = Done::default();
+    let create_err = |object: String| move |source| DrillError::Create { object, source };
+
+    let claim: PersistentVolumeClaim = serde_json::from_value(pvc.clone())
+        .map_err(|e| DrillError::UnknownShard(format!("the drill PVC does not build: {e}")))?;
+    let started = Instant::now();
+    let claim = pvcs
+        .create(&PostParams::default(), &claim)
+        .await
+        .map_err(create_err(format!(
+            "PersistentVolumeClaim {namespace}/{name}"
+        )))?;
+    done.steps.push("pvc-created".into());
+    let spec: Pod = serde_json::from_value(pod.clone())
+        .map_err(|e| DrillError::UnknownShard(format!("the drill Pod does not build: {e}")))?;
+    let created = match pods.create(&PostParams::default(), &spec).await {
+        Ok(p) => p,
+        Err(source) => {
+            remove(&pvcs, name, claim.metadata.uid.as_deref(), &mut done).await;
+            return Err(DrillError::Create {
+                object: format!("Pod {namespace}/{name}"),
+                source,
+            });
+        }
+    };
+    done.steps.push("pod-created".into());
+
+    let bound = |p: Option<&PersistentVolumeClaim>| {
+        p.and_then(|p| p.status.as_ref())
+            .and_then(|s| s.phase.as_deref())
+            == Some("Bound")
+    };
+    let (_, never_bound) = wait_for(&pvcs, name, limit, bound).await;
+    let pvc_bound_ms =
+        (!never_bound).then(|| u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+    if pvc_bound_ms.is_some() {
+        done.steps.push("pvc-bound".into());
+    }
+    let left = limit.saturating_sub(started.elapsed());
+    let ended = |p: Option<&Pod>| value_of(p).is_some_and(|v| outcome::finished(&v));
+    let (last, timed_out) = if pvc_bound_ms.is_some() {
+        wait_for(&pods, name, left, ended).await
+    } else {
+        (pods.get_opt(name).await.ok().flatten(), true)
+    };
+    let last = value_of(last.as_ref());
+    done.steps.push(
+        if timed_out {
+            "deadline"
+        } else {
+            "pod-finished"
+        }
+        .into(),
+    );
+    let record = outcome::record(
+        &Watched {
+            pvc_bound_ms,
+            unschedulable: unschedulable(last.as_ref()),
+            pod: last,
+            timed_out,
+        },
+        Timestamp::now(),
+        job,
+    );
+
+    remove(&pods, name, created.metadata.uid.as_deref(), &mut done).await;
+    remove(&pvcs, name, claim.metadata.uid.as_deref(), &mut done).await;
+    write_record(kube, namespace, snapshot, &record).await?;
+    done.steps.push("recorded".into());
+    done.record = Some(record);
+    Ok(done)
+}
+
+/// Deletes one of the drill's objects, only the very one it made (its UID).
+async fn remove<K>(api: &Api<K>, name: &str, uid: Option<&str>, done: &mut Done)
+where
+    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let kind = K::kind(&()).into_owned();
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: uid.map(str::to_owned),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(name, &dp).await {
+        Ok(_) => done.steps.push(format!("{}-deleted", kind.to_lowercase())),
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => {
+            tracing::warn!(object = %format!("{kind}/{name}"), error = %e, "not deleted; its owner's garbage collection will");
+            done.left.push(format!("{kind}/{name}"));
+        }
+    }
+}
+
+/// The record on the snapshot (`vtsnap.io/drill`) and an Event on it.
+pub async fn write_record(
+    kube: &kube::Client,
+    namespace: &str,
+    snapshot: &str,
+    record: &DrillRecord,
+) -> Result<(), DrillError> {
+    let api = vtsnap_core::snapshot::api(kube, namespace);
+    let patch = json!({"metadata": {"annotations": {ANN_DRILL: record.render()}}});
+    api.patch(snapshot, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|source| DrillError::Record {
+            snapshot: format!("{namespace}/{snapshot}"),
+            source,
+        })?;
+    let (reason, message, warning) = match record.result {
+        DrillResult::Passed => {
+            let rto = record.rto.unwrap_or_default();
+            (
+                "DrillPassed",
+                format!(
+                    "restored and checked: RTO {} ms (PVC bound {} ms, restore {} ms, mysqld ready {} ms)",
+                    rto.total_ms(),
+                    rto.pvc_bound_ms,
+                    rto.restore_ms,
+                    rto.mysqld_ready_ms
+                ),
+                false,
+            )
+        }
+        DrillResult::Failed => (
+            "DrillFailed",
+            format!(
+                "the restore drill failed: {}",
+                record.reason.as_deref().unwrap_or_default()
+            ),
+            true,
+        ),
+    };
+    events::emit(
+        kube,
+        COMPONENT,
+        namespace,
+        &Subject::snapshot(snapshot),
+        reason,
+        &message,
+        warning,
+    )
+    .await;
+    Ok(())
+}

@@ -1,0 +1,347 @@
+//! Decide, after the fact: what a drill Pod's status says (docs/design.md §5.9). Pure:
+//! the Pod as last read, and what the Job measured itself, become the record written on
+//! the snapshot. Everything in the status is the kubelet's or the checker's word and is
+//! read as hostile: a report is bounded, a message escaped and cut.
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Deserialize;
+use serde_json::Value;
+use vtsnap_core::k8s_names::escape_controls;
+use vtsnap_core::snapshot::{DrillRecord, Rto};
+
+use crate::check::MAX_RESULT_BYTES;
+use crate::objects::{CHECKER_CONTAINER, MYSQLD_CONTAINER, RESTORE_CONTAINER};
+
+/// How a container ended, as its status says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Ended {
+    exit_code: i64,
+    reason: String,
+    message: String,
+    started: Option<Timestamp>,
+    finished: Option<Timestamp>,
+}
+
+fn ended(pod: &Value, list: &str, name: &str) -> Option<Ended> {
+    let status = pod
+        .pointer(&format!("/status/{list}"))?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("name").and_then(Value::as_str) == Some(name))?;
+    let t = status.pointer("/state/terminated")?;
+    let text = |k: &str| {
+        t.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let time = |k: &str| {
+        t.get(k)
+            .and_then(Value::as_str)
+            .and_then(|v| v.parse().ok())
+    };
+    Some(Ended {
+        exit_code: t.get("exitCode").and_then(Value::as_i64).unwrap_or(-1),
+        reason: text("reason"),
+        message: text("message"),
+        started: time("startedAt"),
+        finished: time("finishedAt"),
+    })
+}
+
+/// Whether the Job can stop waiting: the checker ended, or something that makes its
+/// result moot did (the Pod ended, the restore or mysqld failed).
+pub fn finished(pod: &Value) -> bool {
+    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+    matches!(phase, Some("Succeeded" | "Failed"))
+        || ended(pod, "containerStatuses", CHECKER_CONTAINER).is_some()
+        || ended(pod, "initContainerStatuses", RESTORE_CONTAINER).is_some_and(|e| e.exit_code != 0)
+        || ended(pod, "containerStatuses", MYSQLD_CONTAINER).is_some_and(|e| e.exit_code != 0)
+}
+
+/// The checker's report, as the termination message carries it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Report {
+    verdict: ReportVerdict,
+    mysqld_ready_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ReportVerdict {
+    passed: bool,
+    reason: Option<String>,
+}
+
+fn report(message: &str) -> Result<Report, String> {
+    if message.len() > MAX_RESULT_BYTES {
+        return Err(format!(
+            "its report is {} bytes, more than {MAX_RESULT_BYTES}",
+            message.len()
+        ));
+    }
+    serde_json::from_str(message).map_err(|e| format!("its report does not read: {e}"))
+}
+
+fn ms_between(a: Option<Timestamp>, b: Option<Timestamp>) -> u64 {
+    match (a, b) {
+        (Some(a), Some(b)) if b >= a => {
+            u64::try_from(b.duration_since(a).as_millis()).unwrap_or(u64::MAX)
+        }
+        _ => 0,
+    }
+}
+
+/// What the Job itself measured and saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watched {
+    /// From the PVC's creation until the Job saw it bound (`None`: never).
+    pub pvc_bound_ms: Option<u64>,
+    /// The Pod as last read (`None`: it could not be read).
+    pub pod: Option<Value>,
+    /// The wait ended at its limit, not because the Pod finished.
+    pub timed_out: bool,
+    /// Why the Pod is not scheduled, if the scheduler said so.
+    pub unschedulable: Option<String>,
+}
+
+fn cut(s: &str) -> String {
+    escape_controls(s).chars().take(512).collect()
+}
+
+/// The record a finished (or abandoned) drill leaves on its snapshot.
+pub fn record(w: &Watched, now: Timestamp, job: Option<String>) -> DrillRecord {
+    let pod = w.pod.as_ref();
+    let restore = pod.and_then(|p| ended(p, "initContainerStatuses", RESTORE_CONTAINER));
+    let checker = pod.and_then(|p| ended(p, "containerStatuses", CHECKER_CONTAINER));
+    let mysqld = pod.and_then(|p| ended(p, "containerStatuses", MYSQLD_CONTAINER));
+    let parsed = checker.as_ref().map(|c| report(&c.message));
+    let rto = Rto {
+        pvc_bound_ms: w.pvc_bound_ms.unwrap_or(0),
+        restore_ms: restore
+            .as_ref()
+            .map_or(0, |r| ms_between(r.started, r.finished)),
+        mysqld_ready_ms: parsed
+            .as_ref()
+            .and_then(|r| r.as_ref().ok())
+            .and_then(|r| r.mysqld_ready_ms)
+            .unwrap_or(0),
+    };
+    let fail = |why: String| DrillRecord::failed(now, &why, Some(rto), job.clone());
+    if w.pvc_bound_ms.is_none() {
+        return fail(match &w.unschedulable {
+            Some(m) => format!("the drill Pod was never scheduled: {}", cut(m)),
+            None => "the drill PVC never bound to a volume restored from the snapshot".into(),
+        });
+    }
+    if let Some(r) = &restore
+        && r.exit_code != 0
+    {
+        return fail(format!(
+            "vtsnap-restore exited {} ({}): {}",
+            r.exit_code,
+            cut(&r.reason),
+            cut(&r.message)
+        ));
+    }
+    match parsed {
+        Some(Ok(r)) if r.verdict.passed => DrillRecord::passed(now, rto, job),
+        Some(Ok(r)) => fail(
+            r.verdict
+                .reason
+                .unwrap_or_else(|| "the checker failed".into()),
+        ),
+        Some(Err(e)) => fail(format!("the checker ended, but {e}")),
+        None => fail(match (&mysqld, w.timed_out) {
+            (Some(m), _) if m.exit_code != 0 => format!(
+                "mysqld exited {} ({}) before the check was done: {}",
+                m.exit_code,
+                cut(&m.reason),
+                cut(&m.message)
+            ),
+            (_, true) => "no result before the drill's deadline".into(),
+            _ => "the drill Pod ended without a result from the checker".into(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn now() -> Timestamp {
+        "2026-12-03T12:00:00Z".parse().unwrap()
+    }
+
+    fn pod(init: Value, containers: Value, phase: &str) -> Value {
+        json!({"status": {"phase": phase, "initContainerStatuses": init, "containerStatuses": containers}})
+    }
+
+    fn done(name: &str, code: i64, message: &str, from: &str, to: &str) -> Value {
+        json!({"name": name, "state": {"terminated": {"exitCode": code, "reason": if code == 0 {"Completed"} else {"Error"},
+            "message": message, "startedAt": from, "finishedAt": to}}})
+    }
+
+    fn running(name: &str) -> Value {
+        json!({"name": name, "state": {"running": {"startedAt": "2026-12-03T11:59:00Z"}}})
+    }
+
+    fn watched(p: Value) -> Watched {
+        Watched {
+            pvc_bound_ms: Some(1500),
+            pod: Some(p),
+            timed_out: false,
+            unschedulable: None,
+        }
+    }
+
+    const PASSED: &str = r#"{"verdict":{"passed":true,"tablesTotal":3,"tablesChecked":3,"sampled":false},"mysqldReadyMs":2300}"#;
+
+    #[test]
+    fn a_passed_check_is_a_passed_drill_with_every_part_measured() {
+        let p = pod(
+            json!([done(
+                RESTORE_CONTAINER,
+                0,
+                "",
+                "2026-12-03T11:58:00Z",
+                "2026-12-03T11:58:02Z"
+            )]),
+            json!([
+                done(MYSQLD_CONTAINER, 0, "", "x", "y"),
+                done(CHECKER_CONTAINER, 0, PASSED, "x", "y")
+            ]),
+            "Succeeded",
+        );
+        assert!(finished(&p));
+        let r = record(&watched(p), now(), Some("job-1".into()));
+        assert_eq!(
+            r,
+            DrillRecord::passed(
+                now(),
+                Rto {
+                    pvc_bound_ms: 1500,
+                    restore_ms: 2000,
+                    mysqld_ready_ms: 2300
+                },
+                Some("job-1".into())
+            )
+        );
+    }
+
+    #[test]
+    fn a_failed_check_carries_the_checkers_reason() {
+        let failed = r#"{"verdict":{"passed":false,"failure":"table-corrupt","reason":"table shop.orders: corrupt"},"mysqldReadyMs":10}"#;
+        let p = pod(
+            json!([done(RESTORE_CONTAINER, 0, "", "a", "b")]),
+            json!([
+                running(MYSQLD_CONTAINER),
+                done(CHECKER_CONTAINER, 1, failed, "x", "y")
+            ]),
+            "Running",
+        );
+        assert!(finished(&p), "the checker ended: nothing more to wait for");
+        let r = record(&watched(p), now(), None);
+        assert_eq!(r.reason.as_deref(), Some("table shop.orders: corrupt"));
+        assert_eq!(r.rto.unwrap().mysqld_ready_ms, 10);
+    }
+
+    #[test]
+    fn every_way_a_pod_fails_is_named() {
+        let cases = [
+            (
+                pod(
+                    json!([done(RESTORE_CONTAINER, 3, "no tablet directory", "a", "b")]),
+                    json!([]),
+                    "Failed",
+                ),
+                "vtsnap-restore exited 3 (Error): no tablet directory",
+            ),
+            (
+                pod(
+                    json!([done(RESTORE_CONTAINER, 0, "", "a", "b")]),
+                    json!([
+                        done(MYSQLD_CONTAINER, 1, "InnoDB: corrupt\u{1b}", "a", "b"),
+                        running(CHECKER_CONTAINER)
+                    ]),
+                    "Running",
+                ),
+                "mysqld exited 1 (Error) before the check was done: InnoDB: corrupt\\u{1b}",
+            ),
+            (
+                pod(
+                    json!([done(RESTORE_CONTAINER, 0, "", "a", "b")]),
+                    json!([done(CHECKER_CONTAINER, 1, "not json", "a", "b")]),
+                    "Failed",
+                ),
+                "the checker ended, but its report does not read",
+            ),
+            (
+                pod(
+                    json!([done(RESTORE_CONTAINER, 0, "", "a", "b")]),
+                    json!([done(CHECKER_CONTAINER, 1, &"x".repeat(5000), "a", "b")]),
+                    "Failed",
+                ),
+                "its report is 5000 bytes",
+            ),
+            (
+                pod(
+                    json!([done(RESTORE_CONTAINER, 0, "", "a", "b")]),
+                    json!([running(MYSQLD_CONTAINER), running(CHECKER_CONTAINER)]),
+                    "Running",
+                ),
+                "the drill Pod ended without a result",
+            ),
+        ];
+        for (p, want) in cases {
+            assert!(finished(&p) || want.contains("without a result"), "{want}");
+            let r = record(&watched(p), now(), None);
+            let reason = r.reason.unwrap();
+            assert!(
+                reason.starts_with(want) || reason.contains(want),
+                "{want}: {reason}"
+            );
+        }
+        let mut w = watched(pod(json!([]), json!([]), "Pending"));
+        w.timed_out = true;
+        assert!(!finished(w.pod.as_ref().unwrap()));
+        w.pvc_bound_ms = None;
+        assert_eq!(
+            record(&w, now(), None).reason.as_deref(),
+            Some("the drill PVC never bound to a volume restored from the snapshot")
+        );
+        w.unschedulable = Some("0/3 nodes are available: 3 Insufficient memory.".into());
+        assert_eq!(
+            record(&w, now(), None).reason.as_deref(),
+            Some(
+                "the drill Pod was never scheduled: 0/3 nodes are available: 3 Insufficient memory."
+            )
+        );
+        let mut w = watched(pod(
+            json!([done(RESTORE_CONTAINER, 0, "", "a", "b")]),
+            json!([running(CHECKER_CONTAINER)]),
+            "Running",
+        ));
+        w.timed_out = true;
+        assert_eq!(
+            record(&w, now(), None).reason.as_deref(),
+            Some("no result before the drill's deadline")
+        );
+        assert_eq!(
+            record(&Watched { pod: None, ..w }, now(), None)
+                .reason
+                .as_deref(),
+            Some("no result before the drill's deadline")
+        );
+    }
+
+    #[test]
+    fn a_restore_that_went_backwards_in_time_measures_nothing() {
+        assert_eq!(
+            ms_between(Some(now()), Some("2026-12-03T11:00:00Z".parse().unwrap())),
+            0
+        );
+        assert_eq!(ms_between(None, Some(now())), 0);
+    }
+}
