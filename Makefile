@@ -84,6 +84,7 @@ unit:
 # resync), quick and unoptimized.
 bench-check:
 	cargo test -p vtsnap-restore --bench restore_scaling -- --quick
+	cargo test -p vtsnap-restore --bench binlog_size -- --quick
 	cargo test -p vtsnap-gc --bench plan_scaling -- --quick
 	cargo test -p vtsnap-admission --bench review_latency -- --quick
 	cargo test -p vtsnap-node --bench reaction -- --quick
@@ -95,6 +96,7 @@ bench-startup:
 
 bench:
 	cargo bench -p vtsnap-restore --bench restore_scaling
+	cargo bench -p vtsnap-restore --bench binlog_size
 	cargo bench -p vtsnap-gc --bench plan_scaling
 	cargo bench -p vtsnap-admission --bench review_latency
 	cargo bench -p vtsnap-node --bench reaction

@@ -54,6 +54,37 @@ refuse "is already snapshot.shards[0]'s" --set-json 'snapshot.shards=[{"cluster"
 refuse "must be below admission.replicas" --set admission.replicas=1
 refuse "/snapshot/reconcile/schedule'" --set snapshot.reconcile.schedule=hourly
 refuse "additional properties 'enable' not allowed" --set snapshot.reconcile.enable=true
+refuse 'drill.shards[0].cluster: "nope" is not a config.clusters[].name' --set drill.enabled=true --set 'drill.shards[0].cluster=nope' --set 'drill.shards[0].keyspace=k' --set 'drill.shards[0].shard=-'
+refuse "/drill/deadline'" --set drill.deadline=soon
+refuse "at '/drill/shards/0': additional properties 'mode' not allowed" --set-json 'drill.shards=[{"cluster":"example","keyspace":"k","shard":"-","mode":"cold"}]'
+
+# A drill CronJob per drill.shards entry: its arguments name the shard and the images,
+# and the Job's name and UID reach it from the Pod's labels (the owner of its objects).
+python3 - "$out/full.yaml" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+crons = {d["metadata"]["name"]: d for d in docs if d["kind"] == "CronJob" and "-drill-" in d["metadata"]["name"]}
+assert sorted(crons) == ["vtsnap-drill-main-commerce-x-80", "vtsnap-drill-reporting-reports-x-x"], sorted(crons)
+c = crons["vtsnap-drill-main-commerce-x-80"]
+assert c["spec"]["schedule"] == "45 4 * * *", c["spec"]
+pod = c["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+assert pod["serviceAccountName"] == "vtsnap-drill", pod
+args = pod["containers"][0]["args"]
+want = ["run", "--cluster", "main", "--keyspace", "commerce", "--shard=-80",
+        "--restore-image", "registry.example.com:5000/platform/vtsnap/vtsnap-restore:0.1.0",
+        "--checker-image", "registry.example.com:5000/platform/vtsnap/vtsnap-drill:0.1.0"]
+assert args[:len(want)] == want, args
+assert "--drill-uid=999999999" in args and args[args.index("--mysqld-command") + 1] == "mariadbd", args
+env = {e["name"]: e for e in pod["containers"][0]["env"]}
+assert env["VTSNAP_OWNER_UID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['batch.kubernetes.io/controller-uid']", env
+assert crons["vtsnap-drill-reporting-reports-x-x"]["spec"]["suspend"] is True
+roles = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "vtsnap-drill"]
+assert sorted(r["metadata"]["namespace"] for r in roles) == ["vitess", "vitess-reporting"], roles
+print("chart: one drill CronJob per drill.shards entry, its Job the owner of the drill's objects")
+PY
+if grep -q -- '-drill-' "$out/default.yaml"; then
+  echo "chart: drills are off by default, yet rendered" >&2; exit 1
+fi
 
 # With the reconciler (the default) the chart renders the template and the reconciler,
 # and no per-shard CronJob; without it, one CronJob per snapshot.shards entry.

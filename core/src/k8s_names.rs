@@ -168,6 +168,15 @@ impl std::fmt::Display for Untrusted<'_> {
     }
 }
 
+/// The longest start of `s` of at most `max` bytes that ends on a character boundary.
+pub fn cut_to_bytes(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// `s` with every control character escaped (`\u{1b}`) and the rest as it is: for a
 /// message assembled from several fields, as a last guard before it is logged or recorded.
 pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
@@ -283,6 +292,11 @@ mod tests {
             untrusted(&over).to_string(),
             format!("{at_limit:?}… (3 more bytes)")
         );
+        assert_eq!(cut_to_bytes("abc", 2), "ab");
+        assert_eq!(cut_to_bytes("abc", 9), "abc");
+        assert_eq!(cut_to_bytes("é", 1), "");
+        assert_eq!(cut_to_bytes("aé", 2), "a");
+        assert_eq!(cut_to_bytes("aé", 3), "aé");
         assert_eq!(escape_controls("plain"), "plain");
         assert!(matches!(
             escape_controls("plain"),

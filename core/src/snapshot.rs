@@ -22,7 +22,9 @@ mod drill;
 mod gtid;
 mod read;
 mod source;
-pub use drill::{ANN_DRILL, DrillRecord, DrillRecordError, DrillResult, Rto};
+pub use drill::{
+    ANN_DRILL, DrillRecord, DrillRecordError, DrillResult, MAX_REASON_BYTES, MAX_RECORD_BYTES, Rto,
+};
 pub use gtid::{GtidError, GtidFlavor, parse_position};
 pub use read::{CLOCK_SKEW, Layout, ReadError, TimeProblem, VolumeSnapshot};
 pub use source::{MAX_POOL_INDEX, SourceMismatch};

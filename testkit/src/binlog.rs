@@ -5,6 +5,8 @@
 pub const MAGIC: [u8; 4] = [0xfe, b'b', b'i', b'n'];
 pub const HEADER_LEN: usize = 19;
 pub const QUERY_EVENT: u8 = 2;
+/// Write_rows (v2): the bulk of a busy server's binlog.
+pub const WRITE_ROWS_EVENT: u8 = 30;
 pub const FORMAT_DESCRIPTION_EVENT: u8 = 15;
 pub const BINLOG_CHECKPOINT_EVENT: u8 = 161;
 pub const START_ENCRYPTION_EVENT: u8 = 164;
@@ -50,6 +52,37 @@ pub fn file(in_use: bool, checkpoints: &[&str]) -> Vec<u8> {
         f.extend(checkpoint(c, true));
     }
     f
+}
+
+/// [`file`], with row events after the Format_description until it holds at least
+/// `bytes`, written as it goes (a binlog of gigabytes is never in memory).
+pub fn write_padded(
+    path: &std::path::Path,
+    in_use: bool,
+    checkpoints: &[&str],
+    bytes: u64,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+    let head = [MAGIC.to_vec(), format_description(in_use, true)].concat();
+    w.write_all(&head)?;
+    let mut len = head.len() as u64;
+    // One 64 KiB event (its CRC computed once), repeated: the reader sees only framing.
+    let filler = event(WRITE_ROWS_EVENT, 0, &[0x5a; 64 * 1024], true);
+    let tail: Vec<u8> = checkpoints
+        .iter()
+        .flat_map(|c| {
+            let mut e = event(QUERY_EVENT, 0, b"BEGIN", true);
+            e.extend(checkpoint(c, true));
+            e
+        })
+        .collect();
+    while len + (tail.len() as u64) < bytes {
+        w.write_all(&filler)?;
+        len += filler.len() as u64;
+    }
+    w.write_all(&tail)?;
+    w.flush()
 }
 
 /// CRC-32 (IEEE), bitwise; slow and obviously correct, for tests.

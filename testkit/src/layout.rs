@@ -50,6 +50,8 @@ pub struct TabletLayout {
     pub port: u16,
     /// Listen on 127.0.0.1 only.
     pub bind_loopback: bool,
+    /// Pad the last binlog with events to at least this many bytes (0: as small as it is).
+    pub last_binlog_bytes: u64,
 }
 
 impl TabletLayout {
@@ -70,6 +72,7 @@ impl TabletLayout {
             chown_to_pod_user: true,
             port: 3306,
             bind_loopback: false,
+            last_binlog_bytes: 0,
         }
     }
 
@@ -95,6 +98,12 @@ impl TabletLayout {
 
     pub fn restore_in_progress(mut self) -> Self {
         self.restore_in_progress = true;
+        self
+    }
+
+    /// The last binlog holds at least `bytes` of events (a busy server's binlog).
+    pub fn last_binlog_bytes(mut self, bytes: u64) -> Self {
+        self.last_binlog_bytes = bytes;
         self
     }
 
@@ -250,7 +259,12 @@ impl TabletLayout {
                 Vec::new()
             };
             let refs: Vec<&str> = checkpoints.iter().map(String::as_str).collect();
-            fs::write(at(&format!("bin-logs/{name}")), binlog::file(in_use, &refs))?;
+            let path = at(&format!("bin-logs/{name}"));
+            if last && self.last_binlog_bytes > 0 {
+                binlog::write_padded(&path, in_use, &refs, self.last_binlog_bytes)?;
+            } else {
+                fs::write(path, binlog::file(in_use, &refs))?;
+            }
             index.push_str(&format!("{t}/bin-logs/{name}\n"));
         }
         if self.binlogs > 0 {

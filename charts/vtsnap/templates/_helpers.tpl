@@ -148,6 +148,9 @@ spec:
             env:
             - {name: VTSNAP_CONFIG, value: /etc/vtsnap/config.yaml}
             - {name: VTSNAP_LOG_FORMAT, value: {{ $root.Values.logFormat | quote }}}
+            {{- with .env }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
             {{- include "vtsnap.restrictedContainer" $root | nindent 12 }}
             {{- with $v.resources }}
             resources: {{ toYaml . | nindent 14 }}

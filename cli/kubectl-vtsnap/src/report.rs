@@ -132,14 +132,14 @@ pub fn status(st: &Status, format: Format, colour: Colour) -> String {
         return structured(st, format);
     }
     // Arrays of one length: a cell cannot be added without its heading.
-    const HEADINGS: [&str; 12] = [
-        "SHARD", "NEWEST", "AGE", "MODE", "READY", "COVERED", "SCHEDULE", "NEXT RUN", "LAST RUN",
-        "FENCE", "RESTORES", "PROBLEMS",
+    const HEADINGS: [&str; 13] = [
+        "SHARD", "NEWEST", "AGE", "MODE", "READY", "COVERED", "DRILL", "SCHEDULE", "NEXT RUN",
+        "LAST RUN", "FENCE", "RESTORES", "PROBLEMS",
     ];
     let mut rows = vec![HEADINGS.map(str::to_owned).to_vec()];
     for s in &st.shards {
         let newest = s.newest.as_ref();
-        let row: [String; 12] = [
+        let row: [String; 13] = [
             format!("{}/{}/{}/{}", s.namespace, s.cluster, s.keyspace, s.shard),
             newest.map_or_else(|| "-".to_owned(), |n| n.name.clone()),
             newest.map_or_else(|| "-".to_owned(), |n| age(n.age_seconds)),
@@ -154,6 +154,18 @@ pub fn status(st: &Status, format: Format, colour: Colour) -> String {
                 Coverage::NoneCovered => "no".to_owned(),
                 Coverage::Unknown { .. } => "?".to_owned(),
             },
+            s.last_drill.as_ref().map_or_else(
+                || "-".to_owned(),
+                |d| match d.rto_ms {
+                    Some(ms) if d.reason.is_none() => format!(
+                        "{} {} ago, RTO {:.1}s",
+                        d.result,
+                        age(d.age_seconds),
+                        ms as f64 / 1000.0
+                    ),
+                    _ => format!("{} {} ago", d.result, age(d.age_seconds)),
+                },
+            ),
             match (&s.schedule, s.suspended) {
                 (Some(c), false) => c.clone(),
                 (Some(c), true) => format!("{c} (suspended)"),

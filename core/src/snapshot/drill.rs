@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::read::CLOCK_SKEW;
-use crate::k8s_names::escape_controls;
+use crate::k8s_names::{cut_to_bytes, escape_controls};
 
 /// The annotation: the last drill of the snapshot.
 pub const ANN_DRILL: &str = "vtsnap.io/drill";
@@ -18,8 +18,9 @@ pub const ANN_DRILL: &str = "vtsnap.io/drill";
 /// A record longer than this is not one vtsnap wrote.
 pub const MAX_RECORD_BYTES: usize = 4096;
 
-/// A failure's reason is cut to this many characters when written.
-pub const MAX_REASON_CHARS: usize = 1024;
+/// A failure's reason is cut to this many bytes when written: even with every byte
+/// escaped in JSON, the record stays within [`MAX_RECORD_BYTES`] and reads back.
+pub const MAX_REASON_BYTES: usize = 1024;
 
 /// How the drill ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
@@ -102,11 +103,11 @@ impl DrillRecord {
         }
     }
 
-    /// A failure; the reason is cut to [`MAX_REASON_CHARS`] and its control characters
-    /// escaped (it may quote what mysqld or the API server said).
+    /// A failure; the reason's control characters are escaped (it may quote what mysqld
+    /// or the API server said) and it is cut to [`MAX_REASON_BYTES`] on a character
+    /// boundary.
     pub fn failed(at: Timestamp, reason: &str, rto: Option<Rto>, job: Option<String>) -> Self {
-        let escaped = escape_controls(reason);
-        let reason: String = escaped.chars().take(MAX_REASON_CHARS).collect();
+        let reason = cut_to_bytes(&escape_controls(reason), MAX_REASON_BYTES).to_owned();
         Self {
             result: DrillResult::Failed,
             at,
@@ -180,7 +181,24 @@ mod tests {
             Some("unknown".into())
         );
         let long = DrillRecord::failed(at("2026-12-03T10:00:00Z"), &"x".repeat(5000), None, None);
-        assert_eq!(long.reason.unwrap().len(), MAX_REASON_CHARS);
+        assert_eq!(long.reason.as_ref().unwrap().len(), MAX_REASON_BYTES);
+        // The worst case for JSON (every byte escaped, multi-byte characters) still
+        // reads back, and a cut never splits a character.
+        for nasty in [
+            "\"".repeat(3000),
+            "é".repeat(3000),
+            "\u{1}".repeat(3000),
+            "\\".repeat(3000),
+        ] {
+            let r = DrillRecord::failed(
+                at("2026-12-03T10:00:00Z"),
+                &nasty,
+                Some(Rto::default()),
+                Some("j".repeat(253)),
+            );
+            assert!(r.reason.as_ref().unwrap().len() <= MAX_REASON_BYTES);
+            assert_eq!(DrillRecord::parse(&r.render()).unwrap(), r);
+        }
     }
 
     #[test]

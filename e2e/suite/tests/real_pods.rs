@@ -22,6 +22,8 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "pods/drill.rs"]
+mod drill;
 #[path = "pods/plugin.rs"]
 mod plugin;
 mod pods;
@@ -635,6 +637,15 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     ));
     job_logs.push(("the online ad-hoc Job".to_owned(), online_log));
 
+    // Each snapshot proves it restores: a drill Pod per snapshot, run by kubelet.
+    let drills =
+        drill::drill_each(&kube, &vitess.name, &vt.endpoint(), &[&snapshot, &online]).await;
+    let rto: Vec<u64> = drills.iter().map(|d| d.rto_ms.unwrap_or(0)).collect();
+    story.mark(&format!(
+        "restore drills passed as Pods: {snapshot} (RTO {} ms), {online} (RTO {} ms)",
+        rto[0], rto[1]
+    ));
+
     // Nothing fell back from a watch to polling; the Events are on the server.
     for (what, log) in &job_logs {
         assert_no_fallback(what, log);
@@ -652,7 +663,12 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         .filter(|e| e["regarding"]["name"] == json!(snapshot))
         .filter_map(|e| e["reason"].as_str())
         .collect();
-    for want in ["SnapshotCreated", "SnapshotCut", "SnapshotReady"] {
+    for want in [
+        "SnapshotCreated",
+        "SnapshotCut",
+        "SnapshotReady",
+        "DrillPassed",
+    ] {
         assert!(
             reasons.contains(&want),
             "no {want} Event on {snapshot}: {reasons:?}"
@@ -686,6 +702,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         "catch_up_ms": catch_up_ms,
         "killed_job_released_ms": released_ms,
         "online_snapshot": online,
+        "drills": drills.iter().map(|d| json!({"snapshot": d.snapshot, "drill": d.drill})).collect::<Vec<_>>(),
         "kube_version": kube.version().await,
     }));
 }

@@ -156,6 +156,9 @@ pub async fn drill(
 
     remove(&pods, name, created.metadata.uid.as_deref(), &mut done).await;
     remove(&pvcs, name, claim.metadata.uid.as_deref(), &mut done).await;
+    // Gone before the run ends: the next drill of the shard finds none under way.
+    gone(&pods, name, &mut done).await;
+    gone(&pvcs, name, &mut done).await;
     write_record(kube, namespace, snapshot, &record).await?;
     done.steps.push("recorded".into());
     done.record = Some(record);
@@ -182,6 +185,30 @@ where
             tracing::warn!(object = %format!("{kind}/{name}"), error = %e, "not deleted; its owner's garbage collection will");
             done.left.push(format!("{kind}/{name}"));
         }
+    }
+}
+
+/// How long the run waits for its deleted objects to go (a Pod's grace period, the PVC's
+/// protection finalizer).
+const GONE_LIMIT: Duration = Duration::from_secs(120);
+
+/// Waits until the object is gone; one still there at [`GONE_LIMIT`] is reported left.
+async fn gone<K>(api: &Api<K>, name: &str, done: &mut Done)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + 'static,
+{
+    let kind = K::kind(&()).into_owned();
+    if done.left.iter().any(|l| l == &format!("{kind}/{name}")) {
+        return;
+    }
+    let (_, timed_out) = wait_for(api, name, GONE_LIMIT, |o: Option<&K>| o.is_none()).await;
+    if timed_out {
+        done.left.push(format!("{kind}/{name}"));
     }
 }
 

@@ -336,6 +336,26 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Whatever the checker's termination message holds: no panic, a bounded reason,
+        /// and a pass only when the message is a report that says passed.
+        #[test]
+        fn any_termination_message_is_read_safely(message in proptest::prelude::any::<String>(), passed in proptest::prelude::any::<bool>()) {
+            let report = format!(r#"{{"verdict":{{"passed":{passed}}},"mysqldReadyMs":1}}"#);
+            for m in [message.clone(), report, format!("{message}{message}")] {
+                let p = pod(json!([done(RESTORE_CONTAINER, 0, "", "a", "b")]), json!([done(CHECKER_CONTAINER, 0, &m, "a", "b")]), "Succeeded");
+                let r = record(&watched(p), now(), None);
+                let said_passed = serde_json::from_str::<Value>(&m)
+                    .ok()
+                    .and_then(|v| v.pointer("/verdict/passed").and_then(Value::as_bool))
+                    == Some(true);
+                proptest::prop_assert_eq!(r.result == vtsnap_core::snapshot::DrillResult::Passed, said_passed && m.len() <= MAX_RESULT_BYTES);
+                proptest::prop_assert!(r.reason.as_deref().is_none_or(|x| x.len() <= vtsnap_core::snapshot::MAX_REASON_BYTES));
+                proptest::prop_assert!(DrillRecord::parse(&r.render()).is_ok());
+            }
+        }
+    }
+
     #[test]
     fn a_restore_that_went_backwards_in_time_measures_nothing() {
         assert_eq!(

@@ -118,6 +118,19 @@ pub struct LastRun {
     pub finished: Option<String>,
 }
 
+/// The shard's most recent restore drill (`vtsnap.io/drill` on any of its snapshots).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LastDrill {
+    pub snapshot: String,
+    pub result: &'static str,
+    pub age_seconds: i64,
+    /// PVC bound + restore + mysqld ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rto_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Fence {
     pub holder: String,
@@ -149,6 +162,8 @@ pub struct ShardStatus {
     /// When the CronJob fires next (not while suspended).
     pub next_run: NextRun,
     pub last_run: Option<LastRun>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_drill: Option<LastDrill>,
     pub fence: Option<Fence>,
     pub restores: Vec<Restore>,
     /// What needs a person, in words; empty when the shard is protected.
@@ -215,6 +230,7 @@ pub fn status(config: &Config, seen: &Seen, now: Timestamp) -> Status {
                 why: "no snapshot CronJob".into(),
             },
             last_run: None,
+            last_drill: None,
             fence: None,
             restores: Vec::new(),
             problems: Vec::new(),
@@ -309,6 +325,17 @@ pub fn status(config: &Config, seen: &Seen, now: Timestamp) -> Status {
                 CoverageState::Unknown { why } => Coverage::Unknown { why: why.clone() },
             };
         }
+        st.last_drill = mine
+            .iter()
+            .filter_map(|r| r.drill.as_ref().map(|d| (r, d)))
+            .max_by_key(|(r, d)| (d.at, r.name.clone()))
+            .map(|(r, d)| LastDrill {
+                snapshot: r.name.clone(),
+                result: d.result.as_str(),
+                age_seconds: now.as_second() - d.at.as_second(),
+                rto_ms: d.rto.map(|t| t.total_ms()),
+                reason: d.reason.clone(),
+            });
         if let Some(cron) = crons.get(&(cluster.clone(), keyspace.clone(), safe.clone())) {
             st.schedule = Some(s(cron, "/spec/schedule").to_owned());
             st.suspended = cron.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
@@ -419,6 +446,15 @@ fn problems(config: &Config, st: &ShardStatus) -> Vec<String> {
             warning: Some(w), ..
         } => out.push(w.clone()),
         _ => {}
+    }
+    if let Some(d) = &st.last_drill
+        && d.reason.is_some()
+    {
+        out.push(format!(
+            "the last restore drill ({}) failed: {}",
+            d.snapshot,
+            escape_controls(d.reason.as_deref().unwrap_or_default())
+        ));
     }
     if st.schedule.is_none() {
         out.push("no snapshot CronJob".to_owned());

@@ -321,3 +321,65 @@ fn coverage_stays_with_its_shard() {
     );
     assert!(by("80-").problems.is_empty(), "{st:?}");
 }
+
+/// The shard's latest drill, whichever snapshot it was of; a failed one is a problem.
+#[test]
+fn the_last_drill_is_shown_and_a_failed_one_is_a_problem() {
+    let with_drill = |name: &str, created: &str, drill: &str| {
+        let mut s = snapshot(name, "x-80", created, "ready");
+        s["metadata"]["annotations"] = json!({"vtsnap.io/drill": drill});
+        s
+    };
+    let passed = r#"{"result":"passed","at":"2026-12-01T09:00:00Z","rto":{"pvcBoundMs":1000,"restoreMs":500,"mysqldReadyMs":2000}}"#;
+    let failed = r#"{"result":"failed","at":"2026-12-01T11:30:00Z","reason":"table shop.orders: corrupt\u001b[2J"}"#;
+    let seen = |snaps| Seen {
+        snapshots: snaps,
+        cronjobs: vec![cron("x-80")],
+        ..Seen::default()
+    };
+    let st = status(
+        &config(),
+        &seen(vec![
+            with_drill("a-1", "2026-12-01T08:00:00Z", passed),
+            snapshot("a-2", "x-80", "2026-12-01T10:00:00Z", "ready"),
+        ]),
+        now(),
+    );
+    let d = st.shards[0].last_drill.as_ref().unwrap();
+    assert_eq!(
+        (d.snapshot.as_str(), d.result, d.age_seconds, d.rto_ms),
+        ("a-1", "passed", 3 * 3600, Some(3500))
+    );
+    assert!(
+        st.shards[0].problems.is_empty(),
+        "{:?}",
+        st.shards[0].problems
+    );
+    // A later failed drill of an older snapshot is the last drill.
+    let st = status(
+        &config(),
+        &seen(vec![
+            with_drill("a-1", "2026-12-01T08:00:00Z", passed),
+            with_drill("a-0", "2026-12-01T07:00:00Z", failed),
+        ]),
+        now(),
+    );
+    let d = st.shards[0].last_drill.as_ref().unwrap();
+    assert_eq!((d.snapshot.as_str(), d.result), ("a-0", "failed"));
+    assert_eq!(
+        st.shards[0].problems,
+        ["the last restore drill (a-0) failed: table shop.orders: corrupt\\u{1b}[2J"]
+    );
+    // No drill: nothing shown, no problem.
+    let st = status(
+        &config(),
+        &seen(vec![snapshot(
+            "a-1",
+            "x-80",
+            "2026-12-01T08:00:00Z",
+            "ready",
+        )]),
+        now(),
+    );
+    assert!(st.shards[0].last_drill.is_none());
+}

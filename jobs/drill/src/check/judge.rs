@@ -4,14 +4,14 @@
 
 use serde::Serialize;
 use vtsnap_core::coverage::{Exactness, GtidSet, Text};
-use vtsnap_core::k8s_names::escape_controls;
+use vtsnap_core::k8s_names::{cut_to_bytes, escape_controls};
 
 /// At most this many failed tables are named in a reason.
 pub const NAMED_TABLES: usize = 5;
 
-/// A reason is cut to this many characters: the verdict travels in a container's
-/// termination message (4096 bytes at most).
-pub const MAX_REASON_CHARS: usize = 1024;
+/// A reason is cut to this many bytes: the verdict travels in a container's termination
+/// message (4096 bytes at most), every byte of it possibly escaped in JSON.
+pub const MAX_REASON_BYTES: usize = 1024;
 
 /// What the snapshot promises about the restored server's position.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +95,7 @@ impl Verdict {
         Self {
             passed: false,
             failure: Some(failure),
-            reason: Some(reason.chars().take(MAX_REASON_CHARS).collect()),
+            reason: Some(cut_to_bytes(&reason, MAX_REASON_BYTES).to_owned()),
             ..Self::counts(o)
         }
     }
@@ -335,6 +335,27 @@ mod tests {
             reason,
             "table db.t0: corrupt; also db.t1, db.t2, db.t3, db.t4 and 3 more"
         );
+    }
+
+    #[test]
+    fn a_long_reason_fits_a_termination_message_as_json() {
+        let e = cold("MariaDB/0-1-100");
+        let table = "é\"".repeat(2000);
+        let v = judge(
+            &e,
+            &seen("0-1-100", &[(table.as_str(), Some("\\ broken"))], 1),
+        );
+        let report = crate::check::CheckReport {
+            verdict: v,
+            mysqld_ready_ms: Some(1),
+        };
+        let json = report.to_json();
+        assert!(
+            json.len() <= crate::check::MAX_RESULT_BYTES,
+            "{}",
+            json.len()
+        );
+        assert!(serde_json::from_str::<serde_json::Value>(&json).is_ok());
     }
 
     #[test]

@@ -1,0 +1,96 @@
+//! How long `vtsnap-restore` takes as the last binlog grows (docs/design.md §8).
+//!
+//! A restore reads the last binlog only when it is in use (an online snapshot's crash
+//! image: its Binlog_checkpoint events name files that are renamed). A cleanly closed one
+//! (a cold snapshot) is left after its Format_description event, so a cold restore must
+//! stay flat from a 1 MiB to a 1 GiB last binlog: ratio ≤ 3, and within 200 ms at either
+//! size. The online restore walks every event header: it is measured and reported, and
+//! must still finish (it grows with the binlog by design).
+//!
+//! `cargo bench -p vtsnap-restore --bench binlog_size [-- --quick]`
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use vtsnap_core::naming::TabletUid;
+use vtsnap_restore::{Options, run};
+use vtsnap_testkit::layout::TabletLayout;
+
+const MIB: u64 = 1 << 20;
+const FLATNESS_LIMIT: f64 = 3.0;
+const TARGET: Duration = Duration::from_millis(200);
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// The median restore of a tablet whose last binlog holds `bytes`, moved back and forth
+/// between two UIDs (`reps` times).
+fn measure(dir: &Path, bytes: u64, crash_image: bool, reps: usize) -> Duration {
+    let root = dir.join("vtdataroot");
+    std::fs::create_dir_all(&root).unwrap();
+    let (a, b) = (TabletUid::new(101), TabletUid::new(2_548_885_007));
+    let mut layout = TabletLayout::mariadb(a.get()).last_binlog_bytes(bytes);
+    if crash_image {
+        layout = layout.crash_image();
+    }
+    layout.write(&root).unwrap();
+    let last = root
+        .join(a.tablet_dir_name())
+        .join(format!("bin-logs/{}.000003", layout.binlog_base()));
+    let size = std::fs::metadata(&last).unwrap().len();
+    assert!(size >= bytes, "{} is {size} bytes", last.display());
+    let mut times = Vec::with_capacity(reps);
+    for i in 0..reps {
+        let to = if i % 2 == 0 { b } else { a };
+        let opts = Options {
+            vtdataroot: root.clone(),
+            tablet_uid: to,
+            server_id: None,
+            dry_run: false,
+        };
+        let start = Instant::now();
+        let out = run(&opts).unwrap();
+        times.push(start.elapsed());
+        assert_eq!(out.action, vtsnap_restore::Action::Moved);
+    }
+    median(times)
+}
+
+fn main() -> ExitCode {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let reps = if quick { 5 } else { 15 };
+    let sizes = [(MIB, "1 MiB"), (1024 * MIB, "1 GiB")];
+    println!("| last binlog | snapshot | median restore | within 200 ms |");
+    println!("|---|---|---|---|");
+    let mut cold = Vec::new();
+    for &(bytes, label) in &sizes {
+        for (crash_image, kind) in [(false, "cold (closed)"), (true, "online (in use)")] {
+            let dir = tempfile::Builder::new()
+                .prefix("vtsnap-bench-")
+                .tempdir_in("/var/tmp")
+                .unwrap();
+            let t = measure(dir.path(), bytes, crash_image, reps);
+            println!(
+                "| {label} | {kind} | {:.1} ms | {} |",
+                t.as_secs_f64() * 1e3,
+                if t <= TARGET { "yes" } else { "no" }
+            );
+            if !crash_image {
+                cold.push(t);
+            }
+        }
+    }
+    let ratio = cold[1].as_secs_f64() / cold[0].as_secs_f64().max(1e-6);
+    println!("cold flatness: 1 GiB / 1 MiB = {ratio:.2} (limit {FLATNESS_LIMIT})");
+    if ratio <= FLATNESS_LIMIT && cold.iter().all(|t| *t <= TARGET) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,207 @@
+//! `vtsnap-drill run` against the in-memory API and the fake vtctld, with a FAKE kubelet
+//! (docs/design.md §7: the node tier runs the real one): the drill's objects are made,
+//! judged from what the kubelet reports, recorded on the snapshot and removed; every
+//! request it sends is one the chart's `drill` Role grants.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde_json::{Value, json};
+use vtsnap_core::config::Config;
+use vtsnap_core::naming::TabletUid;
+use vtsnap_core::shard::ShardName;
+use vtsnap_core::snapshot::{ANN_DRILL, DrillRecord, DrillResult, GROUP, PLURAL};
+use vtsnap_drill::objects::{CHECKER_CONTAINER, Owner, RESTORE_CONTAINER, Settings};
+use vtsnap_drill::report::Outcome;
+use vtsnap_drill::run::{RunOptions, run};
+use vtsnap_testkit::fake_kube::FakeKube;
+use vtsnap_testkit::fake_vtctld::FakeVtctld;
+use vtsnap_testkit::fixtures::shard;
+use vtsnap_testkit::operator_objects::{VtsnapSnapshot, operator_shard};
+
+fn settings() -> Settings {
+    Settings {
+        restore_image: "vtsnap/vtsnap-restore:1".into(),
+        checker_image: "vtsnap/vtsnap-drill:1".into(),
+        drill_uid: TabletUid::new(999_999_999),
+        mysqld_command: "mysqld".into(),
+        mysqld_resources: json!({"requests": {"cpu": "500m", "memory": "1Gi"}}),
+        deadline_seconds: 600,
+        table_budget: "1m".into(),
+        ready_timeout: "1m".into(),
+    }
+}
+
+/// What the checker's termination message says.
+fn report(passed: bool) -> String {
+    if passed {
+        r#"{"verdict":{"passed":true,"tablesTotal":2,"tablesChecked":2,"sampled":false},"mysqldReadyMs":900}"#.into()
+    } else {
+        r#"{"verdict":{"passed":false,"failure":"table-corrupt","reason":"table shop.orders: corrupt"},"mysqldReadyMs":900}"#.into()
+    }
+}
+
+/// FAKE kubelet: binds the drill's PVC and runs its Pod to the end (the init container,
+/// then the checker with `message`), as the real ones report it.
+async fn fake_kubelet(kube: FakeKube, message: String) {
+    loop {
+        let pvc = kube
+            .list_json("", "persistentvolumeclaims")
+            .into_iter()
+            .find(|p| p["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "vtsnap-drill");
+        let pod = kube
+            .list_json("", "pods")
+            .into_iter()
+            .find(|p| p["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "vtsnap-drill");
+        if let (Some(mut pvc), Some(mut pod)) = (pvc, pod) {
+            pvc["status"] = json!({"phase": "Bound"});
+            kube.put_json("", "persistentvolumeclaims", pvc);
+            let done = |name: &str, code: i64, message: &str, from: &str, to: &str| {
+                json!({"name": name, "state": {"terminated": {"exitCode": code, "message": message,
+                    "reason": "Completed", "startedAt": from, "finishedAt": to}}})
+            };
+            pod["status"] = json!({"phase": "Succeeded",
+                "initContainerStatuses": [done(RESTORE_CONTAINER, 0, "", "2026-12-03T10:00:00Z", "2026-12-03T10:00:01Z")],
+                "containerStatuses": [done("mysqld", 0, "", "2026-12-03T10:00:01Z", "2026-12-03T10:00:09Z"),
+                                      done(CHECKER_CONTAINER, 0, &message, "2026-12-03T10:00:01Z", "2026-12-03T10:00:09Z")]});
+            kube.put_json("", "pods", pod);
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+struct World {
+    kube: FakeKube,
+    config: Config,
+    _vtctld: FakeVtctld,
+    _vt: vtsnap_testkit::grpc::Running,
+}
+
+async fn world() -> World {
+    let kube = FakeKube::new();
+    let vtctld = FakeVtctld::new();
+    shard().replicas(3).primary(1).install(&kube, &vtctld);
+    let vt = vtctld.serve().await;
+    let cut = Timestamp::now() - SignedDuration::from_hours(2);
+    // A MariaDB snapshot, as the fixture's tablets run MariaDB 10.11.
+    let snapshot = VtsnapSnapshot {
+        version: "10.11.18-MariaDB".into(),
+        flavor: "mariadb",
+        size: Some("10Gi".into()),
+        ..operator_shard().snapshot("s-1", cut)
+    };
+    kube.put_json(GROUP, PLURAL, snapshot.object());
+    let config = Config::from_yaml(&format!(
+        "clusters:\n- name: example\n  namespace: vitess\n  vtctld: \"{}\"\n  restore: {{enabled: true}}\n",
+        vt.endpoint()
+    ))
+    .unwrap();
+    World {
+        kube,
+        config,
+        _vtctld: vtctld,
+        _vt: vt,
+    }
+}
+
+fn options() -> RunOptions {
+    RunOptions {
+        settings: settings(),
+        owner: Some(Owner {
+            name: "drill-29467".into(),
+            uid: "job-uid".into(),
+        }),
+        snapshot: None,
+        plan_only: false,
+    }
+}
+
+fn drill_objects(kube: &FakeKube) -> Vec<Value> {
+    ["pods", "persistentvolumeclaims"]
+        .into_iter()
+        .flat_map(|plural| kube.list_json("", plural))
+        .filter(|o| o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "vtsnap-drill")
+        .collect()
+}
+
+#[tokio::test]
+async fn a_drill_that_passes_is_recorded_and_leaves_nothing_with_only_its_roles_verbs() {
+    let w = world().await;
+    let kubelet = tokio::spawn(fake_kubelet(w.kube.clone(), report(true)));
+    let name = ShardName::new("example", "commerce", "-");
+    let s = run(&w.kube.client_as("drill"), &w.config, &name, &options()).await;
+    kubelet.abort();
+    assert_eq!(
+        s.outcome,
+        Outcome::Passed,
+        "{}",
+        serde_json::to_string(&s).unwrap()
+    );
+    assert_eq!(s.snapshot.as_deref(), Some("s-1"));
+    let d = s.drill.as_ref().unwrap();
+    let rto = d.rto.unwrap();
+    assert_eq!((rto.restore_ms, rto.mysqld_ready_ms), (1000, 900));
+    assert_eq!(d.job.as_deref(), Some("drill-29467"));
+    assert_eq!(s.exit().code(), 0);
+    let snap = w.kube.get_json(GROUP, PLURAL, "vitess", "s-1").unwrap();
+    let recorded =
+        DrillRecord::parse(snap["metadata"]["annotations"][ANN_DRILL].as_str().unwrap()).unwrap();
+    assert_eq!(recorded.result, DrillResult::Passed);
+    assert!(
+        drill_objects(&w.kube).is_empty(),
+        "{:?}",
+        drill_objects(&w.kube)
+    );
+    let refused = vtsnap_testkit::rbac::refused("drill", &w.kube.log());
+    assert!(
+        refused.is_empty(),
+        "requests the drill Role does not grant: {refused:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_drill_that_fails_says_why_and_exits_1() {
+    let w = world().await;
+    let kubelet = tokio::spawn(fake_kubelet(w.kube.clone(), report(false)));
+    let name = ShardName::new("example", "commerce", "-");
+    let s = run(&w.kube.client_as("drill"), &w.config, &name, &options()).await;
+    kubelet.abort();
+    assert_eq!(s.outcome, Outcome::Failed, "{s:?}");
+    assert_eq!(s.exit().code(), 1);
+    assert_eq!(
+        s.drill.unwrap().reason.as_deref(),
+        Some("table shop.orders: corrupt")
+    );
+    let snap = w.kube.get_json(GROUP, PLURAL, "vitess", "s-1").unwrap();
+    assert!(
+        snap["metadata"]["annotations"][ANN_DRILL]
+            .as_str()
+            .unwrap()
+            .contains("\"failed\"")
+    );
+    assert!(drill_objects(&w.kube).is_empty());
+}
+
+#[tokio::test]
+async fn plan_creates_nothing_and_names_the_snapshot() {
+    let w = world().await;
+    let name = ShardName::new("example", "commerce", "-");
+    let opts = RunOptions {
+        plan_only: true,
+        ..options()
+    };
+    let s = run(&w.kube.client_as("drill"), &w.config, &name, &opts).await;
+    assert_eq!(s.outcome, Outcome::Planned, "{s:?}");
+    assert_eq!(
+        s.snapshot.as_deref(),
+        Some("s-1"),
+        "{}",
+        serde_json::to_string(&s).unwrap()
+    );
+    assert!(drill_objects(&w.kube).is_empty());
+    assert!(w.kube.writes().is_empty(), "{:?}", w.kube.writes());
+}
