@@ -1,12 +1,17 @@
 //! Restore drills on real MariaDB (docs/design.md §5.9): a good cold and a good online
 //! snapshot pass their drill with the RTO measured; a restored copy whose tablespace was
 //! cut short fails it, naming the table; the GC then keeps the newest snapshot whose
-//! drill passed, and `restore.requireDrill` offers only that one.
+//! drill passed beside the newest one.
 //! Fakes: Kubernetes API, vtctld, mysqlctld, CSI driver. Needs root, Podman and btrfs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::time::Duration;
+
+use vtsnap_core::config::Config;
 use vtsnap_core::naming::TabletUid;
+use vtsnap_drill::act;
 use vtsnap_drill::check::Failure;
+use vtsnap_gc::act::GcOptions;
 use vtsnap_lab::demo::take_snapshot;
 use vtsnap_lab::drill::{Damage, drill};
 use vtsnap_lab::shard::{DATABASE, Lab, LabOptions};
@@ -75,9 +80,68 @@ async fn drills_pass_good_snapshots_and_name_the_damaged_table_on_real_mariadb()
         "{reason}\n{}",
         timeline.render()
     );
-    println!("{}", timeline.render());
     assert!(
         !reason.contains(&format!("{DATABASE}.t:")),
         "the sound table is not named: {reason}"
+    );
+
+    // Recorded by vtsnap-drill's own code: the cold and online drills passed; a newer
+    // snapshot's drill (its restored copy damaged the same way) failed. Retention keeps
+    // one snapshot, and also the newest one whose drill passed.
+    let newest = take_snapshot(&lab, false).await.snapshot.unwrap();
+    let failing = drill(
+        &lab,
+        &newest,
+        TabletUid::new(904),
+        Damage::TruncatedTablespace {
+            schema: DATABASE,
+            table: "orders",
+        },
+    )
+    .await;
+    assert!(!failing.report.verdict.passed);
+    for (snapshot, d) in [
+        (&cold, &good_cold),
+        (&online, &good_online),
+        (&newest, &failing),
+    ] {
+        act::write_record(&lab.cp.client(), lab.cp.namespace(), snapshot, &d.record)
+            .await
+            .unwrap();
+    }
+    let cfg = Config::from_yaml(&lab.config("  retention: {maxCount: 1}\n")).unwrap();
+    let opts = GcOptions {
+        dry_run: false,
+        only_cluster: None,
+        node_timeout: Duration::from_secs(60),
+    };
+    let gc = vtsnap_gc::act::run(&cfg, &opts, lab.cp.client()).await;
+    assert_eq!(gc.exit_code, 0, "{}", serde_json::to_string(&gc).unwrap());
+    let reason_of = |name: &str| {
+        gc.run
+            .plan
+            .keep
+            .iter()
+            .chain(&gc.run.plan.delete)
+            .find(|i| i.name == name)
+            .map(|i| i.reason.as_str())
+    };
+    assert!(
+        matches!(reason_of(&newest), Some("newest-covered" | "newest-ready")),
+        "{:?}\n{}",
+        gc.run.plan,
+        timeline.render()
+    );
+    assert_eq!(
+        reason_of(&online),
+        Some("newest-drilled"),
+        "{:?}",
+        gc.run.plan
+    );
+    assert_eq!(
+        reason_of(&cold),
+        Some("beyond-max-count"),
+        "{:?}",
+        gc.run.plan
     );
 }

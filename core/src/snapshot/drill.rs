@@ -245,9 +245,27 @@ mod tests {
             DrillRecord::parse(&huge),
             Err(DrillRecordError::TooLong { .. })
         ));
+        // Exactly at the bound is read.
+        let head = r#"{"result":"failed","at":"2026-12-03T10:00:00Z","reason":""#;
+        let fill = MAX_RECORD_BYTES - head.len() - 2;
+        let exact = format!("{head}{}\"}}", "x".repeat(fill));
+        assert_eq!(exact.len(), MAX_RECORD_BYTES);
+        assert!(DrillRecord::parse(&exact).is_ok());
+        assert!(matches!(
+            DrillRecord::parse(&format!("{head}{}\"}}", "x".repeat(fill + 1))),
+            Err(DrillRecordError::TooLong { .. })
+        ));
         // Fields a later version adds are tolerated.
         let later = r#"{"result":"passed","at":"2026-12-03T10:00:00Z","tables":3}"#;
         assert!(DrillRecord::parse(later).is_ok());
+    }
+
+    #[test]
+    fn results_print_as_in_the_record() {
+        for r in [DrillResult::Passed, DrillResult::Failed] {
+            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
+        }
+        assert_eq!(DrillResult::Failed.as_str(), "failed");
     }
 
     #[test]

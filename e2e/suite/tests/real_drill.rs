@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 use vtsnap_core::config::Config;
-use vtsnap_core::coverage::Exactness;
+use vtsnap_core::coverage::{Coverage, Exactness};
 use vtsnap_core::naming::TabletUid;
 use vtsnap_core::shard::{ShardName, ShardRef};
 use vtsnap_core::snapshot::{ANN_DRILL, DrillResult, GROUP, VolumeSnapshot};
@@ -96,8 +96,16 @@ fn pvcs() -> kube::core::ApiResource {
     resource("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims")
 }
 
-#[tokio::test]
-async fn a_killed_drill_leaves_its_objects_to_the_garbage_collector() {
+/// Where the drill is killed.
+#[derive(Debug, Clone, Copy)]
+enum KillAt {
+    /// As soon as its PVC exists (its Pod may or may not be created yet).
+    PvcCreated,
+    /// Once its Pod exists (it waits for the PVC to bind).
+    PodCreated,
+}
+
+async fn killed_drill_leaves_nothing(kill_at: KillAt) {
     let kube = RealKube::from_env().await;
     let ns = kube.namespace("drill-killed").await;
     kube.create(unready_snapshot(&ns.name, "s-1")).await;
@@ -118,13 +126,20 @@ async fn a_killed_drill_leaves_its_objects_to_the_garbage_collector() {
             &pod,
             Duration::from_secs(600),
             None,
+            &Coverage::Unknown {
+                why: "not read".into(),
+            },
         )
         .await
     });
-    // Both exist as the API server stores them, owned by the Job.
+    let first = match kill_at {
+        KillAt::PvcCreated => pvcs(),
+        KillAt::PodCreated => pods(),
+    };
+    // Each exists as the API server stores it, owned by the Job.
     let stored = kube
         .wait_for(
-            &pods(),
+            &first,
             &ns.name,
             &name,
             "created",
@@ -136,16 +151,16 @@ async fn a_killed_drill_leaves_its_objects_to_the_garbage_collector() {
         stored["metadata"]["ownerReferences"][0]["uid"],
         owner.uid.as_str()
     );
-    assert_eq!(
-        stored["spec"]["containers"][0]["args"][2],
-        "--skip-networking"
-    );
-    let claim = kube.get(&pvcs(), &ns.name, &name).await.unwrap();
-    assert_eq!(claim["spec"]["dataSourceRef"]["name"], "s-1");
-    assert_eq!(claim["metadata"]["ownerReferences"][0]["kind"], "Job");
-    // The drill is killed (its Job's Pod is gone), then its Job is deleted.
+    assert_eq!(stored["metadata"]["ownerReferences"][0]["kind"], "Job");
+    // The drill is killed (as its Job's Pod would be), then its Job is deleted.
     drill.abort();
     assert!(drill.await.unwrap_err().is_cancelled());
+    if let KillAt::PodCreated = kill_at {
+        let claim = kube.get(&pvcs(), &ns.name, &name).await.unwrap();
+        assert_eq!(claim["spec"]["dataSourceRef"]["name"], "s-1");
+        let pod = kube.get(&pods(), &ns.name, &name).await.unwrap();
+        assert_eq!(pod["spec"]["containers"][0]["args"][2], "--skip-networking");
+    }
     let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(kube.client(), &ns.name);
     jobs.delete("drill-job", &kube::api::DeleteParams::background())
         .await
@@ -165,8 +180,18 @@ async fn a_killed_drill_leaves_its_objects_to_the_garbage_collector() {
         .unwrap();
     assert!(
         snap["metadata"]["annotations"].get(ANN_DRILL).is_none(),
-        "{snap}"
+        "{kill_at:?}: {snap}"
     );
+}
+
+#[tokio::test]
+async fn a_drill_killed_once_its_pvc_exists_leaves_it_to_the_garbage_collector() {
+    killed_drill_leaves_nothing(KillAt::PvcCreated).await;
+}
+
+#[tokio::test]
+async fn a_drill_killed_while_its_pod_waits_leaves_both_to_the_garbage_collector() {
+    killed_drill_leaves_nothing(KillAt::PodCreated).await;
 }
 
 #[tokio::test]
@@ -189,6 +214,7 @@ async fn a_drill_that_cannot_restore_records_why_and_removes_what_it_made() {
         &pod,
         Duration::from_secs(5),
         Some(owner.name.clone()),
+        &Coverage::Covered,
     )
     .await
     .unwrap();

@@ -13,6 +13,7 @@ use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::wait::await_condition;
 use serde_json::{Value, json};
+use vtsnap_core::coverage::Coverage;
 use vtsnap_core::events::{self, Subject};
 use vtsnap_core::snapshot::{ANN_DRILL, DrillRecord, DrillResult};
 
@@ -86,6 +87,7 @@ pub async fn drill(
     pod: &Value,
     limit: Duration,
     job: Option<String>,
+    catch_up: &Coverage,
 ) -> Result<Done, DrillError> {
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(kube.clone(), namespace);
     let pods: Api<Pod> = Api::namespaced(kube.clone(), namespace);
@@ -143,15 +145,18 @@ pub async fn drill(
         }
         .into(),
     );
-    let record = outcome::record(
-        &Watched {
-            pvc_bound_ms,
-            unschedulable: unschedulable(last.as_ref()),
-            pod: last,
-            timed_out,
-        },
-        Timestamp::now(),
-        job,
+    let record = outcome::with_catch_up(
+        outcome::record(
+            &Watched {
+                pvc_bound_ms,
+                unschedulable: unschedulable(last.as_ref()),
+                pod: last,
+                timed_out,
+            },
+            Timestamp::now(),
+            job,
+        ),
+        catch_up,
     );
 
     remove(&pods, name, created.metadata.uid.as_deref(), &mut done).await;

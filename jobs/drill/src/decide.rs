@@ -11,7 +11,7 @@ use serde_json::Value;
 use vtsnap_admission::decide::{choose, requested_bytes, shard_series};
 use vtsnap_admission::observe::{ShardState, SnapshotRead};
 use vtsnap_core::config::ResolvedRestore;
-use vtsnap_core::coverage::Exactness;
+use vtsnap_core::coverage::{Coverage, Exactness, Purged, coverage};
 use vtsnap_core::k8s_names::untrusted;
 use vtsnap_core::quantity;
 use vtsnap_core::shard::ShardRef;
@@ -36,6 +36,9 @@ pub struct Observed {
     pub leftovers: Vec<String>,
     /// `--snapshot`: drill this one instead of the rule's choice.
     pub named: Option<String>,
+    /// What the shard's primary no longer holds in its binlogs (`Err`: why it was not
+    /// read), for the catch-up part of the verdict.
+    pub purged: Result<Purged, String>,
 }
 
 /// Why there is nothing to drill.
@@ -186,6 +189,28 @@ fn target(o: &Observed, now: Timestamp) -> Result<Target, Refusal> {
         // A new starting table each day: over the days, every table is checked.
         sample_seed: u64::try_from(now.as_second() / 86_400).unwrap_or(0),
     })
+}
+
+/// Whether a tablet restored from `snapshot` can still catch up from the primary.
+pub fn catch_up(o: &Observed, snapshot: &str) -> Coverage {
+    let Some(s) = o
+        .snapshots
+        .iter()
+        .filter_map(|s| s.as_ref().ok())
+        .find(|s| s.name == snapshot)
+    else {
+        return Coverage::Unknown {
+            why: format!("snapshot {snapshot} is not among the shard's"),
+        };
+    };
+    let (position, exactness) = match (&s.gtid_executed, &s.gtid_lower_bound) {
+        (Some(p), _) => (Some(p.as_str()), Exactness::Exact),
+        (None, p) => (p.as_deref(), Exactness::LowerBound),
+    };
+    match &o.purged {
+        Ok(purged) => coverage(position, exactness, Some(purged)),
+        Err(why) => Coverage::Unknown { why: why.clone() },
+    }
 }
 
 /// The snapshot a new tablet would get now (restore policy as configured, except that

@@ -97,6 +97,7 @@ fn observed(extra: &str) -> Observed {
         tablet_pod: Some(pod),
         leftovers: Vec::new(),
         named: None,
+        purged: Err("not read in this test".into()),
     }
 }
 
@@ -258,4 +259,33 @@ fn a_drill_under_way_or_a_shard_without_what_it_needs_is_refused() {
         refusal(plan(&o, &settings(), None, now())).words(),
         "the shard has no snapshot"
     );
+}
+
+#[test]
+fn catch_up_is_judged_from_what_the_primary_purged() {
+    use vtsnap_core::coverage::{Coverage, GtidSet, Purged, Text};
+    use vtsnap_core::snapshot::GtidFlavor;
+    let purged = |set: &str| {
+        Ok(Purged::Mysql56(
+            GtidSet::parse(GtidFlavor::Mysql56, set, Text::Server).unwrap(),
+        ))
+    };
+    // The snapshots record 3e11fa47-…:1-100.
+    let mut o = observed("");
+    o.purged = purged("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-50");
+    assert_eq!(crate::decide::catch_up(&o, "s-new"), Coverage::Covered);
+    o.purged = purged("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-150");
+    assert!(matches!(
+        crate::decide::catch_up(&o, "s-new"),
+        Coverage::NotCovered { .. }
+    ));
+    o.purged = Err("vtctld: unavailable".into());
+    assert!(matches!(
+        crate::decide::catch_up(&o, "s-new"),
+        Coverage::Unknown { .. }
+    ));
+    assert!(matches!(
+        crate::decide::catch_up(&o, "nope"),
+        Coverage::Unknown { .. }
+    ));
 }

@@ -6,6 +6,7 @@ pub mod act;
 pub mod check;
 pub mod decide;
 pub mod error;
+pub mod metrics;
 pub mod objects;
 pub mod observe;
 pub mod outcome;

@@ -11,6 +11,7 @@ use vtsnap_core::naming::TabletUid;
 use vtsnap_core::shard::ShardName;
 use vtsnap_core::snapshot::parse_position;
 use vtsnap_drill::check::{self, Expectation, ProbeOptions};
+use vtsnap_drill::metrics;
 use vtsnap_drill::objects::{Owner, Settings};
 use vtsnap_drill::run::{self, RunOptions};
 
@@ -83,6 +84,9 @@ struct DrillArgs {
     owner_name: Option<String>,
     #[arg(long, env = "VTSNAP_OWNER_UID", requires = "owner_name")]
     owner_uid: Option<String>,
+    /// Write the run's Prometheus metrics (outcome, RTO parts) to this textfile.
+    #[arg(long, env = "VTSNAP_METRICS_FILE")]
+    metrics_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -214,8 +218,23 @@ fn drill(d: DrillArgs, plan_only: bool) -> Exit {
         plan_only,
     };
     let name = ShardName::new(&d.cluster, &d.keyspace, &d.shard);
+    let metrics_file = d.metrics_file.clone();
     cli::with_cluster(&d.config, |config, kube| async move {
-        run::run(&kube, &config, &name, &options).await.print()
+        let summary = run::run(&kube, &config, &name, &options).await;
+        if let Some(path) = metrics_file {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |t| t.as_secs());
+            let reg = metrics::registry(
+                &summary,
+                &name.cluster,
+                &name.keyspace,
+                &name.shard,
+                i64::try_from(now).unwrap_or(0),
+            );
+            vtsnap_core::metrics::write_textfile(&path, &reg);
+        }
+        summary.print()
     })
 }
 

@@ -9,6 +9,7 @@ use vtsnap_admission::decide::data_claim_of;
 use vtsnap_admission::observe::{SnapshotRead, snapshot_of};
 use vtsnap_admission::tablets::read_shard;
 use vtsnap_core::config::{Config, ConfiguredShard};
+use vtsnap_core::coverage::read_primary;
 use vtsnap_core::discover;
 use vtsnap_core::labels as op;
 use vtsnap_core::labels::MANAGED_BY;
@@ -79,6 +80,9 @@ pub async fn observe(
     let vtctld = VtctldClient::new(&endpoint, CallLimits::default())
         .map_err(|e| DrillError::Vtctld(e.to_string()))?;
     let state = read_shard(&vtctld, shard).await;
+    let purged = read_primary(&vtctld, &shard.keyspace, &shard.shard)
+        .await
+        .map(|p| p.purged);
 
     let snaps = snapshot::api(kube, ns);
     let of_shard = format!(
@@ -150,5 +154,6 @@ pub async fn observe(
         tablet_pod,
         leftovers,
         named,
+        purged,
     })
 }

@@ -6,8 +6,9 @@
 use k8s_openapi::jiff::Timestamp;
 use serde::Deserialize;
 use serde_json::Value;
+use vtsnap_core::coverage::Coverage;
 use vtsnap_core::k8s_names::escape_controls;
-use vtsnap_core::snapshot::{DrillRecord, Rto};
+use vtsnap_core::snapshot::{DrillRecord, DrillResult, Rto};
 
 use crate::check::MAX_RESULT_BYTES;
 use crate::objects::{CHECKER_CONTAINER, MYSQLD_CONTAINER, RESTORE_CONTAINER};
@@ -107,6 +108,22 @@ pub struct Watched {
 
 fn cut(s: &str) -> String {
     escape_controls(s).chars().take(512).collect()
+}
+
+/// A passed drill of a snapshot the shard can no longer catch up from fails: a tablet
+/// restored from it would stop at error 1236. Unknown coverage does not fail it.
+pub fn with_catch_up(record: DrillRecord, catch_up: &Coverage) -> DrillRecord {
+    match (record.result, catch_up) {
+        (DrillResult::Passed, Coverage::NotCovered { missing }) => DrillRecord::failed(
+            record.at,
+            &format!(
+                "restored and checked, but a tablet restored from it cannot catch up: the primary purged {missing}"
+            ),
+            record.rto,
+            record.job,
+        ),
+        _ => record,
+    }
 }
 
 /// The record a finished (or abandoned) drill leaves on its snapshot.
@@ -354,6 +371,114 @@ mod tests {
                 proptest::prop_assert!(DrillRecord::parse(&r.render()).is_ok());
             }
         }
+    }
+
+    #[test]
+    fn a_failed_step_ends_the_wait_before_the_phase_says_so() {
+        let restore_failed = pod(
+            json!([done(RESTORE_CONTAINER, 3, "", "a", "b")]),
+            json!([]),
+            "Pending",
+        );
+        assert!(finished(&restore_failed));
+        let restored = pod(
+            json!([done(RESTORE_CONTAINER, 0, "", "a", "b")]),
+            json!([running(MYSQLD_CONTAINER)]),
+            "Pending",
+        );
+        assert!(!finished(&restored));
+        let mysqld_stopped = pod(
+            json!([done(RESTORE_CONTAINER, 0, "", "a", "b")]),
+            json!([
+                done(MYSQLD_CONTAINER, 0, "", "a", "b"),
+                running(CHECKER_CONTAINER)
+            ]),
+            "Running",
+        );
+        assert!(
+            !finished(&mysqld_stopped),
+            "a clean stop: the checker's report is still to come"
+        );
+        let no_checker = pod(
+            json!([done(RESTORE_CONTAINER, 0, "", "a", "b")]),
+            json!([done(MYSQLD_CONTAINER, 0, "", "a", "b")]),
+            "Succeeded",
+        );
+        assert_eq!(
+            record(&watched(no_checker), now(), None).reason.as_deref(),
+            Some("the drill Pod ended without a result from the checker")
+        );
+        // A status without an exit code is not a clean exit.
+        let no_code = json!({"status": {"phase": "Running", "initContainerStatuses": [
+            {"name": RESTORE_CONTAINER, "state": {"terminated": {"reason": "Error"}}}]}});
+        assert!(finished(&no_code));
+        let r = record(&watched(no_code), now(), None);
+        assert!(
+            r.reason
+                .unwrap()
+                .starts_with("vtsnap-restore exited -1 (Error)")
+        );
+    }
+
+    #[test]
+    fn a_report_of_exactly_the_message_limit_is_read() {
+        let body = r#"{"verdict":{"passed":true},"mysqldReadyMs":1}"#;
+        let exact = format!("{body}{}", " ".repeat(MAX_RESULT_BYTES - body.len()));
+        assert_eq!(exact.len(), MAX_RESULT_BYTES);
+        let p = |m: &str| {
+            pod(
+                json!([done(RESTORE_CONTAINER, 0, "", "a", "b")]),
+                json!([done(CHECKER_CONTAINER, 0, m, "a", "b")]),
+                "Succeeded",
+            )
+        };
+        assert_eq!(
+            record(&watched(p(&exact)), now(), None).result,
+            vtsnap_core::snapshot::DrillResult::Passed
+        );
+        let over = format!("{exact} ");
+        assert!(
+            record(&watched(p(&over)), now(), None)
+                .reason
+                .unwrap()
+                .contains("more than 4096")
+        );
+    }
+
+    #[test]
+    fn a_pass_the_shard_cannot_catch_up_from_is_a_failure() {
+        let rto = Rto {
+            pvc_bound_ms: 1,
+            restore_ms: 2,
+            mysqld_ready_ms: 3,
+        };
+        let passed = DrillRecord::passed(now(), rto, Some("j".into()));
+        let gone = Coverage::NotCovered {
+            missing: "0-1-40".into(),
+        };
+        let r = with_catch_up(passed.clone(), &gone);
+        assert_eq!(r.result, DrillResult::Failed);
+        assert!(
+            r.reason
+                .as_deref()
+                .unwrap()
+                .ends_with("the primary purged 0-1-40")
+        );
+        assert_eq!(
+            (r.rto, r.job.as_deref(), r.at),
+            (Some(rto), Some("j"), now())
+        );
+        assert_eq!(with_catch_up(passed.clone(), &Coverage::Covered), passed);
+        assert_eq!(
+            with_catch_up(passed.clone(), &Coverage::Unknown { why: "x".into() }),
+            passed
+        );
+        let failed = DrillRecord::failed(now(), "table t: corrupt", None, None);
+        assert_eq!(
+            with_catch_up(failed.clone(), &gone),
+            failed,
+            "the first failure is kept"
+        );
     }
 
     #[test]

@@ -47,6 +47,9 @@ pub struct Summary {
     /// Objects it could not delete (their owner's garbage collection will).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub left: Vec<String>,
+    /// Whether a tablet restored from the snapshot can catch up (unknown never fails it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catch_up: Option<vtsnap_core::coverage::Coverage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refusal: Option<Refusal>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -65,6 +68,7 @@ impl Summary {
             rto_ms: None,
             steps: Vec::new(),
             left: Vec::new(),
+            catch_up: None,
             refusal: None,
             plan: None,
             error: None,

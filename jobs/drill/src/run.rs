@@ -61,6 +61,8 @@ pub async fn run(
     };
     let mut summary = summary;
     summary.snapshot = Some(snapshot.clone());
+    let catch_up = decide::catch_up(&observed, &snapshot);
+    summary.catch_up = Some(catch_up.clone());
     // The Pod's own deadline, and a minute for the kubelet to report it.
     let limit = Duration::from_secs(o.settings.deadline_seconds.saturating_add(60));
     match act::drill(
@@ -72,6 +74,7 @@ pub async fn run(
         &pod,
         limit,
         o.owner.as_ref().map(|w| w.name.clone()),
+        &catch_up,
     )
     .await
     {
