@@ -270,10 +270,18 @@ fn catch_up_is_judged_from_what_the_primary_purged() {
             GtidSet::parse(GtidFlavor::Mysql56, set, Text::Server).unwrap(),
         ))
     };
-    // The snapshots record 3e11fa47-…:1-100.
+    // The snapshots record 3e11fa47-…:1-100, except s-old at 1-40.
     let mut o = observed("");
+    o.snapshots[0] = snapshot("s-old", 30, |s| {
+        s["metadata"]["annotations"]["vtsnap.io/gtid-executed"] =
+            json!("MySQL56/3e11fa47-71ca-11e1-9e33-c80aa9429562:1-40");
+    });
     o.purged = purged("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-50");
     assert_eq!(crate::decide::catch_up(&o, "s-new"), Coverage::Covered);
+    assert!(matches!(
+        crate::decide::catch_up(&o, "s-old"),
+        Coverage::NotCovered { .. }
+    ));
     o.purged = purged("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-150");
     assert!(matches!(
         crate::decide::catch_up(&o, "s-new"),
