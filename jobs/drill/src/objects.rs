@@ -153,6 +153,16 @@ fn position_kind(e: Exactness) -> &'static str {
     }
 }
 
+/// The option that keeps replication from starting: MariaDB's name, or MySQL's since
+/// 8.0.26 (the old one is deprecated there).
+fn skip_replication(position: &str) -> &'static str {
+    if position.starts_with("MariaDB/") {
+        "--skip-slave-start"
+    } else {
+        "--skip-replica-start"
+    }
+}
+
 /// The Pod: `vtsnap-restore` moves the clone to the drill's UID, mysqld starts on it with
 /// no network, the checker judges it through the socket and then shuts it down.
 pub fn pod(name: &str, t: &Target, s: &Settings, owner: Option<&Owner>) -> Value {
@@ -197,7 +207,7 @@ pub fn pod(name: &str, t: &Target, s: &Settings, owner: Option<&Owner>) -> Value
                     format!("--defaults-file={dir}/my.cnf"),
                     format!("--socket={SOCKET_DIR}/mysql.sock"),
                     "--skip-networking",
-                    "--skip-slave-start",
+                    skip_replication(&t.position),
                     "--skip-grant-tables",
                 ],
                 "volumeMounts": [data_mount, socket_mount.clone()],
