@@ -126,6 +126,7 @@ mod tests {
             programs,
             [
                 "admission",
+                "drill",
                 "gc",
                 "node",
                 "schedule",
