@@ -30,6 +30,31 @@ pub fn textfile(registry: &Registry) -> Result<String, std::fmt::Error> {
     Ok(out)
 }
 
+/// A registry whose every metric is labelled with one shard (`cluster`, `keyspace`,
+/// `shard`): the textfile of a per-shard job's run.
+pub fn shard_registry(cluster: &str, keyspace: &str, shard: &str) -> Registry {
+    let labels = [
+        ("cluster", cluster),
+        ("keyspace", keyspace),
+        ("shard", shard),
+    ]
+    .map(|(k, v)| {
+        (
+            std::borrow::Cow::Borrowed(k),
+            std::borrow::Cow::Owned(v.to_owned()),
+        )
+    });
+    Registry::with_labels(labels.into_iter())
+}
+
+/// Seconds since the Unix epoch now (0 if the clock is before it): a textfile's
+/// `last_run_timestamp_seconds`.
+pub fn unix_now_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
 /// `--metrics-file`: [`textfile`] written atomically. Best effort, as metrics never change
 /// a run's outcome: a failure is logged.
 pub fn write_textfile(path: &Path, registry: &Registry) {

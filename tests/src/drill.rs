@@ -4,8 +4,8 @@
 //! `my.cnf` with no network and no grant tables, and the real checker (`vtsnap-drill
 //! check`'s library) judges it through the socket.
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 use vtsnap_core::coverage::Exactness;
 use vtsnap_core::naming::TabletUid;
@@ -13,7 +13,7 @@ use vtsnap_core::snapshot::{DrillRecord, GtidFlavor, Rto, VolumeSnapshot};
 use vtsnap_drill::check::{self, CheckReport, Expectation, ProbeOptions};
 use vtsnap_testkit::mariadb::MariaDb;
 
-use crate::provision::ms;
+use crate::provision::{Restored, clone_and_restore};
 use crate::resources;
 use crate::shard::Lab;
 
@@ -79,18 +79,12 @@ pub async fn drill(lab: &Lab, snapshot: &str, uid: TabletUid, d: Damage) -> LabD
     let s = read_snapshot(lab, snapshot).await;
     let expect = expectation(&s);
     let pvc = format!("drill-{}-{}", uid.get(), snapshot.len());
-    let t0 = Instant::now();
-    let volume: PathBuf = lab.cp.restore_pvc(&pvc, snapshot).await;
-    let pvc_bound_ms = ms(t0.elapsed());
-    let t1 = Instant::now();
-    vtsnap_restore::run(&vtsnap_restore::Options {
-        vtdataroot: volume.join("vtdataroot"),
-        tablet_uid: uid,
-        server_id: None,
-        dry_run: false,
-    })
-    .unwrap_or_else(|e| panic!("vtsnap-restore {uid} from {snapshot}: {e}"));
-    let restore_ms = ms(t1.elapsed());
+    let Restored {
+        volume,
+        clone_ms: pvc_bound_ms,
+        restore_ms,
+        ..
+    } = clone_and_restore(lab, &pvc, snapshot, uid).await;
     damage(&volume.join("vtdataroot").join(uid.tablet_dir_name()), d);
     let socket_dir = volume.join("socket");
     std::fs::create_dir_all(&socket_dir).unwrap();

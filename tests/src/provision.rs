@@ -3,7 +3,7 @@
 //! `vtsnap-restore` moves the cloned tablet directory to the new UID; mysqld starts (crash
 //! recovery for an online snapshot); GTID auto-positioning catches it up.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -74,23 +74,48 @@ pub async fn from_snapshot(lab: &Lab, snapshot: &str, uid: TabletUid) -> NewRepl
     r
 }
 
-/// Provisions tablet `uid` from `snapshot` and starts it, without replication: what it
-/// serves is exactly what crash recovery (online) or a clean start (cold) found.
-pub async fn clone_and_start(lab: &Lab, snapshot: &str, uid: TabletUid) -> NewReplica {
-    let pvc_name = format!("example-vttablet-zone1-{}-restored", uid.get());
-    let t0 = Instant::now();
-    let volume = lab.cp.restore_pvc(&pvc_name, snapshot).await;
-    let clone_ms = ms(t0.elapsed());
+/// A clone of a snapshot that `vtsnap-restore` made tablet `uid`'s, and how long each took.
+#[derive(Debug)]
+pub struct Restored {
+    /// The clone's volume directory (its `vtdataroot/` holds the tablet directory).
+    pub volume: PathBuf,
+    /// PVC created → Bound.
+    pub clone_ms: u64,
+    pub restore_ms: u64,
+    pub outcome: vtsnap_restore::Outcome,
+}
 
+/// Clones `snapshot` into PVC `pvc` and runs `vtsnap-restore` on it for tablet `uid`.
+pub async fn clone_and_restore(lab: &Lab, pvc: &str, snapshot: &str, uid: TabletUid) -> Restored {
+    let t0 = Instant::now();
+    let volume = lab.cp.restore_pvc(pvc, snapshot).await;
+    let clone_ms = ms(t0.elapsed());
     let t1 = Instant::now();
-    let out = vtsnap_restore::run(&vtsnap_restore::Options {
+    let outcome = vtsnap_restore::run(&vtsnap_restore::Options {
         vtdataroot: volume.join("vtdataroot"),
         tablet_uid: uid,
         server_id: None,
         dry_run: false,
     })
     .unwrap_or_else(|e| panic!("vtsnap-restore {uid} from {snapshot}: {e}"));
-    let restore_ms = ms(t1.elapsed());
+    Restored {
+        volume,
+        clone_ms,
+        restore_ms: ms(t1.elapsed()),
+        outcome,
+    }
+}
+
+/// Provisions tablet `uid` from `snapshot` and starts it, without replication: what it
+/// serves is exactly what crash recovery (online) or a clean start (cold) found.
+pub async fn clone_and_start(lab: &Lab, snapshot: &str, uid: TabletUid) -> NewReplica {
+    let pvc_name = format!("example-vttablet-zone1-{}-restored", uid.get());
+    let Restored {
+        volume,
+        clone_ms,
+        restore_ms,
+        outcome: out,
+    } = clone_and_restore(lab, &pvc_name, snapshot, uid).await;
     lab.timeline.mark(format!(
         "provision: vtsnap-restore moved {} to {} in {restore_ms} ms ({})",
         out.from_uid

@@ -191,14 +191,17 @@ fn target(o: &Observed, now: Timestamp) -> Result<Target, Refusal> {
     })
 }
 
-/// Whether a tablet restored from `snapshot` can still catch up from the primary.
-pub fn catch_up(o: &Observed, snapshot: &str) -> Coverage {
-    let Some(s) = o
-        .snapshots
+/// The shard's snapshot `name`, if it was read.
+fn readable<'a>(o: &'a Observed, name: &str) -> Option<&'a VolumeSnapshot> {
+    o.snapshots
         .iter()
         .filter_map(|s| s.as_ref().ok())
-        .find(|s| s.name == snapshot)
-    else {
+        .find(|s| s.name == name)
+}
+
+/// Whether a tablet restored from `snapshot` can still catch up from the primary.
+pub fn catch_up(o: &Observed, snapshot: &str) -> Coverage {
+    let Some(s) = readable(o, snapshot) else {
         return Coverage::Unknown {
             why: format!("snapshot {snapshot} is not among the shard's"),
         };
@@ -229,10 +232,7 @@ fn chosen(o: &Observed, requested: u128, now: Timestamp) -> Result<VolumeSnapsho
                 .collect(),
         }
     })?;
-    o.snapshots
-        .iter()
-        .filter_map(|s| s.as_ref().ok())
-        .find(|s| s.name == choice.name)
+    readable(o, &choice.name)
         .cloned()
         .ok_or_else(|| Refusal::NoUsableSnapshot {
             rejected: Vec::new(),
@@ -245,11 +245,7 @@ fn named(o: &Observed, name: &str) -> Result<VolumeSnapshot, Refusal> {
         snapshot: name.to_owned(),
         detail: detail.to_owned(),
     };
-    let s = o
-        .snapshots
-        .iter()
-        .filter_map(|s| s.as_ref().ok())
-        .find(|s| s.name == name)
+    let s = readable(o, name)
         .ok_or_else(|| refuse("is not a readable vtsnap snapshot of the shard"))?;
     if s.phase == Some(Phase::Failed) || !s.status.is_ready() {
         return Err(refuse("is not ready"));

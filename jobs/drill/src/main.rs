@@ -222,15 +222,12 @@ fn drill(d: DrillArgs, plan_only: bool) -> Exit {
     cli::with_cluster(&d.config, |config, kube| async move {
         let summary = run::run(&kube, &config, &name, &options).await;
         if let Some(path) = metrics_file {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |t| t.as_secs());
             let reg = metrics::registry(
                 &summary,
                 &name.cluster,
                 &name.keyspace,
                 &name.shard,
-                i64::try_from(now).unwrap_or(0),
+                vtsnap_core::metrics::unix_now_seconds(),
             );
             vtsnap_core::metrics::write_textfile(&path, &reg);
         }

@@ -2,8 +2,6 @@
 //! node-exporter's textfile collector or a sidecar that pushes it), like the snapshot
 //! job's: a CronJob's Pod does not live long enough to be scraped.
 
-use std::borrow::Cow;
-
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
@@ -39,14 +37,8 @@ pub fn registry(
     shard: &str,
     now_seconds: i64,
 ) -> Registry {
-    let labels = [
-        ("cluster", cluster),
-        ("keyspace", keyspace),
-        ("shard", shard),
-    ]
-    .map(|(k, v)| (Cow::Borrowed(k), Cow::Owned(v.to_owned())));
     // Help texts without their full stop: the library appends it.
-    let mut reg = Registry::with_labels(labels.into_iter());
+    let mut reg = vtsnap_core::metrics::shard_registry(cluster, keyspace, shard);
     reg.register(
         "vtsnap_drill_last_run_timestamp_seconds",
         "When the last drill run ended",

@@ -314,15 +314,12 @@ fn run_run(
     cli::with_cluster_or(config, on_error, |config, kube| async move {
         let summary = vtsnap_snapshot::run::run(&config, shard, opts, kube).await;
         if let Some(p) = metrics_file {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
             let metrics = vtsnap_snapshot::metrics::registry(
                 &summary,
                 &shard.cluster,
                 &shard.keyspace,
                 &shard.shard,
-                i64::try_from(now).unwrap_or(0),
+                vtsnap_core::metrics::unix_now_seconds(),
             );
             vtsnap_core::metrics::write_textfile(p, &metrics);
         }
