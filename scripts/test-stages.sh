@@ -10,14 +10,17 @@ rm -f target/test.log target/test-real.log
 names=()
 secs=()
 results=()
+free=()
+# Free disk after a stage, in GiB: a run that fills the disk shows which stage did.
+avail() { df -BG --output=avail . 2>/dev/null | tail -n 1 | tr -dc '0-9'; }
 table() {
   local total=0 i
-  echo "== stage times (s) =="
+  echo "== stage times (s), free disk after (GiB) =="
   for i in "${!names[@]}"; do
-    printf '  %-14s %6d  %s\n' "${names[$i]}" "${secs[$i]}" "${results[$i]}"
+    printf '  %-14s %6d  %5s  %s\n' "${names[$i]}" "${secs[$i]}" "${free[$i]}" "${results[$i]}"
     total=$((total + secs[i]))
   done
-  printf '  %-14s %6d\n' total "$total"
+  printf '  %-14s %6d  %5s\n' total "$total" "$(avail)"
   # The tests that ran so far (both tiers), on one plain closing line.
   cat target/test.log target/test-real.log 2>/dev/null |
     awk '/^test result:/ {p += $4; f += $6} END {printf "tests: %d passed, %d failed\n", p, f}'
@@ -28,6 +31,10 @@ for stage in "$@"; do
   status=$?
   names+=("$stage")
   secs+=($(($(date +%s) - start)))
+  if [ "$status" -eq 0 ]; then
+    bash scripts/free-disk.sh "$stage" || status=$?
+  fi
+  free+=("$(avail)")
   if [ "$status" -ne 0 ]; then
     results+=("FAILED (exit $status)")
     table
