@@ -20,7 +20,7 @@ use vtsnap_core::cli::MAX_WATCH_SECONDS;
 use vtsnap_core::labels;
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::shard::ShardRef;
-use vtsnap_core::snapshot::{self, VolumeSnapshot};
+use vtsnap_core::snapshot::{self, ANN_DRILL, DrillRecord, VolumeSnapshot};
 
 use crate::observe::{Inventory, ShardState, SnapshotRead, snapshot_of};
 
@@ -282,6 +282,69 @@ impl Caches {
     /// How many snapshots are cached (all namespaces).
     pub fn snapshot_count(&self) -> usize {
         self.namespaces.values().map(|n| n.snapshots.len()).sum()
+    }
+
+    /// The drill records (`vtsnap.io/drill`) of every shard's cached snapshots; one that
+    /// does not read is left out. Only the annotation is read: a scrape reads every
+    /// snapshot, and a drill proves a restore even if another field is unreadable.
+    pub fn drill_records(&self) -> Vec<(ShardRef, Vec<DrillRecord>)> {
+        let shards: Vec<(ShardRef, Vec<Arc<DynamicObject>>)> = self
+            .namespaces
+            .values()
+            .filter_map(|n| n.index.read().ok())
+            .flat_map(|i| {
+                i.live
+                    .iter()
+                    .filter(|(_, m)| !m.is_empty())
+                    .map(|(k, m)| (k.clone(), m.values().cloned().collect()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        // Parsed after the lock is released: the watch writes the index meanwhile.
+        shards
+            .into_iter()
+            .map(|(k, objects)| (k, objects.iter().filter_map(|o| drill_of(o)).collect()))
+            .collect()
+    }
+}
+
+fn drill_of(o: &DynamicObject) -> Option<DrillRecord> {
+    let v = o.metadata.annotations.as_ref()?.get(ANN_DRILL)?;
+    DrillRecord::parse(v).ok()
+}
+
+#[cfg(test)]
+impl Caches {
+    /// Caches of `namespaces` whose snapshot index a test feeds ([`Self::apply_snapshot`]);
+    /// the stores stay empty and it counts as synced.
+    pub(crate) fn fed_by_hand(namespaces: &[&str]) -> Self {
+        let snaps_ar = vtsnap_core::reconcile::apis::volume_snapshot_resource();
+        let clusters_ar = vtsnap_core::reconcile::apis::vitess_cluster_resource();
+        let map = namespaces
+            .iter()
+            .map(|ns| {
+                let n = Namespace {
+                    snapshots: Writer::new(snaps_ar.clone()).as_reader(),
+                    index: Arc::default(),
+                    pvcs: Writer::<PersistentVolumeClaim>::default().as_reader(),
+                    clusters: Writer::new(clusters_ar.clone()).as_reader(),
+                };
+                ((*ns).to_owned(), n)
+            })
+            .collect();
+        Self {
+            namespaces: Arc::new(map),
+            shard_states: Arc::default(),
+            synced: Arc::default(),
+            need: 0,
+        }
+    }
+
+    /// One watch event of `namespace`'s snapshots, as the reflector passes it on.
+    pub(crate) fn apply_snapshot(&self, namespace: &str, e: &watcher::Event<DynamicObject>) {
+        if let Some(n) = self.namespaces.get(namespace) {
+            n.index.write().unwrap().apply(namespace, e);
+        }
     }
 }
 

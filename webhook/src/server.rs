@@ -10,6 +10,7 @@
 //! bounded queue to a task of their own: a review never waits for the API server.
 
 mod connections;
+mod drill_metrics;
 mod metrics;
 
 pub use connections::{CloseReason, Limits};

@@ -7,20 +7,27 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use vtsnap_admission::cache::Caches;
 use vtsnap_admission::decide::Settings;
 use vtsnap_admission::server::{App, Limits, serve_stream};
 use vtsnap_core::config::Config;
+use vtsnap_core::snapshot::{DrillRecord, Rto};
 use vtsnap_testkit::fake_kube::FakeKube;
+use vtsnap_testkit::operator_objects::operator_shard;
 use vtsnap_testkit::prom_parse::{Format, Kind, parse};
 
 const CONFIG: &str = "clusters:\n- name: example\n  namespace: vitess\n";
 
 fn app(kube: &FakeKube) -> Arc<App> {
     // No namespaces: no watches, and the caches count as filled.
-    let (caches, _) = Caches::start(&kube.client_as("admission"), &BTreeSet::new());
+    app_watching(kube, &BTreeSet::new())
+}
+
+fn app_watching(kube: &FakeKube, namespaces: &BTreeSet<String>) -> Arc<App> {
+    let (caches, _) = Caches::start(&kube.client_as("admission"), namespaces);
     let settings = Settings {
         restore_image: None,
         shard_state_max_age: Duration::from_secs(300),
@@ -157,4 +164,77 @@ async fn every_documented_family_with_its_type_labels_and_values() {
     .map(|r| (r.to_owned(), 0.0))
     .collect();
     assert_eq!(reasons, want);
+}
+
+/// `/metrics` body once the caches are filled (the fake API's watches delivered).
+async fn scrape(app: &Arc<App>) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        let answer = request(app, "GET", "/metrics", b"").await;
+        let body = answer.split_once("\r\n\r\n").unwrap().1.to_owned();
+        if body.contains("vtsnap_admission_cache_synced 1\n") {
+            return body;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn drill_gauges_follow_the_snapshots_through_the_watch() {
+    let kube = FakeKube::new();
+    let now = Timestamp::now();
+    let rto = Rto {
+        pvc_bound_ms: 1200,
+        restore_ms: 80,
+        mysqld_ready_ms: 3000,
+    };
+    let passed_at = now - SignedDuration::from_hours(26);
+    let mut a = operator_shard()
+        .named("commerce", "-80")
+        .snapshot("a", passed_at);
+    a.drill = Some(DrillRecord::passed(passed_at, rto, None).render());
+    let mut b = operator_shard().named("commerce", "-80").snapshot("b", now);
+    b.drill = Some(DrillRecord::failed(now, "table t1 corrupt", None, None).render());
+    let c = operator_shard().named("commerce", "80-").snapshot("c", now);
+    for s in [&a, &b, &c] {
+        kube.put_json("snapshot.storage.k8s.io", "volumesnapshots", s.object());
+    }
+    let app = app_watching(&kube, &BTreeSet::from(["vitess".to_owned()]));
+    let body = scrape(&app).await;
+    let e = parse(&body, Format::OpenMetrics).unwrap_or_else(|e| panic!("{e}\n{body}"));
+    let shard = [
+        ("namespace", "vitess"),
+        ("cluster", "example"),
+        ("keyspace", "commerce"),
+        ("shard", "-80"),
+    ];
+    for (family, value) in [
+        (
+            "vtsnap_drill_last_passed_timestamp_seconds",
+            passed_at.as_second() as f64,
+        ),
+        ("vtsnap_drill_last_result", 0.0),
+        ("vtsnap_drill_last_rto_seconds", 4.28),
+    ] {
+        let f = e
+            .family(family)
+            .unwrap_or_else(|| panic!("{family}\n{body}"));
+        assert_eq!(f.kind, Kind::Gauge);
+        // One series: 80- has no drill.
+        assert_eq!(f.samples.len(), 1, "{f:?}");
+        assert_eq!(f.value(family, &shard), Some(value), "{f:?}");
+    }
+    // Both of the shard's drilled snapshots deleted: its series go at the next scrape.
+    for name in ["a", "b"] {
+        kube.remove("snapshot.storage.k8s.io", "volumesnapshots", "vitess", name);
+    }
+    let start = std::time::Instant::now();
+    while scrape(&app).await.contains("vtsnap_drill_") {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the drill series stay"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

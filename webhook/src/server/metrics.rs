@@ -1,9 +1,10 @@
 //! The webhook's `/metrics`: one prometheus-client registry, served as OpenMetrics text.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError};
 
+use k8s_openapi::jiff::Timestamp;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -11,6 +12,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::connections::CloseReason;
+use super::drill_metrics::DrillMetrics;
 use crate::cache::Caches;
 use crate::decide::Decision;
 use crate::observe::Inventory;
@@ -86,6 +88,10 @@ pub struct Metrics {
     /// Read from the caches at each scrape.
     cache_synced: Gauge,
     snapshots_cached: Gauge,
+    /// Per-shard drill gauges, rebuilt from the cache at each scrape.
+    drills: DrillMetrics,
+    /// One render at a time: the drill families are cleared and refilled by each.
+    render_lock: Mutex<()>,
     /// Open connections and why the server closed others.
     pub connections: Arc<ConnectionMetrics>,
 }
@@ -99,6 +105,8 @@ impl Default for Metrics {
             events_dropped: Counter::default(),
             cache_synced: Gauge::default(),
             snapshots_cached: Gauge::default(),
+            drills: DrillMetrics::default(),
+            render_lock: Mutex::default(),
             connections: Arc::default(),
         };
         m.register()
@@ -145,6 +153,7 @@ impl Metrics {
             "Connections the server closed, by why",
             self.connections.closed.clone(),
         );
+        self.drills.register(r);
         self
     }
 
@@ -165,6 +174,17 @@ impl Metrics {
 
     /// The `/metrics` body: OpenMetrics text.
     pub(crate) fn render(&self, caches: &Caches) -> String {
+        self.render_at(caches, Timestamp::now())
+    }
+
+    /// [`Self::render`] as of `now` (what a drill record may not be later than).
+    pub(super) fn render_at(&self, caches: &Caches, now: Timestamp) -> String {
+        let drills = caches.drill_records();
+        let _one = self
+            .render_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.drills.set(&drills, now);
         self.cache_synced.set(i64::from(caches.synced()));
         self.snapshots_cached
             .set(i64::try_from(caches.snapshot_count()).unwrap_or(i64::MAX));
