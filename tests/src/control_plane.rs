@@ -360,6 +360,15 @@ impl ControlPlane {
         }
     }
 
+    /// Runs `f` on the PVC's name and volume just before the next cut. In memory only:
+    /// the real stack cuts on its own.
+    pub fn before_next_cut(&self, f: impl FnOnce(&str, &Path) + Send + 'static) {
+        match self {
+            Self::InMemory(m) => m.csi.before_next_cut(f),
+            Self::Real(_) => panic!("before_next_cut: the real CSI stack has no such hook"),
+        }
+    }
+
     /// Each VolumeSnapshot of the lab's namespace that has been cut, with the read-only
     /// btrfs snapshot that holds its image.
     pub async fn snapshot_images(&self) -> BTreeMap<String, PathBuf> {

@@ -8,7 +8,9 @@
 //!   empty btrfs subvolume and is Bound (the operator's normal provisioning);
 //! - a PVC deleted and made again under its name gets a volume of its own;
 //! - when a VolumeSnapshot object is gone (deleted by `vtsnap-gc`), its btrfs snapshot is
-//!   deleted too (deletionPolicy Delete).
+//!   deleted too (deletionPolicy Delete);
+//! - a test may change a volume just before its next cut ([`FakeCsi::before_next_cut`]),
+//!   e.g. damage a stopped tablet's data.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,6 +30,9 @@ const PVCS: &str = "persistentvolumeclaims";
 /// How often the fake controllers look at the API.
 pub const POLL: Duration = Duration::from_millis(50);
 
+/// Run on the PVC's name and volume just before the cut.
+type BeforeCut = Box<dyn FnOnce(&str, &Path) + Send>;
+
 #[derive(Debug, Default)]
 struct Volumes {
     /// PVC name → its subvolume (the volume kubelet mounts).
@@ -40,11 +45,20 @@ struct Volumes {
 }
 
 /// The fake CSI driver; stops when dropped.
-#[derive(Debug)]
 pub struct FakeCsi {
     volumes: Arc<Mutex<Volumes>>,
+    before_cut: Arc<Mutex<Option<BeforeCut>>>,
     pub snapshotter: FakeSnapshotter,
     provisioner: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for FakeCsi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeCsi")
+            .field("volumes", &self.volumes)
+            .field("snapshotter", &self.snapshotter)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Drop for FakeCsi {
@@ -68,7 +82,8 @@ impl FakeCsi {
         for d in [&snap_dir, &pv_dir] {
             let _ = std::fs::create_dir_all(d);
         }
-        let (v, tl) = (volumes.clone(), timeline.clone());
+        let before_cut: Arc<Mutex<Option<BeforeCut>>> = Arc::default();
+        let (v, tl, before) = (volumes.clone(), timeline.clone(), before_cut.clone());
         let on_cut = Arc::new(move |s: &Value| {
             let pvc = s
                 .pointer("/spec/source/persistentVolumeClaimName")
@@ -83,6 +98,9 @@ impl FakeCsi {
                 tl.mark(format!("csi: snapshot {name}: no volume for PVC {pvc}"));
                 return;
             };
+            if let Some(f) = before.lock().ok().and_then(|mut b| b.take()) {
+                f(pvc, &src);
+            }
             let dst = snap_dir.join(name);
             match btrfs(&["-q", "subvolume", "snapshot", "-r"], &[&src, &dst]) {
                 Ok(()) => {
@@ -118,6 +136,7 @@ impl FakeCsi {
         });
         Self {
             volumes,
+            before_cut,
             snapshotter,
             provisioner,
         }
@@ -128,6 +147,14 @@ impl FakeCsi {
         if let Ok(mut v) = self.volumes.lock() {
             v.pvcs.insert(pvc.to_owned(), subvolume.to_path_buf());
             v.provisioned_for.remove(pvc);
+        }
+    }
+
+    /// Runs `f` on the PVC's name and volume just before the next cut, after whatever the
+    /// snapshot job did first (a cold job has stopped mysqld by then).
+    pub fn before_next_cut(&self, f: impl FnOnce(&str, &Path) + Send + 'static) {
+        if let Ok(mut b) = self.before_cut.lock() {
+            *b = Some(Box::new(f));
         }
     }
 

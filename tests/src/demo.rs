@@ -263,13 +263,7 @@ pub async fn run_demo(lab: &Lab) -> DemoReport {
     // code.
     let mut drills = BTreeMap::new();
     for (r, uid) in [(&cold, 901), (&online, 902)] {
-        let d = crate::drill::drill(
-            lab,
-            &r.snapshot,
-            TabletUid::new(uid),
-            crate::drill::Damage::None,
-        )
-        .await;
+        let d = crate::drill::drill(lab, &r.snapshot, TabletUid::new(uid)).await;
         vtsnap_drill::act::write_record(
             &lab.cp.client(),
             lab.cp.namespace(),

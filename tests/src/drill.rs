@@ -2,9 +2,13 @@
 //! for the Pod (docs/design.md §5.9). The PVC is a real clone of the snapshot (the CSI
 //! driver), `vtsnap-restore` moves it to the drill's UID, mysqld starts from the restored
 //! `my.cnf` with no network and no grant tables, and the real checker (`vtsnap-drill
-//! check`'s library) judges it through the socket.
+//! check`'s library) judges it through the socket. [`damaged_cold_snapshot`] makes a
+//! snapshot of damaged data for a drill to catch: the damage is done to the source
+//! tablet's files, never to the drill's copy.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use vtsnap_core::coverage::Exactness;
@@ -13,6 +17,7 @@ use vtsnap_core::snapshot::{DrillRecord, GtidFlavor, Rto, VolumeSnapshot};
 use vtsnap_drill::check::{self, CheckReport, Expectation, ProbeOptions};
 use vtsnap_testkit::mariadb::MariaDb;
 
+use crate::demo::take_snapshot;
 use crate::provision::{Restored, clone_and_restore};
 use crate::resources;
 use crate::shard::Lab;
@@ -20,18 +25,6 @@ use crate::shard::Lab;
 /// What a drill's mysqld runs with, whatever its `my.cnf` says: no TCP listener, no
 /// replication, no grant tables (only the Pod's containers share the socket).
 pub const DRILL_SERVER_ARGS: &str = "--skip-networking --skip-slave-start --skip-grant-tables";
-
-/// Damage done to the restored copy before mysqld starts, standing in for a snapshot
-/// taken of damaged data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Damage {
-    None,
-    /// The tablespace file of `<schema>.<table>` cut to its first page.
-    TruncatedTablespace {
-        schema: &'static str,
-        table: &'static str,
-    },
-}
 
 /// A drill's outcome in the lab.
 #[derive(Debug)]
@@ -60,22 +53,99 @@ pub fn expectation(s: &VolumeSnapshot) -> Expectation {
     }
 }
 
-fn damage(tablet_dir: &Path, d: Damage) {
-    let Damage::TruncatedTablespace { schema, table } = d else {
-        return;
-    };
+/// A cold snapshot whose source was damaged before the cut, and what was damaged.
+#[derive(Debug)]
+pub struct DamagedSnapshot {
+    pub snapshot: String,
+    /// The snapshot's target, the tablet whose data was damaged.
+    pub target: String,
+    /// The tablespace file truncated, on the target's own volume.
+    pub file: PathBuf,
+    /// The target's mysqld had no `mysql.pid` when its file was truncated: it was down.
+    pub mysqld_was_down: bool,
+}
+
+/// What the hook at the cut did: the file truncated and whether mysqld was down, or why
+/// it could not.
+type AtCut = Result<(PathBuf, bool), String>;
+
+/// Takes a cold snapshot (the real `vtsnap-snapshot run`) of a tablet whose
+/// `<schema>.<table>` tablespace is truncated to its first page between the job's stop of
+/// mysqld and the cut: the image holds damaged data as the tablet's disk did. The target
+/// keeps the damage (its mysqld restarts on it at the release), so take this last.
+pub async fn damaged_cold_snapshot(
+    lab: &Lab,
+    schema: &'static str,
+    table: &'static str,
+) -> DamagedSnapshot {
+    // The hook runs in the CSI driver's task: it records, the test panics.
+    let dirs: BTreeMap<String, String> = lab
+        .tablets
+        .values()
+        .map(|t| (t.pod.clone(), t.alias.uid.tablet_dir_name()))
+        .collect();
+    let done: Arc<Mutex<Option<AtCut>>> = Arc::default();
+    let (record, tl) = (done.clone(), lab.timeline.clone());
+    lab.cp.before_next_cut(move |pvc, volume| {
+        let r = match dirs.get(pvc) {
+            Some(dir) => {
+                let tablet = volume.join("vtdataroot").join(dir);
+                let down = !tablet.join("mysql.pid").exists();
+                truncate_tablespace(&tablet, schema, table).map(|f| (f, down))
+            }
+            None => Err(format!("PVC {pvc} is no lab tablet's")),
+        };
+        if let Ok((f, down)) = &r {
+            tl.mark(format!(
+                "damage: {} on PVC {pvc} truncated to one page before the cut (mysqld {})",
+                f.display(),
+                if *down { "down" } else { "RUNNING" }
+            ));
+        }
+        *record.lock().unwrap() = Some(r);
+    });
+    let s = take_snapshot(lab, false).await;
+    let (snapshot, target) = (s.snapshot.unwrap(), s.target.unwrap());
+    let (file, mysqld_was_down) = done
+        .lock()
+        .unwrap()
+        .take()
+        .unwrap_or_else(|| panic!("{snapshot} was cut without the damage"))
+        .unwrap_or_else(|e| panic!("damaging the source of {snapshot}: {e}"));
+    let (_, t) = lab.tablet_by_alias(&target);
+    assert!(
+        file.starts_with(&t.mount),
+        "{} is not on the volume of {target}, the target",
+        file.display()
+    );
+    DamagedSnapshot {
+        snapshot,
+        target,
+        file,
+        mysqld_was_down,
+    }
+}
+
+/// Truncates the tablespace file of `<schema>.<table>` under `tablet_dir` to its first
+/// page; returns the file.
+fn truncate_tablespace(tablet_dir: &Path, schema: &str, table: &str) -> Result<PathBuf, String> {
     let file = tablet_dir
         .join("data")
         .join(schema)
         .join(format!("{table}.ibd"));
-    let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
     // One 16 KiB page: the header says the file is longer than it is.
-    f.set_len(16 * 1024).unwrap();
+    f.set_len(16 * 1024)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(file)
 }
 
 /// Drills `snapshot` as tablet `uid`: clone, restore, start, check. The PVC is left to
 /// the lab's cleanup.
-pub async fn drill(lab: &Lab, snapshot: &str, uid: TabletUid, d: Damage) -> LabDrill {
+pub async fn drill(lab: &Lab, snapshot: &str, uid: TabletUid) -> LabDrill {
     let s = read_snapshot(lab, snapshot).await;
     let expect = expectation(&s);
     let pvc = format!("drill-{}-{}", uid.get(), snapshot.len());
@@ -85,7 +155,6 @@ pub async fn drill(lab: &Lab, snapshot: &str, uid: TabletUid, d: Damage) -> LabD
         restore_ms,
         ..
     } = clone_and_restore(lab, &pvc, snapshot, uid).await;
-    damage(&volume.join("vtdataroot").join(uid.tablet_dir_name()), d);
     let socket_dir = volume.join("socket");
     std::fs::create_dir_all(&socket_dir).unwrap();
     let opts = ProbeOptions {

@@ -1,7 +1,8 @@
 //! Restore drills on real MariaDB (docs/design.md §5.9): a good cold and a good online
-//! snapshot pass their drill with the RTO measured; a restored copy whose tablespace was
-//! cut short fails it, naming the table; the GC then keeps the newest snapshot whose
-//! drill passed beside the newest one.
+//! snapshot pass their drill with the RTO measured; a cold snapshot of a replica whose
+//! `orders` tablespace was truncated while its mysqld was down (before the cut) fails its
+//! drill, naming that table; the GC then keeps the newest snapshot whose drill passed
+//! beside the newest one.
 //! Fakes: Kubernetes API, vtctld, mysqlctld, CSI driver. Needs root, Podman and btrfs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,7 +14,7 @@ use vtsnap_drill::act;
 use vtsnap_drill::check::Failure;
 use vtsnap_gc::act::GcOptions;
 use vtsnap_lab::demo::take_snapshot;
-use vtsnap_lab::drill::{Damage, drill};
+use vtsnap_lab::drill::{damaged_cold_snapshot, drill};
 use vtsnap_lab::shard::{DATABASE, Lab, LabOptions};
 use vtsnap_lab::timeline::Timeline;
 
@@ -39,7 +40,7 @@ async fn drills_pass_good_snapshots_and_name_the_damaged_table_on_real_mariadb()
     let cold = take_snapshot(&lab, false).await.snapshot.unwrap();
     let online = take_snapshot(&lab, true).await.snapshot.unwrap();
 
-    let good_cold = drill(&lab, &cold, TabletUid::new(901), Damage::None).await;
+    let good_cold = drill(&lab, &cold, TabletUid::new(901)).await;
     let v = &good_cold.report.verdict;
     assert!(v.passed, "cold: {v:?}\n{}", timeline.render());
     assert_eq!(
@@ -53,7 +54,7 @@ async fn drills_pass_good_snapshots_and_name_the_damaged_table_on_real_mariadb()
         good_cold.rto
     );
 
-    let good_online = drill(&lab, &online, TabletUid::new(902), Damage::None).await;
+    let good_online = drill(&lab, &online, TabletUid::new(902)).await;
     assert!(
         good_online.report.verdict.passed,
         "online: {:?}\n{}",
@@ -61,18 +62,20 @@ async fn drills_pass_good_snapshots_and_name_the_damaged_table_on_real_mariadb()
         timeline.render()
     );
 
-    let damaged = drill(
-        &lab,
-        &cold,
-        TabletUid::new(903),
-        Damage::TruncatedTablespace {
-            schema: DATABASE,
-            table: "orders",
-        },
-    )
-    .await;
-    let v = &damaged.report.verdict;
-    assert!(!v.passed, "{v:?}");
+    // The newest snapshot is of damaged data: its source's tablespace was truncated
+    // between the job's stop of mysqld and the cut. Taken last, as its replica keeps the
+    // damage; the primary (tablet 1) is never a cold target, so it stays sound.
+    let damaged = damaged_cold_snapshot(&lab, DATABASE, "orders").await;
+    assert_ne!(lab.tablet_by_alias(&damaged.target).0, 1, "{damaged:?}");
+    assert!(
+        damaged.mysqld_was_down,
+        "{damaged:?}\n{}",
+        timeline.render()
+    );
+    let newest = damaged.snapshot;
+    let failing = drill(&lab, &newest, TabletUid::new(903)).await;
+    let v = &failing.report.verdict;
+    assert!(!v.passed, "{v:?}\n{}", timeline.render());
     assert_eq!(v.failure, Some(Failure::TableCorrupt), "{v:?}");
     let reason = v.reason.as_deref().unwrap();
     assert!(
@@ -85,21 +88,9 @@ async fn drills_pass_good_snapshots_and_name_the_damaged_table_on_real_mariadb()
         "the sound table is not named: {reason}"
     );
 
-    // Recorded by vtsnap-drill's own code: the cold and online drills passed; a newer
-    // snapshot's drill (its restored copy damaged the same way) failed. Retention keeps
-    // one snapshot, and also the newest one whose drill passed.
-    let newest = take_snapshot(&lab, false).await.snapshot.unwrap();
-    let failing = drill(
-        &lab,
-        &newest,
-        TabletUid::new(904),
-        Damage::TruncatedTablespace {
-            schema: DATABASE,
-            table: "orders",
-        },
-    )
-    .await;
-    assert!(!failing.report.verdict.passed);
+    // Recorded by vtsnap-drill's own code: the cold and online drills passed, the newest
+    // snapshot's failed. Retention keeps one snapshot, and also the newest one whose
+    // drill passed.
     for (snapshot, d) in [
         (&cold, &good_cold),
         (&online, &good_online),
