@@ -15,7 +15,6 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 use vtsnap_core::config::Config;
 use vtsnap_core::coverage::{Coverage, Exactness};
-use vtsnap_core::naming::TabletUid;
 use vtsnap_core::shard::{ShardName, ShardRef};
 use vtsnap_core::snapshot::{ANN_DRILL, DrillResult, GROUP, VolumeSnapshot};
 use vtsnap_drill::act;
@@ -28,14 +27,11 @@ use vtsnap_testkit::real_kube::{RealKube, resource};
 
 fn settings() -> Settings {
     Settings {
-        restore_image: "vtsnap/vtsnap-restore:test".into(),
-        checker_image: "vtsnap/vtsnap-drill:test".into(),
-        drill_uid: TabletUid::new(999_999_999),
-        mysqld_command: "mysqld".into(),
         mysqld_resources: json!({"requests": {"cpu": "100m", "memory": "128Mi"}}),
         deadline_seconds: 600,
         table_budget: "1m".into(),
         ready_timeout: "1m".into(),
+        ..Settings::with_images("vtsnap/vtsnap-restore:test", "vtsnap/vtsnap-drill:test")
     }
 }
 

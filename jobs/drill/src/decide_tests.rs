@@ -5,7 +5,6 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use vtsnap_admission::observe::{ShardState, TabletVersion};
 use vtsnap_core::config::Config;
-use vtsnap_core::naming::TabletUid;
 use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::VolumeSnapshot;
 use vtsnap_testkit::operator_objects::{OperatorShard, operator_shard, pvc_template};
@@ -23,14 +22,8 @@ fn hours_ago(h: i64) -> Timestamp {
 
 fn settings() -> Settings {
     Settings {
-        restore_image: "vtsnap/vtsnap-restore:1".into(),
-        checker_image: "vtsnap/vtsnap-drill:1".into(),
-        drill_uid: TabletUid::new(999_999_999),
-        mysqld_command: "mysqld".into(),
         mysqld_resources: json!({"requests": {"cpu": "500m", "memory": "1Gi"}}),
-        deadline_seconds: 3600,
-        table_budget: "5m".into(),
-        ready_timeout: "10m".into(),
+        ..Settings::with_images("vtsnap/vtsnap-restore:1", "vtsnap/vtsnap-drill:1")
     }
 }
 

@@ -9,6 +9,7 @@ pub mod error;
 pub mod metrics;
 pub mod objects;
 pub mod observe;
+pub mod offline;
 pub mod outcome;
 pub mod report;
 pub mod run;

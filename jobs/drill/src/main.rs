@@ -1,8 +1,9 @@
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::jiff::Timestamp;
 use vtsnap_core::cli::{self, CommonArgs};
 use vtsnap_core::config::GoDuration;
 use vtsnap_core::coverage::Exactness;
@@ -12,8 +13,10 @@ use vtsnap_core::shard::ShardName;
 use vtsnap_core::snapshot::parse_position;
 use vtsnap_drill::check::{self, Expectation, ProbeOptions};
 use vtsnap_drill::metrics;
-use vtsnap_drill::objects::{Owner, Settings};
+use vtsnap_drill::objects::{Owner, Settings, defaults};
+use vtsnap_drill::report::Summary;
 use vtsnap_drill::run::{self, RunOptions};
+use vtsnap_drill::{decide, observe, offline};
 
 /// Restore drills: prove that a shard's snapshot restores, and measure how long it takes.
 #[derive(Debug, Parser)]
@@ -57,27 +60,30 @@ struct DrillArgs {
     #[arg(long, env = "VTSNAP_CHECKER_IMAGE")]
     checker_image: String,
     /// The tablet UID the restored data is moved to (no serving tablet may have it).
-    #[arg(long, env = "VTSNAP_DRILL_UID", default_value_t = 999_999_999)]
+    #[arg(long, env = "VTSNAP_DRILL_UID", default_value_t = defaults::DRILL_UID)]
     drill_uid: u32,
     /// The server binary in the tablet's mysqld image.
-    #[arg(long, env = "VTSNAP_MYSQLD_COMMAND", default_value = "mysqld")]
+    #[arg(long, env = "VTSNAP_MYSQLD_COMMAND", default_value = defaults::MYSQLD_COMMAND)]
     mysqld_command: String,
     /// The drill mysqld's `resources`, as JSON.
-    #[arg(
-        long,
-        env = "VTSNAP_MYSQLD_RESOURCES",
-        default_value = r#"{"requests":{"cpu":"500m","memory":"1Gi"},"limits":{"memory":"2Gi"}}"#
-    )]
+    #[arg(long, env = "VTSNAP_MYSQLD_RESOURCES", default_value = defaults::MYSQLD_RESOURCES)]
     mysqld_resources: String,
     /// How long the drill Pod may run in all.
-    #[arg(long, env = "VTSNAP_DEADLINE", default_value = "1h")]
+    #[arg(long, env = "VTSNAP_DEADLINE", default_value = defaults::DEADLINE)]
     deadline: GoDuration,
     /// How long mysqld may take to answer (crash recovery included).
-    #[arg(long, env = "VTSNAP_READY_TIMEOUT", default_value = "10m")]
+    #[arg(long, env = "VTSNAP_READY_TIMEOUT", default_value = defaults::READY_TIMEOUT)]
     ready_timeout: GoDuration,
     /// How long CHECK TABLE may take; beyond it the rest is sampled out.
-    #[arg(long, env = "VTSNAP_TABLE_BUDGET", default_value = "5m")]
+    #[arg(long, env = "VTSNAP_TABLE_BUDGET", default_value = defaults::TABLE_BUDGET)]
     table_budget: GoDuration,
+    /// A Secret the drill Pod's images are pulled with (repeat it, or comma-separate).
+    #[arg(
+        long = "image-pull-secret",
+        env = "VTSNAP_IMAGE_PULL_SECRETS",
+        value_delimiter = ','
+    )]
+    image_pull_secrets: Vec<String>,
     /// The drill Job's name and UID (the owner of the drill's objects; the chart sets
     /// both from the Pod's labels).
     #[arg(long, env = "VTSNAP_OWNER_NAME", requires = "owner_uid")]
@@ -100,10 +106,27 @@ enum Command {
         not run (the line says which); 2 bad config or usage; 3 refused (nothing was created).")]
     Run(DrillArgs),
     /// What a run would drill, and the PVC and Pod it would create. Changes nothing.
-    #[command(after_help = "Example:\n  \
+    /// From the cluster, or from a dump (`--objects`), where vtctld is not asked.
+    #[command(after_help = "Examples:\n  \
         vtsnap-drill plan --config cfg.yaml --cluster example --keyspace commerce --shard - \\\n    \
-        --restore-image vtsnap/vtsnap-restore:0.1.0 --checker-image vtsnap/vtsnap-drill:0.1.0")]
-    Plan(DrillArgs),
+        --restore-image vtsnap/vtsnap-restore:0.1.0 --checker-image vtsnap/vtsnap-drill:0.1.0\n  \
+        kubectl get volumesnapshots,pods,persistentvolumeclaims -n vitess -o json > dump.json\n  \
+        vtsnap-drill plan --objects dump.json --shard-state shard.json --config cfg.yaml \\\n    \
+        --cluster example --keyspace commerce --shard - --restore-image r:1 --checker-image c:1\n\n\
+        --shard-state is the shard's entry of the webhook's /debug/shards; without it the\n  \
+        shard's MySQL series is unknown and the plan refuses as a run would.")]
+    Plan {
+        #[command(flatten)]
+        args: DrillArgs,
+        /// Decide from this `kubectl get volumesnapshots,pods,persistentvolumeclaims -o json`
+        /// List of the shard's namespace instead of the cluster.
+        #[arg(long, env = "VTSNAP_OBJECTS")]
+        objects: Option<PathBuf>,
+        /// vtctld's view of the shard for an offline plan (one entry of the webhook's
+        /// `/debug/shards`).
+        #[arg(long, env = "VTSNAP_SHARD_STATE", requires = "objects")]
+        shard_state: Option<PathBuf>,
+    },
     /// The drill Pod's checker: wait for the restored mysqld on its socket, compare its
     /// GTID position with the snapshot's, and CHECK TABLE … QUICK the user tables.
     #[command(after_help = "Example:\n  \
@@ -124,10 +147,10 @@ enum Command {
         #[arg(long, env = "VTSNAP_USER", default_value = "vt_dba")]
         user: String,
         /// How long mysqld may take to answer (crash recovery included).
-        #[arg(long, env = "VTSNAP_READY_TIMEOUT", default_value = "10m")]
+        #[arg(long, env = "VTSNAP_READY_TIMEOUT", default_value = defaults::READY_TIMEOUT)]
         ready_timeout: GoDuration,
         /// How long the table checks may take; beyond it the rest is sampled out.
-        #[arg(long, env = "VTSNAP_TABLE_BUDGET", default_value = "5m")]
+        #[arg(long, env = "VTSNAP_TABLE_BUDGET", default_value = defaults::TABLE_BUDGET)]
         table_budget: GoDuration,
         /// Where in the sorted table list the checks start (rotates what is sampled).
         #[arg(long, env = "VTSNAP_SAMPLE_SEED", default_value_t = 0)]
@@ -149,7 +172,12 @@ fn main() -> ExitCode {
     args.common.init();
     let exit = match args.command {
         Command::Run(d) => drill(d, false),
-        Command::Plan(d) => drill(d, true),
+        Command::Plan {
+            args,
+            objects: Some(objects),
+            shard_state,
+        } => plan_offline(&args, &objects, shard_state.as_deref()),
+        Command::Plan { args, .. } => drill(args, true),
         Command::Check {
             socket,
             position,
@@ -196,6 +224,56 @@ fn main() -> ExitCode {
         }
     };
     exit.into()
+}
+
+/// `plan --objects`: the decision from a dump, printed as `plan` prints it.
+fn plan_offline(d: &DrillArgs, objects: &Path, shard_state: Option<&Path>) -> Exit {
+    let usage = |e: String| {
+        eprintln!("{e}");
+        Exit::Usage
+    };
+    let settings = match settings(d) {
+        Ok(s) => s,
+        Err(e) => return usage(e),
+    };
+    let config = match cli::load_config(&d.config) {
+        Ok(c) => c,
+        Err(exit) => return exit,
+    };
+    let name = ShardName::new(&d.cluster, &d.keyspace, &d.shard);
+    let configured = match observe::shard_of(&config, &name) {
+        Ok(c) => c,
+        Err(e) => return usage(e.to_string()),
+    };
+    let list = match offline::read_json(objects, "a dump") {
+        Ok(v) => v,
+        Err(e) => return usage(format!("--objects: {e}")),
+    };
+    let state = match shard_state.map(|p| {
+        offline::read_json(p, "a shard state").and_then(|v| {
+            serde_json::from_value(v)
+                .map_err(|e| format!("{}: not a shard state: {e}", p.display()))
+        })
+    }) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => return usage(format!("--shard-state: {e}")),
+    };
+    let observed = match offline::from_dump(&configured, &list, state, d.snapshot.clone()) {
+        Ok(o) => o,
+        Err(e) => return usage(format!("--objects {}: {e}", objects.display())),
+    };
+    let owner = d
+        .owner_name
+        .clone()
+        .zip(d.owner_uid.clone())
+        .map(|(name, uid)| Owner { name, uid });
+    let plan = decide::plan(&observed, &settings, owner.as_ref(), Timestamp::now());
+    run::planned(
+        Summary::new(format!("{}/{}/{}", name.cluster, name.keyspace, name.shard)),
+        plan,
+    )
+    .print()
 }
 
 /// Checks the flags that build the Pod, then runs or plans the shard's drill.
@@ -249,6 +327,10 @@ fn settings(d: &DrillArgs) -> Result<Settings, String> {
     if d.mysqld_command.is_empty() {
         return Err("--mysqld-command is empty".into());
     }
+    for name in &d.image_pull_secrets {
+        vtsnap_core::k8s_names::dns_subdomain(name)
+            .map_err(|e| format!("--image-pull-secret {name:?} is not a Secret's name: {e}"))?;
+    }
     Ok(Settings {
         restore_image: d.restore_image.clone(),
         checker_image: d.checker_image.clone(),
@@ -258,6 +340,7 @@ fn settings(d: &DrillArgs) -> Result<Settings, String> {
         deadline_seconds: d.deadline.get().as_secs(),
         table_budget: d.table_budget.to_string(),
         ready_timeout: d.ready_timeout.to_string(),
+        image_pull_secrets: d.image_pull_secrets.clone(),
     })
 }
 

@@ -53,6 +53,38 @@ pub struct Settings {
     pub table_budget: String,
     /// How long mysqld may take to answer.
     pub ready_timeout: String,
+    /// Secrets the kubelet pulls the drill Pod's images with (the chart's
+    /// `imagePullSecrets`): the tablet's image and vtsnap's may both be private.
+    pub image_pull_secrets: Vec<String>,
+}
+
+/// `run`'s defaults, written once for the command line and for every caller.
+pub mod defaults {
+    pub const DRILL_UID: u32 = 999_999_999;
+    pub const MYSQLD_COMMAND: &str = "mysqld";
+    pub const MYSQLD_RESOURCES: &str =
+        r#"{"requests":{"cpu":"500m","memory":"1Gi"},"limits":{"memory":"2Gi"}}"#;
+    pub const DEADLINE: &str = "1h";
+    pub const READY_TIMEOUT: &str = "10m";
+    pub const TABLE_BUDGET: &str = "5m";
+}
+
+impl Settings {
+    /// The settings of `run` with only its two images given: the command line's defaults.
+    pub fn with_images(restore_image: &str, checker_image: &str) -> Self {
+        Self {
+            restore_image: restore_image.to_owned(),
+            checker_image: checker_image.to_owned(),
+            drill_uid: TabletUid::new(defaults::DRILL_UID),
+            mysqld_command: defaults::MYSQLD_COMMAND.to_owned(),
+            mysqld_resources: serde_json::from_str(defaults::MYSQLD_RESOURCES)
+                .unwrap_or_else(|_| json!({})),
+            deadline_seconds: 3600,
+            table_budget: defaults::TABLE_BUDGET.to_owned(),
+            ready_timeout: defaults::READY_TIMEOUT.to_owned(),
+            image_pull_secrets: Vec::new(),
+        }
+    }
 }
 
 /// Who owns the drill's objects: the drill Job, so that the garbage collector removes
@@ -244,6 +276,13 @@ pub fn pod(name: &str, t: &Target, s: &Settings, owner: Option<&Owner>) -> Value
     if let Some((label, node)) = &t.pin_to {
         spec["nodeSelector"] = json!({ label.clone(): node });
     }
+    if !s.image_pull_secrets.is_empty() {
+        spec["imagePullSecrets"] = s
+            .image_pull_secrets
+            .iter()
+            .map(|name| json!({ "name": name }))
+            .collect();
+    }
     let mut meta = metadata(name, t, owner);
     // No operator label: no Service selects it, no operator or vtsnap tablet logic sees it.
     meta["labels"]["vtsnap.io/drill-uid"] = json!(uid.get().to_string());
@@ -255,16 +294,7 @@ mod tests {
     use super::*;
 
     pub(crate) fn settings() -> Settings {
-        Settings {
-            restore_image: "vtsnap/vtsnap-restore:1".into(),
-            checker_image: "vtsnap/vtsnap-drill:1".into(),
-            drill_uid: TabletUid::new(999_999_999),
-            mysqld_command: "mysqld".into(),
-            mysqld_resources: json!({"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}}),
-            deadline_seconds: 3600,
-            table_budget: "5m".into(),
-            ready_timeout: "10m".into(),
-        }
+        Settings::with_images("vtsnap/vtsnap-restore:1", "vtsnap/vtsnap-drill:1")
     }
 
     pub(crate) fn target() -> Target {
@@ -285,6 +315,40 @@ mod tests {
             pin_to: None,
             sample_seed: 7,
         }
+    }
+
+    #[test]
+    fn the_drill_pod_pulls_with_the_install_s_secrets_only_when_given() {
+        let none = pod("d", &target(), &settings(), None);
+        assert!(none["spec"].get("imagePullSecrets").is_none(), "{none}");
+        let s = Settings {
+            image_pull_secrets: vec!["regcred".into(), "tablets".into()],
+            ..settings()
+        };
+        let with = pod("d", &target(), &s, None);
+        assert_eq!(
+            with["spec"]["imagePullSecrets"],
+            json!([{"name": "regcred"}, {"name": "tablets"}])
+        );
+    }
+
+    #[test]
+    fn the_defaults_are_the_command_line_s() {
+        let s = settings();
+        assert_eq!(s.drill_uid.get(), defaults::DRILL_UID);
+        assert_eq!(
+            s.mysqld_resources["limits"]["memory"], "2Gi",
+            "{}",
+            s.mysqld_resources
+        );
+        assert_eq!(
+            defaults::DEADLINE
+                .parse::<vtsnap_core::config::GoDuration>()
+                .unwrap()
+                .get()
+                .as_secs(),
+            s.deadline_seconds
+        );
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub fn shard_of(config: &Config, name: &ShardName) -> Result<ConfiguredShard, Dr
 }
 
 /// `planetscale.com/cluster=…,keyspace=…,shard=…` of the shard's tablet objects.
-fn tablet_selector(s: &ShardRef) -> String {
+pub fn tablet_selector(s: &ShardRef) -> String {
     format!(
         "{}={},{}={},{}={},{}={}",
         op::COMPONENT,

@@ -42,13 +42,7 @@ pub async fn run(
     };
     let plan = decide::plan(&observed, &o.settings, o.owner.as_ref(), Timestamp::now());
     if o.plan_only {
-        let mut s = summary;
-        s.outcome = Outcome::Planned;
-        if let Plan::Drill { snapshot, .. } = &plan {
-            s.snapshot = Some(snapshot.clone());
-        }
-        s.plan = Some(plan);
-        return s;
+        return planned(summary, plan);
     }
     let (name_of, snapshot, pvc, pod) = match plan {
         Plan::Nothing { refusal } => return summary.refused(refusal),
@@ -88,4 +82,15 @@ pub async fn run(
         }
         Err(e) => summary.failed(&e),
     }
+}
+
+/// The summary of a plan only (`plan`, from the cluster or a dump).
+pub fn planned(summary: Summary, plan: Plan) -> Summary {
+    let mut s = summary;
+    s.outcome = Outcome::Planned;
+    if let Plan::Drill { snapshot, .. } = &plan {
+        s.snapshot = Some(snapshot.clone());
+    }
+    s.plan = Some(plan);
+    s
 }

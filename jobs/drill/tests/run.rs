@@ -11,7 +11,6 @@ use std::time::Duration;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use vtsnap_core::config::Config;
-use vtsnap_core::naming::TabletUid;
 use vtsnap_core::shard::ShardName;
 use vtsnap_core::snapshot::{ANN_DRILL, DrillRecord, DrillResult, GROUP, PLURAL};
 use vtsnap_drill::objects::{CHECKER_CONTAINER, Owner, RESTORE_CONTAINER, Settings};
@@ -24,14 +23,11 @@ use vtsnap_testkit::operator_objects::{VtsnapSnapshot, operator_shard};
 
 fn settings() -> Settings {
     Settings {
-        restore_image: "vtsnap/vtsnap-restore:1".into(),
-        checker_image: "vtsnap/vtsnap-drill:1".into(),
-        drill_uid: TabletUid::new(999_999_999),
-        mysqld_command: "mysqld".into(),
         mysqld_resources: json!({"requests": {"cpu": "500m", "memory": "1Gi"}}),
         deadline_seconds: 600,
         table_budget: "1m".into(),
         ready_timeout: "1m".into(),
+        ..Settings::with_images("vtsnap/vtsnap-restore:1", "vtsnap/vtsnap-drill:1")
     }
 }
 

@@ -6,7 +6,6 @@
 
 use serde_json::json;
 use vtsnap_core::config::Config;
-use vtsnap_core::naming::TabletUid;
 use vtsnap_core::shard::ShardName;
 use vtsnap_core::snapshot::{DrillResult, VolumeSnapshot};
 use vtsnap_drill::objects::{Owner, Settings};
@@ -37,14 +36,14 @@ pub async fn drill_each(kube: &RealKube, ns: &str, vtctld: &str, names: &[&str])
     for name in names {
         let opts = RunOptions {
             settings: Settings {
-                restore_image: "localhost/vtsnap/vtsnap-restore:0.1.0".into(),
-                checker_image: "localhost/vtsnap/vtsnap-drill:0.1.0".into(),
-                drill_uid: TabletUid::new(999_999_999),
-                mysqld_command: "mysqld".into(),
                 mysqld_resources: json!({"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}),
                 deadline_seconds: 300,
                 table_budget: "60s".into(),
                 ready_timeout: "120s".into(),
+                ..Settings::with_images(
+                    "localhost/vtsnap/vtsnap-restore:0.1.0",
+                    "localhost/vtsnap/vtsnap-drill:0.1.0",
+                )
             },
             owner: Some(owner.clone()),
             snapshot: Some((*name).to_owned()),
