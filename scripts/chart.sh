@@ -58,30 +58,6 @@ refuse 'drill.shards[0].cluster: "nope" is not a config.clusters[].name' --set d
 refuse "/drill/deadline'" --set drill.deadline=soon
 refuse "at '/drill/shards/0': additional properties 'mode' not allowed" --set-json 'drill.shards=[{"cluster":"example","keyspace":"k","shard":"-","mode":"cold"}]'
 
-# A drill CronJob per drill.shards entry: its arguments name the shard and the images,
-# and the Job's name and UID reach it from the Pod's labels (the owner of its objects).
-python3 - "$out/full.yaml" <<'PY'
-import sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-crons = {d["metadata"]["name"]: d for d in docs if d["kind"] == "CronJob" and "-drill-" in d["metadata"]["name"]}
-assert sorted(crons) == ["vtsnap-drill-main-commerce-x-80", "vtsnap-drill-reporting-reports-x-x"], sorted(crons)
-c = crons["vtsnap-drill-main-commerce-x-80"]
-assert c["spec"]["schedule"] == "45 4 * * *", c["spec"]
-pod = c["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-assert pod["serviceAccountName"] == "vtsnap-drill", pod
-args = pod["containers"][0]["args"]
-want = ["run", "--cluster", "main", "--keyspace", "commerce", "--shard=-80",
-        "--restore-image", "registry.example.com:5000/platform/vtsnap/vtsnap-restore:0.1.0",
-        "--checker-image", "registry.example.com:5000/platform/vtsnap/vtsnap-drill:0.1.0"]
-assert args[:len(want)] == want, args
-assert "--drill-uid=999999999" in args and args[args.index("--mysqld-command") + 1] == "mariadbd", args
-env = {e["name"]: e for e in pod["containers"][0]["env"]}
-assert env["VTSNAP_OWNER_UID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['batch.kubernetes.io/controller-uid']", env
-assert crons["vtsnap-drill-reporting-reports-x-x"]["spec"]["suspend"] is True
-roles = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "vtsnap-drill"]
-assert sorted(r["metadata"]["namespace"] for r in roles) == ["vitess", "vitess-reporting"], roles
-print("chart: one drill CronJob per drill.shards entry, its Job the owner of the drill's objects")
-PY
 if grep -q -- '-drill-' "$out/default.yaml"; then
   echo "chart: drills are off by default, yet rendered" >&2; exit 1
 fi
@@ -106,6 +82,54 @@ if ! grep -q 'name: vtsnap-snap-' "$out/no-reconciler.yaml" || grep -q 'snapshot
   echo "chart: without the reconciler, per-shard CronJobs and no template are expected" >&2; exit 1
 fi
 echo "chart: without the reconciler, one CronJob per snapshot.shards entry"
+
+# Without the reconciler, a drill CronJob per drill.shards entry: its arguments name the
+# images and the shard, and the Job's name and UID reach it from the Pod's labels (the
+# owner of its objects).
+python3 - "$out/no-reconciler.yaml" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+crons = {d["metadata"]["name"]: d for d in docs if d["kind"] == "CronJob" and "-drill-" in d["metadata"]["name"]}
+assert sorted(crons) == ["vtsnap-drill-main-commerce-x-80", "vtsnap-drill-reporting-reports-x-x"], sorted(crons)
+c = crons["vtsnap-drill-main-commerce-x-80"]
+assert c["spec"]["schedule"] == "45 4 * * *", c["spec"]
+pod = c["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+assert pod["serviceAccountName"] == "vtsnap-drill", pod
+assert pod["imagePullSecrets"] == [{"name": "regcred"}], pod
+args = pod["containers"][0]["args"]
+want = ["run", "--restore-image", "registry.example.com:5000/platform/vtsnap/vtsnap-restore:0.1.0",
+        "--checker-image", "registry.example.com:5000/platform/vtsnap/vtsnap-drill:0.1.0"]
+assert args[:len(want)] == want, args
+assert args[-5:] == ["--cluster", "main", "--keyspace", "commerce", "--shard=-80"], args
+assert "--drill-uid=999999999" in args and args[args.index("--mysqld-command") + 1] == "mariadbd", args
+assert args[args.index("--image-pull-secret") + 1] == "regcred", args
+env = {e["name"]: e for e in pod["containers"][0]["env"]}
+assert env["VTSNAP_OWNER_UID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['batch.kubernetes.io/controller-uid']", env
+assert crons["vtsnap-drill-reporting-reports-x-x"]["spec"]["suspend"] is True
+roles = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "vtsnap-drill"]
+assert sorted(r["metadata"]["namespace"] for r in roles) == ["vitess", "vitess-reporting"], roles
+print("chart: without the reconciler, one drill CronJob per drill.shards entry, its Job the owner of the drill's objects")
+PY
+
+# With it, no drill CronJob is rendered: the reconciler's ConfigMap carries the drill
+# template (the same arguments and owner, no shard) and drill.shards as its overrides.
+python3 - "$out/full.yaml" <<'PY'
+import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+crons = [d["metadata"]["name"] for d in docs if d["kind"] == "CronJob"]
+assert not any("-drill-" in c for c in crons), crons
+cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-snapshot-schedule"))
+t = json.loads(cm["data"]["drill-cronjob.json"])
+pod = t["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+assert pod["serviceAccountName"] == "vtsnap-drill" and pod["imagePullSecrets"] == [{"name": "regcred"}], pod
+c = pod["containers"]
+assert [x["name"] for x in c] == ["drill"], c
+assert c[0]["args"][0] == "run" and "--cluster" not in c[0]["args"], c[0]["args"]
+assert {e["name"] for e in c[0]["env"]} >= {"VTSNAP_OWNER_NAME", "VTSNAP_OWNER_UID"}, c[0]["env"]
+over = json.loads(cm["data"]["drill-overrides.json"])
+assert [(o["cluster"], o["shard"]) for o in over] == [("main", "-80"), ("reporting", "-")], over
+print("chart: with the reconciler, the drill template and its overrides in its ConfigMap")
+PY
 
 # A long release name: CronJob names within 52 characters (the Job controller appends to
 # them), Services, Deployments and DaemonSets within 63 (DNS labels), the rest within 253.

@@ -14,6 +14,8 @@ use crate::cron::{CronError, Schedule, fields_of};
 
 /// The schedule when a policy sets none: every six hours.
 pub const DEFAULT_SCHEDULE: &str = "0 */6 * * *";
+/// A drill's schedule when a policy sets none: daily (spread over the day by the stagger).
+pub const DEFAULT_DRILL_SCHEDULE: &str = "0 3 * * *";
 const DAY_MINUTES: u32 = 24 * 60;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -21,7 +23,7 @@ pub enum StaggerError {
     #[error(transparent)]
     Cron(#[from] CronError),
     #[error(
-        "a staggered schedule runs at one minute of the hour (e.g. \"0 */6 * * *\"), not {minute:?}; set snapshot.stagger: 0s to run {schedule:?} as written"
+        "a staggered schedule runs at one minute of the hour (e.g. \"0 */6 * * *\"), not {minute:?}; set its stagger: 0s to run {schedule:?} as written"
     )]
     MinuteNotOne { schedule: String, minute: String },
     #[error("stagger {0:?} is longer than a day")]

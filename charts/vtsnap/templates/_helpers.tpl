@@ -162,3 +162,20 @@ spec:
             configMap:
               name: {{ include "vtsnap.fullname" $root }}-config
 {{- end -}}
+
+{{- /* vtsnap-drill's arguments before the shard's, as a JSON list: the same for a drill
+     CronJob the chart renders and for the template the schedule reconciler reads. */}}
+{{- define "vtsnap.drillArgs" -}}
+{{- $root := . -}}
+{{- $d := .Values.drill -}}
+{{- $args := list "run" "--restore-image" (include "vtsnap.image" (dict "root" $root "program" "restore")) "--checker-image" (include "vtsnap.image" (dict "root" $root "program" "drill")) "--deadline" $d.deadline "--ready-timeout" $d.readyTimeout "--table-budget" $d.tableBudget (printf "--drill-uid=%d" (int64 $d.drillUid)) "--mysqld-command" $d.mysqldCommand "--mysqld-resources" ($d.mysqldResources | toJson) -}}
+{{- /* The drill Pod pulls the tablet's image and vtsnap's with the same Secrets. */}}
+{{- range .Values.imagePullSecrets }}{{ $args = concat $args (list "--image-pull-secret" .name) }}{{ end -}}
+{{- $args | toJson -}}
+{{- end -}}
+
+{{- /* The drill's PVC and Pod are owned by its Job: the Job's name and UID, from the
+     Pod's own labels. A JSON list of env entries. */}}
+{{- define "vtsnap.drillEnv" -}}
+{{- list (dict "name" "VTSNAP_OWNER_NAME" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.labels['batch.kubernetes.io/job-name']"))) (dict "name" "VTSNAP_OWNER_UID" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.labels['batch.kubernetes.io/controller-uid']"))) | toJson -}}
+{{- end -}}

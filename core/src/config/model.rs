@@ -13,7 +13,7 @@ pub struct Config {
     pub clusters: Vec<ClusterConfig>,
 }
 
-/// The five policy blocks; the same at cluster, keyspace and shard level.
+/// The six policy blocks; the same at cluster, keyspace and shard level.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyBlocks {
@@ -22,6 +22,7 @@ pub struct PolicyBlocks {
     pub deletion_policy: Option<DeletionPolicy>,
     pub restore: Option<RestorePolicy>,
     pub vtbackup: Option<VtbackupPolicy>,
+    pub drill: Option<DrillPolicy>,
 }
 
 // serde cannot combine `flatten` with `deny_unknown_fields`, so each level names the
@@ -38,6 +39,7 @@ macro_rules! with_policy {
             pub deletion_policy: Option<DeletionPolicy>,
             pub restore: Option<RestorePolicy>,
             pub vtbackup: Option<VtbackupPolicy>,
+            pub drill: Option<DrillPolicy>,
         }
 
         impl $name {
@@ -48,6 +50,7 @@ macro_rules! with_policy {
                     deletion_policy: self.deletion_policy.clone(),
                     restore: self.restore.clone(),
                     vtbackup: self.vtbackup.clone(),
+                    drill: self.drill.clone(),
                 }
             }
 
@@ -58,6 +61,7 @@ macro_rules! with_policy {
                 self.deletion_policy = b.deletion_policy;
                 self.restore = b.restore;
                 self.vtbackup = b.vtbackup;
+                self.drill = b.drill;
                 self
             }
         }
@@ -185,6 +189,22 @@ pub struct RestorePolicy {
     pub on_catch_up_failure: Option<CatchUpFailure>,
     /// Offer new tablets only snapshots whose last drill passed (`vtsnap.io/drill`).
     pub require_drill: Option<bool>,
+}
+
+/// When a shard's restore drill runs (docs/design.md §5.9): its CronJob is made by the
+/// schedule reconciler when the chart's drills are on.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DrillPolicy {
+    /// `false`: no drill CronJob for the shard (one made before is deleted).
+    pub enabled: Option<bool>,
+    /// A cron line, before its stagger.
+    pub schedule: Option<String>,
+    /// The CronJob made but not run.
+    pub suspend: Option<bool>,
+    /// The window the drills of a cluster spread over (`0s`: none; unset: the shortest
+    /// interval between two runs).
+    pub stagger: Option<GoDuration>,
 }
 
 /// What the GC does with a restored tablet that cannot catch up.

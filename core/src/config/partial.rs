@@ -157,6 +157,7 @@ impl Walk<'_> {
             deletion_policy: self.node(&key(p, "deletionPolicy"), &[]),
             restore: self.node(&key(p, "restore"), &[]),
             vtbackup: self.node(&key(p, "vtbackup"), &[]),
+            drill: self.node(&key(p, "drill"), &[]),
         }
     }
 

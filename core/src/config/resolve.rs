@@ -21,6 +21,17 @@ pub struct ResolvedPolicy {
     pub deletion_policy: ResolvedDeletion,
     pub restore: ResolvedRestore,
     pub vtbackup: VtbackupStorage,
+    pub drill: ResolvedDrill,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedDrill {
+    pub enabled: bool,
+    pub schedule: String,
+    pub suspend: bool,
+    /// `None`: the schedule's shortest interval.
+    pub stagger: Option<GoDuration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -238,6 +249,16 @@ pub fn merge(child: &PolicyBlocks, parent: &PolicyBlocks) -> PolicyBlocks {
         ),
         restore: merge_opt(&child.restore, &parent.restore, merge_restore),
         vtbackup: merge_vtbackup(&child.vtbackup, &parent.vtbackup),
+        drill: merge_opt(&child.drill, &parent.drill, merge_drill),
+    }
+}
+
+fn merge_drill(c: &DrillPolicy, p: &DrillPolicy) -> DrillPolicy {
+    DrillPolicy {
+        enabled: pick(&c.enabled, &p.enabled),
+        schedule: pick(&c.schedule, &p.schedule),
+        suspend: pick(&c.suspend, &p.suspend),
+        stagger: pick(&c.stagger, &p.stagger),
     }
 }
 
@@ -249,6 +270,7 @@ pub fn with_defaults(b: &PolicyBlocks) -> ResolvedPolicy {
     let d = b.deletion_policy.clone().unwrap_or_default();
     let rs = b.restore.clone().unwrap_or_default();
     let vt = b.vtbackup.clone().unwrap_or_default();
+    let dr = b.drill.clone().unwrap_or_default();
     ResolvedPolicy {
         snapshot: ResolvedSnapshot {
             volume_snapshot_class_name: s.volume_snapshot_class_name,
@@ -307,6 +329,14 @@ pub fn with_defaults(b: &PolicyBlocks) -> ResolvedPolicy {
             (Some(t), _) => VtbackupStorage::Template(t),
             (None, Some(true)) => VtbackupStorage::EmptyDirForInitialBackup,
             _ => VtbackupStorage::InheritFirstPool,
+        },
+        drill: ResolvedDrill {
+            enabled: dr.enabled.unwrap_or(true),
+            schedule: dr
+                .schedule
+                .unwrap_or_else(|| crate::schedule::DEFAULT_DRILL_SCHEDULE.to_owned()),
+            suspend: dr.suspend.unwrap_or(false),
+            stagger: dr.stagger,
         },
     }
 }

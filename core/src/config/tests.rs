@@ -1000,3 +1000,53 @@ fn schedules_merge_by_level_and_bad_ones_are_named_where_set() {
         "{e:?}"
     );
 }
+
+#[test]
+fn drill_schedules_merge_by_level_and_bad_ones_are_named_where_set() {
+    let c = cfg(&format!(
+        "{BASE}  drill: {{schedule: \"0 2 * * *\", stagger: 4h}}\n  \
+         keyspaces:\n    commerce:\n      drill: {{suspend: true}}\n      shards:\n        \
+         \"80-\": {{drill: {{enabled: false}}}}\n"
+    ));
+    let r = c.resolve("example", "commerce", "-80").unwrap();
+    assert_eq!(
+        (r.drill.schedule.as_str(), r.drill.suspend, r.drill.enabled),
+        ("0 2 * * *", true, true)
+    );
+    assert_eq!(r.drill.stagger, Some(GoDuration::secs(4 * 3600)));
+    let r = c.resolve("example", "commerce", "80-").unwrap();
+    assert_eq!((r.drill.enabled, r.drill.suspend), (false, true));
+    // The default: daily, spread over the day, on; the snapshot block is not read.
+    let r = cfg(&format!("{BASE}  snapshot: {{schedule: \"0 1 * * *\"}}\n"))
+        .resolve("example", "c", "-")
+        .unwrap();
+    assert_eq!(
+        (r.drill.schedule.as_str(), r.drill.stagger, r.drill.enabled),
+        (crate::schedule::DEFAULT_DRILL_SCHEDULE, None, true)
+    );
+    let e = errors(&format!(
+        "{BASE}  keyspaces:\n    commerce:\n      drill: {{schedule: \"daily\"}}\n"
+    ));
+    assert!(
+        e.iter().any(
+            |m| m.contains("clusters[0].keyspaces.commerce.drill.schedule")
+                && m.contains("not a cron line")
+        ),
+        "{e:?}"
+    );
+    let e = errors(&format!(
+        "{BASE}  drill: {{schedule: \"0 23 * * 1-5\"}}\n  \
+         keyspaces:\n    commerce:\n      shards:\n        \"-80\": {{drill: {{stagger: 2h}}}}\n"
+    ));
+    assert!(
+        e.iter()
+            .any(|m| m.contains("shards.-80.drill.stagger") && m.contains("past midnight")),
+        "{e:?}"
+    );
+    // Unknown fields of the block are refused, named.
+    let e = errors(&format!("{BASE}  drill: {{every: 1d}}\n"));
+    assert!(
+        e.iter().any(|m| m.contains("clusters[0].drill.every")),
+        "{e:?}"
+    );
+}

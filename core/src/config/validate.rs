@@ -182,6 +182,16 @@ fn block(e: &mut Errors, path: &str, b: &PolicyBlocks) {
             );
         }
     }
+    if let Some(d) = &b.drill
+        && let Some(sched) = &d.schedule
+        && let Err(why) = crate::cron::Schedule::parse(sched)
+    {
+        e.at(
+            &format!("{path}.drill"),
+            "schedule",
+            format!("{sched:?} is not a cron line: {why}"),
+        );
+    }
     if let Some(v) = &b.vtbackup {
         let p = format!("{path}.vtbackup");
         if v.use_empty_dir_for_initial_backup == Some(true)
@@ -224,24 +234,36 @@ fn resolved(e: &mut Errors, levels: &[&str], own: &PolicyBlocks, r: &ResolvedPol
             ),
         );
     }
-    // The schedule and its stagger, as this level resolves them (each may come from a
+    // Each schedule and its stagger, as this level resolves them (each may come from a
     // different level); reported at the level that sets either.
     let own_snapshot = own.snapshot.clone().unwrap_or_default();
-    if (own_snapshot.schedule.is_some() || own_snapshot.stagger.is_some())
-        && !unread("snapshot.schedule")
-        && !unread("snapshot.stagger")
-        && crate::cron::Schedule::parse(&r.snapshot.schedule).is_ok()
-        && let Err(why) = crate::schedule::Staggered::new(
+    let own_drill = own.drill.clone().unwrap_or_default();
+    for (block, own_schedule, own_stagger, schedule, stagger) in [
+        (
+            "snapshot",
+            own_snapshot.schedule.is_some(),
+            own_snapshot.stagger.is_some(),
             &r.snapshot.schedule,
-            r.snapshot.stagger.map(GoDuration::get),
-        )
-    {
-        let field = if own_snapshot.stagger.is_some() {
-            "snapshot.stagger"
-        } else {
-            "snapshot.schedule"
-        };
-        e.at(path, field, why.to_string());
+            r.snapshot.stagger,
+        ),
+        (
+            "drill",
+            own_drill.schedule.is_some(),
+            own_drill.stagger.is_some(),
+            &r.drill.schedule,
+            r.drill.stagger,
+        ),
+    ] {
+        if (own_schedule || own_stagger)
+            && !unread(&format!("{block}.schedule"))
+            && !unread(&format!("{block}.stagger"))
+            && crate::cron::Schedule::parse(schedule).is_ok()
+            && let Err(why) =
+                crate::schedule::Staggered::new(schedule, stagger.map(GoDuration::get))
+        {
+            let field = if own_stagger { "stagger" } else { "schedule" };
+            e.at(path, &format!("{block}.{field}"), why.to_string());
+        }
     }
     let own_restore = own.restore.clone().unwrap_or_default();
     if r.restore.max_snapshot_age >= r.restore.binlog_retention

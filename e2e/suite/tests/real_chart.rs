@@ -106,7 +106,9 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
         "config": {"clusters": [{"name": "example", "namespace": vitess.name, "vtctld": vt.endpoint(),
             "snapshot": {"volumeSnapshotClassName": BTRFS_CLASS, "cutTimeout": "60s", "readyTimeout": "60s", "maxHold": "60s",
                          "schedule": NEVER},
-            "retention": {"maxCount": 1}, "restore": {"enabled": true}}]},
+            "retention": {"maxCount": 1}, "restore": {"enabled": true},
+            "drill": {"schedule": NEVER, "stagger": "0s"}}]},
+        "drill": {"enabled": true},
         "snapshot": {"shards": [{"cluster": "example", "keyspace": "commerce", "shard": "-", "schedule": NEVER}]},
         "gc": {"schedule": NEVER},
         "vtbackupStorage": {"schedule": NEVER},
@@ -208,7 +210,7 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
         plan.problems.is_empty() && outcomes.iter().all(|o| o.error.is_none()),
         "{plan:#?} {outcomes:#?}"
     );
-    assert_eq!(plan.count(Action::Create), 1, "{plan:#?}");
+    assert_eq!(plan.count(Action::Create), 2, "{plan:#?}");
     // The snapshot CronJob as stored: the config mounted, the shard's args, no latest tag.
     let cronjobs = kube
         .list(
@@ -247,6 +249,45 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
         format!("{FULL}-config")
     );
     assert_eq!(pod["serviceAccountName"], format!("{FULL}-snapshot"));
+    // Its drill CronJob, from the chart's drill template: the drill's own account, the
+    // Job the owner of the drill's objects, the config's drill schedule.
+    let drill = cronjobs
+        .iter()
+        .find(|c| c["metadata"]["labels"]["app.kubernetes.io/component"] == "drill")
+        .expect("a drill CronJob");
+    assert_eq!(
+        drill["metadata"]["annotations"]["vtsnap.io/schedule-kind"],
+        "drill"
+    );
+    assert_eq!(drill["spec"]["schedule"], NEVER);
+    let pod = &drill["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], format!("{FULL}-drill"));
+    let c = &pod["containers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(args[0], "run");
+    assert_eq!(
+        args[args.len() - 5..],
+        [
+            "--cluster",
+            "example",
+            "--keyspace",
+            "commerce",
+            "--shard=-"
+        ]
+    );
+    assert!(
+        c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "VTSNAP_OWNER_UID"),
+        "{c}"
+    );
     for c in &cronjobs {
         let image = c["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"]
             .as_str()
@@ -613,7 +654,10 @@ fn plugin_through_kubectl(kube: &RealKube, install_ns: &str) {
         .iter()
         .filter(|c| c["check"] == "rbac" && c["level"] == "pass")
         .count();
-    assert_eq!(rbac_passes, 6, "one line per program: {report:#}");
+    assert_eq!(
+        rbac_passes, 7,
+        "one line per program (drills are on): {report:#}"
+    );
     // The reconciler ran above: the one shard has its CronJob.
     assert!(
         report["checks"]

@@ -2,7 +2,8 @@
 //! chart's rules: a reshard gets its new shards' CronJobs in one run while the old
 //! shard's stays; the old one goes only once the shard is gone from the spec and from
 //! vtctld and no Job of it runs; a CronJob a person made, even one wearing the
-//! reconciler's label, is never touched; a second run changes nothing.
+//! reconciler's label, is never touched; a second run changes nothing. Each shard's drill
+//! CronJob (the chart's drills are on) follows the same shards through the same gate.
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -69,11 +70,13 @@ pub async fn reshard(
     let old = format!("{FULL}-snap-example-commerce-x-x");
     let low = format!("{FULL}-snap-example-commerce-x-80");
     let high = format!("{FULL}-snap-example-commerce-80-x");
+    let drill = |shard: &str| format!("{FULL}-drill-example-commerce-{shard}");
 
     // A second run changes nothing.
     let p = run(as_schedule, config, system).await;
     assert_eq!(on(&p, &old), (Action::Keep, Reason::UpToDate));
-    assert_eq!(p.decisions.len(), 1, "{p:#?}");
+    assert_eq!(on(&p, &drill("x-x")), (Action::Keep, Reason::UpToDate));
+    assert_eq!(p.decisions.len(), 2, "{p:#?}");
 
     // A person's CronJob that looks like one of the reconciler's (its label, a record of a
     // shard no spec has) but is not owned by the template: never written, never deleted.
@@ -94,6 +97,9 @@ pub async fn reshard(
     assert_eq!(on(&p, &high), (Action::Create, Reason::NewShard));
     assert_eq!(on(&p, &low), (Action::Create, Reason::NewShard));
     assert_eq!(on(&p, &old), (Action::Keep, Reason::UpToDate));
+    for shard in ["x-80", "80-x"] {
+        assert_eq!(on(&p, &drill(shard)), (Action::Create, Reason::NewShard));
+    }
     assert!(
         p.decisions.iter().all(|d| d.name != hand_name),
         "not its own: not even decided on: {p:#?}"
@@ -171,6 +177,7 @@ pub async fn reshard(
     partitionings(kube, vitess, &[2]).await;
     let p = run(as_schedule, config, system).await;
     assert_eq!(on(&p, &old), (Action::Keep, Reason::StillInVtctld));
+    assert_eq!(on(&p, &drill("x-x")), (Action::Keep, Reason::StillInVtctld));
 
     // vtctld drops it, but a Job of the old CronJob runs (no kubelet finishes it): kept.
     vtctld.with(|s| s.shards.retain(|(_, shard), _| shard != "-"));
@@ -184,6 +191,9 @@ pub async fn reshard(
     .await;
     let p = run(as_schedule, config, system).await;
     assert_eq!(on(&p, &old), (Action::Keep, Reason::JobRunning));
+    // The old shard's drill CronJob runs no Job: it goes now.
+    assert_eq!(on(&p, &drill("x-x")), (Action::Delete, Reason::ShardGone));
+    assert!(kube.get(&crons, system, &drill("x-x")).await.is_none());
 
     // The Job is gone: so is the old CronJob.
     let jobs: Api<DynamicObject> = Api::namespaced_with(
@@ -210,5 +220,5 @@ pub async fn reshard(
             .all(|d| (d.action, d.reason) == (Action::Keep, Reason::UpToDate)),
         "{p:#?}"
     );
-    assert_eq!(p.decisions.len(), 2);
+    assert_eq!(p.decisions.len(), 4);
 }

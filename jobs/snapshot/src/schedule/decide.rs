@@ -1,12 +1,15 @@
 //! The schedule reconciler's decision, pure (docs/design.md §5.8): from the configured
-//! clusters' shards, the chart's rendered CronJob template and the CronJobs that exist,
-//! one decision per CronJob — create, update, keep or delete — each with its reason.
+//! clusters' shards, the chart's rendered CronJob templates (snapshot, and drill when the
+//! chart's drills are on) and the CronJobs that exist, one decision per CronJob — create,
+//! update, keep or delete — each with its reason.
 //!
 //! Safety rules, each checked here and tested without a client:
 //! - only CronJobs it made are changed (its label and an ownerReference to the template);
 //! - a CronJob is deleted only when its shard is gone from the VitessCluster's spec (read)
 //!   and from vtctld (asked, and it said "no such shard"), and no Job of it runs;
-//! - a read that failed or a record that cannot be read changes nothing it covers.
+//! - a read that failed or a record that cannot be read changes nothing it covers;
+//! - a drill CronJob is deleted when drills are off (the chart's, or the shard's
+//!   `drill.enabled: false`), never while one of its Jobs runs.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,9 +19,9 @@ use vtsnap_core::config::{Config, Mode, resolve_in};
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::schedule::{Staggered, assign};
 
-use super::names::{self, ShardKey};
+use super::names::{self, Kind, ShardKey};
 
-/// The chart's rendered snapshot CronJob and the per-shard overrides of its values.
+/// The chart's rendered CronJobs and the per-shard overrides of their values.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Template {
     /// The ConfigMap that carries it: owner of every CronJob made from it.
@@ -26,13 +29,32 @@ pub struct Template {
     pub configmap_uid: String,
     /// Where the CronJobs are made (the ConfigMap's namespace).
     pub namespace: String,
-    /// The release's full name: the CronJobs are `<fullname>-snap-<cluster>-<keyspace>-<shard>`.
+    /// The release's full name: the CronJobs are `<fullname>-snap-<cluster>-<keyspace>-<shard>`
+    /// and `<fullname>-drill-…`.
     pub fullname: String,
+    pub snapshot: KindTemplate,
+    /// `None`: the chart's drills are off.
+    pub drill: Option<KindTemplate>,
+}
+
+impl Template {
+    pub fn of_kind(&self, kind: Kind) -> Option<&KindTemplate> {
+        match kind {
+            Kind::Snapshot => Some(&self.snapshot),
+            Kind::Drill => self.drill.as_ref(),
+        }
+    }
+}
+
+/// One kind's CronJob as the chart renders it, and the chart's per-shard overrides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KindTemplate {
     pub cronjob: Value,
     pub overrides: Vec<Override>,
 }
 
-/// `snapshot.shards[]` of the chart's values: one shard's mode, schedule or suspension.
+/// `snapshot.shards[]` (or `drill.shards[]`) of the chart's values: one shard's mode,
+/// schedule or suspension.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Override {
@@ -74,6 +96,8 @@ pub struct CronSeen {
     pub uid: String,
     /// Its label and an ownerReference to the template: made by this reconciler.
     pub ours: bool,
+    /// What it runs (its annotation; a bad one makes `shard` an error).
+    pub kind: Kind,
     /// The shard it snapshots, from its annotation (ours only), or why it cannot be read.
     pub shard: Result<ShardKey, String>,
     pub offset: Option<u32>,
@@ -129,8 +153,10 @@ pub enum Reason {
     BadPolicy,
     /// Ours, but its shard annotation cannot be read.
     UnreadableRecord,
-    /// Another CronJob of ours already snapshots this shard under the expected name.
+    /// Another CronJob of ours already does its job for this shard under the expected name.
     Duplicate,
+    /// A drill CronJob while drills are off (the chart's, or the shard's policy).
+    DrillsOff,
 }
 
 impl Reason {
@@ -194,6 +220,7 @@ fn decision(
 
 /// What one shard's CronJob should be (before its offset is known).
 struct Want {
+    kind: Kind,
     key: ShardKey,
     name: String,
     staggered: Staggered,
@@ -241,47 +268,67 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
                 keyspace: keyspace.clone(),
                 shard: shard.clone(),
             };
-            let name = names::cronjob_name(&template.fullname, &key);
-            let policy = resolve_in(cl, keyspace, shard).snapshot;
-            let over = template.overrides.iter().find(|o| {
-                o.cluster == c.cluster && o.keyspace == *keyspace && same_shard(&o.shard, shard)
-            });
-            // A chart override's schedule is the shard's own line: run as written.
-            let (schedule_text, stagger) = match over.and_then(|o| o.schedule.clone()) {
-                Some(s) if !s.is_empty() => (s, Some(std::time::Duration::ZERO)),
-                _ => (policy.schedule, policy.stagger.map(|d| d.get())),
-            };
-            let suspend = over.and_then(|o| o.suspend).unwrap_or(policy.suspend);
-            let mode = over.and_then(|o| o.mode);
-            match Staggered::new(&schedule_text, stagger) {
-                Ok(staggered) => wants.push(Want {
-                    key,
-                    name,
-                    staggered,
-                    schedule_text,
-                    suspend,
-                    mode,
-                }),
-                Err(e) => {
-                    out.problems.push(format!("{key}: {e}"));
-                    out.decisions.push(decision(
-                        &name,
-                        Some(&key),
-                        Action::Keep,
-                        Reason::BadPolicy,
-                        format!("schedule {schedule_text:?}: {e}"),
-                    ));
+            let resolved = resolve_in(cl, keyspace, shard);
+            for kind in Kind::ALL {
+                let Some(kt) = template.of_kind(kind) else {
+                    continue;
+                };
+                // (schedule, stagger, suspension) of the policy; a drill the shard turned
+                // off is not wanted.
+                let (schedule, stagger, suspend) = match kind {
+                    Kind::Snapshot => {
+                        let p = &resolved.snapshot;
+                        (p.schedule.clone(), p.stagger, p.suspend)
+                    }
+                    Kind::Drill if !resolved.drill.enabled => continue,
+                    Kind::Drill => {
+                        let p = &resolved.drill;
+                        (p.schedule.clone(), p.stagger, p.suspend)
+                    }
+                };
+                let name = names::cronjob_name(&template.fullname, kind, &key);
+                let over = kt.overrides.iter().find(|o| {
+                    o.cluster == c.cluster && o.keyspace == *keyspace && same_shard(&o.shard, shard)
+                });
+                // A chart override's schedule is the shard's own line: run as written.
+                let (schedule_text, stagger) = match over.and_then(|o| o.schedule.clone()) {
+                    Some(s) if !s.is_empty() => (s, Some(std::time::Duration::ZERO)),
+                    _ => (schedule, stagger.map(|d| d.get())),
+                };
+                let suspend = over.and_then(|o| o.suspend).unwrap_or(suspend);
+                let mode = over.and_then(|o| o.mode);
+                match Staggered::new(&schedule_text, stagger) {
+                    Ok(staggered) => wants.push(Want {
+                        kind,
+                        key: key.clone(),
+                        name,
+                        staggered,
+                        schedule_text,
+                        suspend,
+                        mode,
+                    }),
+                    Err(e) => {
+                        out.problems.push(format!("{key}: {e}"));
+                        out.decisions.push(decision(
+                            &name,
+                            Some(&key),
+                            Action::Keep,
+                            Reason::BadPolicy,
+                            format!("schedule {schedule_text:?}: {e}"),
+                        ));
+                    }
                 }
             }
         }
     }
     let by_name: BTreeMap<&str, &CronSeen> =
         seen.cronjobs.iter().map(|c| (c.name.as_str(), c)).collect();
-    // Offsets: per cluster and schedule, those recorded kept, new ones spread.
-    let mut groups: BTreeMap<(String, String, String, u32), Vec<usize>> = BTreeMap::new();
+    // Offsets: per kind, cluster and schedule, those recorded kept, new ones spread.
+    let mut groups: BTreeMap<(Kind, String, String, String, u32), Vec<usize>> = BTreeMap::new();
     for (i, w) in wants.iter().enumerate() {
         groups
             .entry((
+                w.kind,
                 w.key.namespace.clone(),
                 w.key.cluster.clone(),
                 w.schedule_text.clone(),
@@ -291,13 +338,15 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
             .push(i);
     }
     let mut offsets = vec![0u32; wants.len()];
-    for ((_, _, _, window), members) in &groups {
+    for ((_, _, _, _, window), members) in &groups {
         let list: Vec<(String, Option<u32>)> = members
             .iter()
             .map(|&i| {
                 let recorded = by_name
                     .get(wants[i].name.as_str())
-                    .filter(|c| c.ours && c.shard.as_ref() == Ok(&wants[i].key))
+                    .filter(|c| {
+                        c.ours && c.kind == wants[i].kind && c.shard.as_ref() == Ok(&wants[i].key)
+                    })
                     .and_then(|c| c.offset);
                 (wants[i].key.to_string(), recorded)
             })
@@ -310,9 +359,20 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
     for (w, offset) in wants.iter().zip(offsets) {
         wanted_names.insert(w.name.as_str());
         let schedule = w.staggered.at(offset);
-        let desired = names::desired(
-            template, &w.key, &w.name, &schedule, w.suspend, offset, w.mode,
-        );
+        let Some(desired) = names::desired(
+            template,
+            names::Run {
+                kind: w.kind,
+                key: &w.key,
+                name: &w.name,
+                schedule: &schedule,
+                suspend: w.suspend,
+                offset,
+                mode: w.mode,
+            },
+        ) else {
+            continue;
+        };
         let hash = names::spec_hash(&desired);
         let what = format!(
             "schedule {schedule:?} ({} moved {offset} min){}",
@@ -337,16 +397,18 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
                 Reason::NotOurs,
                 "a CronJob of this name was not made by the reconciler (a person's, or the chart's): left alone",
             ),
-            Some(c) if c.shard.as_ref() != Ok(&w.key) => decision(
+            Some(c) if c.shard.as_ref() != Ok(&w.key) || c.kind != w.kind => decision(
                 &w.name,
                 Some(&w.key),
                 Action::Keep,
                 Reason::UnreadableRecord,
                 format!(
-                    "its shard record says {}, not this shard: left alone",
+                    "its record says {} {}, not this shard's {}: left alone",
+                    c.kind.container(),
                     c.shard
                         .as_ref()
-                        .map_or_else(Clone::clone, ToString::to_string)
+                        .map_or_else(Clone::clone, ToString::to_string),
+                    w.kind.container()
                 ),
             ),
             Some(c) if c.spec_hash.as_deref() == Some(hash.as_str()) => {
@@ -415,6 +477,20 @@ fn unwanted(
             format!("{} Job(s) of it still run", c.active_jobs),
         );
     }
+    let drills_off = |message: &str| Decision {
+        resource_version: Some(c.resource_version.clone()),
+        uid: Some(c.uid.clone()),
+        ..decision(
+            &c.name,
+            Some(key),
+            Action::Delete,
+            Reason::DrillsOff,
+            message,
+        )
+    };
+    if c.kind == Kind::Drill && template.drill.is_none() {
+        return drills_off("the chart's drills are off, no Job running");
+    }
     let id = (key.namespace.clone(), key.cluster.clone());
     if unread.contains(&id) {
         return keep(
@@ -441,8 +517,15 @@ fn unwanted(
         .iter()
         .any(|(k, s)| *k == key.keyspace && same_shard(s, &key.shard));
     if in_spec {
+        if c.kind == Kind::Drill
+            && config
+                .cluster_in(&key.namespace, &key.cluster)
+                .is_some_and(|cl| !resolve_in(cl, &key.keyspace, &key.shard).drill.enabled)
+        {
+            return drills_off("drill.enabled is false for this shard, no Job running");
+        }
         // The shard is wanted under another name (a renamed release): this one is extra.
-        let expected = names::cronjob_name(&template.fullname, key);
+        let expected = names::cronjob_name(&template.fullname, c.kind, key);
         if wanted_names.contains(expected.as_str()) {
             return Decision {
                 resource_version: Some(c.resource_version.clone()),
@@ -452,7 +535,7 @@ fn unwanted(
                     Some(key),
                     Action::Delete,
                     Reason::Duplicate,
-                    format!("{expected} snapshots this shard"),
+                    format!("{expected} is this shard's {}", c.kind.container()),
                 )
             };
         }

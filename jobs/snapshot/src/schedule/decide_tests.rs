@@ -17,7 +17,8 @@ fn template() -> Template {
         configmap_uid: UID.into(),
         namespace: "vtsnap".into(),
         fullname: "vtsnap".into(),
-        cronjob: json!({"apiVersion": "batch/v1", "kind": "CronJob",
+        snapshot: KindTemplate {
+            cronjob: json!({"apiVersion": "batch/v1", "kind": "CronJob",
             "metadata": {"name": "template", "labels": {"app.kubernetes.io/name": "vtsnap",
                 "app.kubernetes.io/component": "snapshot"}},
             "spec": {"schedule": "0 0 1 1 *", "concurrencyPolicy": "Forbid",
@@ -25,7 +26,25 @@ fn template() -> Template {
                     "spec": {"backoffLimit": 1, "template": {"metadata": {"labels": {}},
                         "spec": {"serviceAccountName": "vtsnap-snapshot", "restartPolicy": "Never",
                             "containers": [{"name": "snapshot", "image": "vtsnap-snapshot:1", "args": ["run"]}]}}}}}}),
-        overrides: vec![],
+            overrides: vec![],
+        },
+        drill: None,
+    }
+}
+
+/// The template with the chart's drills on.
+fn with_drills() -> Template {
+    Template {
+        drill: Some(KindTemplate {
+            cronjob: json!({"apiVersion": "batch/v1", "kind": "CronJob",
+                "metadata": {"name": "template", "labels": {"app.kubernetes.io/component": "drill"}},
+                "spec": {"schedule": "0 0 1 1 *", "jobTemplate": {"spec": {"template": {"spec": {
+                    "serviceAccountName": "vtsnap-drill", "restartPolicy": "Never",
+                    "containers": [{"name": "drill", "image": "vtsnap-drill:1",
+                        "args": ["run", "--deadline", "1h"]}]}}}}}}),
+            overrides: vec![],
+        }),
+        ..template()
     }
 }
 
@@ -57,6 +76,10 @@ fn seen(clusters: Vec<ClusterSeen>, cronjobs: Vec<CronSeen>) -> Observed {
 
 /// The CronJobs as they are after the plan's writes (what the next run reads).
 fn applied(before: &[CronSeen], plan: &Plan) -> Vec<CronSeen> {
+    applied_with(before, plan, &template())
+}
+
+fn applied_with(before: &[CronSeen], plan: &Plan, template: &Template) -> Vec<CronSeen> {
     let mut out: Vec<CronSeen> = before
         .iter()
         .filter(|c| {
@@ -72,7 +95,7 @@ fn applied(before: &[CronSeen], plan: &Plan) -> Vec<CronSeen> {
             let mut obj = obj.clone();
             obj["metadata"]["uid"] = json!(format!("uid-{}", d.name));
             obj["metadata"]["resourceVersion"] = json!("2");
-            out.push(cron_seen(&obj, Some(&template()), &[]));
+            out.push(cron_seen(&obj, Some(template), &[]));
         }
     }
     out
@@ -342,7 +365,7 @@ fn policy_and_overrides_choose_schedule_suspension_and_mode() {
         vec![],
     );
     if let Ok(t) = &mut s.template {
-        t.overrides = vec![Override {
+        t.snapshot.overrides = vec![Override {
             cluster: "example".into(),
             keyspace: "commerce".into(),
             shard: "x-80".into(),
@@ -448,7 +471,7 @@ fn records_that_do_not_fit_are_left_alone_or_removed_as_duplicates() {
 fn an_empty_override_schedule_is_the_policy_s() {
     let mut s = seen(vec![cluster(&[("commerce", "-")])], vec![]);
     if let Ok(t) = &mut s.template {
-        t.overrides = vec![Override {
+        t.snapshot.overrides = vec![Override {
             cluster: "example".into(),
             keyspace: "commerce".into(),
             shard: "-".into(),
@@ -522,3 +545,6 @@ proptest! {
         prop_assert_eq!(grown.count(Action::Update) + grown.count(Action::Delete), 0);
     }
 }
+
+#[path = "decide_drill_tests.rs"]
+mod drill;

@@ -1,6 +1,7 @@
 //! The schedule reconciler's objects: a shard's key and CronJob name, the CronJob built
 //! from the chart's template, and the template read from its ConfigMap (hostile until
-//! checked: bounded, typed, one `snapshot` container).
+//! checked: bounded, typed, one `snapshot` container; one `drill` container in the drill
+//! template, when the chart's drills are on).
 
 use std::fmt;
 
@@ -10,7 +11,7 @@ use vtsnap_core::k8s_names::{dns_label, escape_controls};
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 
-use super::decide::{Override, Template};
+use super::decide::{KindTemplate, Override, Template};
 
 /// The label every CronJob of the reconciler carries (with the ownerReference to the
 /// template, what makes it "ours").
@@ -22,12 +23,58 @@ pub const ANN_SHARD: &str = "vtsnap.io/schedule-shard";
 pub const ANN_OFFSET: &str = "vtsnap.io/stagger-minutes";
 /// A hash of everything the reconciler sets: unchanged means nothing to write.
 pub const ANN_HASH: &str = "vtsnap.io/spec-hash";
-/// The container of the template that runs `vtsnap-snapshot`.
-pub const CONTAINER: &str = "snapshot";
+/// What a CronJob runs: `drill`, or absent for a snapshot (as CronJobs made before drills
+/// were reconciled have it).
+pub const ANN_KIND: &str = "vtsnap.io/schedule-kind";
 /// Keys of the template ConfigMap.
 pub const KEY_CRONJOB: &str = "cronjob.json";
 pub const KEY_OVERRIDES: &str = "overrides.json";
 pub const KEY_FULLNAME: &str = "fullname";
+/// The drill CronJob template and its per-shard overrides: absent when drills are off.
+pub const KEY_DRILL_CRONJOB: &str = "drill-cronjob.json";
+pub const KEY_DRILL_OVERRIDES: &str = "drill-overrides.json";
+
+/// What a reconciled CronJob runs: one of each per shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// `vtsnap-snapshot run`.
+    Snapshot,
+    /// `vtsnap-drill run` (docs/design.md §5.9).
+    Drill,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 2] = [Kind::Snapshot, Kind::Drill];
+
+    /// The name of the template's container that runs it, which gets the shard's
+    /// arguments.
+    pub fn container(self) -> &'static str {
+        match self {
+            Kind::Snapshot => "snapshot",
+            Kind::Drill => "drill",
+        }
+    }
+
+    /// The word in its CronJob's name, as the chart names its own.
+    fn name_part(self) -> &'static str {
+        match self {
+            Kind::Snapshot => "snap",
+            Kind::Drill => "drill",
+        }
+    }
+
+    /// Reads [`ANN_KIND`]: absent is a snapshot CronJob.
+    pub fn from_annotation(value: Option<&str>) -> Result<Self, String> {
+        match value {
+            None | Some("snapshot") => Ok(Kind::Snapshot),
+            Some("drill") => Ok(Kind::Drill),
+            Some(other) => Err(format!(
+                "{ANN_KIND} {:?}: neither snapshot nor drill",
+                escape_controls(other)
+            )),
+        }
+    }
+}
 /// The most bytes of one key read.
 const MAX_KEY_BYTES: usize = 256 << 10;
 
@@ -105,11 +152,13 @@ pub fn dns_name(name: &str, max: usize) -> String {
     format!("{}-{}", cut.strip_suffix('-').unwrap_or(cut), &hex[..8])
 }
 
-/// `<fullname>-snap-<cluster>-<keyspace>-<shard safe name>`, as the chart names its own.
-pub fn cronjob_name(fullname: &str, key: &ShardKey) -> String {
+/// `<fullname>-snap-<cluster>-<keyspace>-<shard safe name>` (`-drill-` for a drill), as
+/// the chart names its own.
+pub fn cronjob_name(fullname: &str, kind: Kind, key: &ShardKey) -> String {
     dns_name(
         &format!(
-            "{fullname}-snap-{}-{}-{}",
+            "{fullname}-{}-{}-{}-{}",
+            kind.name_part(),
             key.cluster,
             key.keyspace,
             key.safe_shard()
@@ -154,22 +203,40 @@ fn set(target: &mut Value, ptr: &str, value: Value) {
     }
 }
 
-/// The CronJob of one shard, from the template (without its hash).
-pub fn desired(
-    t: &Template,
-    key: &ShardKey,
-    name: &str,
-    schedule: &str,
-    suspend: bool,
-    offset: u32,
-    mode: Option<Mode>,
-) -> Value {
-    let mut o = t.cronjob.clone();
+/// What one shard's CronJob runs and when (before its hash).
+#[derive(Debug, Clone, Copy)]
+pub struct Run<'a> {
+    pub kind: Kind,
+    pub key: &'a ShardKey,
+    pub name: &'a str,
+    pub schedule: &'a str,
+    pub suspend: bool,
+    pub offset: u32,
+    pub mode: Option<Mode>,
+}
+
+/// The CronJob of one shard, from the template of its kind (without its hash); `None`
+/// when the template has none of that kind.
+pub fn desired(t: &Template, run: Run<'_>) -> Option<Value> {
+    let Run {
+        kind,
+        key,
+        name,
+        schedule,
+        suspend,
+        offset,
+        mode,
+    } = run;
+    let mut o = t.of_kind(kind)?.cronjob.clone();
+    let mut annotations = json!({ANN_SHARD: key.to_string(), ANN_OFFSET: offset.to_string()});
+    if kind == Kind::Drill {
+        annotations[ANN_KIND] = json!("drill");
+    }
     let mut meta = json!({
         "name": name,
         "namespace": t.namespace,
         "labels": o.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({})),
-        "annotations": {ANN_SHARD: key.to_string(), ANN_OFFSET: offset.to_string()},
+        "annotations": annotations,
         "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": t.configmap,
                              "uid": t.configmap_uid}],
     });
@@ -208,13 +275,16 @@ pub fn desired(
         .pointer_mut("/spec/jobTemplate/spec/template/spec/containers")
         .and_then(Value::as_array_mut)
     {
-        for c in containers.iter_mut().filter(|c| c["name"] == CONTAINER) {
+        for c in containers
+            .iter_mut()
+            .filter(|c| c["name"] == kind.container())
+        {
             let mut all: Vec<Value> = c["args"].as_array().cloned().unwrap_or_default();
             all.extend(args.iter().map(|a| json!(a)));
             c["args"] = Value::Array(all);
         }
     }
-    o
+    Some(o)
 }
 
 /// A hash of the object the reconciler writes: 16 hex digits of SHA-256 of its JSON
@@ -233,55 +303,84 @@ pub fn with_hash(mut desired: Value, hash: &str) -> Value {
 }
 
 /// The template from its ConfigMap (`data`: [`KEY_CRONJOB`], [`KEY_OVERRIDES`],
-/// [`KEY_FULLNAME`]), checked: a CronJob with one container named `snapshot`, overrides
-/// of known fields, a release name that is a DNS label.
+/// [`KEY_FULLNAME`], and [`KEY_DRILL_CRONJOB`] with [`KEY_DRILL_OVERRIDES`] when drills are
+/// on), checked: a CronJob with one container of its kind's name, overrides of known
+/// fields (no mode for a drill), a release name that is a DNS label.
 pub fn template_from(cm: &Value) -> Result<Template, String> {
     let name = cm
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let data = |key: &str| -> Result<&str, String> {
-        let v = cm
-            .pointer(&format!("/data/{key}"))
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("ConfigMap {name} has no {key}"))?;
+    let data = |key: &str| -> Result<Option<&str>, String> {
+        let Some(v) = cm.pointer(&format!("/data/{key}")) else {
+            return Ok(None);
+        };
+        let v = v
+            .as_str()
+            .ok_or_else(|| format!("ConfigMap {name} {key}: not a string"))?;
         if v.len() > MAX_KEY_BYTES {
             return Err(format!(
                 "ConfigMap {name} {key}: {} bytes, more than {MAX_KEY_BYTES}",
                 v.len()
             ));
         }
-        Ok(v)
+        Ok(Some(v))
     };
-    let cronjob: Value = serde_json::from_str(data(KEY_CRONJOB)?)
-        .map_err(|e| format!("ConfigMap {name} {KEY_CRONJOB}: {e}"))?;
-    if cronjob["kind"] != "CronJob" {
-        return Err(format!("ConfigMap {name} {KEY_CRONJOB}: not a CronJob"));
-    }
-    let containers = cronjob
-        .pointer("/spec/jobTemplate/spec/template/spec/containers")
-        .and_then(Value::as_array)
-        .map(|cs| cs.iter().filter(|c| c["name"] == CONTAINER).count());
-    if containers != Some(1) {
-        return Err(format!(
-            "ConfigMap {name} {KEY_CRONJOB}: needs exactly one container named {CONTAINER}"
-        ));
-    }
-    let overrides: Vec<Override> = serde_json::from_str(data(KEY_OVERRIDES)?)
-        .map_err(|e| format!("ConfigMap {name} {KEY_OVERRIDES}: {e}"))?;
-    for o in &overrides {
-        if let Some(s) = &o.schedule
-            && !s.is_empty()
-        {
-            vtsnap_core::cron::Schedule::parse(s).map_err(|e| {
-                format!(
-                    "ConfigMap {name} {KEY_OVERRIDES}: {}/{}/{}: schedule {s:?}: {e}",
-                    o.cluster, o.keyspace, o.shard
-                )
-            })?;
+    let needed = |key: &str| -> Result<&str, String> {
+        data(key)?.ok_or_else(|| format!("ConfigMap {name} has no {key}"))
+    };
+    let kind_template = |kind: Kind, cron_text: &str, overrides_text: &str, keys: (&str, &str)| {
+        let (cron_key, overrides_key) = keys;
+        let cronjob: Value = serde_json::from_str(cron_text)
+            .map_err(|e| format!("ConfigMap {name} {cron_key}: {e}"))?;
+        if cronjob["kind"] != "CronJob" {
+            return Err(format!("ConfigMap {name} {cron_key}: not a CronJob"));
         }
-    }
-    let fullname = data(KEY_FULLNAME)?.trim().to_owned();
+        let container = kind.container();
+        let containers = cronjob
+            .pointer("/spec/jobTemplate/spec/template/spec/containers")
+            .and_then(Value::as_array)
+            .map(|cs| cs.iter().filter(|c| c["name"] == container).count());
+        if containers != Some(1) {
+            return Err(format!(
+                "ConfigMap {name} {cron_key}: needs exactly one container named {container}"
+            ));
+        }
+        let overrides: Vec<Override> = serde_json::from_str(overrides_text)
+            .map_err(|e| format!("ConfigMap {name} {overrides_key}: {e}"))?;
+        for o in &overrides {
+            let at = format!(
+                "ConfigMap {name} {overrides_key}: {}/{}/{}",
+                o.cluster, o.keyspace, o.shard
+            );
+            if let Some(s) = &o.schedule
+                && !s.is_empty()
+            {
+                vtsnap_core::cron::Schedule::parse(s)
+                    .map_err(|e| format!("{at}: schedule {s:?}: {e}"))?;
+            }
+            if kind == Kind::Drill && o.mode.is_some() {
+                return Err(format!("{at}: a drill has no mode"));
+            }
+        }
+        Ok(KindTemplate { cronjob, overrides })
+    };
+    let snapshot = kind_template(
+        Kind::Snapshot,
+        needed(KEY_CRONJOB)?,
+        needed(KEY_OVERRIDES)?,
+        (KEY_CRONJOB, KEY_OVERRIDES),
+    )?;
+    let drill = match data(KEY_DRILL_CRONJOB)? {
+        None => None,
+        Some(text) => Some(kind_template(
+            Kind::Drill,
+            text,
+            data(KEY_DRILL_OVERRIDES)?.unwrap_or("[]"),
+            (KEY_DRILL_CRONJOB, KEY_DRILL_OVERRIDES),
+        )?),
+    };
+    let fullname = needed(KEY_FULLNAME)?.trim().to_owned();
     dns_label(&fullname).map_err(|e| format!("ConfigMap {name} {KEY_FULLNAME}: {e}"))?;
     Ok(Template {
         configmap: name.to_owned(),
@@ -296,8 +395,8 @@ pub fn template_from(cm: &Value) -> Result<Template, String> {
             .unwrap_or_default()
             .to_owned(),
         fullname,
-        cronjob,
-        overrides,
+        snapshot,
+        drill,
     })
 }
 
@@ -322,16 +421,20 @@ mod tests {
         // chart cuts its full name to 40): the same 43 characters and SHA-256 prefix.
         let full = "vtsnap-production-databases-eu-west-1-bl";
         assert_eq!(
-            cronjob_name(full, &key("-80")),
+            cronjob_name(full, Kind::Snapshot, &key("-80")),
             "vtsnap-production-databases-eu-west-1-bl-sn-3f15378f"
         );
         assert_eq!(
-            cronjob_name(full, &key("80-")),
+            cronjob_name(full, Kind::Snapshot, &key("80-")),
             "vtsnap-production-databases-eu-west-1-bl-sn-2de518d4"
         );
         assert_eq!(
-            cronjob_name("vtsnap", &key("-")),
+            cronjob_name("vtsnap", Kind::Snapshot, &key("-")),
             "vtsnap-snap-main-commerce-x-x"
+        );
+        assert_eq!(
+            cronjob_name("vtsnap", Kind::Drill, &key("-")),
+            "vtsnap-drill-main-commerce-x-x"
         );
         // Other characters become '-', hyphens stay, ends are trimmed, 52 fits as is.
         assert_eq!(dns_name("-Ab_c-d.e-", 52), "ab-c-d-e");
@@ -409,5 +512,28 @@ mod tests {
         assert!(template_from(&bad_override).is_ok());
         // Not a CronJob at all.
         assert!(template_from(&cm(r#"{"kind": "Job"}"#.into())).is_err());
+        // No drill template: drills are off. One: checked as the snapshot's is.
+        assert_eq!(t.drill, None);
+        let drill = serde_json::json!({"kind": "CronJob", "spec": {"jobTemplate": {"spec": {"template": {"spec": {
+            "containers": [{"name": "drill"}]}}}}}});
+        let mut with = cm(good.to_string());
+        with["data"]["drill-cronjob.json"] = serde_json::json!(drill.to_string());
+        let t = template_from(&with).unwrap();
+        assert_eq!(t.drill.as_ref().map(|d| d.overrides.len()), Some(0));
+        with["data"]["drill-overrides.json"] = serde_json::json!(
+            r#"[{"cluster": "c", "keyspace": "k", "shard": "-", "mode": "online"}]"#
+        );
+        let e = template_from(&with).unwrap_err();
+        assert!(e.contains("a drill has no mode"), "{e}");
+        with["data"]["drill-overrides.json"] = serde_json::json!(
+            r#"[{"cluster": "c", "keyspace": "k", "shard": "-", "suspend": true}]"#
+        );
+        assert!(template_from(&with).is_ok());
+        // A drill template without its `drill` container, or not text.
+        with["data"]["drill-cronjob.json"] = serde_json::json!(good.to_string());
+        let e = template_from(&with).unwrap_err();
+        assert!(e.contains("named drill"), "{e}");
+        with["data"]["drill-cronjob.json"] = serde_json::json!(7);
+        assert!(template_from(&with).unwrap_err().contains("not a string"));
     }
 }

@@ -14,7 +14,8 @@ use vtsnap_core::vtctld::client::{CallLimits, VtctldClient, VtctldError};
 
 use super::decide::{ClusterSeen, CronSeen, InVtctld, Observed, Template};
 use super::names::{
-    self, ANN_HASH, ANN_OFFSET, ANN_SHARD, MANAGED_BY, MANAGED_BY_SCHEDULE, ShardKey,
+    self, ANN_HASH, ANN_KIND, ANN_OFFSET, ANN_SHARD, Kind, MANAGED_BY, MANAGED_BY_SCHEDULE,
+    ShardKey,
 };
 
 fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
@@ -62,14 +63,18 @@ pub fn cron_seen(cron: &Value, template: Option<&Template>, jobs: &[Value]) -> C
                 && running(j)
         })
         .count();
+    let kind = Kind::from_annotation(ann(ANN_KIND));
     CronSeen {
         name: s(cron, "/metadata/name").to_owned(),
         resource_version: s(cron, "/metadata/resourceVersion").to_owned(),
         uid,
         ours: owned && labelled,
-        shard: ann(ANN_SHARD)
-            .ok_or_else(|| format!("no {ANN_SHARD} annotation"))
-            .and_then(ShardKey::parse),
+        kind: kind.clone().unwrap_or(Kind::Snapshot),
+        shard: kind.and_then(|_| {
+            ann(ANN_SHARD)
+                .ok_or_else(|| format!("no {ANN_SHARD} annotation"))
+                .and_then(ShardKey::parse)
+        }),
         offset: ann(ANN_OFFSET).and_then(|o| o.parse().ok()),
         spec_hash: ann(ANN_HASH).map(str::to_owned),
         active_jobs,
@@ -194,6 +199,7 @@ async fn ask_vtctld(
         })
         .collect();
     let mut clients: BTreeMap<(String, String), Result<VtctldClient, String>> = BTreeMap::new();
+    let mut answers: BTreeMap<ShardKey, InVtctld> = BTreeMap::new();
     for c in cronjobs.iter_mut().filter(|c| c.ours) {
         let Ok(key) = c.shard.clone() else { continue };
         let Some(shards) = spec.get(&(key.namespace.as_str(), key.cluster.as_str())) else {
@@ -218,11 +224,17 @@ async fn ask_vtctld(
             .and_then(|e| VtctldClient::new(&e, CallLimits::default()).map_err(|e| e.to_string()));
             clients.insert(id.clone(), client);
         }
+        // A shard's snapshot and drill CronJobs share one answer.
+        if let Some(known) = answers.get(&key) {
+            c.vtctld = known.clone();
+            continue;
+        }
         c.vtctld = match clients.get(&id) {
             Some(Ok(v)) => in_vtctld(v.get_shard(&key.keyspace, &key.shard).await.map(|_| ())),
             Some(Err(e)) => InVtctld::Unknown(e.clone()),
             None => InVtctld::Unknown("no vtctld".into()),
         };
+        answers.insert(key, c.vtctld.clone());
     }
 }
 
