@@ -126,7 +126,11 @@ fn drills_turned_off_delete_their_cronjobs_but_never_a_running_drill() {
     for name in [DRILL_X80, DRILL_80X] {
         let d = find(&off, name);
         assert_eq!((d.action, d.reason), (Action::Delete, Reason::DrillsOff));
-        assert_eq!(d.uid.as_deref(), Some(format!("uid-{name}").as_str()));
+        // The uid and version read are the delete's preconditions.
+        assert_eq!(
+            (d.uid.as_deref(), d.resource_version.as_deref()),
+            (Some(format!("uid-{name}").as_str()), Some("2"))
+        );
     }
     assert_eq!(off.count(Action::Keep), 2, "{off:#?}");
     // One shard's policy off: only its drill goes.
@@ -266,4 +270,29 @@ fn a_snapshot_cronjob_is_never_taken_for_a_drill_of_the_same_shard() {
         (Action::Keep, Reason::UnreadableRecord)
     );
     assert!(d.message.contains("snapshot"), "{}", d.message);
+}
+
+#[test]
+fn a_shard_s_drills_off_never_touch_its_snapshot_cronjobs() {
+    // -80's drills are off; a snapshot CronJob of ours for -80 under an old release name
+    // is a duplicate of the current one, removed as such — never as a drill.
+    let cfg_off = config(
+        "  keyspaces:\n    commerce:\n      shards:\n        \"-80\": {drill: {enabled: false}}\n",
+    );
+    let made = applied_with(
+        &[],
+        &plan(&cfg_off, &with_drills_seen(vec![two_shards()], vec![])),
+        &with_drills(),
+    );
+    let current = "vtsnap-snap-example-commerce-x-80";
+    let mut renamed = made.iter().find(|c| c.name == current).unwrap().clone();
+    renamed.name = "old-vtsnap-snap-example-commerce-x-80".into();
+    renamed.uid = "uid-old".into();
+    let mut crons = made.clone();
+    crons.push(renamed);
+    let p = plan(&cfg_off, &with_drills_seen(vec![two_shards()], crons));
+    let d = find(&p, "old-vtsnap-snap-example-commerce-x-80");
+    assert_eq!((d.action, d.reason), (Action::Delete, Reason::Duplicate));
+    assert_eq!(find(&p, current).reason, Reason::UpToDate);
+    assert!(p.decisions.iter().all(|d| d.name != DRILL_X80), "{p:#?}");
 }
