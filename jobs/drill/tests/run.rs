@@ -1,7 +1,8 @@
 //! `vtsnap-drill run` against the in-memory API and the fake vtctld, with a FAKE kubelet
 //! (docs/design.md §7: the node tier runs the real one): the drill's objects are made,
 //! judged from what the kubelet reports, recorded on the snapshot and removed; every
-//! request it sends is one the chart's `drill` Role grants.
+//! request it sends is one the chart's `drill` Role grants; a drill killed at any of its
+//! steps leaves only what its Job owns.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -16,7 +17,7 @@ use vtsnap_core::snapshot::{ANN_DRILL, DrillRecord, DrillResult, GROUP, PLURAL};
 use vtsnap_drill::objects::{CHECKER_CONTAINER, Owner, RESTORE_CONTAINER, Settings};
 use vtsnap_drill::report::Outcome;
 use vtsnap_drill::run::{RunOptions, run};
-use vtsnap_testkit::fake_kube::FakeKube;
+use vtsnap_testkit::fake_kube::{FakeKube, Fault, Verb, is};
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
 use vtsnap_testkit::fixtures::shard;
 use vtsnap_testkit::operator_objects::{VtsnapSnapshot, operator_shard};
@@ -200,4 +201,122 @@ async fn plan_creates_nothing_and_names_the_snapshot() {
     );
     assert!(drill_objects(&w.kube).is_empty());
     assert!(w.kube.writes().is_empty(), "{:?}", w.kube.writes());
+}
+
+/// Where a drill is killed: just before one of its writes, which never lands.
+#[derive(Debug, Clone, Copy)]
+struct KillPoint {
+    verb: Verb,
+    plural: &'static str,
+    /// The drill's record is on the snapshot by then.
+    recorded: bool,
+}
+
+const KILL_POINTS: [KillPoint; 6] = [
+    KillPoint {
+        verb: Verb::Create,
+        plural: "persistentvolumeclaims",
+        recorded: false,
+    },
+    KillPoint {
+        verb: Verb::Create,
+        plural: "pods",
+        recorded: false,
+    },
+    // The Pod finished and was judged; nothing is removed yet.
+    KillPoint {
+        verb: Verb::Delete,
+        plural: "pods",
+        recorded: false,
+    },
+    KillPoint {
+        verb: Verb::Delete,
+        plural: "persistentvolumeclaims",
+        recorded: false,
+    },
+    KillPoint {
+        verb: Verb::Patch,
+        plural: "volumesnapshots",
+        recorded: false,
+    },
+    KillPoint {
+        verb: Verb::Create,
+        plural: "events",
+        recorded: true,
+    },
+];
+
+/// A drill killed at each of its steps (its write held until the kill): what it leaves is
+/// owned by its Job, for the garbage collector; the snapshot carries a record only once
+/// it was written; the next drill waits for the leftovers, and runs once they are gone.
+#[tokio::test]
+async fn a_drill_killed_at_each_step_leaves_only_what_its_job_owns() {
+    for point in KILL_POINTS {
+        let w = world().await;
+        let reached = std::sync::Arc::new(tokio::sync::Notify::new());
+        let signal = reached.clone();
+        w.kube.fault(
+            Fault::on(is(point.verb, point.plural))
+                .then_change(move |_| signal.notify_one())
+                .delay(Duration::from_secs(3600)),
+        );
+        let kubelet = tokio::spawn(fake_kubelet(w.kube.clone(), report(true)));
+        let (client, config) = (w.kube.client_as("drill"), w.config.clone());
+        let drill = tokio::spawn(async move {
+            run(
+                &client,
+                &config,
+                &ShardName::new("example", "commerce", "-"),
+                &options(),
+            )
+            .await
+        });
+        reached.notified().await;
+        // Killed, as its Job's Pod would be.
+        drill.abort();
+        assert!(drill.await.unwrap_err().is_cancelled(), "{point:?}");
+        kubelet.abort();
+        w.kube.clear_faults();
+
+        let left = drill_objects(&w.kube);
+        for o in &left {
+            assert_eq!(
+                (
+                    &o["metadata"]["ownerReferences"][0]["kind"],
+                    &o["metadata"]["ownerReferences"][0]["uid"]
+                ),
+                (&json!("Job"), &json!("job-uid")),
+                "{point:?}: {o}"
+            );
+        }
+        let snap = w.kube.get_json(GROUP, PLURAL, "vitess", "s-1").unwrap();
+        assert_eq!(
+            snap["metadata"]["annotations"].get(ANN_DRILL).is_some(),
+            point.recorded,
+            "{point:?}: {snap}"
+        );
+
+        // The next drill: refused while anything is left, as a run would see it.
+        let name = ShardName::new("example", "commerce", "-");
+        if !left.is_empty() {
+            let s = run(&w.kube.client_as("drill"), &w.config, &name, &options()).await;
+            assert_eq!(s.outcome, Outcome::Refused, "{point:?}: {s:?}");
+            assert_eq!(s.exit().code(), 3);
+            // The garbage collector removes what the deleted Job owned.
+            for o in &left {
+                let plural = if o["kind"] == "Pod" {
+                    "pods"
+                } else {
+                    "persistentvolumeclaims"
+                };
+                let name = o["metadata"]["name"].as_str().unwrap();
+                w.kube.remove("", plural, "vitess", name).unwrap();
+            }
+        }
+        let kubelet = tokio::spawn(fake_kubelet(w.kube.clone(), report(true)));
+        let s = run(&w.kube.client_as("drill"), &w.config, &name, &options()).await;
+        kubelet.abort();
+        assert_eq!(s.outcome, Outcome::Passed, "{point:?}: {s:?}");
+        assert!(drill_objects(&w.kube).is_empty(), "{point:?}");
+    }
 }
