@@ -463,3 +463,17 @@ impl ShardFixture {
         });
     }
 }
+
+/// A vtsnap VolumeSnapshot of `example/commerce/-` in `ns` that never becomes ready: its
+/// source PVC does not exist (for the real API tier, where the CSI stack would act on it).
+pub fn unready_snapshot(ns: &str, name: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+        "metadata": {"name": name, "namespace": ns, "labels": {
+            "app.kubernetes.io/managed-by": "vtsnap", "vtsnap.io/cluster": "example",
+            "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-x",
+            "vtsnap.io/phase": "cut", "vtsnap.io/mode": "cold"}},
+        "spec": {"volumeSnapshotClassName": "vtsnap-btrfs",
+                 "source": {"persistentVolumeClaimName": "no-such-pvc"}}
+    })
+}

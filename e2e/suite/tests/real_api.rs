@@ -27,7 +27,7 @@ use vtsnap_core::vtctld::TabletType;
 use vtsnap_core::vtctld::messages::replicationdata::Status;
 use vtsnap_gc::act::{GcOptions, run as gc_run};
 use vtsnap_testkit::fake_vtctld::{Backend, FakeVtctld};
-use vtsnap_testkit::fixtures::shard;
+use vtsnap_testkit::fixtures::{shard, unready_snapshot};
 use vtsnap_testkit::grpc::Running;
 use vtsnap_testkit::operator_objects::{OperatorTablet, operator_shard, pvc_template};
 use vtsnap_testkit::real_kube::{RealKube, resource};
@@ -42,18 +42,6 @@ fn clusters() -> kube::core::ApiResource {
 
 /// A VolumeSnapshot with vtsnap's labels of `example/commerce/-` whose source PVC does not
 /// exist: the snapshot controller leaves it unready, which is all these tests need.
-fn unready_snapshot(ns: &str, name: &str) -> Value {
-    json!({
-        "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
-        "metadata": {"name": name, "namespace": ns, "labels": {
-            "app.kubernetes.io/managed-by": "vtsnap", "vtsnap.io/cluster": "example",
-            "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-x",
-            "vtsnap.io/phase": "cut", "vtsnap.io/mode": "cold"}},
-        "spec": {"volumeSnapshotClassName": "vtsnap-btrfs",
-                 "source": {"persistentVolumeClaimName": "no-such-pvc"}}
-    })
-}
-
 fn config(ns: &str, extra: &str) -> Config {
     config_with_vtctld(ns, "127.0.0.1:1", extra)
 }

@@ -37,17 +37,11 @@ fn settings() -> Settings {
 
 /// A vtsnap VolumeSnapshot of `example/commerce/-` whose source PVC does not exist: the
 /// snapshot controller leaves it unready, so a PVC restored from it never binds.
+/// The shared unready snapshot, with the GTID position a drill reads.
 fn unready_snapshot(ns: &str, name: &str) -> Value {
-    json!({
-        "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
-        "metadata": {"name": name, "namespace": ns, "labels": {
-            "app.kubernetes.io/managed-by": "vtsnap", "vtsnap.io/cluster": "example",
-            "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-x",
-            "vtsnap.io/phase": "cut", "vtsnap.io/mode": "cold"},
-            "annotations": {"vtsnap.io/gtid-executed": "MariaDB/0-1-100"}},
-        "spec": {"volumeSnapshotClassName": "vtsnap-btrfs",
-                 "source": {"persistentVolumeClaimName": "no-such-pvc"}}
-    })
+    let mut s = vtsnap_testkit::fixtures::unready_snapshot(ns, name);
+    s["metadata"]["annotations"] = json!({"vtsnap.io/gtid-executed": "MariaDB/0-1-100"});
+    s
 }
 
 fn target(ns: &str, snapshot: &str) -> Target {
