@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-pub use primary::{PrimaryBinlogs, read_primary};
+pub use primary::{PrimaryBinlogs, read_primary, read_primary_at};
 pub use set::{GtidSet, Intervals, Text, normalize};
 
 /// How exact the snapshot's recorded position is.

@@ -43,7 +43,15 @@ pub async fn read_primary(
         .as_ref()
         .map(TabletAlias::from)
         .ok_or("the shard record names no primary")?;
-    let primary = &primary;
+    read_primary_at(v, &primary).await
+}
+
+/// [`read_primary`] for a caller that already read the shard record's primary (one
+/// `GetShard` fewer).
+pub async fn read_primary_at(
+    v: &VtctldClient,
+    primary: &TabletAlias,
+) -> Result<PrimaryBinlogs, String> {
     let fetch = |query: String| async move {
         v.execute_fetch_as_dba(primary, &query, 1000)
             .await

@@ -9,10 +9,11 @@ use vtsnap_admission::decide::data_claim_of;
 use vtsnap_admission::observe::{SnapshotRead, snapshot_of};
 use vtsnap_admission::tablets::read_shard;
 use vtsnap_core::config::{Config, ConfiguredShard};
-use vtsnap_core::coverage::read_primary;
+use vtsnap_core::coverage::{read_primary, read_primary_at};
 use vtsnap_core::discover;
 use vtsnap_core::labels as op;
 use vtsnap_core::labels::MANAGED_BY;
+use vtsnap_core::naming::TabletAlias;
 use vtsnap_core::reconcile::list;
 use vtsnap_core::shard::{ShardName, ShardRef};
 use vtsnap_core::snapshot::{self, VolumeSnapshot};
@@ -80,9 +81,13 @@ pub async fn observe(
     let vtctld = VtctldClient::new(&endpoint, CallLimits::default())
         .map_err(|e| DrillError::Vtctld(e.to_string()))?;
     let state = read_shard(&vtctld, shard).await;
-    let purged = read_primary(&vtctld, &shard.keyspace, &shard.shard)
-        .await
-        .map(|p| p.purged);
+    // The shard record was just read: its primary is asked directly.
+    let purged = match state.primary.as_deref().map(str::parse::<TabletAlias>) {
+        Some(Ok(primary)) => read_primary_at(&vtctld, &primary).await,
+        Some(Err(e)) => Err(format!("the shard record's primary: {e}")),
+        None => read_primary(&vtctld, &shard.keyspace, &shard.shard).await,
+    }
+    .map(|p| p.purged);
 
     let snaps = snapshot::api(kube, ns);
     let of_shard = format!(
