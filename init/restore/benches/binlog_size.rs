@@ -12,54 +12,35 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use vtsnap_core::naming::TabletUid;
-use vtsnap_restore::{Options, run};
+use common::{FROM, median_move};
 use vtsnap_testkit::layout::TabletLayout;
 
 const MIB: u64 = 1 << 20;
 const FLATNESS_LIMIT: f64 = 3.0;
 const TARGET: Duration = Duration::from_millis(200);
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
 /// The median restore of a tablet whose last binlog holds `bytes`, moved back and forth
 /// between two UIDs (`reps` times).
 fn measure(dir: &Path, bytes: u64, crash_image: bool, reps: usize) -> Duration {
     let root = dir.join("vtdataroot");
     std::fs::create_dir_all(&root).unwrap();
-    let (a, b) = (TabletUid::new(101), TabletUid::new(2_548_885_007));
-    let mut layout = TabletLayout::mariadb(a.get()).last_binlog_bytes(bytes);
+    let mut layout = TabletLayout::mariadb(FROM.get()).last_binlog_bytes(bytes);
     if crash_image {
         layout = layout.crash_image();
     }
     layout.write(&root).unwrap();
     let last = root
-        .join(a.tablet_dir_name())
+        .join(FROM.tablet_dir_name())
         .join(format!("bin-logs/{}.000003", layout.binlog_base()));
     let size = std::fs::metadata(&last).unwrap().len();
     assert!(size >= bytes, "{} is {size} bytes", last.display());
-    let mut times = Vec::with_capacity(reps);
-    for i in 0..reps {
-        let to = if i % 2 == 0 { b } else { a };
-        let opts = Options {
-            vtdataroot: root.clone(),
-            tablet_uid: to,
-            server_id: None,
-            dry_run: false,
-        };
-        let start = Instant::now();
-        let out = run(&opts).unwrap();
-        times.push(start.elapsed());
-        assert_eq!(out.action, vtsnap_restore::Action::Moved);
-    }
-    median(times)
+    median_move(&root, reps)
 }
 
 fn main() -> ExitCode {
