@@ -27,7 +27,7 @@ groups=(
   "vtsnap-core|core/src/select.rs core/src/config/resolve.rs core/src/config/validate.rs core/src/config/pvc_spec.rs core/src/vtbackup.rs core/src/snapshot/read.rs core/src/snapshot/gtid.rs core/src/snapshot/source.rs core/src/coverage/mod.rs core/src/coverage/set.rs core/src/schedule.rs core/src/snapshot/drill.rs|--lib"
   "vtsnap-restore|init/restore/src/observe.rs init/restore/src/decide.rs|--lib --test layouts --test hostile"
   "vtsnap-node|node/src/daemon/decide.rs|--lib"
-  "vtsnap-admission|webhook/src/decide/mod.rs webhook/src/decide/restore.rs webhook/src/decide/pod.rs webhook/src/decide/vtbackup.rs|--lib"
+  "vtsnap-admission|webhook/src/decide/mod.rs webhook/src/decide/restore.rs webhook/src/decide/pod.rs webhook/src/decide/vtbackup.rs webhook/src/server/drill_metrics.rs|--lib"
   "vtsnap-vtbackup-storage|jobs/vtbackup-storage/src/decide/mod.rs jobs/vtbackup-storage/src/effective.rs|--lib --test plan"
   "vtsnap-snapshot|jobs/snapshot/src/schedule/decide.rs jobs/snapshot/src/schedule/names.rs|--lib --test schedule_plan"
   "vtsnap-drill|jobs/drill/src/decide.rs jobs/drill/src/outcome.rs jobs/drill/src/objects.rs jobs/drill/src/check/judge.rs|--lib"
