@@ -3,8 +3,8 @@
 //! A restore reads the last binlog only when it is in use (an online snapshot's crash
 //! image: its Binlog_checkpoint events name files that are renamed). A cleanly closed one
 //! (a cold snapshot) is left after its Format_description event, so a cold restore must
-//! stay flat from a 1 MiB to a 1 GiB last binlog: ratio ≤ 3, and within 200 ms at either
-//! size. The online restore walks every event header: it is measured and reported, and
+//! stay flat from a 1 MiB to a 1 GiB last binlog: ratio ≤ 3 of the fastest runs, and a
+//! median within 200 ms at either size. The online restore walks every event header: it is measured and reported, and
 //! must still finish (it grows with the binlog by design).
 //!
 //! `cargo bench -p vtsnap-restore --bench binlog_size [-- --quick]`
@@ -18,16 +18,16 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use common::{FROM, median_move};
+use common::{FROM, Timing, time_moves};
 use vtsnap_testkit::layout::TabletLayout;
 
 const MIB: u64 = 1 << 20;
 const FLATNESS_LIMIT: f64 = 3.0;
 const TARGET: Duration = Duration::from_millis(200);
 
-/// The median restore of a tablet whose last binlog holds `bytes`, moved back and forth
-/// between two UIDs (`reps` times).
-fn measure(dir: &Path, bytes: u64, crash_image: bool, reps: usize) -> Duration {
+/// Restores of a tablet whose last binlog holds `bytes`, moved back and forth between two
+/// UIDs (`reps` times).
+fn measure(dir: &Path, bytes: u64, crash_image: bool, reps: usize) -> Timing {
     let root = dir.join("vtdataroot");
     std::fs::create_dir_all(&root).unwrap();
     let mut layout = TabletLayout::mariadb(FROM.get()).last_binlog_bytes(bytes);
@@ -40,15 +40,15 @@ fn measure(dir: &Path, bytes: u64, crash_image: bool, reps: usize) -> Duration {
         .join(format!("bin-logs/{}.000003", layout.binlog_base()));
     let size = std::fs::metadata(&last).unwrap().len();
     assert!(size >= bytes, "{} is {size} bytes", last.display());
-    median_move(&root, reps)
+    time_moves(&root, reps)
 }
 
 fn main() -> ExitCode {
     let quick = std::env::args().any(|a| a == "--quick");
-    let reps = if quick { 5 } else { 15 };
+    let reps = if quick { 9 } else { 15 };
     let sizes = [(MIB, "1 MiB"), (1024 * MIB, "1 GiB")];
-    println!("| last binlog | snapshot | median restore | within 200 ms |");
-    println!("|---|---|---|---|");
+    println!("| last binlog | snapshot | median restore | fastest | within 200 ms |");
+    println!("|---|---|---|---|---|");
     let mut cold = Vec::new();
     for &(bytes, label) in &sizes {
         for (crash_image, kind) in [(false, "cold (closed)"), (true, "online (in use)")] {
@@ -58,18 +58,19 @@ fn main() -> ExitCode {
                 .unwrap();
             let t = measure(dir.path(), bytes, crash_image, reps);
             println!(
-                "| {label} | {kind} | {:.1} ms | {} |",
-                t.as_secs_f64() * 1e3,
-                if t <= TARGET { "yes" } else { "no" }
+                "| {label} | {kind} | {:.1} ms | {:.1} ms | {} |",
+                t.median.as_secs_f64() * 1e3,
+                t.fastest.as_secs_f64() * 1e3,
+                if t.median <= TARGET { "yes" } else { "no" }
             );
             if !crash_image {
                 cold.push(t);
             }
         }
     }
-    let ratio = cold[1].as_secs_f64() / cold[0].as_secs_f64().max(1e-6);
-    println!("cold flatness: 1 GiB / 1 MiB = {ratio:.2} (limit {FLATNESS_LIMIT})");
-    if ratio <= FLATNESS_LIMIT && cold.iter().all(|t| *t <= TARGET) {
+    let ratio = cold[1].fastest.as_secs_f64() / cold[0].fastest.as_secs_f64().max(1e-6);
+    println!("cold flatness (fastest runs): 1 GiB / 1 MiB = {ratio:.2} (limit {FLATNESS_LIMIT})");
+    if ratio <= FLATNESS_LIMIT && cold.iter().all(|t| t.median <= TARGET) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
