@@ -44,16 +44,24 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// One connection attempt. A socket path longer than `sun_path` holds (a volume mounted
+/// deep under the node's kubelet or CSI directory) is reached through its directory's
+/// descriptor, held open until the connection is made.
+async fn connect_once(o: &ProbeOptions) -> Result<Conn, mysql_async::Error> {
+    let (_dir, socket) = vtsnap_core::unixsock::short_path(&o.socket)?;
+    let opts = OptsBuilder::default()
+        .socket(Some(socket.to_string_lossy().into_owned()))
+        .user(Some(o.user.clone()))
+        .prefer_socket(true);
+    Conn::new(opts).await
+}
+
 /// Connects, retrying until `ready_timeout`; `Err` with the last error when it never
 /// answered.
 async fn connect(o: &ProbeOptions) -> Result<(Conn, Duration), String> {
     let start = Instant::now();
-    let opts = OptsBuilder::default()
-        .socket(Some(o.socket.to_string_lossy().into_owned()))
-        .user(Some(o.user.clone()))
-        .prefer_socket(true);
     loop {
-        let attempt = tokio::time::timeout(Duration::from_secs(10), Conn::new(opts.clone()));
+        let attempt = tokio::time::timeout(Duration::from_secs(10), connect_once(o));
         let last = match attempt.await {
             Ok(Ok(conn)) => return Ok((conn, start.elapsed())),
             Ok(Err(e)) => e.to_string(),
@@ -170,11 +178,7 @@ pub async fn probe(o: &ProbeOptions) -> Result<Probed, String> {
 /// Asks the server to stop (`SHUTDOWN`), so that the drill Pod completes once checked.
 /// A server that already went away is what was asked for.
 pub async fn shutdown(o: &ProbeOptions) -> Result<(), String> {
-    let opts = OptsBuilder::default()
-        .socket(Some(o.socket.to_string_lossy().into_owned()))
-        .user(Some(o.user.clone()))
-        .prefer_socket(true);
-    let mut conn = match tokio::time::timeout(Duration::from_secs(10), Conn::new(opts)).await {
+    let mut conn = match tokio::time::timeout(Duration::from_secs(10), connect_once(o)).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => return Err(format!("cannot connect to shut mysqld down: {e}")),
         Err(_) => return Err("cannot connect to shut mysqld down within 10s".into()),
@@ -194,5 +198,31 @@ mod tests {
         assert_eq!(quoted("orders"), "`orders`");
         assert_eq!(quoted("a`b"), "`a``b`");
         assert_eq!(quoted("x`; DROP TABLE y; --"), "`x``; DROP TABLE y; --`");
+    }
+
+    /// The volume of a drill run from the node side sits deep under a kubelet or CSI
+    /// directory; its socket path is longer than `sun_path` and must still be reached.
+    #[tokio::test]
+    async fn a_socket_path_longer_than_sun_path_is_reached() {
+        let d = tempfile::tempdir().unwrap();
+        let deep = d.path().join("v".repeat(100)).join("socket");
+        std::fs::create_dir_all(&deep).unwrap();
+        let socket = deep.join("mysql.sock");
+        assert!(socket.as_os_str().len() > 108);
+        let listener = vtsnap_core::unixsock::bind(&socket).unwrap();
+        let o = ProbeOptions {
+            socket,
+            user: "root".into(),
+            ready_timeout: Duration::from_secs(1),
+            table_budget: Duration::from_secs(1),
+            sample_seed: 0,
+            flavor: GtidFlavor::Mariadb,
+        };
+        // The listener never greets, so the client waits in its handshake: what matters
+        // is that its connection arrived at all.
+        tokio::select! {
+            accepted = listener.accept() => assert!(accepted.is_ok()),
+            failed = connect_once(&o) => panic!("the client gave up before connecting: {failed:?}"),
+        }
     }
 }
