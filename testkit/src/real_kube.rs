@@ -14,8 +14,8 @@ use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::runtime::wait::await_condition;
 use serde_json::{Value, json};
+use vtsnap_core::reconcile::{Waited, wait_until};
 
 /// The environment variable naming the kubeconfig of the cluster under test.
 pub const KUBECONFIG_ENV: &str = "VTSNAP_TEST_KUBECONFIG";
@@ -287,10 +287,11 @@ impl RealKube {
                 .and_then(|s| s.phase.as_deref())
                 == Some("Bound")
         };
-        let got = tokio::time::timeout(limit, await_condition(api, name, bound))
-            .await
-            .unwrap_or_else(|_| panic!("PVC {namespace}/{name} not Bound within {limit:?}"))
-            .unwrap_or_else(|e| panic!("watching PVC {namespace}/{name}: {e}"));
+        let got = match wait_until(&api, name, limit, bound).await {
+            Waited::Met(got) => got,
+            Waited::TimedOut(_) => panic!("PVC {namespace}/{name} not Bound within {limit:?}"),
+            Waited::Refused(why) => panic!("watching PVC {namespace}/{name}: {why}"),
+        };
         got.and_then(|p| p.spec)
             .and_then(|s| s.volume_name)
             .unwrap_or_else(|| panic!("PVC {namespace}/{name} is Bound without a volume"))
@@ -310,42 +311,30 @@ impl RealKube {
     ) -> Value {
         let api = self.api(ar, namespace);
         let cond = std::sync::Arc::new(cond);
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            let cond = cond.clone();
-            let c = move |o: Option<&DynamicObject>| {
-                o.and_then(|o| serde_json::to_value(o).ok())
-                    .is_some_and(|v| cond(&v))
-            };
-            match tokio::time::timeout_at(deadline, await_condition(api.clone(), name, c)).await {
-                Ok(Ok(got)) => return serde_json::to_value(got).unwrap(),
-                Ok(Err(e)) if tokio::time::Instant::now() < deadline => {
-                    eprintln!(
-                        "watching {} {namespace}/{name}: {e}; watching again",
-                        ar.kind
-                    );
-                    // Not a hot loop when the server refuses at once.
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Ok(Err(e)) => panic!("watching {} {namespace}/{name}: {e}", ar.kind),
-                Err(_) => panic!(
-                    "{} {namespace}/{name}: not {what} within {limit:?}",
-                    ar.kind
-                ),
-            }
+        let c = move |o: Option<&DynamicObject>| {
+            o.and_then(|o| serde_json::to_value(o).ok())
+                .is_some_and(|v| cond(&v))
+        };
+        match wait_until(&api, name, limit, c).await {
+            Waited::Met(got) => serde_json::to_value(got).unwrap(),
+            Waited::TimedOut(last) => panic!(
+                "{} {namespace}/{name}: not {what} within {limit:?}; last read: {last:?}",
+                ar.kind
+            ),
+            Waited::Refused(why) => panic!("watching {} {namespace}/{name}: {why}", ar.kind),
         }
     }
 
     /// Waits (on a watch) until the object is gone.
     pub async fn wait_gone(&self, ar: &ApiResource, namespace: &str, name: &str, limit: Duration) {
         let api = self.api(ar, namespace);
-        tokio::time::timeout(
-            limit,
-            await_condition(api, name, |o: Option<&DynamicObject>| o.is_none()),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("{} {namespace}/{name} still there after {limit:?}", ar.kind))
-        .unwrap_or_else(|e| panic!("watching {} {namespace}/{name}: {e}", ar.kind));
+        match wait_until(&api, name, limit, |o: Option<&DynamicObject>| o.is_none()).await {
+            Waited::Met(_) => {}
+            Waited::TimedOut(_) => {
+                panic!("{} {namespace}/{name} still there after {limit:?}", ar.kind)
+            }
+            Waited::Refused(why) => panic!("watching {} {namespace}/{name}: {why}", ar.kind),
+        }
     }
 }
 

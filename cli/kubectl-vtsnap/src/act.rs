@@ -6,11 +6,11 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, LogParams, PostParams};
-use kube::runtime::wait::await_condition;
 use serde::Serialize;
 use serde_json::{Value, json};
 use vtsnap_core::config::Mode;
 use vtsnap_core::naming::KeyRange;
+use vtsnap_core::reconcile::{Waited, wait_until};
 use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 
 use crate::decide::doctor::Install;
@@ -228,13 +228,18 @@ pub async fn backup(
                     .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
             })
     };
-    let done = tokio::time::timeout(limit, await_condition(jobs.clone(), &name, ended))
-        .await
-        .map_err(|_| BackupError::Timeout(name.clone(), limit))?
-        .map_err(|e| BackupError::Api {
-            doing: format!("watch Job {name}"),
-            cause: e.to_string(),
-        })?;
+    // A cold snapshot keeps the Job quiet for minutes: the shared wait watches again
+    // when the connection drops meanwhile.
+    let done = match wait_until(&jobs, &name, limit, ended).await {
+        Waited::Met(job) => job,
+        Waited::TimedOut(_) => return Err(BackupError::Timeout(name.clone(), limit)),
+        Waited::Refused(cause) => {
+            return Err(BackupError::Api {
+                doing: format!("watch Job {name}"),
+                cause,
+            });
+        }
+    };
     let succeeded = done
         .and_then(|j| j.status)
         .and_then(|s| s.conditions)

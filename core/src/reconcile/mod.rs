@@ -4,7 +4,8 @@
 //! - [`list`]: one paged LIST (every page, 500 objects a page), folded or collected;
 //! - [`apis`]: the VitessCluster and VolumeSnapshot APIs (dynamic, one definition each);
 //! - [`replace_with_retry`]: the one GET → change → replace loop, read again on 409;
-//! - [`Report`] and [`ActError`]: what a run did and what failed, typed.
+//! - [`Report`] and [`ActError`]: what a run did and what failed, typed;
+//! - [`wait_until`]: a wait on one object's watch that outlives broken watches.
 //!
 //! The shard key is [`crate::shard::ShardRef`].
 
@@ -14,8 +15,10 @@ pub mod list;
 mod read;
 mod replace;
 mod report;
+mod wait;
 
 pub use key::ObjectKey;
 pub use read::Read;
 pub use replace::{Change, Outcome, ReplaceError, replace_with_retry};
 pub use report::{ActError, Completeness, Report};
+pub use wait::{Waited, wait_until};

@@ -11,10 +11,10 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::wait::await_condition;
 use serde_json::{Value, json};
 use vtsnap_core::coverage::Coverage;
 use vtsnap_core::events::{self, Subject};
+use vtsnap_core::reconcile::{Waited, wait_until};
 use vtsnap_core::snapshot::{ANN_DRILL, DrillRecord, DrillResult};
 
 use crate::error::DrillError;
@@ -32,31 +32,23 @@ pub struct Done {
     pub left: Vec<String>,
 }
 
-/// Waits until `cond` holds for object `name`, re-watching when a watch ends early, at
-/// most `limit`. Returns the object as last read and whether the limit was reached.
+/// Waits until `cond` holds for object `name`, at most `limit` (the shared wait of
+/// `vtsnap_core::reconcile`, which watches again when a watch breaks). Returns the object
+/// as last read and whether the limit was reached; `Err` with the server's refusal when
+/// this Job may not watch it at all.
 async fn wait_for<K>(
     api: &Api<K>,
     name: &str,
     limit: Duration,
     cond: impl Fn(Option<&K>) -> bool + Clone + Send + 'static,
-) -> (Option<K>, bool)
+) -> Result<(Option<K>, bool), String>
 where
     K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
 {
-    let start = Instant::now();
-    loop {
-        let left = limit.saturating_sub(start.elapsed());
-        if left.is_zero() {
-            return (api.get_opt(name).await.ok().flatten(), true);
-        }
-        match tokio::time::timeout(left, await_condition(api.clone(), name, cond.clone())).await {
-            Ok(Ok(got)) => return (got, false),
-            Ok(Err(e)) => {
-                tracing::debug!(object = name, error = %e, "watch ended; watching again");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(_) => return (api.get_opt(name).await.ok().flatten(), true),
-        }
+    match wait_until(api, name, limit, cond).await {
+        Waited::Met(got) => Ok((got, false)),
+        Waited::TimedOut(read) => Ok((read.present().cloned(), true)),
+        Waited::Refused(why) => Err(why),
     }
 }
 
@@ -123,7 +115,18 @@ pub async fn drill(
             .and_then(|s| s.phase.as_deref())
             == Some("Bound")
     };
-    let (_, never_bound) = wait_for(&pvcs, name, limit, bound).await;
+    let refused = |object: &str, why: String| DrillError::Watch {
+        object: format!("{object} {namespace}/{name}"),
+        why,
+    };
+    let never_bound = match wait_for(&pvcs, name, limit, bound).await {
+        Ok((_, never_bound)) => never_bound,
+        Err(why) => {
+            remove(&pods, name, created.metadata.uid.as_deref(), &mut done).await;
+            remove(&pvcs, name, claim.metadata.uid.as_deref(), &mut done).await;
+            return Err(refused("PersistentVolumeClaim", why));
+        }
+    };
     let pvc_bound_ms =
         (!never_bound).then(|| u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
     if pvc_bound_ms.is_some() {
@@ -132,7 +135,14 @@ pub async fn drill(
     let left = limit.saturating_sub(started.elapsed());
     let ended = |p: Option<&Pod>| value_of(p).is_some_and(|v| outcome::finished(&v));
     let (last, timed_out) = if pvc_bound_ms.is_some() {
-        wait_for(&pods, name, left, ended).await
+        match wait_for(&pods, name, left, ended).await {
+            Ok(seen) => seen,
+            Err(why) => {
+                remove(&pods, name, created.metadata.uid.as_deref(), &mut done).await;
+                remove(&pvcs, name, claim.metadata.uid.as_deref(), &mut done).await;
+                return Err(refused("Pod", why));
+            }
+        }
     } else {
         (pods.get_opt(name).await.ok().flatten(), true)
     };
@@ -211,8 +221,8 @@ where
     if done.left.iter().any(|l| l == &format!("{kind}/{name}")) {
         return;
     }
-    let (_, timed_out) = wait_for(api, name, GONE_LIMIT, |o: Option<&K>| o.is_none()).await;
-    if timed_out {
+    let gone = wait_for(api, name, GONE_LIMIT, |o: Option<&K>| o.is_none()).await;
+    if !matches!(gone, Ok((_, false))) {
         done.left.push(format!("{kind}/{name}"));
     }
 }

@@ -21,6 +21,9 @@ pub enum DrillError {
         #[source]
         source: kube::Error,
     },
+    /// The server refuses this Job the watch of an object it made (its RBAC).
+    #[error("watching {object}: refused ({why})")]
+    Watch { object: String, why: String },
     #[error("recording the drill on VolumeSnapshot {snapshot}: {source}")]
     Record {
         snapshot: String,
@@ -37,6 +40,7 @@ impl DrillError {
             Self::Vtctld(_)
             | Self::Kubernetes { .. }
             | Self::Create { .. }
+            | Self::Watch { .. }
             | Self::Record { .. } => Exit::Failed,
         }
     }
@@ -48,6 +52,7 @@ impl DrillError {
             Self::Vtctld(_) => "vtctld-unavailable",
             Self::Kubernetes { .. } => "kubernetes-unavailable",
             Self::Create { .. } => "create-failed",
+            Self::Watch { .. } => "watch-refused",
             Self::Record { .. } => "record-failed",
         }
     }

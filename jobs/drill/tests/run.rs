@@ -183,6 +183,35 @@ async fn a_drill_that_fails_says_why_and_exits_1() {
     assert!(drill_objects(&w.kube).is_empty());
 }
 
+/// A Job whose Role lost the watch verb: the run says so at once, records nothing on the
+/// snapshot (the snapshot was not judged) and removes what it made.
+#[tokio::test]
+async fn a_refused_watch_fails_the_run_at_once_and_removes_what_it_made() {
+    let w = world().await;
+    w.kube.fault(
+        Fault::on(is(Verb::Watch, "persistentvolumeclaims"))
+            .status(403)
+            .always(),
+    );
+    let name = ShardName::new("example", "commerce", "-");
+    let s = run(&w.kube.client_as("drill"), &w.config, &name, &options()).await;
+    assert_eq!(s.outcome, Outcome::Error, "{s:?}");
+    assert_eq!(s.exit().code(), 1);
+    let error = s.error.as_ref().unwrap();
+    assert_eq!(error.code, "watch-refused", "{error:?}");
+    assert!(
+        error.message.contains("PersistentVolumeClaim vitess/"),
+        "{error:?}"
+    );
+    let snap = w.kube.get_json(GROUP, PLURAL, "vitess", "s-1").unwrap();
+    assert!(snap["metadata"]["annotations"].get(ANN_DRILL).is_none());
+    assert!(
+        drill_objects(&w.kube).is_empty(),
+        "{:?}",
+        drill_objects(&w.kube)
+    );
+}
+
 #[tokio::test]
 async fn plan_creates_nothing_and_names_the_snapshot() {
     let w = world().await;
