@@ -64,6 +64,9 @@ async fn connect(o: &ProbeOptions) -> Result<(Conn, Duration), String> {
         let attempt = tokio::time::timeout(Duration::from_secs(10), connect_once(o));
         let last = match attempt.await {
             Ok(Ok(conn)) => return Ok((conn, start.elapsed())),
+            Ok(Err(e)) if never_reachable(&e) => {
+                return Err(format!("{e} (socket {})", o.socket.display()));
+            }
             Ok(Err(e)) => e.to_string(),
             Err(_) => "no answer within 10s".to_owned(),
         };
@@ -78,6 +81,13 @@ async fn connect(o: &ProbeOptions) -> Result<(Conn, Duration), String> {
         // the socket itself.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// A socket path the system refuses as such (not a directory, no file name): no wait
+/// can change it, so the drill says so at once instead of at `ready_timeout`.
+fn never_reachable(e: &mysql_async::Error) -> bool {
+    matches!(e, mysql_async::Error::Io(mysql_async::IoError::Io(io))
+        if matches!(io.kind(), std::io::ErrorKind::InvalidInput | std::io::ErrorKind::NotADirectory))
 }
 
 /// The server's executed GTID set, as it prints it.
@@ -224,5 +234,26 @@ mod tests {
             accepted = listener.accept() => assert!(accepted.is_ok()),
             failed = connect_once(&o) => panic!("the client gave up before connecting: {failed:?}"),
         }
+    }
+
+    /// A path that can never be a socket (a regular file where its directory should be)
+    /// fails at once, not after the wait for mysqld.
+    #[tokio::test]
+    async fn a_socket_path_that_can_never_work_fails_at_once() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("file"), b"").unwrap();
+        let o = ProbeOptions {
+            socket: d.path().join("file").join("mysql.sock"),
+            user: "root".into(),
+            ready_timeout: Duration::from_secs(3600),
+            table_budget: Duration::from_secs(1),
+            sample_seed: 0,
+            flavor: GtidFlavor::Mariadb,
+        };
+        let e = tokio::time::timeout(Duration::from_secs(60), connect(&o))
+            .await
+            .expect("still waiting for a socket that cannot exist")
+            .unwrap_err();
+        assert!(e.contains("mysql.sock"), "{e}");
     }
 }
