@@ -15,7 +15,7 @@ cargo build -q -p vtsnap-csi-btrfs -p kubectl-vtsnap
 cargo test -q -p vtsnap-e2e --no-run
 trap 'bash e2e/local-cluster/cluster.sh down' EXIT
 bash e2e/local-cluster/cluster.sh up
-export VTSNAP_TEST_KUBECONFIG="$root/target/local-cluster/kubeconfig"
+export VTSNAP_TEST_KUBECONFIG="${LOCAL_CLUSTER_DIR:-$root/target/local-cluster}/kubeconfig"
 set -o pipefail
 # The tests that run Pods: only on the cluster with a node (the others set Pod status by
 # hand, which a kubelet would overwrite).

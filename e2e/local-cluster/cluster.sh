@@ -532,11 +532,23 @@ on_up_failure() {
   fi
 }
 
+# A unix socket's path holds at most 107 bytes (sun_path, 108 with its NUL), and Go's
+# listeners refuse a longer one. The longest the cluster binds is the CSI driver's
+# registration socket in kubelet's plugins_registry: a checkout deep enough to pass the
+# limit is named here, not found as a registration that never comes.
+check_socket_paths() {
+  [[ $with_node == 1 ]] || return 0
+  local longest="$state/node/kubelet/plugins_registry/$CSI_DRIVER-reg.sock"
+  ((${#longest} <= 107)) || die "$longest is ${#longest} bytes, more than a unix socket's \
+107: set LOCAL_CLUSTER_DIR to a directory at most $((107 - ${#longest} + ${#state})) bytes long"
+}
+
 cmd_up() {
   need_cmd openssl
   need_cmd curl
   need_cmd setsid util-linux
   check_tools
+  check_socket_paths
   mkdir -p "$state"
   # A cluster that runs more than asked for (a node, a scheduler) would schedule and run
   # the node-less tests' Pods: it is taken down and started again as asked.
