@@ -25,6 +25,7 @@ export CARGO_TARGET_DIR="$root/target/mutants"
 groups=(
   "vtsnap-gc|jobs/retention-gc/src/decide/mod.rs jobs/retention-gc/src/decide/coverage.rs jobs/retention-gc/src/restores.rs|"
   "vtsnap-core|core/src/select.rs core/src/config/resolve.rs core/src/config/validate.rs core/src/config/pvc_spec.rs core/src/vtbackup.rs core/src/snapshot/read.rs core/src/snapshot/gtid.rs core/src/snapshot/source.rs core/src/coverage/mod.rs core/src/coverage/set.rs core/src/schedule.rs core/src/snapshot/drill.rs|--lib"
+  "vtsnap-core|core/src/reconcile/wait.rs|--test wait"
   "vtsnap-restore|init/restore/src/observe.rs init/restore/src/decide.rs|--lib --test layouts --test hostile"
   "vtsnap-node|node/src/daemon/decide.rs|--lib"
   "vtsnap-admission|webhook/src/decide/mod.rs webhook/src/decide/restore.rs webhook/src/decide/pod.rs webhook/src/decide/vtbackup.rs webhook/src/server/drill_metrics.rs|--lib"

@@ -59,14 +59,15 @@ where
     Waited::TimedOut(Read::from_get(api.get_opt(name).await))
 }
 
-/// The server's refusal, when the error is one that no retry can change.
+/// The server's refusal, when the error is one that no retry can change. Authorization
+/// answers the request that opens a list or a watch; an error event inside an open watch
+/// (a 410 when its resourceVersion is too old) is watched past.
 fn refusal(e: &wait::Error) -> Option<String> {
     let wait::Error::ProbeFailed(w) = e;
     let status = match w {
         watcher::Error::InitialListFailed(kube::Error::Api(s))
         | watcher::Error::WatchStartFailed(kube::Error::Api(s))
         | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.as_ref(),
-        watcher::Error::WatchError(s) => s.as_ref(),
         _ => return None,
     };
     matches!(status.code, 401 | 403).then(|| format!("{} {}", status.code, status.message))
