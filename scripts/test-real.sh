@@ -13,9 +13,14 @@ mkdir -p target
 # The plugin runs as a process in real_chart.rs (kubectl finds it on PATH).
 cargo build -q -p vtsnap-csi-btrfs -p kubectl-vtsnap
 cargo test -q -p vtsnap-e2e --no-run
+# A checkout too deep for the node's sockets is named now, not after the first phase.
+if [[ "${TEST_REAL_NODE:-1}" != 0 ]]; then
+  bash e2e/local-cluster/cluster.sh check-paths --node
+fi
 trap 'bash e2e/local-cluster/cluster.sh down' EXIT
 bash e2e/local-cluster/cluster.sh up
-export VTSNAP_TEST_KUBECONFIG="${LOCAL_CLUSTER_DIR:-$root/target/local-cluster}/kubeconfig"
+state="$(realpath -m "${LOCAL_CLUSTER_DIR:-$root/target/local-cluster}")"
+export VTSNAP_TEST_KUBECONFIG="$state/kubeconfig"
 set -o pipefail
 # The tests that run Pods: only on the cluster with a node (the others set Pod status by
 # hand, which a kubelet would overwrite).

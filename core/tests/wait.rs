@@ -1,5 +1,6 @@
 //! Waiting on one object against the fake Kubernetes API: broken watches are watched
-//! again, a refusal ends the wait at once, and the limit returns the object as read.
+//! again, a lasting refusal ends the wait, the limit judges one last read, and every
+//! watch asks the server to end it before the client's read timeout would.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -9,8 +10,13 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use serde_json::json;
+use vtsnap_core::cli::{ApiTimeouts, MAX_WATCH_SECONDS, client_with};
 use vtsnap_core::reconcile::{Read, Waited, wait_until};
 use vtsnap_testkit::fake_kube::{FakeKube, Fault, FaultAction, Verb, is};
+
+/// A guard on tests whose wait must end by itself long before its limit: a regression
+/// fails here instead of hanging.
+const PROMPTLY: Duration = Duration::from_secs(60);
 
 fn counter(n: u32) -> serde_json::Value {
     json!({
@@ -20,9 +26,9 @@ fn counter(n: u32) -> serde_json::Value {
     })
 }
 
-fn with_counter() -> FakeKube {
+fn with_counter(n: u32) -> FakeKube {
     let kube = FakeKube::new();
-    kube.put_json("", "configmaps", counter(0));
+    kube.put_json("", "configmaps", counter(n));
     kube
 }
 
@@ -41,9 +47,18 @@ fn requests(kube: &FakeKube, verb: Verb) -> usize {
         .count()
 }
 
+async fn wait_for_five(api: &Api<ConfigMap>, limit: Duration) -> Waited<ConfigMap> {
+    tokio::time::timeout(
+        PROMPTLY.max(limit + Duration::from_secs(30)),
+        wait_until(api, "counter", limit, |c| n(c) == Some(5)),
+    )
+    .await
+    .expect("the wait outlived its limit")
+}
+
 #[tokio::test]
 async fn broken_watches_are_watched_again_until_the_condition_holds() {
-    let kube = with_counter();
+    let kube = with_counter(0);
     // Three watches break as a dropped connection would; the fourth finds the change
     // another writer made meanwhile.
     kube.fault(
@@ -58,10 +73,7 @@ async fn broken_watches_are_watched_again_until_the_condition_holds() {
                 k.put_json("", "configmaps", counter(5));
             }),
     );
-    let got = wait_until(&api(&kube), "counter", Duration::from_secs(120), |c| {
-        n(c) == Some(5)
-    })
-    .await;
+    let got = wait_for_five(&api(&kube), Duration::from_secs(120)).await;
     let Waited::Met(cm) = got else {
         panic!("not met: {got:?}")
     };
@@ -69,56 +81,186 @@ async fn broken_watches_are_watched_again_until_the_condition_holds() {
     assert!(requests(&kube, Verb::Watch) >= 4, "{:?}", kube.log());
 }
 
+/// The break that matters in production: an established watch on a quiet object, cut by
+/// the client's own read timeout.
 #[tokio::test]
-async fn a_refused_watch_ends_the_wait_at_once() {
-    let kube = with_counter();
-    kube.fault(Fault::on(is(Verb::List, "configmaps")).status(403).always());
-    let got = wait_until(&api(&kube), "counter", Duration::from_secs(20), |c| {
-        n(c) == Some(5)
-    })
-    .await;
-    let Waited::Refused(why) = got else {
-        panic!("not refused: {got:?}")
-    };
-    assert!(why.starts_with("403"), "{why}");
-    assert_eq!(
-        requests(&kube, Verb::List),
-        1,
-        "a refusal is not asked again"
+async fn a_watch_cut_by_the_read_timeout_is_watched_again() {
+    let kube = with_counter(0);
+    let front = kube.serve_http().await;
+    let client = client_with(
+        front.config(),
+        ApiTimeouts {
+            connect: Duration::from_secs(5),
+            read: Duration::from_secs(1),
+            write: Duration::from_secs(5),
+        },
+    )
+    .unwrap();
+    // The first watch stays quiet past the read timeout; the change lands as the second
+    // one starts.
+    kube.fault(
+        Fault::on(is(Verb::Watch, "configmaps"))
+            .nth(2)
+            .then_change(|k| {
+                k.put_json("", "configmaps", counter(5));
+            }),
+    );
+    let got = wait_for_five(&Api::namespaced(client, "ns"), Duration::from_secs(120)).await;
+    assert!(matches!(&got, Waited::Met(Some(_))), "{got:?}");
+    assert!(requests(&kube, Verb::Watch) >= 2);
+}
+
+#[tokio::test]
+async fn every_watch_asks_the_server_to_end_it_before_the_read_timeout() {
+    let kube = with_counter(0);
+    kube.fault(
+        Fault::on(is(Verb::Watch, "configmaps"))
+            .nth(3)
+            .then_change(|k| {
+                k.put_json("", "configmaps", counter(5));
+            }),
+    );
+    kube.fault(
+        Fault::on(is(Verb::Watch, "configmaps"))
+            .action(FaultAction::Drop)
+            .times(2),
+    );
+    let got = wait_for_five(&api(&kube), Duration::from_secs(120)).await;
+    assert!(matches!(&got, Waited::Met(Some(_))), "{got:?}");
+    let asked: Vec<Option<u32>> = kube
+        .log()
+        .iter()
+        .filter(|l| l.info.verb == Verb::Watch)
+        .map(|l| {
+            l.info
+                .query
+                .get("timeoutSeconds")
+                .and_then(|t| t.parse().ok())
+        })
+        .collect();
+    assert!(asked.len() >= 3, "{asked:?}");
+    assert!(
+        asked
+            .iter()
+            .all(|t| t.is_some_and(|t| t <= MAX_WATCH_SECONDS)),
+        "{asked:?}"
     );
 }
 
 #[tokio::test]
-async fn a_server_error_is_not_a_refusal() {
-    let kube = with_counter();
-    kube.fault(Fault::on(is(Verb::List, "configmaps")).status(500).times(2));
-    let got = wait_until(&api(&kube), "counter", Duration::from_secs(120), |c| {
-        n(c) == Some(0)
-    })
-    .await;
-    assert!(matches!(got, Waited::Met(Some(_))), "{got:?}");
+async fn a_lasting_refusal_ends_the_wait() {
+    for (verb, code) in [(Verb::List, 403), (Verb::Watch, 401)] {
+        let kube = with_counter(0);
+        kube.fault(Fault::on(is(verb, "configmaps")).status(code).always());
+        let got = wait_for_five(&api(&kube), Duration::from_secs(3600)).await;
+        let Waited::Refused(r) = got else {
+            panic!("{verb:?} {code}: not refused: {got:?}")
+        };
+        assert_eq!(r.code, code);
+        assert_eq!(r.to_string(), format!("{code} {}", r.message));
+        assert!(r.message.contains("injected fault"), "{r:?}");
+        assert_eq!(
+            requests(&kube, verb),
+            3,
+            "{verb:?} {code}: asked three times"
+        );
+    }
+}
+
+/// A token being refreshed, or RBAC a moment behind a Role just applied: a refusal that
+/// clears is waited past.
+#[tokio::test]
+async fn a_refusal_that_clears_is_waited_past() {
+    let kube = with_counter(5);
+    kube.fault(Fault::on(is(Verb::List, "configmaps")).status(403).times(2));
+    let got = wait_for_five(&api(&kube), Duration::from_secs(120)).await;
+    assert!(matches!(&got, Waited::Met(Some(_))), "{got:?}");
     assert_eq!(requests(&kube, Verb::List), 3);
 }
 
 #[tokio::test]
+async fn a_server_error_is_not_a_refusal() {
+    let kube = with_counter(5);
+    kube.fault(Fault::on(is(Verb::List, "configmaps")).status(500).times(4));
+    let got = wait_for_five(&api(&kube), Duration::from_secs(120)).await;
+    assert!(matches!(got, Waited::Met(Some(_))), "{got:?}");
+    assert_eq!(requests(&kube, Verb::List), 5);
+}
+
+#[tokio::test]
 async fn the_limit_returns_the_object_as_read_then() {
-    let kube = with_counter();
-    let got = wait_until(&api(&kube), "counter", Duration::from_millis(300), |c| {
-        n(c) == Some(5)
-    })
-    .await;
-    let Waited::TimedOut(Read::Present(cm)) = got else {
+    let kube = with_counter(0);
+    let got = wait_for_five(&api(&kube), Duration::from_millis(300)).await;
+    let Waited::TimedOut {
+        last: Read::Present(cm),
+        watch_error: None,
+    } = got
+    else {
         panic!("not timed out with the object: {got:?}")
     };
     assert_eq!(n(Some(&cm)), Some(0));
 }
 
+/// Watches failing until the limit: the last read decides (present or absent, the
+/// condition held or not), a timeout names the watches' error, and the pauses between
+/// watches grow (a hot loop would list dozens of times).
+#[tokio::test]
+async fn the_last_read_is_judged_by_the_condition() {
+    type Cond = fn(Option<&ConfigMap>) -> bool;
+    let five: Cond = |c| n(c) == Some(5);
+    let gone: Cond = |c| c.is_none();
+    for (start, cond, met) in [
+        (Some(5), five, true),
+        (Some(0), five, false),
+        (None, gone, true),
+        (None, five, false),
+    ] {
+        let kube = FakeKube::new();
+        if let Some(start) = start {
+            kube.put_json("", "configmaps", counter(start));
+        }
+        kube.fault(
+            Fault::on(is(Verb::List, "configmaps"))
+                .action(FaultAction::Drop)
+                .always(),
+        );
+        let got = tokio::time::timeout(
+            PROMPTLY,
+            wait_until(&api(&kube), "counter", Duration::from_secs(1), cond),
+        )
+        .await
+        .unwrap();
+        let case = format!("start {start:?}, met {met}");
+        match got {
+            Waited::Met(Some(cm)) if met && start.is_some() => {
+                assert_eq!(n(Some(&cm)), start, "{case}");
+            }
+            Waited::Met(None) if met && start.is_none() => {}
+            Waited::TimedOut {
+                last,
+                watch_error: Some(e),
+            } if !met => {
+                assert!(e.contains("list"), "{case}: {e}");
+                assert_eq!(last.present().is_some(), start.is_some(), "{case}");
+                assert!(!matches!(last, Read::Unreadable(_)), "{case}");
+            }
+            other => panic!("{case}: {other:?}"),
+        }
+        let lists = requests(&kube, Verb::List);
+        assert!((1..=6).contains(&lists), "{case}: {lists} lists in 1 s");
+    }
+}
+
 #[tokio::test]
 async fn absence_can_be_the_condition() {
     let kube = FakeKube::new();
-    let got = wait_until(&api(&kube), "counter", Duration::from_secs(120), |c| {
-        c.is_none()
-    })
-    .await;
+    let got = tokio::time::timeout(
+        PROMPTLY,
+        wait_until(&api(&kube), "counter", Duration::from_secs(120), |c| {
+            c.is_none()
+        }),
+    )
+    .await
+    .unwrap();
     assert_eq!(got, Waited::Met(None));
 }

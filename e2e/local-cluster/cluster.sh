@@ -13,6 +13,8 @@
 #   cluster.sh csi PATH          start the CSI sidecars against a driver socket (cluster up)
 #   cluster.sh verify            the checks `up` ends with
 #   cluster.sh status            what runs, by pid
+#   cluster.sh check-paths --node  refuse at once a state directory too deep for the
+#                                node's unix sockets (what `up --node` checks first)
 #   cluster.sh images            copy the images again into the running node (after
 #                                `make images`; Pods started later use them)
 #   cluster.sh down              stop everything and remove the state (idempotent); fails
@@ -33,7 +35,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 tools="${TOOLS_DIR:-$root/target/tools}"
-state="${LOCAL_CLUSTER_DIR:-$root/target/local-cluster}"
+# Absolute: the tests read the kubeconfig from another working directory.
+state="$(realpath -m "${LOCAL_CLUSTER_DIR:-$root/target/local-cluster}")"
 logs="$state/logs"
 pki="$state/pki"
 pids="$state/pids"
@@ -667,6 +670,7 @@ case "$cmd" in
   down) cmd_down ;;
   verify) cmd_verify ;;
   status) cmd_status ;;
+  check-paths) check_socket_paths ;;
   images)
     running containerd || die "no node is running (cluster.sh up --node)"
     import_node_images ;;

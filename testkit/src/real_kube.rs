@@ -289,7 +289,10 @@ impl RealKube {
         };
         let got = match wait_until(&api, name, limit, bound).await {
             Waited::Met(got) => got,
-            Waited::TimedOut(_) => panic!("PVC {namespace}/{name} not Bound within {limit:?}"),
+            Waited::TimedOut { last, watch_error } => panic!(
+                "PVC {namespace}/{name} not Bound within {limit:?}; last read {last:?}, \
+                 watch error {watch_error:?}"
+            ),
             Waited::Refused(why) => panic!("watching PVC {namespace}/{name}: {why}"),
         };
         got.and_then(|p| p.spec)
@@ -317,8 +320,9 @@ impl RealKube {
         };
         match wait_until(&api, name, limit, c).await {
             Waited::Met(got) => serde_json::to_value(got).unwrap(),
-            Waited::TimedOut(last) => panic!(
-                "{} {namespace}/{name}: not {what} within {limit:?}; last read: {last:?}",
+            Waited::TimedOut { last, watch_error } => panic!(
+                "{} {namespace}/{name}: not {what} within {limit:?}; last read {last:?}, \
+                 watch error {watch_error:?}",
                 ar.kind
             ),
             Waited::Refused(why) => panic!("watching {} {namespace}/{name}: {why}", ar.kind),
@@ -330,9 +334,10 @@ impl RealKube {
         let api = self.api(ar, namespace);
         match wait_until(&api, name, limit, |o: Option<&DynamicObject>| o.is_none()).await {
             Waited::Met(_) => {}
-            Waited::TimedOut(_) => {
-                panic!("{} {namespace}/{name} still there after {limit:?}", ar.kind)
-            }
+            Waited::TimedOut { watch_error, .. } => panic!(
+                "{} {namespace}/{name} still there after {limit:?}; watch error {watch_error:?}",
+                ar.kind
+            ),
             Waited::Refused(why) => panic!("watching {} {namespace}/{name}: {why}", ar.kind),
         }
     }

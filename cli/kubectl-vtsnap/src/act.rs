@@ -74,8 +74,13 @@ pub enum BackupError {
     },
     #[error("{doing}: {cause}")]
     Api { doing: String, cause: String },
-    #[error("the Job {0} did not end within {1:?}")]
-    Timeout(String, Duration),
+    /// `watch_error`: empty, or why the watches were failing (said after the limit).
+    #[error("the Job {job} did not end within {limit:?}{watch_error}")]
+    Timeout {
+        job: String,
+        limit: Duration,
+        watch_error: String,
+    },
 }
 
 fn api_err(doing: impl Into<String>) -> impl FnOnce(kube::Error) -> BackupError {
@@ -232,11 +237,19 @@ pub async fn backup(
     // when the connection drops meanwhile.
     let done = match wait_until(&jobs, &name, limit, ended).await {
         Waited::Met(job) => job,
-        Waited::TimedOut(_) => return Err(BackupError::Timeout(name.clone(), limit)),
-        Waited::Refused(cause) => {
+        Waited::TimedOut { watch_error, .. } => {
+            return Err(BackupError::Timeout {
+                job: name.clone(),
+                limit,
+                watch_error: watch_error
+                    .map(|e| format!(" (its watch kept failing: {e})"))
+                    .unwrap_or_default(),
+            });
+        }
+        Waited::Refused(refusal) => {
             return Err(BackupError::Api {
                 doing: format!("watch Job {name}"),
-                cause,
+                cause: refusal.to_string(),
             });
         }
     };

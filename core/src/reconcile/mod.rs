@@ -21,4 +21,4 @@ pub use key::ObjectKey;
 pub use read::Read;
 pub use replace::{Change, Outcome, ReplaceError, replace_with_retry};
 pub use report::{ActError, Completeness, Report};
-pub use wait::{Waited, wait_until};
+pub use wait::{Refusal, Waited, wait_until};

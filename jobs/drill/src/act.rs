@@ -14,7 +14,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use serde_json::{Value, json};
 use vtsnap_core::coverage::Coverage;
 use vtsnap_core::events::{self, Subject};
-use vtsnap_core::reconcile::{Waited, wait_until};
+use vtsnap_core::reconcile::{Refusal, Waited, wait_until};
 use vtsnap_core::snapshot::{ANN_DRILL, DrillRecord, DrillResult};
 
 use crate::error::DrillError;
@@ -30,26 +30,6 @@ pub struct Done {
     pub record: Option<DrillRecord>,
     /// What could not be removed (the garbage collector will, through the owner).
     pub left: Vec<String>,
-}
-
-/// Waits until `cond` holds for object `name`, at most `limit` (the shared wait of
-/// `vtsnap_core::reconcile`, which watches again when a watch breaks). Returns the object
-/// as last read and whether the limit was reached; `Err` with the server's refusal when
-/// this Job may not watch it at all.
-async fn wait_for<K>(
-    api: &Api<K>,
-    name: &str,
-    limit: Duration,
-    cond: impl Fn(Option<&K>) -> bool + Clone + Send + 'static,
-) -> Result<(Option<K>, bool), String>
-where
-    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
-{
-    match wait_until(api, name, limit, cond).await {
-        Waited::Met(got) => Ok((got, false)),
-        Waited::TimedOut(read) => Ok((read.present().cloned(), true)),
-        Waited::Refused(why) => Err(why),
-    }
 }
 
 fn value_of<K: serde::Serialize>(k: Option<&K>) -> Option<Value> {
@@ -115,32 +95,38 @@ pub async fn drill(
             .and_then(|s| s.phase.as_deref())
             == Some("Bound")
     };
-    let refused = |object: &str, why: String| DrillError::Watch {
-        object: format!("{object} {namespace}/{name}"),
-        why,
+    let made = Made {
+        pods: &pods,
+        pvcs: &pvcs,
+        name,
+        pod_uid: created.metadata.uid.as_deref(),
+        pvc_uid: claim.metadata.uid.as_deref(),
     };
-    let never_bound = match wait_for(&pvcs, name, limit, bound).await {
-        Ok((_, never_bound)) => never_bound,
-        Err(why) => {
-            remove(&pods, name, created.metadata.uid.as_deref(), &mut done).await;
-            remove(&pvcs, name, claim.metadata.uid.as_deref(), &mut done).await;
-            return Err(refused("PersistentVolumeClaim", why));
+    let refused = |object: &str, refusal: Refusal, done: Done| DrillError::Watch {
+        object: format!("{object} {namespace}/{name}"),
+        refusal,
+        left: done.left,
+    };
+    let pvc_bound_ms = match wait_until(&pvcs, name, limit, bound).await {
+        Waited::Met(_) => {
+            done.steps.push("pvc-bound".into());
+            Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX))
+        }
+        Waited::TimedOut { .. } => None,
+        Waited::Refused(r) => {
+            made.clean_up(&mut done).await;
+            return Err(refused("PersistentVolumeClaim", r, done));
         }
     };
-    let pvc_bound_ms =
-        (!never_bound).then(|| u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
-    if pvc_bound_ms.is_some() {
-        done.steps.push("pvc-bound".into());
-    }
     let left = limit.saturating_sub(started.elapsed());
     let ended = |p: Option<&Pod>| value_of(p).is_some_and(|v| outcome::finished(&v));
     let (last, timed_out) = if pvc_bound_ms.is_some() {
-        match wait_for(&pods, name, left, ended).await {
-            Ok(seen) => seen,
-            Err(why) => {
-                remove(&pods, name, created.metadata.uid.as_deref(), &mut done).await;
-                remove(&pvcs, name, claim.metadata.uid.as_deref(), &mut done).await;
-                return Err(refused("Pod", why));
+        match wait_until(&pods, name, left, ended).await {
+            Waited::Met(pod) => (pod, false),
+            Waited::TimedOut { last, .. } => (last.present().cloned(), true),
+            Waited::Refused(r) => {
+                made.clean_up(&mut done).await;
+                return Err(refused("Pod", r, done));
             }
         }
     } else {
@@ -169,15 +155,31 @@ pub async fn drill(
         catch_up,
     );
 
-    remove(&pods, name, created.metadata.uid.as_deref(), &mut done).await;
-    remove(&pvcs, name, claim.metadata.uid.as_deref(), &mut done).await;
-    // Gone before the run ends: the next drill of the shard finds none under way.
-    gone(&pods, name, &mut done).await;
-    gone(&pvcs, name, &mut done).await;
+    made.clean_up(&mut done).await;
     write_record(kube, namespace, snapshot, &record).await?;
     done.steps.push("recorded".into());
     done.record = Some(record);
     Ok(done)
+}
+
+/// The drill's two objects, as this run made them.
+struct Made<'a> {
+    pods: &'a Api<Pod>,
+    pvcs: &'a Api<PersistentVolumeClaim>,
+    name: &'a str,
+    pod_uid: Option<&'a str>,
+    pvc_uid: Option<&'a str>,
+}
+
+impl Made<'_> {
+    /// Deletes both and waits until they are gone, so that the next drill of the shard
+    /// finds none under way; what is still there is listed in `done.left`.
+    async fn clean_up(&self, done: &mut Done) {
+        remove(self.pods, self.name, self.pod_uid, done).await;
+        remove(self.pvcs, self.name, self.pvc_uid, done).await;
+        gone(self.pods, self.name, done).await;
+        gone(self.pvcs, self.name, done).await;
+    }
 }
 
 /// Deletes one of the drill's objects, only the very one it made (its UID).
@@ -221,8 +223,8 @@ where
     if done.left.iter().any(|l| l == &format!("{kind}/{name}")) {
         return;
     }
-    let gone = wait_for(api, name, GONE_LIMIT, |o: Option<&K>| o.is_none()).await;
-    if !matches!(gone, Ok((_, false))) {
+    let waited = wait_until(api, name, GONE_LIMIT, |o: Option<&K>| o.is_none()).await;
+    if !matches!(waited, Waited::Met(_)) {
         done.left.push(format!("{kind}/{name}"));
     }
 }

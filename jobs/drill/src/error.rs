@@ -21,9 +21,14 @@ pub enum DrillError {
         #[source]
         source: kube::Error,
     },
-    /// The server refuses this Job the watch of an object it made (its RBAC).
-    #[error("watching {object}: refused ({why})")]
-    Watch { object: String, why: String },
+    /// The server refuses this Job the watch of an object it made (its RBAC); `left` is
+    /// what could not be removed after it.
+    #[error("watching {object}: refused ({refusal})")]
+    Watch {
+        object: String,
+        refusal: vtsnap_core::reconcile::Refusal,
+        left: Vec<String>,
+    },
     #[error("recording the drill on VolumeSnapshot {snapshot}: {source}")]
     Record {
         snapshot: String,

@@ -8,6 +8,7 @@ use vtsnap_core::shard::ShardName;
 
 use crate::act;
 use crate::decide::{self, Plan};
+use crate::error::DrillError;
 use crate::objects::{Owner, Settings};
 use crate::observe;
 use crate::report::{Outcome, Summary};
@@ -80,7 +81,12 @@ pub async fn run(
                 None => summary,
             }
         }
-        Err(e) => summary.failed(&e),
+        Err(e) => {
+            if let DrillError::Watch { left, .. } = &e {
+                summary.left.clone_from(left);
+            }
+            summary.failed(&e)
+        }
     }
 }
 

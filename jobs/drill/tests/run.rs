@@ -194,7 +194,12 @@ async fn a_refused_watch_fails_the_run_at_once_and_removes_what_it_made() {
             .always(),
     );
     let name = ShardName::new("example", "commerce", "-");
-    let s = run(&w.kube.client_as("drill"), &w.config, &name, &options()).await;
+    let s = tokio::time::timeout(
+        Duration::from_secs(60),
+        run(&w.kube.client_as("drill"), &w.config, &name, &options()),
+    )
+    .await
+    .expect("still waiting on a refused watch");
     assert_eq!(s.outcome, Outcome::Error, "{s:?}");
     assert_eq!(s.exit().code(), 1);
     let error = s.error.as_ref().unwrap();
@@ -203,6 +208,8 @@ async fn a_refused_watch_fails_the_run_at_once_and_removes_what_it_made() {
         error.message.contains("PersistentVolumeClaim vitess/"),
         "{error:?}"
     );
+    assert!(s.left.is_empty(), "{s:?}");
+    assert!(s.steps.is_empty(), "the error line says it all: {s:?}");
     let snap = w.kube.get_json(GROUP, PLURAL, "vitess", "s-1").unwrap();
     assert!(snap["metadata"]["annotations"].get(ANN_DRILL).is_none());
     assert!(

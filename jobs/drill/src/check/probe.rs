@@ -48,6 +48,9 @@ fn ms(d: Duration) -> u64 {
 /// deep under the node's kubelet or CSI directory) is reached through its directory's
 /// descriptor, held open until the connection is made.
 async fn connect_once(o: &ProbeOptions) -> Result<Conn, mysql_async::Error> {
+    // The connection keeps the short path as its address, but never dials it again: a
+    // connection with a socket is not reconnected, and the checker neither resets nor
+    // changes user on it.
     let (_dir, socket) = vtsnap_core::unixsock::short_path(&o.socket)?;
     let opts = OptsBuilder::default()
         .socket(Some(socket.to_string_lossy().into_owned()))
@@ -230,10 +233,13 @@ mod tests {
         };
         // The listener never greets, so the client waits in its handshake: what matters
         // is that its connection arrived at all.
-        tokio::select! {
-            accepted = listener.accept() => assert!(accepted.is_ok()),
-            failed = connect_once(&o) => panic!("the client gave up before connecting: {failed:?}"),
-        }
+        let reached = tokio::time::timeout(Duration::from_secs(60), async {
+            tokio::select! {
+                accepted = listener.accept() => assert!(accepted.is_ok()),
+                failed = connect_once(&o) => panic!("the client gave up before connecting: {failed:?}"),
+            }
+        });
+        reached.await.expect("neither connected nor failed");
     }
 
     /// A path that can never be a socket (a regular file where its directory should be)
