@@ -152,7 +152,7 @@ async fn a_lasting_refusal_ends_the_wait() {
     for (verb, code) in [(Verb::List, 403), (Verb::Watch, 401)] {
         let kube = with_counter(0);
         kube.fault(Fault::on(is(verb, "configmaps")).status(code).always());
-        let got = wait_for_five(&api(&kube), Duration::from_secs(3600)).await;
+        let got = wait_for_five(&api(&kube), Duration::from_secs(20)).await;
         let Waited::Refused(r) = got else {
             panic!("{verb:?} {code}: not refused: {got:?}")
         };
@@ -256,11 +256,31 @@ async fn absence_can_be_the_condition() {
     let kube = FakeKube::new();
     let got = tokio::time::timeout(
         PROMPTLY,
-        wait_until(&api(&kube), "counter", Duration::from_secs(120), |c| {
+        wait_until(&api(&kube), "counter", Duration::from_secs(20), |c| {
             c.is_none()
         }),
     )
     .await
     .unwrap();
     assert_eq!(got, Waited::Met(None));
+}
+
+/// Waiting for an object to go: the wait ends on its deletion, seen on the watch, not on
+/// the list that still shows it.
+#[tokio::test]
+async fn a_wait_for_absence_ends_on_the_deletion() {
+    let kube = with_counter(0);
+    kube.fault(Fault::on(is(Verb::Watch, "configmaps")).then_change(|k| {
+        k.remove("", "configmaps", "ns", "counter");
+    }));
+    let got = tokio::time::timeout(
+        PROMPTLY,
+        wait_until(&api(&kube), "counter", Duration::from_secs(20), |c| {
+            c.is_none()
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got, Waited::Met(None));
+    assert!(requests(&kube, Verb::Watch) >= 1, "ended before watching");
 }
