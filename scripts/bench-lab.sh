@@ -8,4 +8,4 @@ cd "$root"
 export PATH="$HOME/.cargo/bin:/usr/local/go/bin:$PATH"
 cargo build -q -p vtsnap-csi-btrfs
 bash scripts/lab.sh bench --cluster-script "$root/e2e/local-cluster/cluster.sh" \
-  --kubeconfig "$root/target/local-cluster/kubeconfig" "$@"
+  --kubeconfig "$(realpath -m "${LOCAL_CLUSTER_DIR:-$root/target/local-cluster}")/kubeconfig" "$@"

@@ -25,6 +25,6 @@ if bash "$cluster" status | grep -q running; then
   bash "$cluster" down >&2
 fi
 NODE=1 bash "$cluster" up >&2
-VTSNAP_TEST_KUBECONFIG="$root/target/local-cluster/kubeconfig" VTSNAP_DEMO_SUMMARY="$summary" \
+VTSNAP_TEST_KUBECONFIG="$(realpath -m "${LOCAL_CLUSTER_DIR:-$root/target/local-cluster}")/kubeconfig" VTSNAP_DEMO_SUMMARY="$summary" \
   cargo test -q -p vtsnap-e2e --test real_pods -- --nocapture >/dev/null
 cat "$summary"

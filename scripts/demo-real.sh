@@ -15,4 +15,4 @@ else
   trap 'bash "$cluster" down' EXIT
 fi
 bash "$cluster" up >&2
-bash scripts/lab.sh demo --kubeconfig "$root/target/local-cluster/kubeconfig" "$@"
+bash scripts/lab.sh demo --kubeconfig "$(realpath -m "${LOCAL_CLUSTER_DIR:-$root/target/local-cluster}")/kubeconfig" "$@"
