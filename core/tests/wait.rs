@@ -47,13 +47,26 @@ fn requests(kube: &FakeKube, verb: Verb) -> usize {
         .count()
 }
 
-async fn wait_for_five(api: &Api<ConfigMap>, limit: Duration) -> Waited<ConfigMap> {
+/// `wait_until` on `counter`, failing the test if the wait outlives its limit.
+async fn guarded_wait(
+    api: &Api<ConfigMap>,
+    limit: Duration,
+    cond: fn(Option<&ConfigMap>) -> bool,
+) -> Waited<ConfigMap> {
     tokio::time::timeout(
         PROMPTLY.max(limit + Duration::from_secs(30)),
-        wait_until(api, "counter", limit, |c| n(c) == Some(5)),
+        wait_until(api, "counter", limit, cond),
     )
     .await
     .expect("the wait outlived its limit")
+}
+
+async fn wait_for_five(api: &Api<ConfigMap>, limit: Duration) -> Waited<ConfigMap> {
+    guarded_wait(api, limit, |c| n(c) == Some(5)).await
+}
+
+async fn wait_for_absence(api: &Api<ConfigMap>) -> Waited<ConfigMap> {
+    guarded_wait(api, Duration::from_secs(20), |c| c.is_none()).await
 }
 
 #[tokio::test]
@@ -224,12 +237,7 @@ async fn the_last_read_is_judged_by_the_condition() {
                 .action(FaultAction::Drop)
                 .always(),
         );
-        let got = tokio::time::timeout(
-            PROMPTLY,
-            wait_until(&api(&kube), "counter", Duration::from_secs(1), cond),
-        )
-        .await
-        .unwrap();
+        let got = guarded_wait(&api(&kube), Duration::from_secs(1), cond).await;
         let case = format!("start {start:?}, met {met}");
         match got {
             Waited::Met(Some(cm)) if met && start.is_some() => {
@@ -254,14 +262,7 @@ async fn the_last_read_is_judged_by_the_condition() {
 #[tokio::test]
 async fn absence_can_be_the_condition() {
     let kube = FakeKube::new();
-    let got = tokio::time::timeout(
-        PROMPTLY,
-        wait_until(&api(&kube), "counter", Duration::from_secs(20), |c| {
-            c.is_none()
-        }),
-    )
-    .await
-    .unwrap();
+    let got = wait_for_absence(&api(&kube)).await;
     assert_eq!(got, Waited::Met(None));
 }
 
@@ -273,14 +274,7 @@ async fn a_wait_for_absence_ends_on_the_deletion() {
     kube.fault(Fault::on(is(Verb::Watch, "configmaps")).then_change(|k| {
         k.remove("", "configmaps", "ns", "counter");
     }));
-    let got = tokio::time::timeout(
-        PROMPTLY,
-        wait_until(&api(&kube), "counter", Duration::from_secs(20), |c| {
-            c.is_none()
-        }),
-    )
-    .await
-    .unwrap();
+    let got = wait_for_absence(&api(&kube)).await;
     assert_eq!(got, Waited::Met(None));
     assert!(requests(&kube, Verb::Watch) >= 1, "ended before watching");
 }

@@ -102,14 +102,9 @@ where
         Err(_) => Read::Unreadable(format!("no answer within {LAST_READ_LIMIT:?}")),
     };
     // The condition may have come true between the last watch and the limit.
-    let held = match &last {
-        Read::Present(k) => cond(Some(k)),
-        Read::Absent => cond(None),
-        Read::Unreadable(_) => false,
-    };
     match last {
-        Read::Present(k) if held => Waited::Met(Some(k)),
-        Read::Absent if held => Waited::Met(None),
+        Read::Present(k) if cond(Some(&k)) => Waited::Met(Some(k)),
+        Read::Absent if cond(None) => Waited::Met(None),
         last => Waited::TimedOut { last, watch_error },
     }
 }
@@ -144,7 +139,8 @@ impl WatchEnded {
 }
 
 /// One watch of the object (the watcher lists and watches again as the server ends each
-/// watch), until `cond` holds or the watch fails.
+/// watch), until `cond` holds or the watch fails. What kube's `watch_object` and
+/// `await_condition` do, but with the watch's `timeoutSeconds` set: they take no config.
 async fn watch_until<K>(
     api: &Api<K>,
     name: &str,
