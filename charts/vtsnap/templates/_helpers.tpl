@@ -53,6 +53,27 @@ app.kubernetes.io/component: {{ .program }}
 {{- else -}}{{ $n }}{{- end -}}
 {{- end -}}
 
+{{/* A shard's CronJob name, the schedule reconciler's rule (docs/design.md §5.8):
+     <fullname>-<kind>-[<namespace>-]<cluster>-<keyspace>-<shard>, the namespace only when
+     config.clusters names the cluster in more than one namespace; refused when it is
+     needed and not given (a chart entry names no namespace).
+     (dict "root" $ "kind" "snap" "namespace" "" "cluster" … "keyspace" … "shard" …) */}}
+{{- define "vtsnap.shardCronjobName" -}}
+{{- $namespaces := list -}}
+{{- range .root.Values.config.clusters -}}
+{{- if eq .name $.cluster -}}{{- $namespaces = append $namespaces .namespace -}}{{- end -}}
+{{- end -}}
+{{- $namespaces = uniq $namespaces -}}
+{{- $ns := "" -}}
+{{- if gt (len $namespaces) 1 -}}
+{{- if not .namespace -}}
+{{- fail (printf "cluster %q is in more than one namespace of config.clusters (%s): the %s CronJob of %s/%s needs the schedule reconciler (snapshot.reconcile.enabled), which names each namespace's apart" .cluster (join ", " $namespaces) .kind .keyspace .shard) -}}
+{{- end -}}
+{{- $ns = printf "%s-" .namespace -}}
+{{- end -}}
+{{- include "vtsnap.dnsName" (dict "name" (printf "%s-%s-%s%s-%s-%s" (include "vtsnap.fullname" .root) .kind $ns .cluster .keyspace (include "vtsnap.shardSafe" .shard)) "max" 52) -}}
+{{- end -}}
+
 {{/* Exit codes that must not be retried (DESIGN: 2 usage, 3 refused, 4 unfence incomplete). */}}
 {{- define "vtsnap.podFailurePolicy" -}}
 podFailurePolicy:

@@ -130,7 +130,8 @@ enum ScheduleCommand {
         output: Output,
     },
     /// The decision only: from the cluster, or offline from a dump (vtctld is not asked
-    /// offline, so nothing is planned for deletion).
+    /// offline, so a shard gone from the spec is never planned for deletion; a drill
+    /// CronJob whose drills are off can be).
     #[command(after_help = "Examples:\n  \
         vtsnap-snapshot schedule plan --config cfg.yaml --namespace vtsnap --template vtsnap-snapshot-schedule\n  \
         kubectl get configmaps,cronjobs,jobs,vitessclusters -A -o json > dump.json\n  \

@@ -20,8 +20,16 @@ fn schedule_plan(dir: &std::path::Path, items: &[Value]) -> Output {
 }
 
 fn plan_file(dir: &std::path::Path, dump: &std::path::Path) -> Output {
+    plan_with(
+        dir,
+        dump,
+        "clusters:\n- name: example\n  namespace: vitess\n",
+    )
+}
+
+fn plan_with(dir: &std::path::Path, dump: &std::path::Path, config_text: &str) -> Output {
     let config = dir.join("config.yaml");
-    std::fs::write(&config, "clusters:\n- name: example\n  namespace: vitess\n").unwrap();
+    std::fs::write(&config, config_text).unwrap();
     Command::new(env!("CARGO_BIN_EXE_vtsnap-snapshot"))
         .args(["schedule", "plan", "--config"])
         .arg(&config)
@@ -156,4 +164,90 @@ fn bad_dumps_and_templates_are_named() {
     assert_eq!(out.status.code(), Some(1));
     let plan = json_of(&out);
     assert_eq!(plan["created"].as_u64(), Some(0), "{plan:#}");
+}
+
+fn decisions(plan: &Value) -> Vec<(String, String, String)> {
+    plan["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let s = |k: &str| d[k].as_str().unwrap_or_default().to_owned();
+            (s("name"), s("action"), s("reason"))
+        })
+        .collect()
+}
+
+/// Audit item 4 and review round three, item 15: an offline plan printed `duplicate`
+/// deletions, though the docs said it deletes nothing. It prints exactly what
+/// docs/schedule.md says: no `shard-gone` (vtctld not asked), a second CronJob of a shard
+/// kept, and `drills-off` the one deletion (drills off needs no vtctld).
+#[test]
+fn an_offline_plan_deletes_only_drills_that_are_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut drill = ours("vtsnap-drill-example-commerce-x-x", "-");
+    drill["metadata"]["annotations"]["vtsnap.io/schedule-kind"] = json!("drill");
+    let out = schedule_plan(
+        dir.path(),
+        &[
+            template(),
+            vitess_cluster(1),
+            ours("vtsnap-snap-example-commerce-x-x", "-"),
+            ours("old-vtsnap-snap-example-commerce-x-x", "-"),
+            ours("vtsnap-snap-example-commerce-x-80", "-80"),
+            drill,
+        ],
+    );
+    let plan = json_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{plan:#}");
+    let row = |n: &str, a: &str, r: &str| (n.to_owned(), a.to_owned(), r.to_owned());
+    assert_eq!(
+        decisions(&plan),
+        [
+            row("old-vtsnap-snap-example-commerce-x-x", "keep", "duplicate"),
+            row("vtsnap-drill-example-commerce-x-x", "delete", "drills-off"),
+            row(
+                "vtsnap-snap-example-commerce-x-80",
+                "keep",
+                "vtctld-unknown"
+            ),
+            row("vtsnap-snap-example-commerce-x-x", "update", "changed"),
+        ],
+        "{plan:#}"
+    );
+}
+
+/// Review round three, item 4: `example` in two namespaces, `commerce` in each: one
+/// CronJob name was planned twice. Each shard's name now carries its namespace.
+#[test]
+fn one_cluster_name_in_two_namespaces_plans_two_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let in_ns = |ns: &str| {
+        let mut vc = vitess_cluster(1);
+        vc["metadata"]["namespace"] = json!(ns);
+        vc
+    };
+    let dump = dir.path().join("dump.json");
+    std::fs::write(
+        &dump,
+        json!({"kind": "List", "items": [template(), in_ns("ns-a"), in_ns("ns-b")]}).to_string(),
+    )
+    .unwrap();
+    let out = plan_with(
+        dir.path(),
+        &dump,
+        "clusters:\n- name: example\n  namespace: ns-a\n- name: example\n  namespace: ns-b\n",
+    );
+    let plan = json_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{plan:#}");
+    let names: Vec<String> = decisions(&plan).into_iter().map(|d| d.0).collect();
+    assert_eq!(
+        names,
+        [
+            "vtsnap-snap-ns-a-example-commerce-x-x",
+            "vtsnap-snap-ns-b-example-commerce-x-x"
+        ],
+        "{plan:#}"
+    );
+    assert_eq!(plan["created"].as_u64(), Some(2));
 }

@@ -9,7 +9,10 @@
 //!   and from vtctld (asked, and it said "no such shard"), and no Job of it runs;
 //! - a read that failed or a record that cannot be read changes nothing it covers;
 //! - a drill CronJob is deleted when drills are off (the chart's, or the shard's
-//!   `drill.enabled: false`), never while one of its Jobs runs.
+//!   `drill.enabled: false`), never while one of its Jobs runs;
+//! - a shard's CronJob is the one of ours whose record names it (under whatever name), so
+//!   a change of the name rule never makes a second; a second one found is kept and
+//!   reported, never deleted; two shards that would get one name get none.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,7 +22,7 @@ use vtsnap_core::config::{Config, Mode, resolve_in};
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::schedule::{Staggered, assign};
 
-use super::names::{self, Kind, ShardKey};
+use super::names::{self, Kind, NameForm, ShardKey};
 
 /// The chart's rendered CronJobs and the per-shard overrides of their values.
 #[derive(Debug, Clone, PartialEq)]
@@ -153,7 +156,12 @@ pub enum Reason {
     BadPolicy,
     /// Ours, but its shard annotation cannot be read.
     UnreadableRecord,
-    /// Another CronJob of ours already does its job for this shard under the expected name.
+    /// The name is held by a CronJob of ours whose record names another shard or kind.
+    NameTaken,
+    /// Two shards of the spec would get this one name: neither is made.
+    NameCollision,
+    /// Ours, and its shard is in the spec, but another CronJob of ours is that shard's:
+    /// kept (both run; the fence lets one snapshot at a time) for a person to remove.
     Duplicate,
     /// A drill CronJob while drills are off (the chart's, or the shard's policy).
     DrillsOff,
@@ -219,10 +227,13 @@ fn decision(
 }
 
 /// What one shard's CronJob should be (before its offset is known).
-struct Want {
+struct Want<'a> {
     kind: Kind,
     key: ShardKey,
+    /// Its CronJob's name: the adopted one's, else the name rule's.
     name: String,
+    /// The CronJob of ours whose record names this shard and kind, if there is one.
+    cron: Option<&'a CronSeen>,
     staggered: Staggered,
     schedule_text: String,
     suspend: bool,
@@ -240,7 +251,7 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
             return out;
         }
     };
-    let mut wants: Vec<Want> = Vec::new();
+    let mut wants: Vec<Want<'_>> = Vec::new();
     // Clusters whose shards are known: (namespace, cluster) → spec shards.
     let mut known: BTreeMap<(String, String), &BTreeSet<(String, String)>> = BTreeMap::new();
     let mut unread: BTreeSet<(String, String)> = BTreeSet::new();
@@ -286,7 +297,8 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
                         (p.schedule.clone(), p.stagger, p.suspend)
                     }
                 };
-                let name = names::cronjob_name(&template.fullname, kind, &key);
+                let name =
+                    names::cronjob_name(&template.fullname, kind, &key, name_form(config, &key));
                 let over = kt.overrides.iter().find(|o| {
                     o.cluster == c.cluster && o.keyspace == *keyspace && same_shard(&o.shard, shard)
                 });
@@ -302,6 +314,7 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
                         kind,
                         key: key.clone(),
                         name,
+                        cron: None,
                         staggered,
                         schedule_text,
                         suspend,
@@ -323,6 +336,9 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
     }
     let by_name: BTreeMap<&str, &CronSeen> =
         seen.cronjobs.iter().map(|c| (c.name.as_str(), c)).collect();
+    let records = records(&seen.cronjobs);
+    adopt(&mut wants, &records);
+    let collisions = collisions(&wants);
     // Offsets: per kind, cluster and schedule, those recorded kept, new ones spread.
     let mut groups: BTreeMap<(Kind, String, String, String, u32), Vec<usize>> = BTreeMap::new();
     for (i, w) in wants.iter().enumerate() {
@@ -342,13 +358,10 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
         let list: Vec<(String, Option<u32>)> = members
             .iter()
             .map(|&i| {
-                let recorded = by_name
-                    .get(wants[i].name.as_str())
-                    .filter(|c| {
-                        c.ours && c.kind == wants[i].kind && c.shard.as_ref() == Ok(&wants[i].key)
-                    })
-                    .and_then(|c| c.offset);
-                (wants[i].key.to_string(), recorded)
+                (
+                    wants[i].key.to_string(),
+                    wants[i].cron.and_then(|c| c.offset),
+                )
             })
             .collect();
         for (&i, o) in members.iter().zip(assign(*window, &list)) {
@@ -379,8 +392,37 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
             w.schedule_text,
             if w.suspend { ", suspended" } else { "" }
         );
-        let d = match by_name.get(w.name.as_str()) {
-            None => Decision {
+        let d = match (w.cron, by_name.get(w.name.as_str())) {
+            (Some(c), _) if c.spec_hash.as_deref() == Some(hash.as_str()) => {
+                decision(&w.name, Some(&w.key), Action::Keep, Reason::UpToDate, what)
+            }
+            (Some(c), _) => Decision {
+                desired: Some(names::with_hash(desired, &hash)),
+                resource_version: Some(c.resource_version.clone()),
+                uid: Some(c.uid.clone()),
+                ..decision(&w.name, Some(&w.key), Action::Update, Reason::Changed, what)
+            },
+            (None, None) if collisions.contains(w.name.as_str()) => {
+                let others: Vec<String> = wants
+                    .iter()
+                    .filter(|o| o.cron.is_none() && o.name == w.name && o.key != w.key)
+                    .map(|o| o.key.to_string())
+                    .collect();
+                let message = format!(
+                    "the name is also {}'s: neither is made (rename one, or name the namespace's cluster apart)",
+                    others.join(", ")
+                );
+                out.problems
+                    .push(format!("{}: {} {message}", w.key, w.name));
+                decision(
+                    &w.name,
+                    Some(&w.key),
+                    Action::Keep,
+                    Reason::NameCollision,
+                    message,
+                )
+            }
+            (None, None) => Decision {
                 desired: Some(names::with_hash(desired, &hash)),
                 ..decision(
                     &w.name,
@@ -390,35 +432,37 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
                     what,
                 )
             },
-            Some(c) if !c.ours => decision(
+            (None, Some(c)) if !c.ours => decision(
                 &w.name,
                 Some(&w.key),
                 Action::Keep,
                 Reason::NotOurs,
                 "a CronJob of this name was not made by the reconciler (a person's, or the chart's): left alone",
             ),
-            Some(c) if c.shard.as_ref() != Ok(&w.key) || c.kind != w.kind => decision(
-                &w.name,
-                Some(&w.key),
-                Action::Keep,
-                Reason::UnreadableRecord,
-                format!(
-                    "its record says {} {}, not this shard's {}: left alone",
-                    c.kind.container(),
-                    c.shard
-                        .as_ref()
-                        .map_or_else(Clone::clone, ToString::to_string),
-                    w.kind.container()
+            (None, Some(c)) => match &c.shard {
+                Err(e) => decision(
+                    &w.name,
+                    Some(&w.key),
+                    Action::Keep,
+                    Reason::UnreadableRecord,
+                    format!("{e}: left alone"),
                 ),
-            ),
-            Some(c) if c.spec_hash.as_deref() == Some(hash.as_str()) => {
-                decision(&w.name, Some(&w.key), Action::Keep, Reason::UpToDate, what)
-            }
-            Some(c) => Decision {
-                desired: Some(names::with_hash(desired, &hash)),
-                resource_version: Some(c.resource_version.clone()),
-                uid: Some(c.uid.clone()),
-                ..decision(&w.name, Some(&w.key), Action::Update, Reason::Changed, what)
+                Ok(other) => {
+                    let message = format!(
+                        "its record says {} {other}, not this shard's {}: left alone, and this shard has none",
+                        c.kind.container(),
+                        w.kind.container()
+                    );
+                    out.problems
+                        .push(format!("{}: {} {message}", w.key, w.name));
+                    decision(
+                        &w.name,
+                        Some(&w.key),
+                        Action::Keep,
+                        Reason::NameTaken,
+                        message,
+                    )
+                }
             },
         };
         out.decisions.push(d);
@@ -439,7 +483,7 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
             c,
             &known,
             &unread,
-            &wanted_names,
+            (&records, &wanted_names),
             template,
         ));
     }
@@ -454,13 +498,78 @@ fn same_shard(a: &str, b: &str) -> bool {
     norm(a) == norm(b)
 }
 
+/// A cluster name configured in more than one namespace puts the namespace in its shards'
+/// CronJob names: the short names would be one name (docs/design.md §5.8).
+fn name_form(config: &Config, key: &ShardKey) -> NameForm {
+    let namespaces: BTreeSet<&str> = config
+        .clusters
+        .iter()
+        .filter(|c| c.name == key.cluster)
+        .map(|c| c.namespace.as_str())
+        .collect();
+    if namespaces.len() > 1 {
+        NameForm::WithNamespace
+    } else {
+        NameForm::Short
+    }
+}
+
+/// The CronJobs of ours by what their record names (kind and shard), each list sorted by
+/// name.
+type Records<'a> = BTreeMap<(Kind, &'a ShardKey), Vec<&'a CronSeen>>;
+
+fn records(cronjobs: &[CronSeen]) -> Records<'_> {
+    let mut out: Records<'_> = BTreeMap::new();
+    for c in cronjobs.iter().filter(|c| c.ours) {
+        if let Ok(key) = &c.shard {
+            out.entry((c.kind, key)).or_default().push(c);
+        }
+    }
+    for list in out.values_mut() {
+        list.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    out
+}
+
+/// Each shard's CronJob is the one of ours whose record names it: the one under the name
+/// rule's name if that is one of them, else the first by name. A CronJob made under an
+/// older name rule stays the shard's, so a change of the rule makes no second one.
+fn adopt<'a>(wants: &mut [Want<'a>], records: &Records<'a>) {
+    for w in wants.iter_mut() {
+        let Some(list) = records.get(&(w.kind, &w.key)) else {
+            continue;
+        };
+        let chosen = list
+            .iter()
+            .find(|c| c.name == w.name)
+            .or_else(|| list.first());
+        if let Some(c) = chosen {
+            w.name.clone_from(&c.name);
+            w.cron = Some(c);
+        }
+    }
+}
+
+/// Names the name rule gives to more than one shard that has no CronJob yet.
+fn collisions(wants: &[Want<'_>]) -> BTreeSet<String> {
+    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    for w in wants.iter().filter(|w| w.cron.is_none()) {
+        *count.entry(w.name.as_str()).or_default() += 1;
+    }
+    count
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
 /// The decision on a CronJob of ours that no shard of the spec wants.
 fn unwanted(
     config: &Config,
     c: &CronSeen,
     known: &BTreeMap<(String, String), &BTreeSet<(String, String)>>,
     unread: &BTreeSet<(String, String)>,
-    wanted_names: &BTreeSet<&str>,
+    (records, wanted_names): (&Records<'_>, &BTreeSet<&str>),
     template: &Template,
 ) -> Decision {
     let keep = |key: Option<&ShardKey>, reason, message: String| {
@@ -524,20 +633,21 @@ fn unwanted(
         {
             return drills_off("drill.enabled is false for this shard, no Job running");
         }
-        // The shard is wanted under another name (a renamed release): this one is extra.
-        let expected = names::cronjob_name(&template.fullname, c.kind, key);
-        if wanted_names.contains(expected.as_str()) {
-            return Decision {
-                resource_version: Some(c.resource_version.clone()),
-                uid: Some(c.uid.clone()),
-                ..decision(
-                    &c.name,
-                    Some(key),
-                    Action::Delete,
-                    Reason::Duplicate,
-                    format!("{expected} is this shard's {}", c.kind.container()),
-                )
-            };
+        // Another CronJob of ours is this shard's (adopted first by name): this one is a
+        // second. Deleting either is not under the gate (docs/design.md §5.8): kept.
+        if let Some(first) = records
+            .get(&(c.kind, key))
+            .and_then(|list| list.iter().find(|o| wanted_names.contains(o.name.as_str())))
+        {
+            return keep(
+                Some(key),
+                Reason::Duplicate,
+                format!(
+                    "{} is this shard's {} CronJob too; both run: delete one by hand",
+                    first.name,
+                    c.kind.container()
+                ),
+            );
         }
         return keep(
             Some(key),

@@ -221,7 +221,7 @@ fn a_kind_record_it_cannot_read_is_left_alone() {
                 "annotations": {"vtsnap.io/schedule-shard": "vitess/example/commerce/-80",
                     "vtsnap.io/schedule-kind": "restore"}}});
             obj["metadata"]["annotations"]["vtsnap.io/stagger-minutes"] = json!("0");
-            let seen = cron_seen(&obj, Some(&with_drills()), &[]);
+            let seen = cron_seen(&obj, Some(&with_drills()), &RunningJobs::default());
             bad = Some(seen.shard.clone());
             seen
         })
@@ -265,17 +265,22 @@ fn a_snapshot_cronjob_is_never_taken_for_a_drill_of_the_same_shard() {
         .collect();
     let p = plan(&cfg, &with_drills_seen(vec![two_shards()], crons));
     let d = find(&p, DRILL_X80);
-    assert_eq!(
-        (d.action, d.reason),
-        (Action::Keep, Reason::UnreadableRecord)
-    );
+    assert_eq!((d.action, d.reason), (Action::Keep, Reason::NameTaken));
     assert!(d.message.contains("snapshot"), "{}", d.message);
+    // The shard is left without a drill: a problem, so the run says so.
+    assert_eq!(p.problems.len(), 1, "{p:#?}");
+    assert!(p.problems[0].contains(DRILL_X80), "{:?}", p.problems);
+    // Its snapshot CronJob stays the one under the snapshot name.
+    assert_eq!(
+        find(&p, "vtsnap-snap-example-commerce-x-80").reason,
+        Reason::UpToDate
+    );
 }
 
 #[test]
 fn a_shard_s_drills_off_never_touch_its_snapshot_cronjobs() {
     // -80's drills are off; a snapshot CronJob of ours for -80 under an old release name
-    // is a duplicate of the current one, removed as such — never as a drill.
+    // is a duplicate of the current one, kept as such — never deleted as a drill.
     let cfg_off = config(
         "  keyspaces:\n    commerce:\n      shards:\n        \"-80\": {drill: {enabled: false}}\n",
     );
@@ -292,7 +297,7 @@ fn a_shard_s_drills_off_never_touch_its_snapshot_cronjobs() {
     crons.push(renamed);
     let p = plan(&cfg_off, &with_drills_seen(vec![two_shards()], crons));
     let d = find(&p, "old-vtsnap-snap-example-commerce-x-80");
-    assert_eq!((d.action, d.reason), (Action::Delete, Reason::Duplicate));
+    assert_eq!((d.action, d.reason), (Action::Keep, Reason::Duplicate));
     assert_eq!(find(&p, current).reason, Reason::UpToDate);
     assert!(p.decisions.iter().all(|d| d.name != DRILL_X80), "{p:#?}");
 }

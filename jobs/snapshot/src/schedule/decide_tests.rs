@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 use serde_json::json;
 
-use super::super::observe::cron_seen;
+use super::super::observe::{RunningJobs, cron_seen};
 use super::*;
 
 const UID: &str = "template-uid";
@@ -95,7 +95,7 @@ fn applied_with(before: &[CronSeen], plan: &Plan, template: &Template) -> Vec<Cr
             let mut obj = obj.clone();
             obj["metadata"]["uid"] = json!(format!("uid-{}", d.name));
             obj["metadata"]["resourceVersion"] = json!("2");
-            out.push(cron_seen(&obj, Some(template), &[]));
+            out.push(cron_seen(&obj, Some(template), &RunningJobs::default()));
         }
     }
     out
@@ -284,7 +284,7 @@ fn what_it_did_not_make_is_never_touched() {
                 "ownerReferences": [{"uid": owner}],
                 "annotations": {"vtsnap.io/schedule-shard": "vitess/example/commerce/-"}}}),
             Some(&template()),
-            &[],
+            &RunningJobs::default(),
         )
     };
     for c in [hand(name, false, UID), hand(name, true, "another-uid")] {
@@ -425,35 +425,31 @@ fn a_schedule_it_cannot_stagger_is_named_and_its_cronjob_kept() {
 }
 
 #[test]
-fn records_that_do_not_fit_are_left_alone_or_removed_as_duplicates() {
+fn records_that_do_not_fit_are_left_alone_and_named() {
     let cfg = config("");
     let s = seen(vec![cluster(&[("commerce", "-")])], vec![]);
     let first = plan(&cfg, &s);
     let crons = applied(&[], &first);
     let name = "vtsnap-snap-example-commerce-x-x";
-    // Ours under this shard's name, but its record names another shard: left alone.
+    // Ours under this shard's name, but its record names another shard: left alone, and
+    // the shard left without one is a problem (the run exits 1).
     let mut other = crons[0].clone();
     other.shard = ShardKey::parse("vitess/example/commerce/-80");
     let p = plan(&cfg, &seen(s.clusters.clone(), vec![other]));
     assert_eq!(
         (find(&p, name).action, find(&p, name).reason),
-        (Action::Keep, Reason::UnreadableRecord)
+        (Action::Keep, Reason::NameTaken)
     );
-    // Ours under another name (a renamed release) for a shard that has its own: removed,
-    // with the version read as its precondition.
-    let mut renamed = crons[0].clone();
-    renamed.name = "old-vtsnap-snap-example-commerce-x-x".into();
-    renamed.uid = "uid-old".into();
-    let p = plan(
-        &cfg,
-        &seen(s.clusters.clone(), vec![crons[0].clone(), renamed]),
+    assert_eq!(p.decisions.len(), 1, "{p:#?}");
+    assert!(
+        p.problems[0].contains("vitess/example/commerce/-80"),
+        "{p:#?}"
     );
-    let d = find(&p, "old-vtsnap-snap-example-commerce-x-x");
-    assert_eq!((d.action, d.reason), (Action::Delete, Reason::Duplicate));
-    assert_eq!(
-        (d.uid.as_deref(), d.resource_version.as_deref()),
-        (Some("uid-old"), Some("2"))
-    );
+    // Its record unreadable: left alone as well.
+    let mut unreadable = crons[0].clone();
+    unreadable.shard = Err("no record".into());
+    let p = plan(&cfg, &seen(s.clusters.clone(), vec![unreadable]));
+    assert_eq!(find(&p, name).reason, Reason::UnreadableRecord);
     // An update carries the uid and version read.
     let p = plan(
         &config("  snapshot: {suspend: true}\n"),
@@ -509,7 +505,7 @@ fn a_cronjob_it_did_not_make_holds_no_minute() {
             "annotations": {"vtsnap.io/schedule-shard": "vitess/example/commerce/-80",
                             "vtsnap.io/stagger-minutes": want}}}),
         Some(&template()),
-        &[],
+        &RunningJobs::default(),
     );
     let p = plan(&cfg, &seen(s.clusters.clone(), vec![hand]));
     assert_eq!(find(&p, low).reason, Reason::NotOurs);
@@ -527,7 +523,7 @@ proptest! {
         extra_keyspace in "[a-z]{3,8}",
     ) {
         let cfg = config("");
-        let shards: Vec<String> = vtsnap_core::vitesscluster::equal_shards(parts as u64);
+        let shards: Vec<String> = vtsnap_core::vitesscluster::equal_shards(parts as u64).unwrap();
         let pairs: Vec<(&str, &str)> = shards.iter().map(|s| ("commerce", s.as_str())).collect();
         let s = seen(vec![cluster(&pairs)], vec![]);
         let first = plan(&cfg, &s);
@@ -548,3 +544,6 @@ proptest! {
 
 #[path = "decide_drill_tests.rs"]
 mod drill;
+
+#[path = "decide_names_tests.rs"]
+mod names_tests;

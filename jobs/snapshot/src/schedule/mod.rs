@@ -47,7 +47,7 @@ pub fn run(config: &Path, namespace: &str, template: &str, output: Output) -> Ex
 }
 
 /// `schedule plan`: the decision only, from the cluster or from a dump (`--objects`),
-/// where vtctld is not asked and so no CronJob is deleted.
+/// where vtctld is not asked and so no `shard-gone` deletion is planned (docs/schedule.md).
 pub fn plan(
     config_path: &Path,
     namespace: Option<&str>,

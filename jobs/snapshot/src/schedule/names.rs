@@ -152,12 +152,28 @@ pub fn dns_name(name: &str, max: usize) -> String {
     format!("{}-{}", cut.strip_suffix('-').unwrap_or(cut), &hex[..8])
 }
 
-/// `<fullname>-snap-<cluster>-<keyspace>-<shard safe name>` (`-drill-` for a drill), as
-/// the chart names its own.
-pub fn cronjob_name(fullname: &str, kind: Kind, key: &ShardKey) -> String {
+/// Whether a shard's CronJob name carries its namespace (docs/design.md §5.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameForm {
+    /// `<fullname>-snap-<cluster>-<keyspace>-<shard>`: its cluster's name is configured
+    /// in one namespace (every name made before the namespace was ever needed).
+    Short,
+    /// `<fullname>-snap-<namespace>-<cluster>-<keyspace>-<shard>`: its cluster's name is
+    /// configured in more than one namespace, so the short names of their shards would be
+    /// one name.
+    WithNamespace,
+}
+
+/// `<fullname>-snap-[<namespace>-]<cluster>-<keyspace>-<shard safe name>` (`-drill-` for a
+/// drill), as the chart names its own (`vtsnap.shardCronjobName`).
+pub fn cronjob_name(fullname: &str, kind: Kind, key: &ShardKey, form: NameForm) -> String {
+    let namespace = match form {
+        NameForm::Short => String::new(),
+        NameForm::WithNamespace => format!("{}-", key.namespace),
+    };
     dns_name(
         &format!(
-            "{fullname}-{}-{}-{}-{}",
+            "{fullname}-{}-{namespace}{}-{}-{}",
             kind.name_part(),
             key.cluster,
             key.keyspace,
@@ -421,20 +437,34 @@ mod tests {
         // chart cuts its full name to 40): the same 43 characters and SHA-256 prefix.
         let full = "vtsnap-production-databases-eu-west-1-bl";
         assert_eq!(
-            cronjob_name(full, Kind::Snapshot, &key("-80")),
+            cronjob_name(full, Kind::Snapshot, &key("-80"), NameForm::Short),
             "vtsnap-production-databases-eu-west-1-bl-sn-3f15378f"
         );
         assert_eq!(
-            cronjob_name(full, Kind::Snapshot, &key("80-")),
+            cronjob_name(full, Kind::Snapshot, &key("80-"), NameForm::Short),
             "vtsnap-production-databases-eu-west-1-bl-sn-2de518d4"
         );
         assert_eq!(
-            cronjob_name("vtsnap", Kind::Snapshot, &key("-")),
+            cronjob_name("vtsnap", Kind::Snapshot, &key("-"), NameForm::Short),
             "vtsnap-snap-main-commerce-x-x"
         );
         assert_eq!(
-            cronjob_name("vtsnap", Kind::Drill, &key("-")),
+            cronjob_name("vtsnap", Kind::Drill, &key("-"), NameForm::Short),
             "vtsnap-drill-main-commerce-x-x"
+        );
+        // A cluster name configured in two namespaces: the namespace follows the kind, as
+        // `vtsnap.shardCronjobName` renders it with `namespace` given.
+        assert_eq!(
+            cronjob_name("vtsnap", Kind::Snapshot, &key("-"), NameForm::WithNamespace),
+            "vtsnap-snap-vitess-main-commerce-x-x"
+        );
+        assert_eq!(
+            cronjob_name("vtsnap", Kind::Drill, &key("-80"), NameForm::WithNamespace),
+            "vtsnap-drill-vitess-main-commerce-x-80"
+        );
+        assert_eq!(
+            cronjob_name(full, Kind::Snapshot, &key("-80"), NameForm::WithNamespace),
+            "vtsnap-production-databases-eu-west-1-bl-sn-a10ca0df"
         );
         // Other characters become '-', hyphens stay, ends are trimmed, 52 fits as is.
         assert_eq!(dns_name("-Ab_c-d.e-", 52), "ab-c-d-e");

@@ -1,0 +1,197 @@
+//! Which CronJob is a shard's (docs/design.md §5.8): its name carries the namespace when
+//! the cluster's name is configured in two; a CronJob of ours is the shard's by its
+//! record, whatever its name; a second one is kept and named, never deleted; two shards
+//! that would get one name get none.
+
+use super::*;
+
+/// `example` in `ns-a` and in `ns-b`, each with `commerce` `-`.
+fn twins() -> (Config, Vec<ClusterSeen>) {
+    let cfg = Config::from_yaml(
+        "clusters:\n- name: example\n  namespace: ns-a\n- name: example\n  namespace: ns-b\n",
+    )
+    .unwrap();
+    let one = |ns: &str| ClusterSeen {
+        namespace: ns.into(),
+        ..cluster(&[("commerce", "-")])
+    };
+    (cfg, vec![one("ns-a"), one("ns-b")])
+}
+
+const A: &str = "vtsnap-snap-ns-a-example-commerce-x-x";
+const B: &str = "vtsnap-snap-ns-b-example-commerce-x-x";
+const SHORT: &str = "vtsnap-snap-example-commerce-x-x";
+
+/// Review round three, item 4: both shards got `vtsnap-snap-example-commerce-x-x`.
+#[test]
+fn one_cluster_name_in_two_namespaces_gives_each_shard_its_own_cronjob() {
+    let (cfg, clusters) = twins();
+    let p = plan(&cfg, &seen(clusters.clone(), vec![]));
+    let made: Vec<(&str, Action, Option<&str>)> = p
+        .decisions
+        .iter()
+        .map(|d| (d.name.as_str(), d.action, d.shard.as_deref()))
+        .collect();
+    assert_eq!(
+        made,
+        [
+            (A, Action::Create, Some("ns-a/example/commerce/-")),
+            (B, Action::Create, Some("ns-b/example/commerce/-")),
+        ],
+        "{p:#?}"
+    );
+    assert!(p.problems.is_empty(), "{p:#?}");
+    let record = |name: &str| {
+        find(&p, name).desired.as_ref().unwrap()["metadata"]["annotations"]
+            ["vtsnap.io/schedule-shard"]
+            .clone()
+    };
+    assert_eq!(record(A), "ns-a/example/commerce/-");
+    assert_eq!(record(B), "ns-b/example/commerce/-");
+    // The next run keeps both, each as its shard's.
+    let again = plan(&cfg, &seen(clusters, applied(&[], &p)));
+    assert_eq!(again.count(Action::Keep), 2, "{again:#?}");
+    assert!(
+        again.decisions.iter().all(|d| d.reason == Reason::UpToDate),
+        "{again:#?}"
+    );
+    // A name of the one cluster that is configured once stays short.
+    let p = plan(
+        &config(""),
+        &seen(vec![cluster(&[("commerce", "-")])], vec![]),
+    );
+    assert_eq!(p.decisions[0].name, SHORT);
+}
+
+#[test]
+fn a_cronjob_made_under_the_short_name_stays_its_shard_s() {
+    // Before the rule, ns-a's shard got the short name (ns-b's create failed on it). After:
+    // ns-a's is kept under its name, only ns-b's is made; nothing is deleted.
+    let (cfg, clusters) = twins();
+    let before = applied(
+        &[],
+        &plan(
+            &config(""),
+            &seen(vec![cluster(&[("commerce", "-")])], vec![]),
+        ),
+    );
+    let mut old = before[0].clone();
+    old.shard = ShardKey::parse("ns-a/example/commerce/-");
+    let p = plan(&cfg, &seen(clusters.clone(), vec![old.clone()]));
+    let acts: Vec<(&str, Action)> = p
+        .decisions
+        .iter()
+        .map(|d| (d.name.as_str(), d.action))
+        .collect();
+    // Its record changed (ns-a instead of vitess), so it is rewritten in place.
+    assert_eq!(
+        acts,
+        [(SHORT, Action::Update), (B, Action::Create)],
+        "{p:#?}"
+    );
+    let d = find(&p, SHORT);
+    assert_eq!(d.shard.as_deref(), Some("ns-a/example/commerce/-"));
+    assert_eq!(d.desired.as_ref().unwrap()["metadata"]["name"], SHORT);
+    // Its minute is kept.
+    assert_eq!(
+        d.desired.as_ref().unwrap()["metadata"]["annotations"]["vtsnap.io/stagger-minutes"],
+        old.offset.unwrap().to_string()
+    );
+    let again = plan(&cfg, &seen(clusters, applied(&[old], &p)));
+    assert!(
+        again.decisions.iter().all(|d| d.reason == Reason::UpToDate),
+        "{again:#?}"
+    );
+}
+
+/// Audit item 4: a second CronJob of ours for a shard of the spec was deleted without the
+/// deletion gate. It is kept and named.
+#[test]
+fn a_second_cronjob_of_a_shard_is_kept_and_named_never_deleted() {
+    let cfg = config("");
+    let s = seen(vec![cluster(&[("commerce", "-")])], vec![]);
+    let made = applied(&[], &plan(&cfg, &s));
+    let mut second = made[0].clone();
+    second.name = "old-vtsnap-snap-example-commerce-x-x".into();
+    second.uid = "uid-old".into();
+    // vtctld's word does not matter: the shard is in the spec.
+    for vtctld in [InVtctld::Absent, InVtctld::Unknown("not asked".into())] {
+        second.vtctld = vtctld;
+        let p = plan(
+            &cfg,
+            &seen(s.clusters.clone(), vec![made[0].clone(), second.clone()]),
+        );
+        assert_eq!(p.count(Action::Delete), 0, "{p:#?}");
+        let d = find(&p, "old-vtsnap-snap-example-commerce-x-x");
+        assert_eq!((d.action, d.reason), (Action::Keep, Reason::Duplicate));
+        assert!(d.message.contains(SHORT), "{}", d.message);
+        assert_eq!(find(&p, SHORT).reason, Reason::UpToDate);
+        // Alone, the one under another name is the shard's: kept, no second made.
+        let p = plan(&cfg, &seen(s.clusters.clone(), vec![second.clone()]));
+        assert_eq!(p.decisions.len(), 1, "{p:#?}");
+        assert_eq!(p.decisions[0].name, second.name);
+        assert_eq!(p.count(Action::Create) + p.count(Action::Delete), 0);
+    }
+    // Two of a gone shard: each goes through the gate on its own.
+    let mut gone = [made[0].clone(), second];
+    for c in &mut gone {
+        c.vtctld = InVtctld::Absent;
+    }
+    let p = plan(&cfg, &seen(vec![cluster(&[])], gone.to_vec()));
+    assert_eq!(p.count(Action::Delete), 2, "{p:#?}");
+    assert!(p.decisions.iter().all(|d| d.reason == Reason::ShardGone));
+}
+
+#[test]
+fn two_shards_that_would_get_one_name_get_none() {
+    // `b_c` and `b-c`: a name cannot hold `_`, so both would be `…-b-c-x-x`.
+    let cfg = config("");
+    let p = plan(
+        &cfg,
+        &seen(vec![cluster(&[("b_c", "-"), ("b-c", "-")])], vec![]),
+    );
+    let name = "vtsnap-snap-example-b-c-x-x";
+    assert_eq!(p.count(Action::Create), 0, "{p:#?}");
+    let refused: Vec<(&str, Reason, &str)> = p
+        .decisions
+        .iter()
+        .map(|d| (d.name.as_str(), d.reason, d.message.as_str()))
+        .collect();
+    assert_eq!(refused.len(), 2, "{p:#?}");
+    for (n, reason, _) in &refused {
+        assert_eq!((*n, *reason), (name, Reason::NameCollision));
+    }
+    // Each names the other shard, and each is a problem (the run exits 1).
+    assert!(
+        refused
+            .iter()
+            .any(|(_, _, m)| m.contains("vitess/example/b_c/-"))
+    );
+    assert!(
+        refused
+            .iter()
+            .any(|(_, _, m)| m.contains("vitess/example/b-c/-"))
+    );
+    assert_eq!(p.problems.len(), 2, "{p:#?}");
+    // One of them already has its CronJob: it keeps it; the other cannot take the name.
+    let one = plan(&cfg, &seen(vec![cluster(&[("b_c", "-")])], vec![]));
+    let crons = applied(&[], &one);
+    let p = plan(
+        &cfg,
+        &seen(vec![cluster(&[("b_c", "-"), ("b-c", "-")])], crons),
+    );
+    let reasons: Vec<(Option<&str>, Reason)> = p
+        .decisions
+        .iter()
+        .map(|d| (d.shard.as_deref(), d.reason))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            (Some("vitess/example/b-c/-"), Reason::NameTaken),
+            (Some("vitess/example/b_c/-"), Reason::UpToDate),
+        ],
+        "{p:#?}"
+    );
+    assert_eq!(p.problems.len(), 1);
+}
