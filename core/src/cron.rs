@@ -44,6 +44,10 @@ pub enum CronError {
     TimeZonePrefix,
     #[error("{field}: {why}")]
     Field { field: &'static str, why: String },
+    #[error(
+        "never fires: no month it allows has a day of the month it allows (e.g. February 30th), and its day-of-week field is `*` (a restricted one would fire on those weekdays too)"
+    )]
+    NeverFires,
 }
 
 struct Spec {
@@ -233,6 +237,26 @@ impl Schedule {
             weekdays,
             day_star: dom_star || dow_star,
         })
+    }
+
+    /// `Err(NeverFires)` when no date matches its day and month fields (`0 0 30 2 *`,
+    /// `0 0 31 4 *`). Kubernetes accepts such a CronJob and never runs it.
+    pub fn check_fires(&self) -> Result<(), CronError> {
+        // Days of each month, February in a leap year (robfig fires on February 29th).
+        const MONTH_DAYS: [u32; 13] = [0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+        // Both day fields restricted: either fires, and every month has every weekday.
+        if !self.day_star {
+            return Ok(());
+        }
+        // Otherwise both must match; a month has every weekday, so the day of the month decides.
+        let fits = (0u32..).zip(MONTH_DAYS).any(|(m, len)| {
+            self.months & (1 << m) != 0 && (1..=len).any(|d| self.days & (1 << d) != 0)
+        });
+        if fits {
+            Ok(())
+        } else {
+            Err(CronError::NeverFires)
+        }
     }
 
     fn day_matches(&self, d: Date) -> bool {

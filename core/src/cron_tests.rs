@@ -152,3 +152,52 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_schedule_that_never_fires_is_told_apart() {
+    // Round three: Kubernetes takes these and never runs them.
+    for never in [
+        "0 0 30 2 *",
+        "0 0 31 4 *",
+        "0 0 30,31 2 ?",
+        "0 0 31 2,4,6,9,11 *",
+    ] {
+        let s = Schedule::parse(never).unwrap();
+        assert_eq!(s.check_fires(), Err(CronError::NeverFires), "{never}");
+        assert!(
+            s.next_after(t("2026-12-01T00:00:00Z"), &TimeZone::UTC)
+                .is_none()
+        );
+    }
+    // A leap day fires; a weekday restricted too widens the days (either fires); a day
+    // that one allowed month has.
+    for fires in [
+        "0 0 29 2 *",
+        "0 0 30 2 1",
+        "0 0 31 * *",
+        "0 0 30 2,3 *",
+        "0 0 31 4 */2",
+    ] {
+        assert_eq!(
+            Schedule::parse(fires).unwrap().check_fires(),
+            Ok(()),
+            "{fires}"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// `check_fires` agrees with a search for the next run (which looks five years ahead,
+    /// past a leap day).
+    #[test]
+    fn check_fires_agrees_with_next_after(
+        dom in prop_oneof![Just("*".to_owned()), (28u32..32).prop_map(|v| v.to_string()), (29u32..32).prop_map(|v| format!("{v},30"))],
+        month in prop_oneof![Just("*".to_owned()), (1u32..13).prop_map(|v| v.to_string()), (1u32..12).prop_map(|v| format!("{v},{}", v + 1))],
+        dow in prop_oneof![Just("*".to_owned()), Just("?".to_owned()), (0u32..7).prop_map(|v| v.to_string())],
+    ) {
+        let s = Schedule::parse(&format!("0 0 {dom} {month} {dow}")).unwrap();
+        let next = s.next_after(t("2026-12-01T00:00:00Z"), &TimeZone::UTC);
+        prop_assert_eq!(s.check_fires().is_ok(), next.is_some());
+    }
+}

@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::config::GoDuration;
 use crate::cron::{CronError, Schedule, fields_of};
 
 /// The schedule when a policy sets none: every six hours.
@@ -26,10 +27,20 @@ pub enum StaggerError {
         "a staggered schedule runs at one minute of the hour (e.g. \"0 */6 * * *\"), not {minute:?}; set its stagger: 0s to run {schedule:?} as written"
     )]
     MinuteNotOne { schedule: String, minute: String },
-    #[error("stagger {0:?} is longer than a day")]
+    #[error("stagger {} is longer than a day", GoDuration(*.0))]
     LongerThanADay(Duration),
     #[error(
-        "stagger {stagger:?} would move the {hour:02}:{minute:02} run of {schedule:?} past midnight, onto a day its day fields do not allow: use a smaller stagger or a schedule for every day"
+        "stagger {} is longer than the schedule's shortest interval {} ({schedule:?}): shards whose offsets differ by the interval would run at the same minutes; use a stagger of at most {}",
+        GoDuration(*stagger), GoDuration(*interval), GoDuration(*interval)
+    )]
+    LongerThanInterval {
+        schedule: String,
+        stagger: Duration,
+        interval: Duration,
+    },
+    #[error(
+        "stagger {} would move the {hour:02}:{minute:02} run of {schedule:?} past midnight, onto a day its day fields do not allow: use a smaller stagger or a schedule for every day",
+        GoDuration(*stagger)
     )]
     PastMidnight {
         schedule: String,
@@ -94,12 +105,28 @@ impl Staggered {
         // Minutes from the day's last run to midnight: a run moved further lands on the
         // next day, which a schedule restricted to some days may not allow.
         let to_midnight = DAY_MINUTES - (last * 60 + minute);
+        // The shortest interval between two runs (across midnight too when every day runs):
+        // offsets a whole interval apart give the same line (docs/design.md §5.8).
+        let mut interval = hours.windows(2).map(|p| (p[1] - p[0]) * 60).min();
+        if parsed.every_day() {
+            let wrap = (first + 24 - last) * 60;
+            interval = Some(interval.map_or(wrap, |g| g.min(wrap)));
+        }
         let window = match stagger {
             Some(s) => {
                 if s.as_secs() > u64::from(DAY_MINUTES) * 60 {
                     return Err(StaggerError::LongerThanADay(s));
                 }
                 let w = u32::try_from(s.as_secs() / 60).unwrap_or(DAY_MINUTES);
+                if let Some(i) = interval
+                    && w > i
+                {
+                    return Err(StaggerError::LongerThanInterval {
+                        schedule: schedule.trim().to_owned(),
+                        stagger: s,
+                        interval: Duration::from_secs(u64::from(i) * 60),
+                    });
+                }
                 if !parsed.every_day() && w > to_midnight {
                     return Err(StaggerError::PastMidnight {
                         schedule: schedule.trim().to_owned(),
@@ -110,16 +137,8 @@ impl Staggered {
                 }
                 w
             }
-            None => {
-                let mut gap = hours.windows(2).map(|p| (p[1] - p[0]) * 60).min();
-                if parsed.every_day() {
-                    let wrap = (first + 24 - last) * 60;
-                    gap = Some(gap.map_or(wrap, |g| g.min(wrap)));
-                    gap.unwrap_or(DAY_MINUTES)
-                } else {
-                    gap.map_or(to_midnight, |g| g.min(to_midnight))
-                }
-            }
+            None if parsed.every_day() => interval.unwrap_or(DAY_MINUTES),
+            None => interval.map_or(to_midnight, |g| g.min(to_midnight)),
         };
         Ok(Self {
             schedule: schedule.trim().to_owned(),

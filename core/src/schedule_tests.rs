@@ -74,6 +74,42 @@ fn a_stagger_it_cannot_write_is_an_error_that_says_why() {
 }
 
 #[test]
+fn a_stagger_longer_than_the_shortest_interval_is_refused() {
+    // Round three's reproduction: offsets 6h apart gave two shards one line.
+    let e = Staggered::new(DEFAULT_SCHEDULE, h(24)).unwrap_err();
+    assert_eq!(
+        e,
+        StaggerError::LongerThanInterval {
+            schedule: DEFAULT_SCHEDULE.to_owned(),
+            stagger: Duration::from_secs(24 * 3600),
+            interval: Duration::from_secs(6 * 3600),
+        }
+    );
+    assert!(
+        e.to_string()
+            .starts_with("stagger 24h is longer than the schedule's shortest interval 6h"),
+        "{e}"
+    );
+    // The interval across midnight counts for a schedule of every day; uneven hours give
+    // their shortest gap.
+    let e = |sched: &str, stagger| Staggered::new(sched, stagger).map(|s| s.window());
+    assert!(matches!(
+        e("0 1,23 * * *", h(3)),
+        Err(StaggerError::LongerThanInterval { .. })
+    ));
+    assert!(matches!(
+        e("0 1,2,9 * * *", h(2)),
+        Err(StaggerError::LongerThanInterval { .. })
+    ));
+    // Up to the interval is allowed, and gives every offset its own line.
+    assert_eq!(e("0 */6 * * *", h(6)), Ok(360));
+    assert_eq!(e("30 2 * * *", h(24)), Ok(24 * 60));
+    let s = Staggered::new("0 1,2,9 * * *", h(1)).unwrap();
+    let lines: BTreeSet<String> = (0..s.window()).map(|o| s.at(o)).collect();
+    assert_eq!(lines.len(), 60);
+}
+
+#[test]
 fn the_hash_is_fnv_1a() {
     // FNV-1a 64 of "a" (the published test vector).
     assert_eq!(fnv1a("a"), 0xaf63_dc4c_8601_ec8c);
