@@ -11,6 +11,7 @@ mod partial;
 mod probe;
 pub mod pvc_spec;
 mod resolve;
+mod shape;
 mod validate;
 
 use crate::shard::ShardName;
@@ -32,23 +33,54 @@ pub struct ConfigError {
     pub message: String,
 }
 
+/// The most of a path, or of a message, that is printed: both echo what the file says (a
+/// key, a value), and a hostile config (a ConfigMap read by `kubectl vtsnap`) must not
+/// become a 20 MB line of stderr.
+pub const MAX_SHOWN_BYTES: usize = 400;
+/// The most errors printed; the rest are counted.
+pub const MAX_SHOWN_ERRORS: usize = 100;
+
+/// `s` with control characters escaped, cut to [`MAX_SHOWN_BYTES`] with a note of its length.
+fn shown(s: &str) -> std::borrow::Cow<'_, str> {
+    use crate::k8s_names::{cut_to_bytes, escape_controls};
+    let escaped = escape_controls(s);
+    if escaped.len() <= MAX_SHOWN_BYTES {
+        return escaped;
+    }
+    std::borrow::Cow::Owned(format!(
+        "{}… (cut, {} bytes in all)",
+        cut_to_bytes(&escaped, MAX_SHOWN_BYTES),
+        s.len()
+    ))
+}
+
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.path.is_empty() {
-            write!(f, "{}", self.message)
+            write!(f, "{}", shown(&self.message))
         } else {
-            write!(f, "{}: {}", self.path, self.message)
+            write!(f, "{}: {}", shown(&self.path), shown(&self.message))
         }
     }
 }
 
-/// Every problem found, one per line.
+/// Every problem found, one per line (at most [`MAX_SHOWN_ERRORS`] of them).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ConfigErrors(pub Vec<ConfigError>);
 
 impl fmt::Display for ConfigErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let lines: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        let mut lines: Vec<String> = self
+            .0
+            .iter()
+            .take(MAX_SHOWN_ERRORS)
+            .map(ToString::to_string)
+            .collect();
+        if let Some(more) = self.0.len().checked_sub(MAX_SHOWN_ERRORS)
+            && more > 0
+        {
+            lines.push(format!("… and {more} more errors"));
+        }
         f.write_str(&lines.join("\n"))
     }
 }
@@ -77,12 +109,12 @@ fn parse_error(e: probe::ProbeError) -> ConfigError {
 
 /// A config that does not parse: every parse error, then every rule broken by what did
 /// parse. Strict parsing stops at the first error, so the file is read again piece by piece.
-fn every_error(text: &str, first: probe::ProbeError) -> ConfigErrors {
+fn every_error(text: &str, values: usize, first: probe::ProbeError) -> ConfigErrors {
     // Not YAML at all: nothing can be read piece by piece.
     if serde_yaml_ng::from_str::<serde::de::IgnoredAny>(text).is_err() {
         return ConfigErrors(vec![parse_error(first)]);
     }
-    let Some(p) = partial::partial(text) else {
+    let Some(p) = partial::partial(text, values) else {
         return ConfigErrors(vec![
             parse_error(first),
             ConfigError {
@@ -133,13 +165,32 @@ impl Config {
         // YAML allows a byte order mark before the document; the parser takes it for a
         // second document.
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        // The bound of a file, for text that comes from elsewhere (a ConfigMap).
+        if u64::try_from(text.len()).unwrap_or(u64::MAX) > MAX_BYTES {
+            return Err(ConfigErrors::one(
+                "",
+                format!(
+                    "the config is {} bytes, more than {MAX_BYTES}, the most a config may have",
+                    text.len()
+                ),
+            ));
+        }
         input::check_depth(text).map_err(|e| ConfigErrors::one("", e.to_string()))?;
+        let shape = shape::check(text);
+        let mut errors = shape.duplicates;
+        if let Some(too_large) = shape.too_large {
+            errors.push(too_large);
+            return Err(ConfigErrors(errors));
+        }
         let de = serde_yaml_ng::Deserializer::from_str(text);
         let config: Config = match serde_path_to_error::deserialize(de) {
             Ok(config) => config,
-            Err(first) => return Err(every_error(text, first)),
+            Err(first) => {
+                errors.extend(every_error(text, shape.values, first).0);
+                return Err(ConfigErrors(errors));
+            }
         };
-        let errors = validate::validate(&config);
+        errors.extend(validate::validate(&config));
         if errors.is_empty() {
             Ok(config)
         } else {

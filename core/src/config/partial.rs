@@ -21,8 +21,9 @@ const BLOCKS: [&str; 5] = [
 ];
 
 /// Each piece is read by parsing the whole text again, so the work grows with the size of
-/// the text times the number of pieces: past this many bytes parsed in all, the search
-/// for further errors is given up (a hostile 1 MiB file would otherwise take hours).
+/// the text (or the values its aliases expand to, if more) times the number of pieces:
+/// past this many bytes (or values) parsed in all, the search for further errors is given
+/// up (a hostile 1 MiB file would otherwise take hours).
 pub const BUDGET_BYTES: usize = 16 << 20;
 
 /// What a config that failed strict parsing still yields.
@@ -33,10 +34,12 @@ pub struct Partial {
     pub unparsed: Unparsed,
 }
 
-/// `None` when reading it piece by piece would cost more than [`BUDGET_BYTES`].
-pub fn partial(text: &str) -> Option<Partial> {
+/// `None` when reading it piece by piece would cost more than [`BUDGET_BYTES`]. `values`:
+/// how many values one read of `text` walks, its aliases expanded.
+pub fn partial(text: &str, values: usize) -> Option<Partial> {
     let mut w = Walk {
         text,
+        cost: text.len().max(values).max(1),
         errors: Vec::new(),
         unparsed: Vec::new(),
         spent: 0,
@@ -66,6 +69,8 @@ struct Bad;
 
 struct Walk<'t> {
     text: &'t str,
+    /// What one read of the text costs, in bytes or expanded values.
+    cost: usize,
     /// With (line, column) where known, for sorting.
     errors: Vec<(Option<(usize, usize)>, ConfigError)>,
     unparsed: Vec<String>,
@@ -81,7 +86,7 @@ impl Walk<'_> {
         path: &[Seg],
         skip: &BTreeSet<String>,
     ) -> Result<Option<T>, ProbeError> {
-        self.spent = self.spent.saturating_add(self.text.len().max(1));
+        self.spent = self.spent.saturating_add(self.cost);
         if self.spent > BUDGET_BYTES {
             return Ok(None);
         }

@@ -404,7 +404,7 @@ fn the_piecewise_read_agrees_with_the_strict_one() {
     ];
     for t in texts {
         let strict = cfg(&t);
-        let p = partial::partial(&t).expect("within the budget");
+        let p = partial::partial(&t, 0).expect("within the budget");
         assert!(p.errors.is_empty(), "{t}\n{:?}", p.errors);
         assert_eq!(p.config, strict, "{t}");
     }

@@ -86,6 +86,24 @@ fn pool_type(e: &mut Errors, path: &str, i: usize, pool: &str) {
     );
 }
 
+/// A block's `schedule`: a cron line that fires on some day.
+fn schedule(e: &mut Errors, p: &str, sched: &str) {
+    use crate::cron::{CronError, Schedule};
+    match Schedule::parse(sched).and_then(|s| s.check_fires()) {
+        Ok(()) => {}
+        Err(CronError::NeverFires) => e.at(
+            p,
+            "schedule",
+            format!("{sched:?} {}", CronError::NeverFires),
+        ),
+        Err(why) => e.at(
+            p,
+            "schedule",
+            format!("{sched:?} is not a cron line: {why}"),
+        ),
+    }
+}
+
 fn snapshot_block(e: &mut Errors, p: &str, s: &SnapshotPolicy) {
     match s.volume_snapshot_class_name.as_deref() {
         Some("") => e.at(
@@ -104,14 +122,8 @@ fn snapshot_block(e: &mut Errors, p: &str, s: &SnapshotPolicy) {
         }
         None => {}
     }
-    if let Some(sched) = &s.schedule
-        && let Err(why) = crate::cron::Schedule::parse(sched)
-    {
-        e.at(
-            p,
-            "schedule",
-            format!("{sched:?} is not a cron line: {why}"),
-        );
+    if let Some(sched) = &s.schedule {
+        schedule(e, p, sched);
     }
     positive(e, p, "cutTimeout", s.cut_timeout);
     positive(e, p, "readyTimeout", s.ready_timeout);
@@ -184,13 +196,8 @@ fn block(e: &mut Errors, path: &str, b: &PolicyBlocks) {
     }
     if let Some(d) = &b.drill
         && let Some(sched) = &d.schedule
-        && let Err(why) = crate::cron::Schedule::parse(sched)
     {
-        e.at(
-            &format!("{path}.drill"),
-            "schedule",
-            format!("{sched:?} is not a cron line: {why}"),
-        );
+        schedule(e, &format!("{path}.drill"), sched);
     }
     if let Some(v) = &b.vtbackup {
         let p = format!("{path}.vtbackup");
@@ -286,6 +293,26 @@ fn resolved(e: &mut Errors, levels: &[&str], own: &PolicyBlocks, r: &ResolvedPol
                     "maxSnapshotAge {} must be below binlogRetention {}: a replica restored from an older snapshot cannot catch up (its position is no longer in the primary's binlogs)",
                     r.restore.max_snapshot_age, r.restore.binlog_retention
                 ),
+            );
+        }
+    }
+    // Every snapshot would be passed over: no drill ever vouches for one.
+    if r.restore.require_drill
+        && !r.drill.enabled
+        && !unread("restore.requireDrill")
+        && !unread("drill.enabled")
+    {
+        if own_restore.require_drill.is_some() {
+            e.at(
+                path,
+                "restore.requireDrill",
+                "true, but drill.enabled resolves to false here: no drill would run, so no snapshot would ever be offered (turn drills on, or requireDrill off)",
+            );
+        } else if own_drill.enabled.is_some() {
+            e.at(
+                path,
+                "drill.enabled",
+                "false, under an inherited restore.requireDrill: true: no snapshot would ever be offered (set requireDrill: false here too)",
             );
         }
     }
