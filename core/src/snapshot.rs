@@ -23,7 +23,8 @@ mod gtid;
 mod read;
 mod source;
 pub use drill::{
-    ANN_DRILL, DrillRecord, DrillRecordError, DrillResult, MAX_REASON_BYTES, MAX_RECORD_BYTES, Rto,
+    ANN_DRILL, Discounted, DrillOf, DrillRecord, DrillRecordError, DrillResult, DrillSeen,
+    MAX_REASON_BYTES, MAX_RECORD_BYTES, MAX_UID_BYTES, Rto, standing,
 };
 pub use gtid::{GtidError, GtidFlavor, parse_position};
 pub use read::{CLOCK_SKEW, Layout, ReadError, TimeProblem, VolumeSnapshot};

@@ -378,6 +378,19 @@ impl OperatorShard {
 }
 
 impl VtsnapSnapshot {
+    /// Its `metadata.uid` (the fixture's: `uid-<name>`).
+    pub fn uid(&self) -> String {
+        format!("uid-{}", self.name)
+    }
+
+    /// What a drill record of it names: its UID and cut.
+    pub fn drill_of(&self) -> vtsnap_core::snapshot::DrillOf {
+        vtsnap_core::snapshot::DrillOf {
+            uid: self.uid(),
+            cut: self.cut,
+        }
+    }
+
     /// A well-formed position of the snapshot's flavor (snapshots with others are refused).
     fn gtid_executed(&self) -> &'static str {
         if self.flavor == "mariadb" {
@@ -421,6 +434,7 @@ impl VtsnapSnapshot {
         });
         let cut = self.cut.to_string();
         o["metadata"]["creationTimestamp"] = json!(cut);
+        o["metadata"]["uid"] = json!(self.uid());
         o["metadata"]["labels"][LABEL_PHASE] = json!(self.phase);
         o["metadata"]["annotations"][ANN_CUT_TIME] = json!(cut);
         if let Some(u) = &self.unusable {

@@ -183,10 +183,14 @@ pub async fn drill(lab: &Lab, snapshot: &str, uid: TabletUid) -> LabDrill {
         mysqld_ready_ms: report.mysqld_ready_ms.unwrap_or(0),
     };
     let now = k8s_openapi::jiff::Timestamp::now();
+    let of = s
+        .drill_of()
+        .unwrap_or_else(|| panic!("{snapshot} has no UID or cut for its record to name"));
     let record = if report.verdict.passed {
-        DrillRecord::passed(now, rto, None)
+        DrillRecord::passed(&of, now, rto, None)
     } else {
         DrillRecord::failed(
+            &of,
             now,
             report.verdict.reason.as_deref().unwrap_or(""),
             Some(rto),

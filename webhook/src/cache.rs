@@ -20,7 +20,7 @@ use vtsnap_core::cli::MAX_WATCH_SECONDS;
 use vtsnap_core::labels;
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::shard::ShardRef;
-use vtsnap_core::snapshot::{self, ANN_DRILL, DrillRecord, VolumeSnapshot};
+use vtsnap_core::snapshot::{self, ANN_DRILL, DrillOf, DrillRecord, DrillSeen, VolumeSnapshot};
 
 use crate::observe::{Inventory, ShardState, SnapshotRead, snapshot_of};
 
@@ -284,10 +284,11 @@ impl Caches {
         self.namespaces.values().map(|n| n.snapshots.len()).sum()
     }
 
-    /// The drill records (`vtsnap.io/drill`) of every shard's cached snapshots; one that
-    /// does not read is left out. Only the annotation is read: a scrape reads every
-    /// snapshot, and a drill proves a restore even if another field is unreadable.
-    pub fn drill_records(&self) -> Vec<(ShardRef, Vec<DrillRecord>)> {
+    /// The drill records (`vtsnap.io/drill`) of every shard's cached snapshots, each with
+    /// the snapshot it must name (judged by the caller at its `now`). Only the annotation,
+    /// the UID and the cut are read: a scrape reads every snapshot, and a drill proves a
+    /// restore even if another field is unreadable.
+    pub fn drill_records(&self) -> Vec<(ShardRef, Vec<DrillSeen>)> {
         let shards: Vec<(ShardRef, Vec<Arc<DynamicObject>>)> = self
             .namespaces
             .values()
@@ -308,9 +309,22 @@ impl Caches {
     }
 }
 
-fn drill_of(o: &DynamicObject) -> Option<DrillRecord> {
+fn drill_of(o: &DynamicObject) -> Option<DrillSeen> {
     let v = o.metadata.annotations.as_ref()?.get(ANN_DRILL)?;
-    DrillRecord::parse(v).ok()
+    let cut = o
+        .data
+        .pointer("/status/creationTime")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|t| t.parse().ok());
+    Some(DrillSeen {
+        record: DrillRecord::parse(v),
+        of: o
+            .metadata
+            .uid
+            .clone()
+            .zip(cut)
+            .map(|(uid, cut)| DrillOf { uid, cut }),
+    })
 }
 
 #[cfg(test)]

@@ -193,9 +193,10 @@ async fn drill_gauges_follow_the_snapshots_through_the_watch() {
     let mut a = operator_shard()
         .named("commerce", "-80")
         .snapshot("a", passed_at);
-    a.drill = Some(DrillRecord::passed(passed_at, rto, None).render());
+    a.drill = Some(DrillRecord::passed(&a.drill_of(), passed_at, rto, None).render());
     let mut b = operator_shard().named("commerce", "-80").snapshot("b", now);
-    b.drill = Some(DrillRecord::failed(now, "table t1 corrupt", None, None).render());
+    b.drill =
+        Some(DrillRecord::failed(&b.drill_of(), now, "table t1 corrupt", None, None).render());
     let c = operator_shard().named("commerce", "80-").snapshot("c", now);
     for s in [&a, &b, &c] {
         kube.put_json("snapshot.storage.k8s.io", "volumesnapshots", s.object());

@@ -8,7 +8,9 @@
 use k8s_openapi::jiff::{self, SignedDuration, Timestamp};
 use serde_json::Value;
 
-use super::drill::{ANN_DRILL, DrillRecord, DrillRecordError};
+use super::drill::{
+    ANN_DRILL, Discounted, DrillOf, DrillRecord, DrillRecordError, DrillSeen, standing,
+};
 use super::gtid::{self, GtidError};
 use super::{
     ANN_CUT_TIME, ANN_GTID_EXECUTED, ANN_GTID_LOWER_BOUND, ANN_LAYOUT, ANN_MYSQL_FLAVOR,
@@ -25,6 +27,7 @@ use crate::naming::{KeyRange, SafeNameError, TabletAlias, TabletUid, TabletUidEr
 const NAME: &str = "metadata.name";
 const NAMESPACE: &str = "metadata.namespace";
 const CREATED: &str = "metadata.creationTimestamp";
+const UID: &str = "metadata.uid";
 const LABELS: &str = "metadata.labels";
 const ANNOTATIONS: &str = "metadata.annotations";
 const OWNERS: &str = "metadata.ownerReferences";
@@ -57,6 +60,8 @@ impl Layout {
 pub struct VolumeSnapshot {
     pub namespace: String,
     pub name: String,
+    /// `metadata.uid` (set by the API server; a dump may lack it).
+    pub uid: Option<String>,
     /// `metadata.creationTimestamp` (set by the API server).
     pub created: Option<Timestamp>,
     pub cluster: String,
@@ -87,8 +92,9 @@ pub struct VolumeSnapshot {
     pub cluster_owners: Vec<String>,
     /// Why restores must not use it ([`super::ANN_UNUSABLE`]).
     pub unusable: Option<String>,
-    /// Its last drill ([`ANN_DRILL`]).
-    pub drill: Option<DrillRecord>,
+    /// Its last drill ([`ANN_DRILL`]) as read: an unreadable record never makes the
+    /// snapshot unreadable, it counts as none ([`VolumeSnapshot::drill`]).
+    pub drill_record: Option<Result<DrillRecord, DrillRecordError>>,
 }
 
 /// Why a VolumeSnapshot cannot be read; every variant names the snapshot
@@ -172,12 +178,6 @@ pub enum ReadError {
         other: &'static str,
         other_value: String,
     },
-    #[error("VolumeSnapshot {snapshot}: {field} {source}")]
-    Drill {
-        snapshot: String,
-        field: &'static str,
-        source: DrillRecordError,
-    },
     /// `reason` is the alias parser's own message.
     #[error("VolumeSnapshot {snapshot}: {field}: {reason}")]
     TabletAlias {
@@ -203,7 +203,6 @@ impl ReadError {
             | Self::Gtid { field, .. }
             | Self::GtidFlavor { field, .. }
             | Self::Contradiction { field, .. }
-            | Self::Drill { field, .. }
             | Self::TabletAlias { field, .. } => field,
         }
     }
@@ -299,18 +298,41 @@ impl VolumeSnapshot {
             status: r.status(obj)?,
             cluster_owners: r.cluster_owners()?,
             unusable: ann(ANN_UNUSABLE)?.map(str::to_owned),
-            drill: ann(ANN_DRILL)?
-                .map(|v| {
-                    DrillRecord::parse(v).map_err(|source| ReadError::Drill {
-                        snapshot: r.snapshot.clone(),
-                        field: ANN_DRILL,
-                        source,
-                    })
-                })
-                .transpose()?,
+            drill_record: ann(ANN_DRILL)?.map(DrillRecord::parse),
+            uid: r.uid()?,
             namespace: namespace.to_owned(),
             name: name.to_owned(),
         })
+    }
+}
+
+impl VolumeSnapshot {
+    /// The snapshot a drill record must name: its UID and its cut.
+    pub fn drill_of(&self) -> Option<DrillOf> {
+        Some(DrillOf {
+            uid: self.uid.clone()?,
+            cut: self.status.creation_time.as_deref()?.parse().ok()?,
+        })
+    }
+
+    /// Its last drill, if it counts at `now` (docs/design.md §5.9): `None` without a
+    /// record, else the record or why it counts for nothing.
+    pub fn drill(&self, now: Timestamp) -> Option<Result<&DrillRecord, Discounted>> {
+        let record = self.drill_record.as_ref()?;
+        Some(standing(record.as_ref(), self.drill_of().as_ref(), now))
+    }
+
+    /// Its record with what it must name, for a decider that judges it later.
+    pub fn drill_seen(&self) -> Option<DrillSeen> {
+        Some(DrillSeen {
+            record: self.drill_record.clone()?,
+            of: self.drill_of(),
+        })
+    }
+
+    /// Its last drill, only if it counts at `now`.
+    pub fn counted_drill(&self, now: Timestamp) -> Option<&DrillRecord> {
+        self.drill(now).and_then(Result::ok)
     }
 }
 
@@ -420,6 +442,14 @@ impl<'a> Reader<'a> {
                 snapshot: self.snapshot.clone(),
                 field: key,
             }),
+        }
+    }
+
+    fn uid(&self) -> Result<Option<String>, ReadError> {
+        match self.meta.get("uid") {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(v)) if !v.is_empty() => Ok(Some(v.clone())),
+            Some(_) => Err(self.malformed(UID, "a non-empty string")),
         }
     }
 

@@ -230,7 +230,11 @@ async fn a_drill_that_cannot_restore_records_why_and_removes_what_it_made() {
         .await
         .unwrap();
     let read = VolumeSnapshot::read(&snap).unwrap();
-    let drill = read.drill.unwrap();
+    let drill = read
+        .drill(k8s_openapi::jiff::Timestamp::now())
+        .unwrap()
+        .unwrap_or_else(|why| panic!("the record does not count: {why}: {snap}"))
+        .clone();
     assert_eq!(drill.result, DrillResult::Failed);
     assert!(drill.reason.unwrap().contains("never bound"), "{snap}");
     assert_eq!(drill.job.as_deref(), Some("drill-job"));

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use vtsnap_core::coverage::Coverage;
 use vtsnap_core::events::{self, Subject};
 use vtsnap_core::reconcile::{Refusal, Waited, wait_until};
-use vtsnap_core::snapshot::{ANN_DRILL, DrillRecord, DrillResult};
+use vtsnap_core::snapshot::{ANN_DRILL, DrillOf, DrillRecord, DrillResult};
 
 use crate::error::DrillError;
 use crate::outcome::{self, Watched};
@@ -55,6 +55,7 @@ pub async fn drill(
     namespace: &str,
     name: &str,
     snapshot: &str,
+    record_for: &DrillOf,
     pvc: &Value,
     pod: &Value,
     limit: Duration,
@@ -149,6 +150,7 @@ pub async fn drill(
                 pod: last,
                 timed_out,
             },
+            record_for,
             Timestamp::now(),
             job,
         ),

@@ -15,7 +15,7 @@ use vtsnap_core::coverage::{Coverage, Exactness, Purged, coverage};
 use vtsnap_core::k8s_names::untrusted;
 use vtsnap_core::quantity;
 use vtsnap_core::shard::ShardRef;
-use vtsnap_core::snapshot::{Phase, VolumeSnapshot};
+use vtsnap_core::snapshot::{DrillOf, Phase, VolumeSnapshot};
 
 use crate::objects::{self, MYSQLD_CONTAINER, Owner, Settings, Target};
 
@@ -57,6 +57,8 @@ pub enum Refusal {
     NoTabletImage,
     /// The tablets' PVC is missing or its size does not read.
     NoTabletPvc { detail: String },
+    /// The snapshot has no UID or no cut, so no record could name it.
+    Unbindable { snapshot: String },
 }
 
 impl Refusal {
@@ -85,6 +87,10 @@ impl Refusal {
                 "no tablet Pod of the shard has a mysqld container to take the image from".into()
             }
             Self::NoTabletPvc { detail } => format!("the tablets' PVC: {detail}"),
+            Self::Unbindable { snapshot } => format!(
+                "snapshot {} has no metadata.uid or status.creationTime for its record to name",
+                untrusted(snapshot)
+            ),
         }
     }
 }
@@ -97,6 +103,9 @@ pub enum Plan {
     Drill {
         name: String,
         snapshot: String,
+        /// What the record will name (docs/design.md §5.9).
+        #[serde(rename = "recordFor")]
+        record_for: DrillOf,
         pvc: Value,
         pod: Value,
     },
@@ -107,11 +116,20 @@ pub enum Plan {
 
 /// The decision for one shard at `now`.
 pub fn plan(o: &Observed, s: &Settings, owner: Option<&Owner>, now: Timestamp) -> Plan {
-    match target(o, now) {
-        Ok(t) => {
+    let bound = target(o, now).and_then(|t| {
+        match readable(o, &t.snapshot).and_then(VolumeSnapshot::drill_of) {
+            Some(of) => Ok((t, of)),
+            None => Err(Refusal::Unbindable {
+                snapshot: t.snapshot.clone(),
+            }),
+        }
+    });
+    match bound {
+        Ok((t, record_for)) => {
             let name = objects::drill_name(&o.shard, &now.strftime("%Y%m%d%H%M%S").to_string());
             Plan::Drill {
                 snapshot: t.snapshot.clone(),
+                record_for,
                 pvc: objects::pvc(&name, &t, owner),
                 pod: objects::pod(&name, &t, s, owner),
                 name,

@@ -89,7 +89,12 @@ mod tests {
             restore_ms: 80,
             mysqld_ready_ms: 3000,
         };
+        let of = vtsnap_core::snapshot::DrillOf {
+            uid: "uid-s1".into(),
+            cut: Timestamp::UNIX_EPOCH,
+        };
         let s = Summary::new("example/commerce/-80".into()).drilled(DrillRecord::passed(
+            &of,
             Timestamp::UNIX_EPOCH,
             rto,
             None,

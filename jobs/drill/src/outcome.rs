@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use vtsnap_core::coverage::Coverage;
 use vtsnap_core::k8s_names::escape_controls;
-use vtsnap_core::snapshot::{DrillRecord, DrillResult, Rto};
+use vtsnap_core::snapshot::{DrillOf, DrillRecord, DrillResult, Rto};
 
 use crate::check::MAX_RESULT_BYTES;
 use crate::objects::{CHECKER_CONTAINER, MYSQLD_CONTAINER, RESTORE_CONTAINER};
@@ -115,6 +115,7 @@ fn cut(s: &str) -> String {
 pub fn with_catch_up(record: DrillRecord, catch_up: &Coverage) -> DrillRecord {
     match (record.result, catch_up) {
         (DrillResult::Passed, Coverage::NotCovered { missing }) => DrillRecord::failed(
+            &record.of(),
             record.at,
             &format!(
                 "restored and checked, but a tablet restored from it cannot catch up: the primary purged {missing}"
@@ -127,7 +128,7 @@ pub fn with_catch_up(record: DrillRecord, catch_up: &Coverage) -> DrillRecord {
 }
 
 /// The record a finished (or abandoned) drill leaves on its snapshot.
-pub fn record(w: &Watched, now: Timestamp, job: Option<String>) -> DrillRecord {
+pub fn record(w: &Watched, of: &DrillOf, now: Timestamp, job: Option<String>) -> DrillRecord {
     let pod = w.pod.as_ref();
     let restore = pod.and_then(|p| ended(p, "initContainerStatuses", RESTORE_CONTAINER));
     let checker = pod.and_then(|p| ended(p, "containerStatuses", CHECKER_CONTAINER));
@@ -144,7 +145,7 @@ pub fn record(w: &Watched, now: Timestamp, job: Option<String>) -> DrillRecord {
             .and_then(|r| r.mysqld_ready_ms)
             .unwrap_or(0),
     };
-    let fail = |why: String| DrillRecord::failed(now, &why, Some(rto), job.clone());
+    let fail = |why: String| DrillRecord::failed(of, now, &why, Some(rto), job.clone());
     if w.pvc_bound_ms.is_none() {
         return fail(match &w.unschedulable {
             Some(m) => format!("the drill Pod was never scheduled: {}", cut(m)),
@@ -162,7 +163,7 @@ pub fn record(w: &Watched, now: Timestamp, job: Option<String>) -> DrillRecord {
         ));
     }
     match parsed {
-        Some(Ok(r)) if r.verdict.passed => DrillRecord::passed(now, rto, job),
+        Some(Ok(r)) if r.verdict.passed => DrillRecord::passed(of, now, rto, job),
         Some(Ok(r)) => fail(
             r.verdict
                 .reason
@@ -189,6 +190,14 @@ mod tests {
 
     fn now() -> Timestamp {
         "2026-12-03T12:00:00Z".parse().unwrap()
+    }
+
+    /// The drilled snapshot.
+    fn of() -> DrillOf {
+        DrillOf {
+            uid: "uid-s1".into(),
+            cut: "2026-12-03T06:00:00Z".parse().unwrap(),
+        }
     }
 
     fn pod(init: Value, containers: Value, phase: &str) -> Value {
@@ -232,10 +241,11 @@ mod tests {
             "Succeeded",
         );
         assert!(finished(&p));
-        let r = record(&watched(p), now(), Some("job-1".into()));
+        let r = record(&watched(p), &of(), now(), Some("job-1".into()));
         assert_eq!(
             r,
             DrillRecord::passed(
+                &of(),
                 now(),
                 Rto {
                     pvc_bound_ms: 1500,
@@ -259,7 +269,7 @@ mod tests {
             "Running",
         );
         assert!(finished(&p), "the checker ended: nothing more to wait for");
-        let r = record(&watched(p), now(), None);
+        let r = record(&watched(p), &of(), now(), None);
         assert_eq!(r.reason.as_deref(), Some("table shop.orders: corrupt"));
         assert_eq!(r.rto.unwrap().mysqld_ready_ms, 10);
     }
@@ -313,7 +323,7 @@ mod tests {
         ];
         for (p, want) in cases {
             assert!(finished(&p) || want.contains("without a result"), "{want}");
-            let r = record(&watched(p), now(), None);
+            let r = record(&watched(p), &of(), now(), None);
             let reason = r.reason.unwrap();
             assert!(
                 reason.starts_with(want) || reason.contains(want),
@@ -325,12 +335,12 @@ mod tests {
         assert!(!finished(w.pod.as_ref().unwrap()));
         w.pvc_bound_ms = None;
         assert_eq!(
-            record(&w, now(), None).reason.as_deref(),
+            record(&w, &of(), now(), None).reason.as_deref(),
             Some("the drill PVC never bound to a volume restored from the snapshot")
         );
         w.unschedulable = Some("0/3 nodes are available: 3 Insufficient memory.".into());
         assert_eq!(
-            record(&w, now(), None).reason.as_deref(),
+            record(&w, &of(), now(), None).reason.as_deref(),
             Some(
                 "the drill Pod was never scheduled: 0/3 nodes are available: 3 Insufficient memory."
             )
@@ -342,11 +352,11 @@ mod tests {
         ));
         w.timed_out = true;
         assert_eq!(
-            record(&w, now(), None).reason.as_deref(),
+            record(&w, &of(), now(), None).reason.as_deref(),
             Some("no result before the drill's deadline")
         );
         assert_eq!(
-            record(&Watched { pod: None, ..w }, now(), None)
+            record(&Watched { pod: None, ..w }, &of(), now(), None)
                 .reason
                 .as_deref(),
             Some("no result before the drill's deadline")
@@ -361,7 +371,7 @@ mod tests {
             let report = format!(r#"{{"verdict":{{"passed":{passed}}},"mysqldReadyMs":1}}"#);
             for m in [message.clone(), report, format!("{message}{message}")] {
                 let p = pod(json!([done(RESTORE_CONTAINER, 0, "", "a", "b")]), json!([done(CHECKER_CONTAINER, 0, &m, "a", "b")]), "Succeeded");
-                let r = record(&watched(p), now(), None);
+                let r = record(&watched(p), &of(), now(), None);
                 let said_passed = serde_json::from_str::<Value>(&m)
                     .ok()
                     .and_then(|v| v.pointer("/verdict/passed").and_then(Value::as_bool))
@@ -405,14 +415,16 @@ mod tests {
             "Succeeded",
         );
         assert_eq!(
-            record(&watched(no_checker), now(), None).reason.as_deref(),
+            record(&watched(no_checker), &of(), now(), None)
+                .reason
+                .as_deref(),
             Some("the drill Pod ended without a result from the checker")
         );
         // A status without an exit code is not a clean exit.
         let no_code = json!({"status": {"phase": "Running", "initContainerStatuses": [
             {"name": RESTORE_CONTAINER, "state": {"terminated": {"reason": "Error"}}}]}});
         assert!(finished(&no_code));
-        let r = record(&watched(no_code), now(), None);
+        let r = record(&watched(no_code), &of(), now(), None);
         assert!(
             r.reason
                 .unwrap()
@@ -433,12 +445,12 @@ mod tests {
             )
         };
         assert_eq!(
-            record(&watched(p(&exact)), now(), None).result,
+            record(&watched(p(&exact)), &of(), now(), None).result,
             vtsnap_core::snapshot::DrillResult::Passed
         );
         let over = format!("{exact} ");
         assert!(
-            record(&watched(p(&over)), now(), None)
+            record(&watched(p(&over)), &of(), now(), None)
                 .reason
                 .unwrap()
                 .contains("more than 4096")
@@ -452,7 +464,7 @@ mod tests {
             restore_ms: 2,
             mysqld_ready_ms: 3,
         };
-        let passed = DrillRecord::passed(now(), rto, Some("j".into()));
+        let passed = DrillRecord::passed(&of(), now(), rto, Some("j".into()));
         let gone = Coverage::NotCovered {
             missing: "0-1-40".into(),
         };
@@ -473,7 +485,7 @@ mod tests {
             with_catch_up(passed.clone(), &Coverage::Unknown { why: "x".into() }),
             passed
         );
-        let failed = DrillRecord::failed(now(), "table t: corrupt", None, None);
+        let failed = DrillRecord::failed(&of(), now(), "table t: corrupt", None, None);
         assert_eq!(
             with_catch_up(failed.clone(), &gone),
             failed,

@@ -45,14 +45,15 @@ pub async fn run(
     if o.plan_only {
         return planned(summary, plan);
     }
-    let (name_of, snapshot, pvc, pod) = match plan {
+    let (name_of, snapshot, record_for, pvc, pod) = match plan {
         Plan::Nothing { refusal } => return summary.refused(refusal),
         Plan::Drill {
             name,
             snapshot,
+            record_for,
             pvc,
             pod,
-        } => (name, snapshot, pvc, pod),
+        } => (name, snapshot, record_for, pvc, pod),
     };
     let mut summary = summary;
     summary.snapshot = Some(snapshot.clone());
@@ -65,6 +66,7 @@ pub async fn run(
         &configured.shard.namespace,
         &name_of,
         &snapshot,
+        &record_for,
         &pvc,
         &pod,
         limit,

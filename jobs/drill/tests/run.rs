@@ -13,7 +13,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use vtsnap_core::config::Config;
 use vtsnap_core::shard::ShardName;
-use vtsnap_core::snapshot::{ANN_DRILL, DrillRecord, DrillResult, GROUP, PLURAL};
+use vtsnap_core::snapshot::{ANN_DRILL, DrillRecord, DrillResult, GROUP, PLURAL, VolumeSnapshot};
 use vtsnap_drill::objects::{CHECKER_CONTAINER, Owner, RESTORE_CONTAINER, Settings};
 use vtsnap_drill::report::Outcome;
 use vtsnap_drill::run::{RunOptions, run};
@@ -148,6 +148,11 @@ async fn a_drill_that_passes_is_recorded_and_leaves_nothing_with_only_its_roles_
     let recorded =
         DrillRecord::parse(snap["metadata"]["annotations"][ANN_DRILL].as_str().unwrap()).unwrap();
     assert_eq!(recorded.result, DrillResult::Passed);
+    // It names the snapshot it was made for, and counts there.
+    assert_eq!(recorded.snapshot_uid, "uid-s-1");
+    let read = VolumeSnapshot::read(&snap).unwrap();
+    assert_eq!(Some(recorded.of()), read.drill_of());
+    assert!(read.counted_drill(Timestamp::now()).is_some());
     assert!(
         drill_objects(&w.kube).is_empty(),
         "{:?}",
@@ -157,6 +162,38 @@ async fn a_drill_that_passes_is_recorded_and_leaves_nothing_with_only_its_roles_
     assert!(
         refused.is_empty(),
         "requests the drill Role does not grant: {refused:?}"
+    );
+}
+
+/// Round three, item 13: a snapshot whose `vtsnap.io/drill` does not read is still a
+/// snapshot of the shard: the next drill runs and replaces the record.
+#[tokio::test]
+async fn an_unreadable_record_is_replaced_by_the_next_drill() {
+    let w = world().await;
+    let mut snap = w.kube.get_json(GROUP, PLURAL, "vitess", "s-1").unwrap();
+    snap["metadata"]["annotations"][ANN_DRILL] = json!("{\"result\":\"passed\",\"at\":\"2020");
+    w.kube.put_json(GROUP, PLURAL, snap);
+    let kubelet = tokio::spawn(fake_kubelet(w.kube.clone(), report(true)));
+    let name = ShardName::new("example", "commerce", "-");
+    // Named, as an SRE re-drilling it would (the rule's own choice is tested above).
+    let named = RunOptions {
+        snapshot: Some("s-1".into()),
+        ..options()
+    };
+    let s = run(&w.kube.client_as("drill"), &w.config, &name, &named).await;
+    kubelet.abort();
+    assert_eq!(
+        s.outcome,
+        Outcome::Passed,
+        "{}",
+        serde_json::to_string(&s).unwrap()
+    );
+    let snap = w.kube.get_json(GROUP, PLURAL, "vitess", "s-1").unwrap();
+    let read = VolumeSnapshot::read(&snap).unwrap();
+    assert_eq!(
+        read.counted_drill(Timestamp::now()).map(|d| d.result),
+        Some(DrillResult::Passed),
+        "{snap}"
     );
 }
 

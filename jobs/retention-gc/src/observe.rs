@@ -52,8 +52,9 @@ pub struct Snap {
     /// The recorded position (`vtsnap.io/gtid-executed`, else `gtid-lower-bound`).
     pub position: Option<String>,
     pub exactness: Exactness,
-    /// When its last drill passed (`vtsnap.io/drill`); `None` when it failed or never ran.
-    pub drill_passed_at: Option<Timestamp>,
+    /// Its last drill (`vtsnap.io/drill`) and the snapshot it must name; judged at the
+    /// decider's `now` (docs/design.md §5.9).
+    pub drill: Option<vtsnap_core::snapshot::DrillSeen>,
 }
 
 /// A tablet PVC the admission webhook restored from a snapshot

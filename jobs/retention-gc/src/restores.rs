@@ -41,8 +41,32 @@ pub struct MarkUnusable {
     pub namespace: String,
     pub snapshot: String,
     pub reason: UnusableReason,
-    /// What happened, in words (the annotation's value).
+    /// What happened, in words (the annotation's value), at most [`MAX_MARK_BYTES`].
     pub message: String,
+}
+
+/// The longest mark written: a GTID set of 40,000 intervals is 1.7 MB, and the API server
+/// refuses annotations over 256 KiB in all; the start of the set says enough.
+pub const MAX_MARK_BYTES: usize = 2048;
+
+impl MarkUnusable {
+    /// A mark whose message is cut to [`MAX_MARK_BYTES`] (on a character boundary,
+    /// saying how long it was).
+    pub fn new(namespace: &str, snapshot: &str, reason: UnusableReason, message: &str) -> Self {
+        let message = if message.len() <= MAX_MARK_BYTES {
+            message.to_owned()
+        } else {
+            let tail = format!("… (cut from {} bytes)", message.len());
+            let head = vtsnap_core::k8s_names::cut_to_bytes(message, MAX_MARK_BYTES - tail.len());
+            format!("{head}{tail}")
+        };
+        Self {
+            namespace: namespace.to_owned(),
+            snapshot: snapshot.to_owned(),
+            reason,
+            message,
+        }
+    }
 }
 
 /// A stuck restore to delete: the Pod, then the PVC (each only if its UID is still this).
@@ -108,12 +132,8 @@ pub fn plan_restores(
     let mut mark = |out: &mut RestorePlan, ns: &str, snapshot: &str, reason, message: String| {
         let usable = snapshots.get(&(ns, snapshot)) == Some(&false);
         if usable && marked.insert((ns.to_owned(), snapshot.to_owned())) {
-            out.mark_unusable.push(MarkUnusable {
-                namespace: ns.to_owned(),
-                snapshot: snapshot.to_owned(),
-                reason,
-                message,
-            });
+            out.mark_unusable
+                .push(MarkUnusable::new(ns, snapshot, reason, &message));
         }
     };
     // One re-provisioning per shard a run: the first by PVC name.

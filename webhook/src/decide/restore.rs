@@ -86,8 +86,12 @@ pub enum Rejection {
         node: String,
         detail: String,
     },
-    /// `restore.requireDrill` and no drill of it passed.
-    NotDrilled,
+    /// `restore.requireDrill` and no drill of it passed; `discounted`: why the record it
+    /// carries counts for nothing (made for another snapshot, before its cut, …).
+    NotDrilled {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        discounted: Option<String>,
+    },
     /// `restore.requireDrill` and its last drill failed.
     DrillFailed {
         why: String,
@@ -124,7 +128,12 @@ impl Rejection {
                 "source node {} cannot be pinned with a nodeSelector ({detail}; node-local restore)",
                 untrusted(node)
             ),
-            Self::NotDrilled => "no passed drill (restore.requireDrill)".into(),
+            Self::NotDrilled { discounted: None } => {
+                "no passed drill (restore.requireDrill)".into()
+            }
+            Self::NotDrilled {
+                discounted: Some(why),
+            } => format!("no passed drill: {} (restore.requireDrill)", untrusted(why)),
             Self::DrillFailed { why } => {
                 format!(
                     "its drill failed: {} (restore.requireDrill)",
@@ -273,12 +282,15 @@ fn judge(
 
 /// Why a snapshot has no drill that proves it restores, if it has none.
 fn undrilled(s: &VolumeSnapshot, now: Timestamp) -> Option<Rejection> {
-    match &s.drill {
-        Some(d) if d.passed_by(now) => None,
-        Some(d) if d.result == DrillResult::Failed => Some(Rejection::DrillFailed {
+    match s.drill(now) {
+        Some(Ok(d)) if d.result == DrillResult::Passed => None,
+        Some(Ok(d)) => Some(Rejection::DrillFailed {
             why: d.reason.clone().unwrap_or_default(),
         }),
-        _ => Some(Rejection::NotDrilled),
+        Some(Err(why)) => Some(Rejection::NotDrilled {
+            discounted: Some(why.to_string()),
+        }),
+        None => Some(Rejection::NotDrilled { discounted: None }),
     }
 }
 

@@ -1153,30 +1153,33 @@ proptest! {
 /// true) is offered; without it, drills change nothing.
 #[test]
 fn require_drill_offers_only_snapshots_whose_drill_passed() {
-    let passed = |h: f64| {
-        let at = hours_ago(h);
+    // Each record names its own snapshot (`uid-<name>`, cut `age_h` hours ago).
+    let record = |name: &str, age_h: f64, h: f64, result: &str| {
+        let (at, cut) = (hours_ago(h), hours_ago(age_h));
         Some(format!(
-            r#"{{"result":"passed","at":"{at}","rto":{{"pvcBoundMs":1,"restoreMs":2,"mysqldReadyMs":3}}}}"#
+            r#"{{"result":"{result}","at":"{at}","snapshotUid":"uid-{name}","cut":"{cut}","rto":{{"pvcBoundMs":1,"restoreMs":2,"mysqldReadyMs":3}}}}"#
         ))
+        .map(|r| {
+            if result == "failed" {
+                r.replace(r#""rto""#, r#""reason":"table shop.orders: corrupt","rto""#)
+            } else {
+                r
+            }
+        })
     };
-    let failed = Some(format!(
-        r#"{{"result":"failed","at":"{}","reason":"table shop.orders: corrupt"}}"#,
-        hours_ago(0.5)
-    ));
-    let in_the_future = passed(-1.0);
     let snaps = || {
         vec![
             Snap {
-                drill: failed.clone(),
+                drill: record("s-failed", 1.0, 0.5, "failed"),
                 ..snap("s-failed", 1.0)
             },
             snap("s-undrilled", 2.0),
             Snap {
-                drill: in_the_future.clone(),
+                drill: record("s-future", 3.0, -1.0, "passed"),
                 ..snap("s-future", 3.0)
             },
             Snap {
-                drill: passed(4.0),
+                drill: record("s-drilled", 5.0, 4.0, "passed"),
                 ..snap("s-drilled", 5.0)
             },
             snap("s-old", 6.0),
@@ -1206,8 +1209,86 @@ fn require_drill_offers_only_snapshots_whose_drill_passed() {
     for want in [
         "s-failed: its drill failed: \"table shop.orders: corrupt\" (restore.requireDrill)",
         "s-undrilled: no passed drill (restore.requireDrill)",
-        "s-future: no passed drill (restore.requireDrill)",
+        "s-future: no passed drill: \"its record is dated",
     ] {
         assert!(msg.contains(want), "{want}: {msg}");
     }
+}
+
+/// Round three, item 1: with `restore.requireDrill`, a record dated before its snapshot
+/// existed, or copied from another snapshot, proves nothing: the older snapshot whose own
+/// drill passed is offered instead of the newer one carrying such a record.
+#[test]
+fn require_drill_ignores_records_not_made_for_the_snapshot() {
+    let passed = |name: &str, cut_h: f64, at: &str| {
+        Some(format!(
+            r#"{{"result":"passed","at":"{at}","snapshotUid":"uid-{name}","cut":"{}"}}"#,
+            hours_ago(cut_h)
+        ))
+    };
+    let older = passed("s-older", 5.0, &hours_ago(4.0).to_string());
+    let pvc = new_pvc("100Gi");
+    let required = config("  restore: {enabled: true, requireDrill: true}\n");
+    for (newest, want) in [
+        // Dated 2020, long before the snapshot was cut.
+        (
+            passed("s-newest", 1.0, "2020-01-01T00:00:00Z"),
+            "before the snapshot's cut",
+        ),
+        // s-older's record, copied verbatim.
+        (older.clone(), "made for another snapshot"),
+        // A record of an earlier version that names no snapshot.
+        (
+            Some(r#"{"result":"passed","at":"2026-11-29T11:00:00Z"}"#.into()),
+            "missing field `snapshotUid`",
+        ),
+    ] {
+        let snaps = vec![
+            Snap {
+                drill: newest,
+                ..snap("s-newest", 1.0)
+            },
+            Snap {
+                drill: older.clone(),
+                ..snap("s-older", 5.0)
+            },
+        ];
+        let d = decide_pvc(&required, &inventory(&snaps), &pvc);
+        assert_eq!(
+            restored_from(&d, &pvc).as_deref(),
+            Some("s-older"),
+            "{want}: {d:#?}"
+        );
+        // Without the older one, nothing is offered, and the Event says why.
+        let d = decide_pvc(&required, &inventory(&snaps[..1]), &pvc);
+        assert_eq!(codes(&d), [Code::NoUsableSnapshot]);
+        assert!(
+            d.notes[0].message.contains(want),
+            "{want}: {:?}",
+            d.notes[0]
+        );
+        // With requireDrill off, such a record neither helps nor strands the snapshot.
+        let d = decide_pvc(&enabled(), &inventory(&snaps), &pvc);
+        assert_eq!(restored_from(&d, &pvc).as_deref(), Some("s-newest"));
+    }
+    // Round three, item 13: an unreadable record strands nothing: with requireDrill off
+    // the snapshot is offered; with it on, it is simply not drilled.
+    let snaps = vec![Snap {
+        drill: Some("{not json".into()),
+        ..snap("s-garbled", 1.0)
+    }];
+    let d = decide_pvc(&enabled(), &inventory(&snaps), &pvc);
+    assert_eq!(
+        restored_from(&d, &pvc).as_deref(),
+        Some("s-garbled"),
+        "{d:#?}"
+    );
+    let d = decide_pvc(&required, &inventory(&snaps), &pvc);
+    assert!(
+        d.notes[0]
+            .message
+            .contains("s-garbled: no passed drill: \"its record is not a drill record"),
+        "{:?}",
+        d.notes[0]
+    );
 }

@@ -12,7 +12,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use vtsnap_core::k8s_names::label_value;
 use vtsnap_core::shard::ShardRef;
-use vtsnap_core::snapshot::{CLOCK_SKEW, DrillRecord, DrillResult, Rto};
+use vtsnap_core::snapshot::{DrillRecord, DrillResult, DrillSeen, Rto};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ShardLabels {
@@ -63,19 +63,16 @@ fn result_rank(r: DrillResult) -> u8 {
 }
 
 impl ShardDrills {
-    fn add(&mut self, r: &DrillRecord, now: Timestamp) {
-        let possible = r.at <= now.checked_add(CLOCK_SKEW).unwrap_or(Timestamp::MAX);
-        if r.passed_by(now) {
+    /// A record that counts (made for its snapshot, not from the future: a failure
+    /// dated there would hide every later drill until that time).
+    fn add(&mut self, r: &DrillRecord) {
+        if r.result == DrillResult::Passed {
             let total = |p: &(Timestamp, Option<Rto>)| (p.0, p.1.map(|x| x.total_ms()));
             let this = (r.at, r.rto);
             // Same time: the slower RTO, so the gauge never flatters.
             if self.passed.is_none_or(|p| total(&this) > total(&p)) {
                 self.passed = Some(this);
             }
-        } else if r.result == DrillResult::Passed || !possible {
-            // From the future (beyond clock skew): proves nothing, and a failure dated
-            // there would hide every later drill until that time.
-            return;
         }
         let key = |(at, res): (Timestamp, DrillResult)| (at, result_rank(res));
         if self.newest.is_none_or(|n| key((r.at, r.result)) > key(n)) {
@@ -114,7 +111,7 @@ impl DrillMetrics {
 
     /// Replaces every series with those of `shards` (each with its snapshots' records);
     /// the caller keeps other renders out until the text is encoded.
-    pub(super) fn set(&self, shards: &[(ShardRef, Vec<DrillRecord>)], now: Timestamp) {
+    pub(super) fn set(&self, shards: &[(ShardRef, Vec<DrillSeen>)], now: Timestamp) {
         self.last_passed.clear();
         self.last_result.clear();
         self.last_rto.clear();
@@ -123,8 +120,8 @@ impl DrillMetrics {
                 continue;
             };
             let mut d = ShardDrills::default();
-            for r in records {
-                d.add(r, now);
+            for r in records.iter().filter_map(|r| r.standing(now).ok()) {
+                d.add(r);
             }
             if let Some((_, result)) = d.newest {
                 self.last_result
@@ -149,6 +146,7 @@ mod tests {
     use k8s_openapi::jiff::SignedDuration;
     use kube::api::DynamicObject;
     use kube::runtime::watcher::Event;
+    use vtsnap_core::snapshot::DrillOf;
     use vtsnap_testkit::operator_objects::operator_shard;
     use vtsnap_testkit::prom_parse::{Format, Kind, parse};
 
@@ -175,20 +173,73 @@ mod tests {
             restore_ms,
             mysqld_ready_ms,
         };
-        Some(DrillRecord::passed(at, rto, Some("drill-1".into())))
+        Some(DrillRecord::passed(
+            &unbound(),
+            at,
+            rto,
+            Some("drill-1".into()),
+        ))
     }
 
     fn failed(at: Timestamp) -> Option<DrillRecord> {
-        Some(DrillRecord::failed(at, "table t1 corrupt", None, None))
+        Some(DrillRecord::failed(
+            &unbound(),
+            at,
+            "table t1 corrupt",
+            None,
+            None,
+        ))
     }
 
-    /// A ready snapshot of `commerce/<shard>` (in `vitess`), with `drill` as written.
+    /// What the records above name until [`snap`] binds them to their snapshot.
+    fn unbound() -> DrillOf {
+        DrillOf {
+            uid: "not-yet".into(),
+            cut: hours(-200),
+        }
+    }
+
+    /// A ready snapshot of `commerce/<shard>` (in `vitess`), with `drill` made for it.
     fn snap(name: &str, keyspace: &str, shard: &str, drill: Option<DrillRecord>) -> DynamicObject {
         let mut s = operator_shard()
             .named(keyspace, shard)
             .snapshot(name, hours(-100));
-        s.drill = drill.map(|d| d.render());
+        let of = s.drill_of();
+        s.drill = drill.map(|d| {
+            DrillRecord {
+                snapshot_uid: of.uid.clone(),
+                cut: of.cut,
+                ..d
+            }
+            .render()
+        });
         serde_json::from_value(s.object()).unwrap()
+    }
+
+    /// Round three, item 1: a record copied from another snapshot, or dated before its
+    /// snapshot's cut, makes no series.
+    #[test]
+    fn a_record_not_made_for_its_snapshot_counts_for_nothing() {
+        let good = snap("a1", "commerce", "-80", passed(hours(-50), [1, 1, 1]));
+        let mut copied = snap("a2", "commerce", "-80", None);
+        let a1_record =
+            good.metadata.annotations.as_ref().unwrap()[vtsnap_core::snapshot::ANN_DRILL].clone();
+        copied
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(vtsnap_core::snapshot::ANN_DRILL.into(), a1_record.clone());
+        // The copy claims a pass an hour ago; a1's own record says 50 hours ago.
+        let fresher = a1_record.replace(&hours(-50).to_string(), &hours(-1).to_string());
+        copied
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(vtsnap_core::snapshot::ANN_DRILL.into(), fresher);
+        let before_cut = snap("b1", "commerce", "80-", passed(hours(-150), [1, 1, 1]));
+        let got = scrape(&Metrics::default(), &caches(&[good, copied, before_cut]));
+        assert_eq!(got[PASSED], series(&[("commerce/-80", secs(hours(-50)))]));
+        assert_eq!(got[RESULT], series(&[("commerce/-80", 1.0)]));
     }
 
     fn caches(snaps: &[DynamicObject]) -> Caches {
@@ -280,7 +331,7 @@ mod tests {
 
     #[test]
     fn a_record_from_the_future_counts_for_nothing() {
-        let skew_minutes = CLOCK_SKEW.as_mins();
+        let skew_minutes = vtsnap_core::snapshot::CLOCK_SKEW.as_mins();
         let just_within = now()
             .checked_add(SignedDuration::from_mins(skew_minutes - 1))
             .unwrap();

@@ -80,7 +80,8 @@ fn reads_every_field_build_writes() {
             },
             cluster_owners: vec!["uid-1".into()],
             unusable: None,
-            drill: None,
+            drill_record: None,
+            uid: None,
         }
     );
     assert!(VolumeSnapshot::is_vtsnaps(&complete()));

@@ -259,27 +259,62 @@ fn complete_read() -> VolumeSnapshot {
     VolumeSnapshot::read(&complete()).unwrap()
 }
 
+/// Round three: an unreadable record counts as none and never strands its snapshot (the
+/// GC, the webhook, `status` and a new drill all read the snapshot); a readable one
+/// counts only for the snapshot it names, after its cut.
 #[test]
-fn a_drill_record_is_read_strictly_and_named_when_it_does_not_read() {
-    use crate::snapshot::{ANN_DRILL, DrillResult};
+fn a_drill_record_binds_to_its_snapshot_and_an_unreadable_one_counts_as_none() {
+    use crate::snapshot::{ANN_DRILL, Discounted, DrillResult};
+    let now: Timestamp = "2026-12-04T12:00:00Z".parse().unwrap();
+    let with_uid = |o: &mut Value, record: &str| {
+        o["metadata"]["uid"] = json!("snap-uid-1");
+        o["metadata"]["annotations"][ANN_DRILL] = json!(record);
+    };
     let s = read_with(|o| {
-        o["metadata"]["annotations"][ANN_DRILL] = json!(
-            r#"{"result":"failed","at":"2026-12-03T10:00:00Z","reason":"table shop.t1 is corrupt"}"#
+        with_uid(
+            o,
+            r#"{"result":"failed","at":"2026-12-03T10:00:00Z","snapshotUid":"snap-uid-1","cut":"2026-11-29T13:05:10Z","reason":"table shop.t1 is corrupt"}"#,
         );
     })
     .unwrap();
-    let d = s.drill.unwrap();
+    assert_eq!(s.uid.as_deref(), Some("snap-uid-1"));
+    let d = s.drill(now).unwrap().unwrap();
     assert_eq!(d.result, DrillResult::Failed);
     assert_eq!(d.reason.as_deref(), Some("table shop.t1 is corrupt"));
-    for bad in [
-        json!("passed"),
-        json!(r#"{"result":"failed","at":"2026-12-03T10:00:00Z"}"#),
+    // Made for another snapshot, or the round-three record dated 2020 with no binding.
+    for (record, want) in [
+        (
+            r#"{"result":"passed","at":"2026-12-01T00:00:00Z","snapshotUid":"another","cut":"2026-11-29T13:05:10Z"}"#,
+            "another snapshot",
+        ),
+        (
+            r#"{"result":"passed","at":"2020-01-01T00:00:00Z"}"#,
+            "missing field `snapshotUid`",
+        ),
+        ("passed", "is not a drill record"),
+        (
+            r#"{"result":"failed","at":"2026-12-03T10:00:00Z"}"#,
+            "missing field",
+        ),
     ] {
-        let e = read_with(|o| o["metadata"]["annotations"][ANN_DRILL] = bad.clone()).unwrap_err();
-        assert!(matches!(e, ReadError::Drill { .. }), "{bad}: {e}");
-        assert_eq!(e.field(), ANN_DRILL);
-        assert!(e.to_string().starts_with("VolumeSnapshot "), "{e}");
+        let s = read_with(|o| with_uid(o, record)).unwrap();
+        let why = s.drill(now).unwrap().unwrap_err();
+        assert!(why.to_string().contains(want), "{record}: {why}");
+        assert!(s.counted_drill(now).is_none());
     }
+    // A snapshot without a UID (a dump that left it out) binds no record.
+    let s = read_with(|o| {
+        o["metadata"]["annotations"][ANN_DRILL] = json!(
+            r#"{"result":"passed","at":"2026-12-01T00:00:00Z","snapshotUid":"snap-uid-1","cut":"2026-11-29T13:05:10Z"}"#
+        );
+    })
+    .unwrap();
+    assert_eq!(s.drill(now), Some(Err(Discounted::SnapshotUnbound)));
+    // No record at all.
+    assert_eq!(read_with(|_| {}).unwrap().drill(now), None);
+    // Not a string is still a malformed annotation map entry, as for every annotation.
     let e = read_with(|o| o["metadata"]["annotations"][ANN_DRILL] = json!(true)).unwrap_err();
     assert!(matches!(e, ReadError::Malformed { .. }), "{e}");
+    let e = read_with(|o| o["metadata"]["uid"] = json!(7)).unwrap_err();
+    assert_eq!(e.field(), "metadata.uid");
 }

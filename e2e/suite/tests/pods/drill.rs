@@ -71,7 +71,8 @@ pub async fn drill_each(kube: &RealKube, ns: &str, vtctld: &str, names: &[&str])
         let snap = kube.get(&snapshots(), ns, name).await.unwrap();
         let read = VolumeSnapshot::read(&snap).unwrap();
         assert_eq!(
-            read.drill.as_ref().map(|d| d.result),
+            read.counted_drill(k8s_openapi::jiff::Timestamp::now())
+                .map(|d| d.result),
             Some(DrillResult::Passed),
             "{snap}"
         );

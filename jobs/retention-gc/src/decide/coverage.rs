@@ -30,7 +30,8 @@ pub struct ShardCoverage {
 #[serde(tag = "coverage", rename_all = "kebab-case")]
 pub enum CoverageState {
     Known {
-        /// The newest ready snapshot a new tablet can catch up from.
+        /// The newest ready snapshot a new tablet can catch up from and would be given
+        /// (no unusable mark; a passed drill under `restore.requireDrill`).
         newest_covered: Option<String>,
         /// How long `newest_covered` stays covered (the primary's binlog expiry minus its
         /// age); `None` when the primary does not expire binlogs by time.
@@ -55,8 +56,15 @@ pub(super) struct Judged {
     pub marks: Vec<MarkUnusable>,
 }
 
-/// Judges `ready` (one shard's ready snapshots, newest first).
-pub(super) fn judge(inv: &Inventory, shard: &ShardRef, ready: &[&Snap], now: Timestamp) -> Judged {
+/// Judges `ready` (one shard's ready snapshots, newest first); the newest covered one it
+/// reports is the newest that is also `usable` (a restore would be given it).
+pub(super) fn judge(
+    inv: &Inventory,
+    shard: &ShardRef,
+    ready: &[&Snap],
+    now: Timestamp,
+    usable: &dyn Fn(&Snap) -> bool,
+) -> Judged {
     let report = |state| ShardCoverage {
         namespace: shard.namespace.clone(),
         cluster: shard.cluster.clone(),
@@ -86,20 +94,22 @@ pub(super) fn judge(inv: &Inventory, shard: &ShardRef, ready: &[&Snap], now: Tim
                 covered.insert(s.name.clone(), false);
                 not_covered.push(s.name.clone());
                 if !s.unusable {
-                    marks.push(MarkUnusable {
-                        namespace: s.namespace.clone(),
-                        snapshot: s.name.clone(),
-                        reason: UnusableReason::NotCovered,
-                        message: format!(
+                    marks.push(MarkUnusable::new(
+                        &s.namespace,
+                        &s.name,
+                        UnusableReason::NotCovered,
+                        &format!(
                             "the shard's primary purged binlogs a restore from it needs: {missing}"
                         ),
-                    });
+                    ));
                 }
             }
             Coverage::Unknown { why } => return unknown(format!("{}: {why}", s.name)),
         }
     }
-    let newest = ready.iter().find(|s| covered.get(&s.name) == Some(&true));
+    let newest = ready
+        .iter()
+        .find(|s| covered.get(&s.name) == Some(&true) && usable(s));
     let headroom_seconds = newest.and_then(|s| {
         let age = u64::try_from(now.as_second() - s.created.as_second()).unwrap_or(0);
         headroom(Duration::from_secs(age), binlogs.expiry?).map(|h| h.as_secs())
@@ -116,7 +126,7 @@ pub(super) fn judge(inv: &Inventory, shard: &ShardRef, ready: &[&Snap], now: Tim
         )),
         // (`ready` is never empty: a shard without a ready snapshot is not judged)
         (None, _, _) => Some(
-            "no ready snapshot can be caught up from: the primary purged past every one".to_owned(),
+            "no usable ready snapshot can be caught up from: the primary purged past every one, or the rest are unusable".to_owned(),
         ),
         _ => None,
     };

@@ -26,7 +26,6 @@ use serde::Serialize;
 use vtsnap_core::config::{Config, GoDuration, Lifecycle, ResolvedPolicy};
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::shard::ShardRef;
-use vtsnap_core::snapshot::CLOCK_SKEW;
 
 use crate::observe::{Cluster, Inventory, Kind, Scope, Snap, UnreadableObject};
 use crate::restores::MarkUnusable;
@@ -445,6 +444,7 @@ fn plan_shard(
         ready_timeout: secs(policy.snapshot.ready_timeout),
         max_count: usize::try_from(policy.retention.max_count).unwrap_or(usize::MAX),
         max_age: policy.retention.max_age.map(secs),
+        require_drill: policy.restore.require_drill,
     };
     let owned = policy.deletion_policy.when_deleted == Lifecycle::Delete;
     let ready: Vec<&Snap> = snaps
@@ -455,7 +455,9 @@ fn plan_shard(
     let judged = if ready.is_empty() {
         None
     } else {
-        Some(coverage::judge(inv, shard, &ready, now))
+        Some(coverage::judge(inv, shard, &ready, now, &|s| {
+            retention.usable(s)
+        }))
     };
     let covered = judged.as_ref().and_then(|j| j.covered.as_ref());
     let reasons = retention.reasons(&snaps, covered);
@@ -513,18 +515,28 @@ struct Retention<'a> {
     ready_timeout: i64,
     max_count: usize,
     max_age: Option<i64>,
+    /// `restore.requireDrill`: only a snapshot whose drill passed is offered.
+    require_drill: bool,
 }
 
 impl Retention<'_> {
+    /// A new tablet could be given it: no unusable mark, and a passed drill when the
+    /// policy requires one. Retention protects, and coverage reports, the newest covered
+    /// snapshot that is also usable (docs/design.md §5.7).
+    fn usable(&self, s: &Snap) -> bool {
+        !s.unusable && (!self.require_drill || self.drill_passed(s))
+    }
+
     /// Why each of `snaps` (newest first) is kept or deleted. The ready ones are ranked
-    /// newest first; with coverage known (`covered`, by name), the covered ones first, so
-    /// that `maxCount` counts them first and the newest covered one is rank 0 (kept).
+    /// newest first; the usable ones not known to be uncovered (`covered`, by name) first,
+    /// so that `maxCount` counts them first and the newest covered, usable one is rank 0
+    /// (kept).
     fn reasons(&self, snaps: &[&Snap], covered: Option<&BTreeMap<String, bool>>) -> Vec<Reason> {
         let mut reasons: Vec<Option<Reason>> = snaps.iter().map(|s| self.unranked(s)).collect();
         let is_covered = |s: &Snap| covered.and_then(|c| c.get(&s.name)).copied();
         let mut ranked: Vec<usize> = (0..snaps.len()).filter(|i| reasons[*i].is_none()).collect();
         // Stable: within each group the newest first, as `snaps` comes.
-        ranked.sort_by_key(|i| is_covered(snaps[*i]) == Some(false));
+        ranked.sort_by_key(|i| is_covered(snaps[*i]) == Some(false) || !self.usable(snaps[*i]));
         let newest_drilled = ranked
             .iter()
             .copied()
@@ -533,7 +545,7 @@ impl Retention<'_> {
         for (rank, i) in ranked.into_iter().enumerate() {
             let s = snaps[i];
             let age = age_secs(self.now, s.created);
-            let reason = self.ready(rank, age, is_covered(s) == Some(true));
+            let reason = self.ready(rank, age, is_covered(s) == Some(true) && self.usable(s));
             reasons[i] = Some(if reason.deletes() && newest_drilled == Some(i) {
                 Reason::NewestDrilled
             } else {
@@ -546,10 +558,9 @@ impl Retention<'_> {
             .collect()
     }
 
-    /// Its last drill passed, at a time that can be true.
+    /// Its last drill passed, by a record made for it that can be true.
     fn drill_passed(&self, s: &Snap) -> bool {
-        let latest = self.now.checked_add(CLOCK_SKEW).unwrap_or(Timestamp::MAX);
-        s.drill_passed_at.is_some_and(|at| at <= latest)
+        s.drill.as_ref().is_some_and(|d| d.passed(self.now))
     }
 
     /// Why `s` is kept or deleted when that does not depend on its rank; `None` for a

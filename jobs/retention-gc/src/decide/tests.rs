@@ -5,6 +5,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::observe::{Cluster, LeaseRef, Unreadable, UnreadableObject};
 use vtsnap_core::coverage::Exactness;
+use vtsnap_core::snapshot::{DrillOf, DrillRecord, DrillSeen, Rto};
 
 pub(super) const NOW: &str = "2026-11-29T12:00:00Z";
 
@@ -36,7 +37,21 @@ pub(super) fn snap(name: &str, keyspace: &str, shard: &str, hours: i64, state: S
         unusable: false,
         position: None,
         exactness: Exactness::Exact,
-        drill_passed_at: None,
+        drill: None,
+    }
+}
+
+/// A record that its drill passed `passed_h` hours ago, made for `s` (its UID is its
+/// name here, its cut its creation).
+pub(super) fn drill_passed(s: &Snap, passed_h: i64) -> DrillSeen {
+    let of = DrillOf {
+        uid: format!("uid-{}", s.name),
+        cut: s.created,
+    };
+    let at = Timestamp::from_second(now().as_second() - passed_h * 3600).unwrap();
+    DrillSeen {
+        record: Ok(DrillRecord::passed(&of, at, Rto::default(), None)),
+        of: Some(of),
     }
 }
 
@@ -142,13 +157,64 @@ fn the_newest_ready_snapshot_is_kept_when_all_are_old() {
     assert_eq!(r["b"], ("beyond-max-age", true));
 }
 
+/// Round three, item 2: s-a's passed record copied onto the newer s-b does not make s-b
+/// the newest drilled one (it names s-a), so retention keeps s-a, whose own record it is,
+/// and deletes s-b beyond `maxCount`; a record dated before its snapshot's cut counts for
+/// nothing either.
+#[test]
+fn a_copied_drill_record_does_not_steal_the_newest_drilled_protection() {
+    let ready = |name: &str, hours: i64| snap(name, "commerce", "x-x", hours, State::Ready);
+    let (a, b, c) = (ready("s-a", 36), ready("s-b", 30), ready("s-c", 24));
+    let of_a = drill_passed(&a, 35);
+    let copied = DrillSeen {
+        record: of_a.record.clone(),
+        of: drill_passed(&b, 0).of,
+    };
+    let snaps = vec![
+        Snap {
+            drill: Some(of_a),
+            ..a
+        },
+        Snap {
+            drill: Some(copied),
+            ..b
+        },
+        c,
+    ];
+    let r = reasons_of("  retention: {maxCount: 1}\n", snaps, &[("commerce", "-")]);
+    assert_eq!(r["s-a"], ("newest-drilled", false));
+    assert_eq!(r["s-b"], ("beyond-max-count", true));
+    assert_eq!(r["s-c"], ("newest-ready", false));
+    // Its own record, but dated before its cut (a record of 2020): no proof.
+    let old = ready("s-old", 30);
+    let mut before = drill_passed(&old, 0);
+    if let Ok(r) = &mut before.record {
+        r.at = "2020-01-01T00:00:00Z".parse().unwrap();
+    }
+    let r = reasons_of(
+        "  retention: {maxCount: 1}\n",
+        vec![
+            Snap {
+                drill: Some(before),
+                ..old
+            },
+            ready("s-new", 1),
+        ],
+        &[("commerce", "-")],
+    );
+    assert_eq!(r["s-old"], ("beyond-max-count", true));
+}
+
 /// The newest ready snapshot whose drill passed is never deleted, even beyond `maxCount`
 /// and `maxAge`; only the newest such one, and only a pass that can be true.
 #[test]
 fn the_newest_drilled_snapshot_is_kept_beyond_every_limit() {
-    let drilled = |name: &str, hours: i64, passed_h: i64| Snap {
-        drill_passed_at: Some(Timestamp::from_second(now().as_second() - passed_h * 3600).unwrap()),
-        ..snap(name, "commerce", "x-x", hours, State::Ready)
+    let drilled = |name: &str, hours: i64, passed_h: i64| {
+        let s = snap(name, "commerce", "x-x", hours, State::Ready);
+        Snap {
+            drill: Some(drill_passed(&s, passed_h)),
+            ..s
+        }
     };
     let snaps = vec![
         snap("r1", "commerce", "x-x", 1, State::Ready),

@@ -280,3 +280,99 @@ proptest! {
         prop_assert_eq!(p.delete.len() + p.keep.len(), snaps.len());
     }
 }
+
+/// Audit item 3: the newest covered snapshot retention protects and the plan reports is
+/// the newest covered one a restore would be given: one marked unusable (a node-local
+/// restore that never provisioned, …), or one without a passed drill under
+/// `restore.requireDrill`, is neither protected nor reported.
+#[test]
+fn the_newest_covered_snapshot_is_the_newest_covered_and_usable_one() {
+    let marked = Snap {
+        unusable: true,
+        ..at("new", 1, 900)
+    };
+    let inv = inventory(
+        vec![marked, at("mid", 30, 500), at("old", 60, 450)],
+        primary(400, 7),
+    );
+    let p = plan(&config("  retention: {maxCount: 1}\n"), &inv, now(), None);
+    let r = reasons(&p);
+    assert_eq!(r["mid"], ("newest-covered", false));
+    assert_eq!(r["new"], ("beyond-max-count", true));
+    assert_eq!(r["old"], ("beyond-max-count", true));
+    let newest = |p: &Plan| match &p.coverage[0].state {
+        CoverageState::Known { newest_covered, .. } => newest_covered.clone(),
+        CoverageState::Unknown { why } => panic!("{why}"),
+    };
+    assert_eq!(newest(&p).as_deref(), Some("mid"));
+    // Under requireDrill only the drilled one is usable.
+    let drilled = {
+        let s = at("old", 60, 450);
+        Snap {
+            drill: Some(super::tests::drill_passed(&s, 59)),
+            ..s
+        }
+    };
+    let inv = inventory(vec![at("new", 1, 900), drilled], primary(400, 7));
+    let p = plan(
+        &config("  retention: {maxCount: 1}\n  restore: {enabled: true, requireDrill: true}\n"),
+        &inv,
+        now(),
+        None,
+    );
+    assert_eq!(newest(&p).as_deref(), Some("old"));
+    assert_eq!(reasons(&p)["old"], ("newest-covered", false));
+    // Nothing usable: no newest covered, and the newest ready one is still kept.
+    let inv = inventory(
+        vec![Snap {
+            unusable: true,
+            ..at("new", 1, 900)
+        }],
+        primary(400, 7),
+    );
+    let p = plan(&config("  retention: {maxCount: 1}\n"), &inv, now(), None);
+    assert_eq!(newest(&p), None);
+    assert_eq!(reasons(&p)["new"], ("newest-ready", false));
+}
+
+/// Round three, item 12: a mark is cut to what the API server accepts, however many
+/// intervals the primary purged past.
+#[test]
+fn a_not_covered_mark_is_cut_to_fit() {
+    use crate::restores::MAX_MARK_BYTES;
+    let mut s = snap("huge", "commerce", "x-80", 1, State::Ready);
+    // 40,000 intervals of one server, every other sequence number.
+    let set: Vec<String> = (0..40_000u64)
+        .map(|i| format!("{}-{}", i * 2 + 1, i * 2 + 1))
+        .collect();
+    s.position = Some(format!(
+        "MySQL56/3e11fa47-71ca-11e1-9e33-c80aa9429562:{}",
+        set.join(":")
+    ));
+    let purged = GtidSet::parse(
+        GtidFlavor::Mysql56,
+        "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-100000,4e11fa47-71ca-11e1-9e33-c80aa9429562:1-5",
+        Text::Server,
+    )
+    .unwrap();
+    let binlogs = BTreeMap::from([(
+        shard(),
+        Read::Present(PrimaryBinlogs {
+            purged: Purged::Mysql56(purged),
+            expiry: None,
+        }),
+    )]);
+    let p = plan(&config(""), &inventory(vec![s], binlogs), now(), None);
+    let m = &p.restores.mark_unusable[0];
+    assert!(m.message.len() <= MAX_MARK_BYTES, "{}", m.message.len());
+    assert!(
+        m.message.starts_with("the shard's primary purged binlogs"),
+        "{}",
+        &m.message[..80]
+    );
+    assert!(
+        m.message.ends_with(" bytes)"),
+        "{}",
+        &m.message[m.message.len() - 40..]
+    );
+}

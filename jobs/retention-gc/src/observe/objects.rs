@@ -162,12 +162,14 @@ impl Snap {
                 name: s.name,
             });
         };
+        let drill = s.drill_seen();
         let (position, exactness) = match (s.gtid_executed, s.gtid_lower_bound) {
             (Some(p), _) => (Some(p), Exactness::Exact),
             (None, Some(p)) => (Some(p), Exactness::LowerBound),
             (None, None) => (None, Exactness::Exact),
         };
         Ok(Self {
+            drill,
             position,
             exactness,
             failed: s.phase == Some(Phase::Failed),
@@ -180,10 +182,6 @@ impl Snap {
             created,
             cluster_owners: s.cluster_owners,
             unusable: s.unusable.is_some(),
-            drill_passed_at: s
-                .drill
-                .filter(|d| d.result == vtsnap_core::snapshot::DrillResult::Passed)
-                .map(|d| d.at),
         })
     }
 }
