@@ -10,6 +10,7 @@
 //! - [`metrics`]: Prometheus exposition (OpenMetrics for `/metrics`, textfiles for jobs).
 //! - [`reconcile`]: the one GET → change → replace loop, read again on 409 Conflict.
 
+pub mod api_error;
 pub mod cli;
 pub mod config;
 pub mod coverage;
