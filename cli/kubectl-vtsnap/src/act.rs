@@ -8,9 +8,11 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, LogParams, PostParams};
 use serde::Serialize;
 use serde_json::{Value, json};
+use vtsnap_core::api_error::message;
 use vtsnap_core::config::Mode;
+use vtsnap_core::k8s_names::{NameError, dns_label, escape_controls, label_value};
 use vtsnap_core::naming::KeyRange;
-use vtsnap_core::reconcile::{Waited, wait_until};
+use vtsnap_core::reconcile::{Waited, list, wait_until};
 use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 
 use crate::decide::doctor::Install;
@@ -19,7 +21,8 @@ use crate::decide::doctor::Install;
 pub const LABEL_TRIGGER: &str = "vtsnap.io/trigger";
 pub const TRIGGER_KUBECTL: &str = "kubectl-vtsnap";
 
-/// `CLUSTER/KEYSPACE/SHARD`, e.g. `example/commerce/-80`.
+/// `CLUSTER/KEYSPACE/SHARD`, e.g. `example/commerce/-80`: each part checked as the name it
+/// is before it goes into a label selector or a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardArg {
     pub cluster: String,
@@ -27,25 +30,86 @@ pub struct ShardArg {
     pub shard: KeyRange,
 }
 
-impl std::str::FromStr for ShardArg {
-    type Err = String;
+/// Why a `CLUSTER/KEYSPACE/SHARD` argument was refused. The argument and its parts are
+/// kept with their control characters escaped: the message may reach a terminal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShardArgError {
+    #[error("\"{0}\" is not CLUSTER/KEYSPACE/SHARD (e.g. example/commerce/-80)")]
+    Shape(String),
+    #[error("\"{arg}\": the cluster \"{part}\" is not a VitessCluster name: {why}")]
+    Cluster {
+        arg: String,
+        part: String,
+        why: NameError,
+    },
+    #[error("\"{arg}\": the keyspace \"{part}\" is not a Vitess keyspace name: {why}")]
+    Keyspace {
+        arg: String,
+        part: String,
+        why: KeyspaceNameError,
+    },
+    #[error("\"{arg}\": the shard \"{part}\" is not a key range: {why}")]
+    Shard {
+        arg: String,
+        part: String,
+        why: String,
+    },
+}
 
-    fn from_str(s: &str) -> Result<Self, String> {
+/// What Vitess's topology server accepts as a keyspace name (ASCII letters, digits, `-`
+/// and `_`: `go/vt/topo/server.go` `validateObjectName`), which vtsnap also puts in a
+/// label value (`vtsnap.io/keyspace`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyspaceNameError {
+    #[error("it is empty")]
+    Empty,
+    #[error("{0:?} is not an ASCII letter, a digit, '-' or '_'")]
+    Character(char),
+    #[error("as a label value: {0}")]
+    Label(NameError),
+}
+
+/// `Ok` when `s` is a Vitess keyspace name vtsnap can label objects with.
+pub fn keyspace_name(s: &str) -> Result<(), KeyspaceNameError> {
+    if s.is_empty() {
+        return Err(KeyspaceNameError::Empty);
+    }
+    if let Some(c) = s
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+    {
+        return Err(KeyspaceNameError::Character(c));
+    }
+    label_value(s).map_err(KeyspaceNameError::Label)
+}
+
+impl std::str::FromStr for ShardArg {
+    type Err = ShardArgError;
+
+    fn from_str(s: &str) -> Result<Self, ShardArgError> {
+        let arg = escape_controls(s).into_owned();
+        let part = |p: &str| escape_controls(p).into_owned();
         let parts: Vec<&str> = s.split('/').collect();
         let [cluster, keyspace, shard] = parts.as_slice() else {
-            return Err(format!(
-                "{:?} is not CLUSTER/KEYSPACE/SHARD (e.g. example/commerce/-80)",
-                vtsnap_core::k8s_names::escape_controls(s)
-            ));
+            return Err(ShardArgError::Shape(arg));
         };
-        if cluster.is_empty() || keyspace.is_empty() {
-            return Err(format!(
-                "{s:?}: the cluster and the keyspace must not be empty"
-            ));
-        }
+        dns_label(cluster).map_err(|why| ShardArgError::Cluster {
+            arg: arg.clone(),
+            part: part(cluster),
+            why,
+        })?;
+        keyspace_name(keyspace).map_err(|why| ShardArgError::Keyspace {
+            arg: arg.clone(),
+            part: part(keyspace),
+            why,
+        })?;
         let shard = shard
             .parse::<KeyRange>()
-            .map_err(|e| format!("{s:?}: the shard {shard:?} is not a key range: {e}"))?;
+            .map_err(|why| ShardArgError::Shard {
+                arg: arg.clone(),
+                part: part(shard),
+                why: escape_controls(&why.to_string()).into_owned(),
+            })?;
         Ok(Self {
             cluster: (*cluster).to_owned(),
             keyspace: (*keyspace).to_owned(),
@@ -87,7 +151,7 @@ fn api_err(doing: impl Into<String>) -> impl FnOnce(kube::Error) -> BackupError 
     let doing = doing.into();
     move |e| BackupError::Api {
         doing,
-        cause: e.to_string(),
+        cause: message(&e),
     }
 }
 
@@ -168,11 +232,9 @@ async fn find_cron(
         shard.keyspace,
         shard.shard.safe_name()
     );
-    let mut found = api
-        .list(&ListParams::default().labels(&selector))
+    let mut found = list::all(&api, &ListParams::default().labels(&selector))
         .await
-        .map_err(api_err("list the snapshot CronJobs"))?
-        .items;
+        .map_err(api_err("list the snapshot CronJobs"))?;
     match found.len() {
         0 => Err(BackupError::NoCronJob(
             shard.to_string(),
@@ -189,6 +251,14 @@ async fn find_cron(
                 .join(", "),
         }),
     }
+}
+
+/// What `backup --wait` may wait of the command's whole `limit` when `spent` is gone: the
+/// rest, less a reserve (a quarter of the limit, at most a minute) for reading the Job's
+/// Pod and its log afterwards, so a wait that ends at its limit still reports the Job.
+pub fn wait_budget(limit: Duration, spent: Duration) -> Duration {
+    let reserve = (limit / 4).min(Duration::from_secs(60));
+    limit.saturating_sub(spent).saturating_sub(reserve)
 }
 
 /// Creates the Job; with `wait`, follows it to its end (at most `wait`).
@@ -275,15 +345,19 @@ pub async fn backup(
 /// The Job's newest Pod: the snapshot container's exit code and its summary line.
 async fn follow_pod(kube: &kube::Client, install: &Install, job: &str, out: &mut Outcome) {
     let pods: Api<Pod> = Api::namespaced(kube.clone(), &install.namespace);
-    let Ok(list) = pods
-        .list(&ListParams::default().labels(&format!("job-name={job}")))
-        .await
-    else {
-        out.log_unavailable = Some("cannot list the Job's Pods".into());
-        return;
+    let found = match list::all(
+        &pods,
+        &ListParams::default().labels(&format!("job-name={job}")),
+    )
+    .await
+    {
+        Ok(found) => found,
+        Err(e) => {
+            out.log_unavailable = Some(format!("cannot list the Job's Pods: {}", message(&e)));
+            return;
+        }
     };
-    let Some(pod) = list
-        .items
+    let Some(pod) = found
         .into_iter()
         .max_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0))
     else {
@@ -320,7 +394,7 @@ async fn follow_pod(kube: &kube::Client, install: &Install, job: &str, out: &mut
             }
             None => out.log_unavailable = Some(format!("no run summary in the log of Pod {name}")),
         },
-        Err(e) => out.log_unavailable = Some(format!("log of Pod {name}: {e}")),
+        Err(e) => out.log_unavailable = Some(format!("log of Pod {name}: {}", message(&e))),
     }
 }
 
@@ -381,7 +455,62 @@ mod tests {
             assert!(bad.parse::<ShardArg>().is_err(), "{bad}");
         }
         let e = "x\u{1b}y".parse::<ShardArg>().unwrap_err();
-        assert!(!e.contains('\u{1b}'), "{e}");
+        assert!(!e.to_string().contains('\u{1b}'), "{e}");
+        let e = "example/com_merce-2/-"
+            .parse::<ShardArg>()
+            .map(|a| a.keyspace);
+        assert_eq!(e, Ok("com_merce-2".to_owned()), "a Vitess keyspace name");
+    }
+
+    #[test]
+    fn a_cluster_or_keyspace_that_is_not_a_name_is_refused_escaped() {
+        // Round three, item 15: sent into a label selector and echoed raw before.
+        let e = "ex\u{1b}]0;owned\u{7}ample/commerce/-"
+            .parse::<ShardArg>()
+            .unwrap_err();
+        assert!(matches!(e, ShardArgError::Cluster { .. }), "{e}");
+        let said = e.to_string();
+        assert!(
+            !said.chars().any(char::is_control) && said.contains("\\u{1b}]0;owned\\u{7}"),
+            "{said}"
+        );
+        for (bad, want) in [
+            ("Example/commerce/-", "cluster"),
+            ("a.b/commerce/-", "cluster"),
+            ("example/com\u{1b}merce/-", "keyspace"),
+            ("example/com,merce/-", "keyspace"),
+            ("example/com=merce/-", "keyspace"),
+            ("example/-commerce/-", "keyspace"),
+            ("example//-", "keyspace"),
+        ] {
+            let e = bad.parse::<ShardArg>().unwrap_err();
+            let said = e.to_string();
+            assert!(
+                said.contains(&format!("the {want} ")) && !said.chars().any(char::is_control),
+                "{bad}: {said}"
+            );
+        }
+        assert_eq!(keyspace_name("commerce"), Ok(()));
+        assert_eq!(keyspace_name(""), Err(KeyspaceNameError::Empty));
+        assert_eq!(keyspace_name("a.b"), Err(KeyspaceNameError::Character('.')));
+        assert!(matches!(
+            keyspace_name(&"k".repeat(64)),
+            Err(KeyspaceNameError::Label(_))
+        ));
+    }
+
+    #[test]
+    fn the_wait_keeps_a_reserve_for_reading_the_job_s_pod() {
+        let (m, s) = (Duration::from_secs(60), Duration::from_secs(1));
+        // 30m, 10s spent: the wait ends a minute before the limit.
+        assert_eq!(wait_budget(30 * m, 10 * s), 30 * m - 10 * s - m);
+        // 2s: a quarter is kept.
+        assert_eq!(
+            wait_budget(2 * s, Duration::ZERO),
+            Duration::from_millis(1500)
+        );
+        // Nothing left: no wait, never a negative one.
+        assert_eq!(wait_budget(2 * s, 3 * s), Duration::ZERO);
     }
 
     #[test]

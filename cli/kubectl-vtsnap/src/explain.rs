@@ -7,6 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use serde::Serialize;
 use serde_json::Value;
+use vtsnap_core::api_error::message;
 use vtsnap_core::config::Config;
 use vtsnap_core::k8s_names::escape_controls;
 use vtsnap_core::restored::{ANN_RESTORE_NODE, ANN_RESTORE_REASON, ANN_RESTORED_FROM};
@@ -92,7 +93,7 @@ pub async fn snapshot(
     )
     .get_opt(name)
     .await
-    .map_err(|e| format!("get VolumeSnapshot {shown}: {e}"))?
+    .map_err(|e| format!("get VolumeSnapshot {shown}: {}", message(&e)))?
     .ok_or_else(|| format!("VolumeSnapshot {shown} not found"))?;
     let unusable = obj
         .metadata
@@ -201,7 +202,7 @@ pub async fn pvc(kube: &kube::Client, namespace: &str, name: &str) -> Result<Pvc
     let p = Api::<PersistentVolumeClaim>::namespaced(kube.clone(), namespace)
         .get_opt(name)
         .await
-        .map_err(|e| format!("get PVC {shown}: {e}"))?
+        .map_err(|e| format!("get PVC {shown}: {}", message(&e)))?
         .ok_or_else(|| format!("PVC {shown} not found"))?;
     let mut events = NewestEvents::default();
     vtsnap_core::reconcile::list::for_each(
@@ -212,7 +213,7 @@ pub async fn pvc(kube: &kube::Client, namespace: &str, name: &str) -> Result<Pvc
         |e| events.push(e),
     )
     .await
-    .map_err(|e| format!("list Events of PVC {shown}: {e}"))?;
+    .map_err(|e| format!("list Events of PVC {shown}: {}", message(&e)))?;
     Ok(pvc_explained(&p, events))
 }
 

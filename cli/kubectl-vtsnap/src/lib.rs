@@ -5,7 +5,9 @@
 //! (docs/kubectl-vtsnap.md).
 
 pub mod act;
+pub mod client;
 pub mod decide;
 pub mod explain;
+pub mod kubeconfig;
 pub mod observe;
 pub mod report;

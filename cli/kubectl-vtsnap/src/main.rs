@@ -1,14 +1,16 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use k8s_openapi::jiff::Timestamp;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kubectl_vtsnap::act::{self, ShardArg};
+use kubectl_vtsnap::client::{self, LastRequest};
 use kubectl_vtsnap::decide::{doctor, status};
+use kubectl_vtsnap::kubeconfig::Source;
 use kubectl_vtsnap::report::{self, Colour, Format};
 use kubectl_vtsnap::{explain, observe};
-use vtsnap_core::cli::{ApiTimeouts, CommonArgs, client_with};
+use vtsnap_core::cli::{CommonArgs, positive_duration};
 use vtsnap_core::config::{GoDuration, Mode};
 use vtsnap_core::exit::Exit;
 use vtsnap_core::k8s_names::escape_controls;
@@ -25,9 +27,13 @@ use vtsnap_core::k8s_names::escape_controls;
 struct Cli {
     #[command(flatten)]
     common: CommonArgs,
-    /// Path to the kubeconfig file (else KUBECONFIG, ~/.kube/config, or in-cluster).
-    #[arg(long, global = true, env = "KUBECONFIG")]
+    /// Path to the kubeconfig file (else the files of KUBECONFIG merged, ~/.kube/config,
+    /// or in-cluster).
+    #[arg(long, global = true)]
     kubeconfig: Option<PathBuf>,
+    /// The longest the whole command may take [default: 2m; backup --wait: 30m].
+    #[arg(long, global = true, env = "VTSNAP_TIMEOUT", value_parser = positive_duration)]
+    timeout: Option<GoDuration>,
     /// The kubeconfig context to use.
     #[arg(long, global = true, env = "VTSNAP_CONTEXT")]
     context: Option<String>,
@@ -74,12 +80,9 @@ enum Command {
         /// An online snapshot (no fence), whatever the CronJob's mode.
         #[arg(long)]
         online: bool,
-        /// Follow the Job to its end and print its steps.
+        /// Follow the Job to its end and print its steps (within --timeout, 30m unless given).
         #[arg(long)]
         wait: bool,
-        /// With --wait: the longest wait.
-        #[arg(long, default_value = "30m")]
-        timeout: GoDuration,
     },
     /// Why a snapshot is kept, deleted or unusable; why a PVC was or was not restored.
     #[command(subcommand)]
@@ -117,32 +120,48 @@ fn names_checked(cli: &Cli) -> Result<(), String> {
     Ok(())
 }
 
-async fn client(cli: &Cli) -> Result<(kube::Client, String), String> {
-    let opts = KubeConfigOptions {
-        context: cli.context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    let config = match &cli.kubeconfig {
-        Some(p) => {
-            let kc =
-                Kubeconfig::read_from(p).map_err(|e| format!("kubeconfig {}: {e}", p.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &opts)
-                .await
-                .map_err(|e| format!("kubeconfig {}: {e}", p.display()))?
-        }
-        None => match kube::Config::from_kubeconfig(&opts).await {
-            Ok(c) => c,
-            Err(e) => {
-                kube::Config::incluster().map_err(|_| format!("no usable kubeconfig: {e}"))?
-            }
+/// The whole command's time limit (`--timeout`), and its defaults: a `backup --wait`
+/// follows a Job that may take many minutes; everything else reads a few pages.
+fn limit(cli: &Cli) -> Duration {
+    const DEFAULT: Duration = Duration::from_secs(2 * 60);
+    const WAIT: Duration = Duration::from_secs(30 * 60);
+    cli.timeout.map_or(
+        match cli.command {
+            Command::Backup { wait: true, .. } => WAIT,
+            _ => DEFAULT,
         },
-    };
-    let namespace = cli
-        .namespace
-        .clone()
-        .unwrap_or_else(|| config.default_namespace.clone());
-    let client = client_with(config, ApiTimeouts::DEFAULT).map_err(|e| e.to_string())?;
-    Ok((client, namespace))
+        |t| t.get(),
+    )
+}
+
+fn command_name(c: &Command) -> &'static str {
+    match c {
+        Command::Status { .. } => "status",
+        Command::Doctor => "doctor",
+        Command::Backup { .. } => "backup",
+        Command::Explain(Explain::Snapshot { .. }) => "explain snapshot",
+        Command::Explain(Explain::Pvc { .. }) => "explain pvc",
+    }
+}
+
+/// The whole command ran out of time: the limit, and the request it was waiting on.
+#[derive(Debug, thiserror::Error)]
+#[error("{command} did not finish within {} (--timeout, VTSNAP_TIMEOUT); {}", secs(*limit), doing(last.as_deref()))]
+struct OutOfTime {
+    command: &'static str,
+    limit: Duration,
+    last: Option<String>,
+}
+
+fn secs(d: Duration) -> String {
+    GoDuration(d).to_string()
+}
+
+fn doing(last: Option<&str>) -> String {
+    last.map_or_else(
+        || "it had sent no API request yet".to_owned(),
+        |r| format!("its last API request: {r}"),
+    )
 }
 
 fn fail(message: &str) -> Exit {
@@ -180,10 +199,36 @@ async fn run(cli: Cli) -> Exit {
         eprintln!("kubectl vtsnap: {e}");
         return Exit::Usage;
     }
-    let (kube, namespace) = match client(&cli).await {
+    let limit = limit(&cli);
+    let last = LastRequest::default();
+    // One bound on the whole command: the client's read timeout only bounds a silence,
+    // and a server trickling a byte at a time never falls silent (docs/kubectl-vtsnap.md).
+    match tokio::time::timeout(limit, command(&cli, limit, last.clone())).await {
+        Ok(exit) => exit,
+        Err(_) => fail(
+            &OutOfTime {
+                command: command_name(&cli.command),
+                limit,
+                last: last.get(),
+            }
+            .to_string(),
+        ),
+    }
+}
+
+async fn command(cli: &Cli, limit: Duration, last: LastRequest) -> Exit {
+    let started = tokio::time::Instant::now();
+    let source = Source::find(
+        cli.kubeconfig.as_deref(),
+        std::env::var_os("KUBECONFIG").as_deref(),
+        std::env::home_dir().as_deref(),
+    );
+    let connected = match client::connect(&source, cli.context.clone(), last).await {
         Ok(c) => c,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&e.to_string()),
     };
+    let kube = connected.client;
+    let namespace = cli.namespace.clone().unwrap_or(connected.namespace);
     let colour = Colour::detect();
     match &cli.command {
         Command::Doctor => {
@@ -199,7 +244,7 @@ async fn run(cli: Cli) -> Exit {
             }
         }
         Command::Status { cluster } => {
-            let (install, mut config) = match install_and_config(&kube, &cli).await {
+            let (install, mut config) = match install_and_config(&kube, cli).await {
                 Ok(x) => x,
                 Err(e) => return e,
             };
@@ -226,14 +271,13 @@ async fn run(cli: Cli) -> Exit {
             shard,
             online,
             wait,
-            timeout,
         } => {
-            let (install, _) = match install_and_config(&kube, &cli).await {
+            let (install, _) = match install_and_config(&kube, cli).await {
                 Ok(x) => x,
                 Err(e) => return e,
             };
             let mode = online.then_some(Mode::Online);
-            let wait = wait.then(|| timeout.get());
+            let wait = wait.then(|| act::wait_budget(limit, started.elapsed()));
             match act::backup(&kube, &install, shard, mode, wait).await {
                 Ok(out) => {
                     if cli.output == Format::Table {
@@ -262,7 +306,7 @@ async fn run(cli: Cli) -> Exit {
         Command::Explain(what) => {
             let value = match what {
                 Explain::Snapshot { name } => {
-                    let (_, config) = match install_and_config(&kube, &cli).await {
+                    let (_, config) = match install_and_config(&kube, cli).await {
                         Ok(x) => x,
                         Err(e) => return e,
                     };
@@ -304,8 +348,33 @@ impl ExitFrom {
     }
 }
 
+/// Parses the command line. clap echoes a refused argument as it was given: its message
+/// is printed with control characters escaped, line by line (the usage text kept), and
+/// ends as clap's usage errors do, exit 2. Help and version are clap's own.
+fn parse() -> Result<Cli, Exit> {
+    match Cli::try_parse() {
+        Ok(c) => Ok(c),
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            eprint!("{}", escaped_lines(&e.render().to_string()));
+            Err(Exit::Usage)
+        }
+    }
+}
+
+fn escaped_lines(text: &str) -> String {
+    text.split_inclusive('\n')
+        .map(|line| {
+            let (body, end) = line
+                .strip_suffix('\n')
+                .map_or((line, ""), |body| (body, "\n"));
+            format!("{}{end}", escape_controls(body))
+        })
+        .collect()
+}
+
 fn main() -> ExitCode {
-    let cli: Cli = match vtsnap_core::cli::parse(|_, _| {}) {
+    let cli = match parse() {
         Ok(c) => c,
         Err(exit) => return exit.into(),
     };

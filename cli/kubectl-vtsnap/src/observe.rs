@@ -11,6 +11,7 @@ use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use vtsnap_core::api_error::message;
 use vtsnap_core::config::{Config, Mode, resolve_in};
 use vtsnap_core::coverage::read_primary;
 use vtsnap_core::labels::{COMPONENT, COMPONENT_VTTABLET, MANAGED_BY, MANAGED_BY_VTSNAP};
@@ -55,7 +56,7 @@ pub async fn list(
         Err(e) => bad = Some(e.to_string()),
     })
     .await
-    .map_err(|e| format!("list {}: {e}", resource.plural))?;
+    .map_err(|e| format!("list {}: {}", resource.plural, message(&e)))?;
     bad.map_or(Ok(out), Err)
 }
 
@@ -69,12 +70,10 @@ pub async fn find_install(
         Some(ns) => Api::namespaced(kube.clone(), ns),
         None => Api::all(kube.clone()),
     };
-    let found = api
-        .list(&ListParams::default().labels(NAME_LABEL))
+    let found = vtsnap_core::reconcile::list::all(&api, &ListParams::default().labels(NAME_LABEL))
         .await
-        .map_err(|e| format!("list ConfigMaps: {e}"))?;
+        .map_err(|e| format!("list ConfigMaps: {}", message(&e)))?;
     let mut installs: Vec<(Install, String)> = found
-        .items
         .into_iter()
         .filter_map(|cm| {
             let name = cm.metadata.name?;
@@ -285,7 +284,7 @@ async fn ask(kube: &kube::Client, install: &Install, a: &mut Access) {
             .create(&PostParams::default(), &review)
             .await
             .map(|r| r.status.is_some_and(|s| s.allowed))
-            .map_err(|e| e.to_string()),
+            .map_err(|e| message(&e)),
     };
 }
 
@@ -352,7 +351,7 @@ async fn serving_cert_expiry(kube: &kube::Client, install: &Install) -> Result<T
     let secret = Api::<Secret>::namespaced(kube.clone(), &install.namespace)
         .get(&name)
         .await
-        .map_err(|e| format!("get Secret {name}: {e}"))?;
+        .map_err(|e| format!("get Secret {name}: {}", message(&e)))?;
     let pem = secret
         .data
         .and_then(|d| d.get("tls.crt").map(|b| b.0.clone()))
@@ -495,7 +494,7 @@ async fn volumes_of(kube: &kube::Client, pvcs: &Read<Vec<Value>>) -> Read<Vec<Va
         }
     })
     .await
-    .map_err(|e| format!("list persistentvolumes: {e}"))?;
+    .map_err(|e| format!("list persistentvolumes: {}", message(&e)))?;
     bad.map_or(Ok(out), Err)
 }
 
@@ -512,7 +511,14 @@ async fn spec_shards(
         let got = vtsnap_core::reconcile::apis::vitess_clusters(kube, &cl.namespace)
             .get_opt(&cl.name)
             .await
-            .map_err(|e| format!("get VitessCluster {}/{}: {e}", cl.namespace, cl.name))?;
+            .map_err(|e| {
+                format!(
+                    "get VitessCluster {}/{}: {}",
+                    cl.namespace,
+                    cl.name,
+                    message(&e)
+                )
+            })?;
         let Some(vc) = got else { continue };
         let v = serde_json::to_value(vc).map_err(|e| e.to_string())?;
         let shards = vtsnap_core::vitesscluster::cluster_shards(&v).map_err(|e| {
@@ -581,7 +587,7 @@ pub async fn doctor_world(kube: &kube::Client, namespace: Option<&str>, now: Tim
             .get(&i.namespace)
             .await
             .map(|n| n.metadata.labels.unwrap_or_default())
-            .map_err(|e| e.to_string()),
+            .map_err(|e| message(&e)),
         None => Err("no install".into()),
     };
     let tablet_pvcs = in_each(kube, &pvcs(), &ns, Some(&tablets())).await;

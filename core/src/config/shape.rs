@@ -274,3 +274,40 @@ impl<'de> Visitor<'de> for KeyOf<'_> {
         Node { w: self.w }.visit_enum(data).map(|()| None)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A list of the list `&l` (`n` scalars) and `k - 1` aliases of it: `1 + k * (n + 1)` values.
+    fn lists(k: usize, n: usize) -> String {
+        format!("[&l [{}]{}]", vec!["x"; n].join(","), ", *l".repeat(k - 1))
+    }
+
+    #[test]
+    fn the_bound_is_exact() {
+        // 2^21 - 1 = 42799 * 49: one value below the bound's edge, then the outer list.
+        let at = check(&lists(42_799, 48));
+        assert_eq!((at.values, at.too_large.is_none()), (MAX_VALUES, true));
+        let past = check(&lists(2_048, 1_023));
+        assert_eq!(past.values, MAX_VALUES + 1);
+        assert!(past.too_large.is_some());
+    }
+
+    #[test]
+    fn keys_compare_as_the_string_keyed_maps_read_them() {
+        let dups = |t: &str| {
+            check(t)
+                .duplicates
+                .into_iter()
+                .map(|e| e.path)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(dups("{a: 1, b: {c: 1, c: 2}, a: 3}"), ["b.c", "a"]);
+        assert_eq!(dups("{\"16\": 1, 16: 2}"), ["16"]);
+        assert_eq!(dups("[{a: 1}, {a: 2}]"), Vec::<String>::new());
+        // A key that is a list is walked, not compared.
+        assert_eq!(dups("{[a]: 1, [a]: 2}"), Vec::<String>::new());
+    }
+}
