@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -29,6 +30,23 @@ use super::report::{StepTiming, Summary};
 
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The step before the plan's when an expired fence was decided on (docs/design.md §5.4):
+/// core's one recovery (the GC's too) — the node helper releases, the tablet is put back, the
+/// lease deleted. `lease` is the object the decision was made on, so its version binds the
+/// release request: a lease changed since is not overwritten.
+pub async fn recover_fence(
+    ctx: &Context,
+    kube: &kube::Client,
+    lease: &Lease,
+    node_timeout: Duration,
+) -> Result<String, RunError> {
+    tracing::info!(lease = ?lease.metadata.name, shard = %ctx.shard, "recovering an expired fence");
+    let r = fence_client::recover(&ctx.leases(kube), lease, node_timeout)
+        .await
+        .map_err(RunError::FenceRecovery)?;
+    Ok(r.lease)
 }
 
 /// The state of one run while it acts.

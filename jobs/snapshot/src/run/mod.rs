@@ -1,8 +1,10 @@
 //! `run`: one snapshot of one shard (docs/design.md §5.1 cold, §5.2 online).
 //!
-//! observe (config, the shard's fence — an expired one is recovered first — and its
-//! tablets) → decide (a [`SnapshotPlan`]: the target and the ordered steps with their undo
-//! steps, pure and printable with `--dry-run`) → act (the steps in order; the undo stack
+//! observe (config, the shard's fence lease and its tablets; reads only) → decide (a live
+//! fence refuses, an expired one is recovered first; a [`SnapshotPlan`]: the target and the
+//! ordered steps with their undo steps, pure and printable with `--dry-run`, which writes
+//! nothing) → act (the recovery, then the shard observed again and the plan decided on it;
+//! the steps in order; the undo stack
 //! unwinds on every exit path, each undo attempted even if an earlier one failed, and a
 //! fence that cannot be fully released is left to expire for the node helper, the next
 //! run or the GC — exit 4) → report (one JSON summary, exit code).
@@ -17,6 +19,7 @@ pub mod report;
 use std::time::Duration;
 use vtsnap_core::shard::ShardName;
 
+use k8s_openapi::jiff::Timestamp;
 use tracing::Instrument;
 use vtsnap_core::config::{Config, Mode};
 
@@ -98,26 +101,42 @@ async fn execute(
     };
     let mode = opts.mode.unwrap_or(ctx.policy.snapshot.mode);
     summary.mode = Some(mode);
-    match observe::heal(&ctx, &kube, opts.node_timeout).await {
-        Ok(Some(lease)) => {
-            summary.steps.push(format!("recover expired fence {lease}"));
-            summary.recovered_fence = Some(lease);
-        }
-        Ok(None) => {}
+    let lease = match observe::fence(&ctx, &kube).await {
+        Ok(l) => l,
         Err(e) => return (summary, Err(e)),
-    }
-    let found = match observe::shard(&ctx, &kube).await {
+    };
+    let mut found = match observe::shard(&ctx, &kube).await {
         Ok(s) => s,
         Err(e) => return (summary, Err(e)),
     };
 
-    // decide
-    let plan = match decide::decide(&found, &summary.shard, &ctx.policy, mode) {
-        Ok(p) => p,
-        Err(e) => return (summary, Err(e.into())),
-    };
-    summary.target = Some(plan.target.target.alias.clone());
+    // decide: the fence first (a live one refuses, an expired one is recovered), then the plan
+    let recovery =
+        match decide::recovery::recovery(lease.as_ref().map(|(_, o)| o), Timestamp::now()) {
+            Ok(r) => r,
+            Err(h) => {
+                return (
+                    summary,
+                    Err(RunError::Fenced {
+                        lease: h.lease,
+                        holder: h.holder,
+                    }),
+                );
+            }
+        };
     if opts.dry_run {
+        // Nothing is written: the plan says what the run would recover and snapshot.
+        if let Some(r) = &recovery {
+            summary
+                .steps
+                .push(format!("dry run: would {}", r.describe()));
+        }
+        let mut plan = match decide::decide(&found, &summary.shard, &ctx.policy, mode) {
+            Ok(p) => p,
+            Err(e) => return (summary, Err(e.into())),
+        };
+        plan.recover = recovery;
+        summary.target = Some(plan.target.target.alias.clone());
         summary.steps.push(format!(
             "dry run: would snapshot {} ({} mode) on node {}",
             plan.target.target.alias,
@@ -128,7 +147,27 @@ async fn execute(
         return (summary, Ok(()));
     }
 
-    // act
+    // act: the recovery changes the shard (the fenced tablet is back), so the target is
+    // chosen on the shard as it is after it
+    if let (Some(r), Some((l, _))) = (&recovery, &lease) {
+        match act::recover_fence(&ctx, &kube, l, opts.node_timeout).await {
+            Ok(name) => {
+                summary.steps.push(format!("recover expired fence {name}"));
+                summary.recovered_fence = Some(name);
+            }
+            Err(e) => return (summary, Err(e)),
+        }
+        tracing::info!(tablet = %r.tablet, shard = %ctx.shard, "fence recovered; observing again");
+        found = match observe::shard(&ctx, &kube).await {
+            Ok(s) => s,
+            Err(e) => return (summary, Err(e)),
+        };
+    }
+    let plan = match decide::decide(&found, &summary.shard, &ctx.policy, mode) {
+        Ok(p) => p,
+        Err(e) => return (summary, Err(e.into())),
+    };
+    summary.target = Some(plan.target.target.alias.clone());
     let mut actor = act::Actor::new(kube, &ctx, opts, &plan, summary);
     let result = actor.run().await;
     (actor.summary, result)

@@ -1,23 +1,19 @@
-//! observe: the config lookups, the shard's fence (an expired one is recovered first: heal
-//! before acting), the shard's tablets, and for online runs the target's crash-safety
-//! variables. Reads only, except the recovery of an expired fence.
+//! observe: the config lookups, the shard's fence lease, the shard's tablets, and for online
+//! runs the target's crash-safety variables. Reads only (a dry run runs all of it).
 
-use std::time::Duration;
 use vtsnap_core::shard::ShardName;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use vtsnap_core::config::{Config, ConfiguredShard, ResolvedPolicy, ShardLookupError};
 use vtsnap_core::discover;
-use vtsnap_core::fence::client as fence_client;
 use vtsnap_core::fence::{Fence, lease_name};
 use vtsnap_core::naming::TabletAlias;
 use vtsnap_core::shard::{Shard, ShardRef};
 use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
 
-use super::decide::{crash_safety_variables, is_mariadb};
+use super::decide::{ObservedFence, crash_safety_variables, is_mariadb};
 use super::error::RunError;
 
 /// What a run works on, resolved from the config and flags.
@@ -68,41 +64,27 @@ pub async fn context(
     })
 }
 
-/// Heal first: an expired fence is recovered (docs/design.md §5.4) and its name returned; a live
-/// or unreadable one refuses the run.
-pub async fn heal(
+/// The shard's fence lease, if any, parsed; an unreadable one refuses the run. Reads only:
+/// whether it is recovered is decided ([`super::decide::recovery`]) and done by act.
+pub async fn fence(
     ctx: &Context,
     kube: &kube::Client,
-    node_timeout: Duration,
-) -> Result<Option<String>, RunError> {
+) -> Result<Option<(Lease, ObservedFence)>, RunError> {
     let name = ctx.lease_name();
-    let leases = ctx.leases(kube);
-    let existing =
-        leases
-            .get_opt(&name)
-            .await
-            .map_err(|source| RunError::KubernetesUnavailable {
-                lease: name.clone(),
-                source,
-            })?;
+    let existing = ctx.leases(kube).get_opt(&name).await.map_err(|source| {
+        RunError::KubernetesUnavailable {
+            lease: name.clone(),
+            source,
+        }
+    })?;
     let Some(l) = existing else { return Ok(None) };
-    let f = Fence::from_lease(&l).map_err(RunError::UnreadableFence)?;
-    if !f.expired(Timestamp::now()) {
-        let holder = l
-            .spec
-            .as_ref()
-            .and_then(|s| s.holder_identity.clone())
-            .unwrap_or_default();
-        return Err(RunError::Fenced {
-            lease: name,
-            holder,
-        });
-    }
-    tracing::info!(lease = %name, shard = %ctx.shard, "recovering an expired fence");
-    let r = fence_client::recover(&leases, &l, node_timeout)
-        .await
-        .map_err(RunError::FenceRecovery)?;
-    Ok(Some(r.lease))
+    let fence = Fence::from_lease(&l).map_err(RunError::UnreadableFence)?;
+    let holder = l
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.clone())
+        .unwrap_or_default();
+    Ok(Some((l, ObservedFence { fence, holder })))
 }
 
 /// The shard as discovery sees it: Pods, PVCs and vtctld's view, joined.

@@ -1,6 +1,10 @@
 //! decide: from what was observed to the plan of one snapshot run. Pure: no client, no
 //! clock, so the order of steps can be read, printed (`--dry-run`) and tested alone.
 
+pub mod recovery;
+
+pub use recovery::{FenceRecovery, ObservedFence};
+
 use serde::Serialize;
 use vtsnap_core::config::{Mode, ResolvedPolicy, WaitFor};
 use vtsnap_core::select::{self, Refusal, Target};
@@ -115,6 +119,10 @@ fn type_name<S: serde::Serializer>(t: &TabletType, s: S) -> Result<S::Ok, S::Err
 /// Everything a run will do, in order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SnapshotPlan {
+    /// Set in a dry run's plan when an expired fence would be recovered first; the real
+    /// run recovers it, then chooses the target again on the shard as it is after that.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recover: Option<FenceRecovery>,
     pub shard: String,
     pub mode: Mode,
     pub wait_for: WaitFor,
@@ -190,6 +198,7 @@ pub fn decide(
         })
         .collect();
     Ok(SnapshotPlan {
+        recover: None,
         shard: shard_name.to_owned(),
         mode,
         wait_for,
@@ -288,6 +297,12 @@ pub fn render(p: &SnapshotPlan) -> String {
         t.node,
         p.target.original_type.name()
     );
+    if let Some(r) = &p.recover {
+        out.push_str(&format!(
+            "first: {}; the target is then chosen again\n",
+            r.describe()
+        ));
+    }
     for (i, s) in p.steps.iter().enumerate() {
         match s.undo {
             Some(u) => out.push_str(&format!(
