@@ -585,3 +585,69 @@ fn a_certificate_with_exactly_30_days_left_passes() {
     }
     assert_eq!(not_passing(&w), []);
 }
+
+/// Review round three, item 4: `example` in `ns-a` and `ns-b`, one CronJob (ns-a's): the
+/// doctor said every shard had its CronJob.
+#[test]
+fn a_shard_s_cronjob_is_matched_by_its_namespace_and_a_second_is_named() {
+    let mut w = healthy();
+    w.config = Ok(Config::from_yaml(
+        "clusters:\n- name: example\n  namespace: ns-a\n- name: example\n  namespace: ns-b\n",
+    )
+    .unwrap());
+    let shard = |ns: &str| (ns.into(), "example".into(), "commerce".into(), "-".into());
+    w.spec_shards = Ok(vec![shard("ns-a"), shard("ns-b")]);
+    let cron = |name: &str, ns: &str| {
+        json!({"metadata": {"name": name,
+            "labels": {"vtsnap.io/cluster": "example", "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-x"},
+            "annotations": {"vtsnap.io/schedule-shard": format!("{ns}/example/commerce/-")}}})
+    };
+    w.snapshot_cronjobs = Ok(vec![cron("vtsnap-snap-example-commerce-x-x", "ns-a")]);
+    let c = checks(&w)
+        .into_iter()
+        .find(|c| c.check == "schedules")
+        .unwrap();
+    assert_eq!(c.level, Level::Fail, "{c:?}");
+    assert!(
+        c.message.contains("ns-b/example/commerce/-"),
+        "{}",
+        c.message
+    );
+    assert!(!c.message.contains("ns-a/"), "{}", c.message);
+    // Each its own: a pass. A second one of ns-a's: a warning naming both.
+    let both = vec![
+        cron("vtsnap-snap-example-commerce-x-x", "ns-a"),
+        cron("vtsnap-snap-ns-b-example-commerce-x-x", "ns-b"),
+    ];
+    w.snapshot_cronjobs = Ok(both.clone());
+    let c = checks(&w)
+        .into_iter()
+        .find(|c| c.check == "schedules")
+        .unwrap();
+    assert_eq!(c.level, Level::Pass, "{c:?}");
+    let mut three = both;
+    three.push(cron("vtsnap-snap-ns-a-example-commerce-x-x", "ns-a"));
+    w.snapshot_cronjobs = Ok(three);
+    let c = checks(&w)
+        .into_iter()
+        .find(|c| c.check == "schedules")
+        .unwrap();
+    assert_eq!(c.level, Level::Warn, "{c:?}");
+    assert!(
+        c.message.contains(
+            "ns-a/example/commerce/x-x (vtsnap-snap-example-commerce-x-x, vtsnap-snap-ns-a-example-commerce-x-x)"
+        ),
+        "{}",
+        c.message
+    );
+    // The chart's own CronJob (no record) stands for no shard of a name in two namespaces.
+    w.snapshot_cronjobs = Ok(vec![
+        json!({"metadata": {"name": "vtsnap-snap-example-commerce-x-x",
+        "labels": {"vtsnap.io/cluster": "example", "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-x"}}}),
+    ]);
+    let c = checks(&w)
+        .into_iter()
+        .find(|c| c.check == "schedules")
+        .unwrap();
+    assert!(c.message.starts_with("2 shard(s) without"), "{}", c.message);
+}

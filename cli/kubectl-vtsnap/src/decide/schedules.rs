@@ -1,19 +1,73 @@
 //! The doctor's schedule check, pure: every shard of the configured clusters' specs has a
 //! snapshot CronJob, and the schedule reconciler's last run succeeded. A shard without one
 //! is a silent gap: nothing snapshots it, and `status` (which starts from the CronJobs and
-//! snapshots) does not list it.
+//! snapshots) does not list it. Also which shard a CronJob is for, for `status` too.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 use vtsnap_core::naming::safe_shard_name;
 use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
+use vtsnap_snapshot::schedule::names::{ANN_SHARD, ShardKey};
 
 use super::doctor::{Check, World};
 use super::fields::{label, s};
 
 /// `(namespace, cluster, keyspace, shard)` of a VitessCluster's spec.
 pub type SpecShard = (String, String, String, String);
+
+/// `(namespace, cluster, keyspace, shard safe name)` a snapshot CronJob is for, among the
+/// configured `(namespace, cluster)`s. The CronJobs live in the install's namespace, so the
+/// shard's namespace is the reconciler's record's; a CronJob without one (the chart's own)
+/// is its cluster's only configured namespace's, and nobody's when that cluster's name is
+/// configured in two (docs/design.md §5.8). `None` also when its labels and record disagree.
+pub fn cron_shard<'a>(
+    clusters: impl IntoIterator<Item = (&'a str, &'a str)>,
+    cron: &Value,
+) -> Option<(String, String, String, String)> {
+    let (cluster, keyspace, shard) = (
+        label(cron, LABEL_CLUSTER),
+        label(cron, LABEL_KEYSPACE),
+        label(cron, LABEL_SHARD),
+    );
+    let recorded = cron
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(ANN_SHARD))
+        .and_then(Value::as_str);
+    let namespace = match recorded {
+        Some(record) => {
+            let key = ShardKey::parse(record).ok()?;
+            let labelled = (cluster, keyspace, shard);
+            if (
+                key.cluster.as_str(),
+                key.keyspace.as_str(),
+                safe_shard_name(&key.shard).as_str(),
+            ) != labelled
+            {
+                return None;
+            }
+            key.namespace
+        }
+        None => {
+            let mut namespaces: BTreeSet<&str> = clusters
+                .into_iter()
+                .filter(|(_, name)| *name == cluster)
+                .map(|(namespace, _)| namespace)
+                .collect();
+            let only = namespaces.pop_first()?;
+            if !namespaces.is_empty() {
+                return None;
+            }
+            only.to_owned()
+        }
+    };
+    Some((
+        namespace,
+        cluster.to_owned(),
+        keyspace.to_owned(),
+        shard.to_owned(),
+    ))
+}
 
 /// A Job that ended `Failed`.
 fn failed(job: &Value) -> bool {
@@ -37,26 +91,42 @@ pub(super) fn schedules(w: &World) -> Check {
             );
         }
     };
-    let have: BTreeSet<(&str, &str, &str)> = crons
-        .iter()
-        .map(|c| {
-            (
-                label(c, LABEL_CLUSTER),
-                label(c, LABEL_KEYSPACE),
-                label(c, LABEL_SHARD),
-            )
-        })
-        .collect();
+    let mut have: BTreeMap<(String, String, String, String), Vec<&str>> = BTreeMap::new();
+    // The configured clusters; the spec's when the config is not valid (its own check).
+    let clusters: BTreeSet<(&str, &str)> = match &w.config {
+        Ok(config) => config
+            .clusters
+            .iter()
+            .map(|c| (c.namespace.as_str(), c.name.as_str()))
+            .collect(),
+        Err(_) => shards
+            .iter()
+            .map(|(ns, cluster, _, _)| (ns.as_str(), cluster.as_str()))
+            .collect(),
+    };
+    for c in crons {
+        if let Some(key) = cron_shard(clusters.iter().copied(), c) {
+            have.entry(key).or_default().push(s(c, "/metadata/name"));
+        }
+    }
     let missing: Vec<String> = shards
         .iter()
-        .filter(|(_, cluster, keyspace, shard)| {
-            !have.contains(&(
-                cluster.as_str(),
-                keyspace.as_str(),
-                safe_shard_name(shard).as_str(),
+        .filter(|(ns, cluster, keyspace, shard)| {
+            !have.contains_key(&(
+                ns.clone(),
+                cluster.clone(),
+                keyspace.clone(),
+                safe_shard_name(shard),
             ))
         })
         .map(|(ns, cluster, keyspace, shard)| format!("{ns}/{cluster}/{keyspace}/{shard}"))
+        .collect();
+    let twice: Vec<String> = have
+        .iter()
+        .filter(|(_, names)| names.len() > 1)
+        .map(|((ns, cluster, keyspace, shard), names)| {
+            format!("{ns}/{cluster}/{keyspace}/{shard} ({})", names.join(", "))
+        })
         .collect();
     // The newest reconciler Job (by creation), if it failed.
     let last = w.reconciler_jobs.as_ref().ok().and_then(|jobs| {
@@ -79,6 +149,17 @@ pub(super) fn schedules(w: &World) -> Check {
                 missing.join(", ")
             ),
             fix,
+        );
+    }
+    if !twice.is_empty() {
+        return Check::warn(
+            ID,
+            format!(
+                "{} shard(s) with more than one snapshot CronJob, each of which runs: {}",
+                twice.len(),
+                twice.join("; ")
+            ),
+            "the schedule reconciler keeps a second CronJob of a shard rather than delete it: delete the one its plan reports as duplicate (vtsnap-snapshot schedule plan)",
         );
     }
     if let Some(job) = last_failed {

@@ -254,17 +254,17 @@ pub fn status(config: &Config, seen: &Seen, now: Timestamp) -> Status {
     for r in &reads {
         entry(&r.namespace, &r.cluster, &r.keyspace, &r.shard.safe_name());
     }
-    // The snapshot CronJobs live in the install's namespace: matched by cluster name.
-    let mut crons: BTreeMap<(String, String, String), &Value> = BTreeMap::new();
+    // The snapshot CronJobs live in the install's namespace: matched by their shard's
+    // namespace too (docs/design.md §5.8).
+    let mut crons: BTreeMap<Key, &Value> = BTreeMap::new();
     for c in &seen.cronjobs {
-        crons.insert(
-            (
-                label(c, LABEL_CLUSTER).to_owned(),
-                label(c, LABEL_KEYSPACE).to_owned(),
-                label(c, LABEL_SHARD).to_owned(),
-            ),
-            c,
-        );
+        let clusters = config
+            .clusters
+            .iter()
+            .map(|c| (c.namespace.as_str(), c.name.as_str()));
+        if let Some(key) = super::schedules::cron_shard(clusters, c) {
+            crons.insert(key, c);
+        }
     }
     let mut out_shards = Vec::new();
     for ((ns, cluster, keyspace, safe), mut st) in shards {
@@ -336,7 +336,9 @@ pub fn status(config: &Config, seen: &Seen, now: Timestamp) -> Status {
                 rto_ms: d.rto.map(|t| t.total_ms()),
                 reason: d.reason.clone(),
             });
-        if let Some(cron) = crons.get(&(cluster.clone(), keyspace.clone(), safe.clone())) {
+        if let Some(cron) =
+            crons.get(&(ns.clone(), cluster.clone(), keyspace.clone(), safe.clone()))
+        {
             st.schedule = Some(s(cron, "/spec/schedule").to_owned());
             st.suspended = cron.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
             st.next_run = next_run(cron, now);

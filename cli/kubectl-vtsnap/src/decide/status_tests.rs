@@ -383,3 +383,56 @@ fn the_last_drill_is_shown_and_a_failed_one_is_a_problem() {
     );
     assert!(st.shards[0].last_drill.is_none());
 }
+
+/// Review round three, item 4: `example` in `ns-a` and `ns-b`; the one CronJob (ns-a's
+/// record) was shown as ns-b's schedule too.
+#[test]
+fn a_cronjob_is_its_recorded_namespace_s_shard_s_only() {
+    let twins = Config::from_yaml(
+        "clusters:\n- name: example\n  namespace: ns-a\n- name: example\n  namespace: ns-b\n",
+    )
+    .unwrap();
+    let in_ns = |ns: &str| {
+        let mut s = snapshot(&format!("s-{ns}"), "x-x", "2026-12-01T10:00:00Z", "ready");
+        s["metadata"]["namespace"] = json!(ns);
+        s
+    };
+    let mut ours = cron("x-x");
+    ours["metadata"]["annotations"] =
+        json!({"vtsnap.io/schedule-shard": "ns-a/example/commerce/-"});
+    let seen = Seen {
+        snapshots: vec![in_ns("ns-a"), in_ns("ns-b")],
+        cronjobs: vec![ours.clone()],
+        ..Seen::default()
+    };
+    let st = status(&twins, &seen, now());
+    let schedule_of = |ns: &str| {
+        st.shards
+            .iter()
+            .find(|s| s.namespace == ns)
+            .unwrap()
+            .schedule
+            .clone()
+    };
+    assert_eq!(schedule_of("ns-a").as_deref(), Some("0 */6 * * *"));
+    assert_eq!(schedule_of("ns-b"), None, "{st:?}");
+    // A CronJob without a record (the chart's) is nobody's when its cluster's name is in
+    // two namespaces, and its cluster's when in one.
+    let seen = Seen {
+        cronjobs: vec![cron("x-x")],
+        ..seen
+    };
+    let st = status(&twins, &seen, now());
+    assert!(st.shards.iter().all(|s| s.schedule.is_none()), "{st:?}");
+    let mut one = seen.clone();
+    one.snapshots.truncate(1);
+    one.snapshots[0]["metadata"]["namespace"] = json!("vitess");
+    let st = status(&config(), &one, now());
+    assert_eq!(st.shards[0].schedule.as_deref(), Some("0 */6 * * *"));
+    // A record that names another shard than the labels: nobody's.
+    ours["metadata"]["annotations"]["vtsnap.io/schedule-shard"] =
+        json!("vitess/example/commerce/-80");
+    one.cronjobs = vec![ours];
+    let st = status(&config(), &one, now());
+    assert_eq!(st.shards[0].schedule, None);
+}
