@@ -8,6 +8,7 @@
 //! - [`fault`]: named fault points that tests use to stop a process after a given step.
 //! - [`logging`]: tracing setup (JSON in containers, human-readable on a terminal).
 //! - [`metrics`]: Prometheus exposition (OpenMetrics for `/metrics`, textfiles for jobs).
+//! - [`retry`]: the Kubernetes client's bounded retries of a busy API server.
 //! - [`reconcile`]: the one GET → change → replace loop, read again on 409 Conflict.
 
 pub mod api_error;
@@ -32,6 +33,7 @@ pub mod naming;
 pub mod quantity;
 pub mod reconcile;
 pub mod restored;
+pub mod retry;
 pub mod schedule;
 pub mod select;
 pub mod shard;

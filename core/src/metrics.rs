@@ -3,9 +3,44 @@
 //! scraped `/metrics`, the Prometheus text format for a `--metrics-file` textfile.
 
 use std::path::Path;
+use std::sync::LazyLock;
 
-use prometheus_client::encoding::{prometheus_text, text};
+use prometheus_client::encoding::{EncodeLabelSet, prometheus_text, text};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
+
+/// The labels of [`api_retries`]: the API verb and what caused the retry (`429`, `503`,
+/// `transport`, …).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ApiRetryLabels {
+    pub verb: &'static str,
+    pub code: &'static str,
+}
+
+/// Process-wide: the retry layer counts here, whichever client retried.
+static API_RETRIES: LazyLock<Family<ApiRetryLabels, Counter>> = LazyLock::new(Family::default);
+
+/// Kubernetes API requests this process sent again (docs/design.md §3.8).
+pub fn api_retries() -> &'static Family<ApiRetryLabels, Counter> {
+    &API_RETRIES
+}
+
+/// Counts one retry of a `verb` request caused by `code`.
+pub fn count_api_retry(verb: &'static str, code: &'static str) {
+    API_RETRIES
+        .get_or_create(&ApiRetryLabels { verb, code })
+        .inc();
+}
+
+/// Adds `vtsnap_api_retries_total{verb,code}` to `registry` (docs/operations.md).
+pub fn register_api_retries(registry: &mut Registry) {
+    registry.register(
+        "vtsnap_api_retries",
+        "Kubernetes API requests sent again after a 429, a 5xx or a broken connection",
+        API_RETRIES.clone(),
+    );
+}
 
 /// The `Content-Type` of [`openmetrics`] text.
 pub const OPENMETRICS_CONTENT_TYPE: &str =

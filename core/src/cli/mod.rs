@@ -14,6 +14,7 @@ pub use textfile::{write_atomic, write_metrics_file};
 use crate::config::{Config, ConfigErrors, GoDuration};
 use crate::exit::Exit;
 use crate::logging::{self, LogFormat};
+use crate::retry::{RetryLayer, RetryPolicy};
 
 /// `--version` of every binary: the release, and the commit it was built from when the
 /// build was given one (`VTSNAP_GIT_COMMIT`, set by `make images`).
@@ -191,7 +192,9 @@ impl ApiTimeouts {
 /// wait (`timeoutSeconds`): the server must end it before the read timeout does.
 pub const MAX_WATCH_SECONDS: u32 = 50;
 
-/// A client for `config`, with `timeouts` on every call.
+/// A client for `config`, with `timeouts` on every call and the retry layer of
+/// docs/design.md §3.8 ([`RetryPolicy::DEFAULT`]). Call it inside the runtime (kube's
+/// client spawns its buffer there).
 pub fn client_with(
     mut config: kube::Config,
     timeouts: ApiTimeouts,
@@ -200,7 +203,15 @@ pub fn client_with(
     config.read_timeout = Some(timeouts.read);
     config.write_timeout = Some(timeouts.write);
     config.reset_reader_on_write = true;
-    kube::Client::try_from(config).map_err(KubeUnreachable::Client)
+    // kube's own retry would repeat a write without a precondition on a 503 and wait
+    // whatever Retry-After asks: ours replaces it.
+    config.default_retry = false;
+    let builder = kube::client::ClientBuilder::try_from(config).map_err(KubeUnreachable::Client)?;
+    // The layer sends a request again, so the service below must be cloneable: a buffer.
+    let stack = tower::ServiceBuilder::new()
+        .layer(RetryLayer::new(RetryPolicy::DEFAULT))
+        .layer(tower::buffer::BufferLayer::new(1024));
+    Ok(builder.with_layer(&stack).build())
 }
 
 /// The Kubernetes client of every binary: the kubeconfig if there is one, else the pod's

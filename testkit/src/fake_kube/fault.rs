@@ -18,6 +18,9 @@ pub enum FaultAction {
     DelayThenStatus(Duration, u16),
     /// Fail as a broken connection would.
     Drop,
+    /// 429 Too Many Requests with `Retry-After: seconds`, as API Priority and Fairness
+    /// rejects a request before handling it.
+    Throttle { retry_after_seconds: u32 },
 }
 
 pub(super) type Predicate = Arc<dyn Fn(&RequestInfo) -> bool + Send + Sync>;
@@ -98,6 +101,15 @@ impl Fault {
         self
     }
 
+    /// Answers 429 with `Retry-After: seconds` (a storm: combine with
+    /// [`Self::times`] or [`Self::always`]).
+    pub fn throttle(mut self, retry_after_seconds: u32) -> Self {
+        self.action = FaultAction::Throttle {
+            retry_after_seconds,
+        };
+        self
+    }
+
     pub fn drop_connection(mut self) -> Self {
         self.action = FaultAction::Drop;
         self
@@ -110,6 +122,24 @@ pub fn is(
     plural: &'static str,
 ) -> impl Fn(&RequestInfo) -> bool + Send + Sync + 'static {
     move |r| r.verb == verb && r.plural == plural
+}
+
+/// A 429 storm that clears for each request: every other request (of any verb) is
+/// throttled with `Retry-After: retry_after_seconds`, so each call of a client that retries
+/// goes through on its next try, and one that does not fails on every other call.
+pub fn storm_every_other(retry_after_seconds: u32) -> Fault {
+    let n = std::sync::atomic::AtomicU64::new(0);
+    Fault::on(move |_| {
+        n.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .is_multiple_of(2)
+    })
+    .throttle(retry_after_seconds)
+    .always()
+}
+
+/// A 429 storm that does not clear: every request is throttled.
+pub fn storm_without_end(retry_after_seconds: u32) -> Fault {
+    Fault::on(|_| true).throttle(retry_after_seconds).always()
 }
 
 /// Counts `info` against every rule it matches, and returns the first rule that fires now.

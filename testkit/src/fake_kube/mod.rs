@@ -28,7 +28,7 @@
 //!   requests/s by default).
 //!
 //! Fault injection: [`Fault`] rules fail or delay the n-th request matching a predicate
-//! with any status code, or drop the connection; [`FakeKube::set_down`] makes every request
+//! with any status code, throttle it (429 with `Retry-After`), or drop the connection; [`FakeKube::set_down`] makes every request
 //! fail as if the server were unreachable, and ends every open watch;
 //! [`FakeKube::drop_watches`] ends the open watches alone (a server restart or a load
 //! balancer cutting long requests). A watch whose reader falls too far behind is ended
@@ -51,7 +51,7 @@ mod store;
 mod watch;
 mod write;
 
-pub use fault::{Fault, FaultAction, is};
+pub use fault::{Fault, FaultAction, is, storm_every_other, storm_without_end};
 pub use http_front::HttpFront;
 pub use patch::merge_patch;
 pub use reply::FakeBody;
@@ -62,6 +62,8 @@ pub use selector::{FieldSelector, LabelSelector};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
+use tower::Layer;
+use vtsnap_core::retry::{RetryLayer, RetryPolicy};
 
 use store::{Event, State};
 
@@ -114,6 +116,18 @@ impl FakeKube {
             client: Some(Arc::from(program)),
         };
         kube::Client::new(service, "default")
+    }
+
+    /// As [`Self::client_as`], with the programs' retry layer on top (docs/design.md §3.8),
+    /// bounded by `policy`: what a program's client does against a busy API server. The
+    /// other clients have no retries, so a single injected fault reaches the code under
+    /// test as it is.
+    pub fn client_with_retries(&self, program: &str, policy: RetryPolicy) -> kube::Client {
+        let service = FakeKubeService {
+            inner: self.inner.clone(),
+            client: Some(Arc::from(program)),
+        };
+        kube::Client::new(RetryLayer::new(policy).layer(service), "default")
     }
 
     pub fn service(&self) -> FakeKubeService {

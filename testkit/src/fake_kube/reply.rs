@@ -15,6 +15,8 @@ pub type FakeBody = UnsyncBoxBody<Bytes, Infallible>;
 pub(super) struct Reply {
     pub(super) status: u16,
     pub(super) body: FakeBody,
+    /// `Retry-After` in seconds (a throttled request).
+    pub(super) retry_after: Option<u32>,
 }
 
 pub(super) fn json_reply(status: u16, v: &Value) -> Reply {
@@ -22,6 +24,7 @@ pub(super) fn json_reply(status: u16, v: &Value) -> Reply {
     Reply {
         status,
         body: Full::new(Bytes::from(bytes)).boxed_unsync(),
+        retry_after: None,
     }
 }
 
@@ -76,5 +79,9 @@ pub(super) fn respond(r: Reply) -> Response<FakeBody> {
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/json"),
     );
+    if let Some(secs) = r.retry_after {
+        resp.headers_mut()
+            .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+    }
     resp
 }

@@ -160,6 +160,12 @@ impl FakeKube {
                 Err("fake API server dropped the connection".into())
             }
             Some(FaultAction::Status(code)) => Ok(Some(injected(code))),
+            Some(FaultAction::Throttle {
+                retry_after_seconds,
+            }) => Ok(Some(Reply {
+                retry_after: Some(retry_after_seconds),
+                ..injected(429)
+            })),
             Some(FaultAction::DelayThenStatus(d, code)) => {
                 tokio::time::sleep(d).await;
                 Ok(Some(injected(code)))

@@ -103,6 +103,7 @@ impl FakeKube {
         Reply {
             status: 200,
             body: StreamBody::new(stream).boxed_unsync(),
+            retry_after: None,
         }
     }
 }
