@@ -167,6 +167,17 @@ pub struct KeyRange {
     pub end: String,
 }
 
+/// The longest label-safe shard name (`start-end`, an open bound written `x`): a Kubernetes
+/// label value's limit, which the operator's `planetscale.com/shard` label on every tablet
+/// Pod must meet, so no shard a cluster runs is longer (docs/design.md §2). Longer names are
+/// refused before anything is compared or allocated for them.
+pub const MAX_SAFE_NAME_LEN: usize = 63;
+
+/// The length of the label-safe name of the key range `start-end`.
+pub fn safe_name_len(start: &str, end: &str) -> usize {
+    start.len().max(1) + 1 + end.len().max(1)
+}
+
 impl KeyRange {
     /// The operator's label-safe form: an empty bound becomes `x` (`-` → `x-x`, `-80` → `x-80`).
     pub fn safe_name(&self) -> String {
@@ -182,6 +193,9 @@ impl KeyRange {
     /// The inverse of [`KeyRange::safe_name`]: `x-x` → `-`, `x-80` → `-80`, `80-x` → `80-`.
     /// A bare empty bound (`-80`) is refused: `safe_name` never writes one.
     pub fn from_safe_name(safe: &str) -> Result<Self, SafeNameError> {
+        if safe.len() > MAX_SAFE_NAME_LEN {
+            return Err(SafeNameError::TooLong(safe.len()));
+        }
         let (start, end) = safe
             .split_once('-')
             .ok_or_else(|| SafeNameError::NoDash(safe.to_owned()))?;
@@ -221,6 +235,35 @@ pub enum SafeNameError {
     NotHex { name: String, bound: String },
     #[error("shard SafeName {0:?}: start must be below end")]
     NotBelow(String),
+    #[error("shard SafeName is {0} characters long, over the {MAX_SAFE_NAME_LEN} of a label value")]
+    TooLong(usize),
+}
+
+/// Why a string is not a shard key range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyRangeError {
+    #[error("shard {0:?} is not a key range like -80, 80- or 40-80")]
+    NoDash(String),
+    #[error("shard {name:?}: {bound:?} is not lowercase hex")]
+    NotHex { name: String, bound: String },
+    #[error("shard {0:?}: start must be below end")]
+    NotBelow(String),
+    /// Only the length is named: the value itself may be megabytes.
+    #[error(
+        "shard key range {start_len} + {end_len} hex digits long: its label-safe name would \
+         be {safe_len} characters, over the {MAX_SAFE_NAME_LEN} of a label value"
+    )]
+    TooLong {
+        start_len: usize,
+        end_len: usize,
+        safe_len: usize,
+    },
+}
+
+impl From<KeyRangeError> for String {
+    fn from(e: KeyRangeError) -> Self {
+        e.to_string()
+    }
 }
 
 impl fmt::Display for KeyRange {
@@ -230,22 +273,42 @@ impl fmt::Display for KeyRange {
 }
 
 impl FromStr for KeyRange {
+    /// Callers print the reason; [`KeyRange::read`] gives it typed.
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::read(s).map_err(String::from)
+    }
+}
+
+impl KeyRange {
+    /// Parses a shard name as Vitess prints it (`-80`, `40-80`), refusing one whose
+    /// label-safe name would be over [`MAX_SAFE_NAME_LEN`] before looking further.
+    pub fn read(s: &str) -> Result<Self, KeyRangeError> {
         let (start, end) = s
             .split_once('-')
-            .ok_or_else(|| format!("shard {s:?} is not a key range like -80, 80- or 40-80"))?;
+            .ok_or_else(|| KeyRangeError::NoDash(cut_for_message(s)))?;
+        let safe_len = safe_name_len(start, end);
+        if safe_len > MAX_SAFE_NAME_LEN {
+            return Err(KeyRangeError::TooLong {
+                start_len: start.len(),
+                end_len: end.len(),
+                safe_len,
+            });
+        }
         for b in [start, end] {
             if !b
                 .bytes()
                 .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
             {
-                return Err(format!("shard {s:?}: {b:?} is not lowercase hex"));
+                return Err(KeyRangeError::NotHex {
+                    name: s.to_owned(),
+                    bound: b.to_owned(),
+                });
             }
         }
         if !start.is_empty() && !end.is_empty() && hex_cmp(start, end) != std::cmp::Ordering::Less {
-            return Err(format!("shard {s:?}: start must be below end"));
+            return Err(KeyRangeError::NotBelow(s.to_owned()));
         }
         Ok(Self {
             start: start.to_owned(),
@@ -254,10 +317,26 @@ impl FromStr for KeyRange {
     }
 }
 
-/// Compares key-range bounds as byte strings (shorter is padded with zeros).
+/// A string with no dash may be any length: a message shows its start and its length.
+fn cut_for_message(s: &str) -> String {
+    match s.char_indices().nth(MAX_SAFE_NAME_LEN) {
+        None => s.to_owned(),
+        Some((at, _)) => format!("{}… ({} bytes)", &s[..at], s.len()),
+    }
+}
+
+/// Compares key-range bounds as byte strings (shorter is padded with zeros), digit by digit:
+/// no padded copies.
 fn hex_cmp(a: &str, b: &str) -> std::cmp::Ordering {
-    let n = a.len().max(b.len());
-    format!("{a:0<n$}").cmp(&format!("{b:0<n$}"))
+    fn digits(s: &str) -> impl Iterator<Item = u8> + '_ {
+        s.bytes().chain(std::iter::repeat(b'0'))
+    }
+    digits(a)
+        .zip(digits(b))
+        .take(a.len().max(b.len()))
+        .map(|(x, y)| x.cmp(&y))
+        .find(|o| o.is_ne())
+        .unwrap_or(std::cmp::Ordering::Equal)
 }
 
 impl TryFrom<String> for KeyRange {
@@ -462,6 +541,74 @@ mod tests {
         assert!(matches!(err("x-x-x"), SafeNameError::NotHex { bound, .. } if bound == "x-x"));
         assert_eq!(err("80-40"), SafeNameError::NotBelow("80-40".into()));
         assert_eq!(err("80-80"), SafeNameError::NotBelow("80-80".into()));
+    }
+
+    #[test]
+    fn a_key_range_bound_of_65536_digits_is_refused_by_its_length_not_a_panic() {
+        // Round three item 7: `'aa'*32768 + '-bb'` panicked in `hex_cmp` ("Formatting
+        // argument out of range"), from `validate`, `schedule plan`, `doctor`, `backup`.
+        let long = format!("{}-bb", "aa".repeat(32_768));
+        let e = KeyRange::read(&long).unwrap_err();
+        assert_eq!(
+            e,
+            KeyRangeError::TooLong {
+                start_len: 65_536,
+                end_len: 2,
+                safe_len: 65_539
+            }
+        );
+        let m = long.parse::<KeyRange>().unwrap_err();
+        assert!(m.contains("65539 characters, over the 63"), "{m}");
+        assert!(m.len() < 200, "the message must not echo the value: {m}");
+        let safe = format!("{}-bb", "aa".repeat(32_768));
+        assert_eq!(
+            KeyRange::from_safe_name(&safe),
+            Err(SafeNameError::TooLong(65_539))
+        );
+        assert_eq!(safe_shard_name(&long), long);
+        let nodash = "a".repeat(100_000);
+        let m = nodash.parse::<KeyRange>().unwrap_err();
+        assert!(m.contains("(100000 bytes)") && m.len() < 200, "{m}");
+    }
+
+    #[test]
+    fn a_safe_name_of_63_characters_is_the_longest_accepted() {
+        let (a, b) = (
+            format!("1{}", "0".repeat(30)),
+            format!("2{}", "0".repeat(30)),
+        );
+        let k = KeyRange::read(&format!("{a}-{b}")).unwrap();
+        assert_eq!(k.safe_name().len(), MAX_SAFE_NAME_LEN);
+        assert_eq!(KeyRange::from_safe_name(&k.safe_name()), Ok(k));
+        assert!(matches!(
+            KeyRange::read(&format!("{a}-{b}0")),
+            Err(KeyRangeError::TooLong { safe_len: 64, .. })
+        ));
+        assert_eq!(
+            KeyRange::from_safe_name(&format!("{a}-{b}0")),
+            Err(SafeNameError::TooLong(64))
+        );
+        // An open bound counts as its `x`.
+        let open = "1".repeat(61);
+        assert!(KeyRange::read(&format!("{open}-")).is_ok());
+        assert!(KeyRange::read(&format!("{open}1-")).is_err());
+        assert!(KeyRange::read(&format!("-{open}1")).is_err());
+    }
+
+    #[test]
+    fn bounds_compare_as_zero_padded_bytes() {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        assert_eq!(hex_cmp("8", "80"), Equal);
+        assert_eq!(hex_cmp("80", "8"), Equal);
+        assert_eq!(hex_cmp("7f", "8"), Less);
+        assert_eq!(hex_cmp("8", "7f"), Greater);
+        assert_eq!(hex_cmp("8", "81"), Less);
+        assert_eq!(hex_cmp("", "00"), Equal);
+        assert_eq!(
+            KeyRange::read("80-8"),
+            Err(KeyRangeError::NotBelow("80-8".into()))
+        );
+        assert!(KeyRange::read("8-81").is_ok());
     }
 
     #[test]

@@ -189,15 +189,13 @@ impl GtidSet {
                 let mut out = Vec::new();
                 for (source, ivs) in a {
                     let have = b.get(source).map(Vec::as_slice).unwrap_or(&[]);
-                    for &(lo, hi) in ivs {
-                        for (mlo, mhi) in uncovered(lo, hi, have) {
-                            out.push(if mlo == mhi {
-                                format!("{source}:{mlo}")
-                            } else {
-                                format!("{source}:{mlo}-{mhi}")
-                            });
-                        }
-                    }
+                    uncovered(ivs, have, |mlo, mhi| {
+                        out.push(if mlo == mhi {
+                            format!("{source}:{mlo}")
+                        } else {
+                            format!("{source}:{mlo}-{mhi}")
+                        });
+                    });
                 }
                 Some(out.join(","))
             }
@@ -214,27 +212,41 @@ impl GtidSet {
     }
 }
 
-/// The parts of `[lo, hi]` outside the normalized `have`.
-fn uncovered(lo: u64, hi: u64, have: &[(u64, u64)]) -> Vec<(u64, u64)> {
-    let mut out = Vec::new();
-    let mut next = lo;
-    for &(hlo, hhi) in have {
-        if hhi < next {
-            continue;
+/// Calls `emit` with each part of the normalized `want` outside the normalized `have`, in
+/// one merge walk over both: `have` is an iterator, so nothing is rescanned (100k intervals
+/// a side once took 1.5 s per snapshot, rescanning `have` per interval of `want`).
+fn uncovered<'a>(
+    want: impl IntoIterator<Item = &'a (u64, u64)>,
+    have: impl IntoIterator<Item = &'a (u64, u64)>,
+    mut emit: impl FnMut(u64, u64),
+) {
+    let mut have = have.into_iter().peekable();
+    for &(lo, hi) in want {
+        let mut next = lo;
+        loop {
+            match have.peek() {
+                // Wholly before `next`, so before every later interval of `want` too.
+                Some(&&(_, hhi)) if hhi < next => {
+                    have.next();
+                }
+                Some(&&(hlo, hhi)) if hlo <= hi => {
+                    if hlo > next {
+                        emit(next, hlo - 1);
+                    }
+                    if hhi >= hi {
+                        // Covers the rest; kept, as it may cover the next interval too.
+                        break;
+                    }
+                    next = hhi + 1;
+                    have.next();
+                }
+                _ => {
+                    emit(next, hi);
+                    break;
+                }
+            }
         }
-        if hlo > hi {
-            break;
-        }
-        if hlo > next {
-            out.push((next, hlo - 1));
-        }
-        if hhi >= hi {
-            return out;
-        }
-        next = hhi + 1;
     }
-    out.push((next, hi));
-    out
 }
 
 #[cfg(test)]
@@ -340,6 +352,63 @@ mod tests {
             format!("{A}:4,{A}:9-10")
         );
         assert_eq!(executed.missing_from(&purged).unwrap(), format!("{B}:5-9"));
+    }
+
+    #[test]
+    fn a_walk_of_100k_intervals_a_side_reads_each_once() {
+        // Round three item 12: `missing_from` rescanned `have` for each interval of `want`,
+        // n²/2 steps for n interleaved intervals. Counted, not timed: every interval of
+        // either side is pulled once.
+        let n: u64 = 100_000;
+        let want: Intervals = (0..n).map(|i| (4 * i + 1, 4 * i + 2)).collect();
+        let have: Intervals = (0..n).map(|i| (4 * i + 2, 4 * i + 3)).collect();
+        let (mut pulled_want, mut pulled_have, mut emitted) = (0u64, 0u64, 0u64);
+        uncovered(
+            want.iter().inspect(|_| pulled_want += 1),
+            have.iter().inspect(|_| pulled_have += 1),
+            |lo, hi| {
+                assert_eq!((lo % 4, lo), (1, hi));
+                emitted += 1;
+            },
+        );
+        assert_eq!((pulled_want, pulled_have, emitted), (n, n, n));
+        // The same through the set: each want interval keeps its first transaction.
+        let text = |v: &Intervals| {
+            let ivs: Vec<String> = v.iter().map(|(l, h)| format!("{l}-{h}")).collect();
+            format!("{A}:{}", ivs.join(":"))
+        };
+        let missing = my(&text(&want)).missing_from(&my(&text(&have))).unwrap();
+        assert_eq!(missing.split(',').count(), 100_000);
+        assert!(missing.starts_with(&format!("{A}:1,{A}:5,")));
+    }
+
+    #[test]
+    fn one_interval_of_have_may_cover_several_of_want() {
+        let mut got = Vec::new();
+        uncovered(
+            &[(1, 2), (4, 5), (7, 9), (20, 20)],
+            &[(1, 8), (10, 30)],
+            |lo, hi| got.push((lo, hi)),
+        );
+        assert_eq!(got, [(9, 9)]);
+        got.clear();
+        uncovered(
+            &[(5, 30)],
+            &[(1, 2), (8, 9), (12, 12), (40, 50)],
+            |lo, hi| {
+                got.push((lo, hi));
+            },
+        );
+        assert_eq!(got, [(5, 7), (10, 11), (13, 30)]);
+        got.clear();
+        uncovered(
+            &[(u64::MAX - 1, u64::MAX)],
+            &[(1, u64::MAX - 1)],
+            |lo, hi| {
+                got.push((lo, hi));
+            },
+        );
+        assert_eq!(got, [(u64::MAX, u64::MAX)]);
     }
 
     /// A set as the model sees it: every (source, transaction) pair.
