@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use vtsnap_snapshot::render::{CELL_MAX, cut};
+
 use crate::decide::doctor::{Check, Level};
 use crate::decide::status::{Coverage, NextRun, Status};
 
@@ -55,7 +57,8 @@ pub fn structured<T: Serialize>(value: &T, format: Format) -> String {
     out.unwrap_or_else(|e| format!("cannot print the report: {e}\n"))
 }
 
-/// Columns padded to their widest cell.
+/// Columns padded to their widest cell. Callers cut cells with [`cut`] before painting them;
+/// the pad is capped as well, so no cell can ask the formatter for a width beyond its limit.
 fn columns(rows: &[Vec<String>]) -> String {
     let width = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..width)
@@ -64,6 +67,7 @@ fn columns(rows: &[Vec<String>]) -> String {
                 .map(|r| r.get(i).map_or(0, |c| c.chars().count()))
                 .max()
                 .unwrap_or(0)
+                .min(CELL_MAX)
         })
         .collect();
     let mut out = String::new();
@@ -185,11 +189,19 @@ pub fn status(st: &Status, format: Format, colour: Colour) -> String {
             ),
             s.restores.len().to_string(),
             if s.problems.is_empty() {
-                colour.paint(Level::Pass, "none")
+                "none".to_owned()
             } else {
-                colour.paint(Level::Fail, &s.problems.join("; "))
+                s.problems.join("; ")
             },
         ];
+        // Cut before painting: a cut must not drop the colour's reset.
+        let mut row = row.map(|c| cut(&c).into_owned());
+        let level = if s.problems.is_empty() {
+            Level::Pass
+        } else {
+            Level::Fail
+        };
+        row[12] = colour.paint(level, &row[12]);
         rows.push(row.to_vec());
     }
     let mut out = columns(&rows);
@@ -201,7 +213,7 @@ pub fn status(st: &Status, format: Format, colour: Colour) -> String {
         ];
         for n in &st.nodes {
             nodes.push(vec![
-                n.node.clone(),
+                cut(&n.node).into_owned(),
                 n.tablets.to_string(),
                 if n.helper_ready {
                     colour.paint(Level::Pass, "ready")
@@ -219,6 +231,61 @@ pub fn status(st: &Status, format: Format, colour: Colour) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn shard_with_problem(problem: String) -> Status {
+        use crate::decide::status::ShardStatus;
+        Status {
+            shards: vec![ShardStatus {
+                namespace: "vitess".into(),
+                cluster: "example".into(),
+                keyspace: "commerce".into(),
+                shard: "-".into(),
+                newest: None,
+                ready_snapshots: 0,
+                coverage: Coverage::NoneCovered,
+                schedule: None,
+                suspended: false,
+                next_run: NextRun::Never,
+                last_run: None,
+                last_drill: None,
+                fence: None,
+                restores: vec![],
+                problems: vec![problem],
+            }],
+            nodes: vec![crate::decide::status::NodeStatus {
+                node: "n".repeat(70_000),
+                tablets: 1,
+                helper_ready: true,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_70_kb_unusable_reason_is_cut_in_the_table_and_whole_in_json() {
+        // Round three item 7: a 70 KB `vtsnap.io/unusable` made `status` panic with
+        // "Formatting argument out of range" (a padding width over 65,535).
+        let reason = format!("the newest snapshot is unusable: {}", "u".repeat(70_000));
+        let st = shard_with_problem(reason.clone());
+        for colour in [Colour::Off, Colour::On] {
+            let t = status(&st, Format::Table, colour);
+            let lines: Vec<&str> = t.lines().collect();
+            assert!(lines[1].starts_with("vitess/example/commerce/-  -"), "{t}");
+            assert!(
+                lines.iter().all(|l| l.chars().count() < 2 * CELL_MAX),
+                "{t}"
+            );
+            let cut_reason = format!("{}…", &reason[..CELL_MAX - 1]);
+            let shown = match colour {
+                Colour::Off => cut_reason,
+                Colour::On => format!("\x1b[31m{cut_reason}\x1b[0m"),
+            };
+            assert!(lines[1].ends_with(&shown), "{t}");
+            assert!(lines[4].starts_with(&format!("{}…  1", "n".repeat(CELL_MAX - 1))));
+        }
+        let j: serde_json::Value =
+            serde_json::from_str(&status(&st, Format::Json, Colour::Off)).unwrap_or_default();
+        assert_eq!(j["shards"][0]["problems"][0], reason.as_str());
+    }
 
     #[test]
     fn a_doctor_table_names_each_check_with_its_fix_and_counts_them() {

@@ -132,33 +132,83 @@ pub fn table(r: &PlanReport) -> String {
     out
 }
 
-/// Left-aligned columns, two spaces apart, each as wide as its widest cell; a header line,
-/// then one line per row.
+/// The widest a table cell is printed, in characters: a longer one (a GTID set of many
+/// servers, a hostile annotation) is cut and ends with [`CUT_MARK`]; `--output json`
+/// prints it whole. It also keeps every padding width far below the formatter's limit.
+pub const CELL_MAX: usize = 256;
+
+/// Ends a cell that was cut to [`CELL_MAX`].
+pub const CUT_MARK: char = '…';
+
+/// `cell` as printed: whole, or its first `CELL_MAX - 1` characters and [`CUT_MARK`].
+pub fn cut(cell: &str) -> std::borrow::Cow<'_, str> {
+    match cell.char_indices().nth(CELL_MAX) {
+        None => cell.into(),
+        Some(_) => {
+            let mut s: String = cell.chars().take(CELL_MAX - 1).collect();
+            s.push(CUT_MARK);
+            s.into()
+        }
+    }
+}
+
+/// Left-aligned columns, two spaces apart, each as wide as its widest cell (cells cut to
+/// [`CELL_MAX`] characters); a header line, then one line per row.
 pub fn columns<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String {
-    let widths: Vec<usize> = (0..N)
-        .map(|i| {
-            rows.iter()
-                .map(|r| r[i].len())
-                .chain([header[i].len()])
-                .max()
-                .unwrap_or(0)
-        })
+    let cells: Vec<[std::borrow::Cow<'_, str>; N]> = std::iter::once(header.map(Into::into))
+        .chain(rows.iter().map(|r| std::array::from_fn(|i| cut(&r[i]))))
         .collect();
-    let line = |cells: &[String]| {
+    let widths: [usize; N] = std::array::from_fn(|i| {
         cells
+            .iter()
+            .map(|r| r[i].chars().count())
+            .max()
+            .unwrap_or(0)
+    });
+    let mut out = String::new();
+    for r in &cells {
+        let line = r
             .iter()
             .zip(&widths)
             .map(|(c, w)| format!("{c:<w$}"))
             .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_owned()
-    };
-    let mut out = line(&header.map(String::from));
-    out.push('\n');
-    for r in rows {
-        out.push_str(&line(r));
+            .join("  ");
+        out.push_str(line.trim_end());
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cell_longer_than_the_formatter_allows_is_cut_not_a_panic() {
+        // Round three item 7: a 66 KB `gtid-executed` made `list` panic with "Formatting
+        // argument out of range" (a padding width over 65,535).
+        let gtid = format!("0-1-{}", "9".repeat(66_000));
+        let rows = [
+            ["s1".to_owned(), gtid],
+            ["s2".to_owned(), "0-1-5".to_owned()],
+        ];
+        let t = columns(&["NAME", "GTID"], &rows);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 3);
+        let long = format!("s1    0-1-{}{CUT_MARK}", "9".repeat(CELL_MAX - 5));
+        assert_eq!(lines[1], long);
+        assert_eq!(lines[1].chars().count(), 6 + CELL_MAX);
+        assert_eq!(lines[2], "s2    0-1-5");
+    }
+
+    #[test]
+    fn cells_up_to_the_bound_are_whole_and_widths_count_characters() {
+        let exact = "é".repeat(CELL_MAX);
+        assert_eq!(cut(&exact), exact.as_str());
+        let over = "é".repeat(CELL_MAX + 1);
+        assert_eq!(cut(&over).chars().count(), CELL_MAX);
+        assert!(cut(&over).ends_with(CUT_MARK));
+        let t = columns(&["A", "B"], &[["é".to_owned(), "x".to_owned()]]);
+        assert_eq!(t, "A  B\né  x\n");
+    }
 }
