@@ -142,12 +142,12 @@ fn the_drill_restores_what_a_new_tablet_would_get() {
         name.starts_with("vtsnap-drill-example-commerce-x-x-20261203120000-"),
         "{name}"
     );
-    // The mysqld position the checker expects is the snapshot's.
-    let args = pod["spec"]["containers"][1]["args"].to_string();
-    assert!(
-        args.contains("MySQL56/3e11fa47-71ca-11e1-9e33-c80aa9429562:1-100"),
-        "{args}"
+    // The mysqld position the checker expects is the snapshot's (a file from this annotation).
+    assert_eq!(
+        pod["metadata"]["annotations"][crate::objects::ANN_POSITION],
+        "MySQL56/3e11fa47-71ca-11e1-9e33-c80aa9429562:1-100"
     );
+    let args = pod["spec"]["containers"][1]["args"].to_string();
     // The sample rotates by day.
     assert!(
         args.contains(&format!("\"{}\"", now().as_second() / 86_400)),

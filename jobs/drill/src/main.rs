@@ -132,6 +132,8 @@ enum Command {
     #[command(after_help = "Example:\n  \
         vtsnap-drill check --socket /vt/socket/mysql.sock --position MariaDB/0-1-100 \\\n    \
         --position-kind exact --result-file /dev/termination-log\n\n\
+        The drill Pod passes --position-file (its own annotation as a downward API file): a\n  \
+        position may be longer than one argument may be (128 KiB on Linux).\n\n\
         One JSON report on stdout (and in --result-file). Exit codes: 0 passed; 1 failed (the\n  \
         report says where); 2 usage.")]
     Check {
@@ -139,8 +141,16 @@ enum Command {
         #[arg(long, env = "VTSNAP_SOCKET")]
         socket: PathBuf,
         /// The snapshot's recorded position (`vtsnap.io/gtid-executed` or `gtid-lower-bound`).
-        #[arg(long, env = "VTSNAP_POSITION")]
-        position: String,
+        #[arg(
+            long,
+            env = "VTSNAP_POSITION",
+            required_unless_present = "position_file",
+            conflicts_with = "position_file"
+        )]
+        position: Option<String>,
+        /// A file holding the position (at most 256 KiB, an annotation's limit).
+        #[arg(long, env = "VTSNAP_POSITION_FILE")]
+        position_file: Option<PathBuf>,
         #[arg(long, env = "VTSNAP_POSITION_KIND", value_enum)]
         position_kind: PositionKind,
         /// The user to connect as (the drill's mysqld skips grant tables).
@@ -181,6 +191,7 @@ fn main() -> ExitCode {
         Command::Check {
             socket,
             position,
+            position_file,
             position_kind,
             user,
             ready_timeout,
@@ -193,10 +204,25 @@ fn main() -> ExitCode {
                 PositionKind::Exact => Exactness::Exact,
                 PositionKind::LowerBound => Exactness::LowerBound,
             };
+            let position = match (position, position_file) {
+                (Some(p), _) => p,
+                (None, Some(path)) => match check::read_position_file(&path) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        eprintln!("{e}");
+                        return Exit::Usage.into();
+                    }
+                },
+                (None, None) => {
+                    eprintln!("--position or --position-file is required");
+                    return Exit::Usage.into();
+                }
+            };
+            // The position may be 256 KiB: the message names its length, not its text.
             let flavor = match parse_position(&position) {
                 Ok(f) => f,
                 Err(e) => {
-                    eprintln!("--position {position:?}: {e}");
+                    eprintln!("the position ({} bytes): {e}", position.len());
                     return Exit::Usage.into();
                 }
             };

@@ -33,6 +33,14 @@ const VTDATAROOT: &str = "/vt/vtdataroot";
 const SOCKET_DIR: &str = "/vt/socket";
 /// Where the checker leaves its report (the kubelet's default terminationMessagePath).
 pub const RESULT_FILE: &str = "/dev/termination-log";
+/// The Pod's own annotation holding the recorded position, which the checker reads as a
+/// downward API file: a position may be longer than one argument or environment string may
+/// be (128 KiB on Linux, `MAX_ARG_STRLEN`), but never longer than an annotation.
+pub const ANN_POSITION: &str = "vtsnap.io/drill-position";
+const POSITION_VOLUME: &str = "position";
+const POSITION_DIR: &str = "/vtsnap/drill";
+/// The file the checker reads the position from.
+pub const POSITION_FILE: &str = "/vtsnap/drill/position";
 
 /// The install's settings for drills (the chart's values; flags of `run` and `plan`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -252,7 +260,7 @@ pub fn pod(name: &str, t: &Target, s: &Settings, owner: Option<&Owner>) -> Value
                 "args": [
                     "check",
                     "--socket", format!("{SOCKET_DIR}/mysql.sock"),
-                    "--position", t.position,
+                    "--position-file", POSITION_FILE,
                     "--position-kind", position_kind(t.exactness),
                     "--ready-timeout", s.ready_timeout,
                     "--table-budget", s.table_budget,
@@ -261,7 +269,10 @@ pub fn pod(name: &str, t: &Target, s: &Settings, owner: Option<&Owner>) -> Value
                     "--shutdown",
                 ],
                 "env": [{"name": "VTSNAP_LOG_FORMAT", "value": "json"}],
-                "volumeMounts": [socket_mount],
+                "volumeMounts": [
+                    socket_mount,
+                    {"name": POSITION_VOLUME, "mountPath": POSITION_DIR, "readOnly": true},
+                ],
                 "securityContext": no_escalation,
                 "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
                 "terminationMessagePath": RESULT_FILE,
@@ -271,6 +282,10 @@ pub fn pod(name: &str, t: &Target, s: &Settings, owner: Option<&Owner>) -> Value
         "volumes": [
             {"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": name}},
             {"name": SOCKET_VOLUME, "emptyDir": {}},
+            {"name": POSITION_VOLUME, "downwardAPI": {"items": [{
+                "path": "position",
+                "fieldRef": {"fieldPath": format!("metadata.annotations['{ANN_POSITION}']")},
+            }]}},
         ],
     });
     if let Some((label, node)) = &t.pin_to {
@@ -286,6 +301,7 @@ pub fn pod(name: &str, t: &Target, s: &Settings, owner: Option<&Owner>) -> Value
     let mut meta = metadata(name, t, owner);
     // No operator label: no Service selects it, no operator or vtsnap tablet logic sees it.
     meta["labels"]["vtsnap.io/drill-uid"] = json!(uid.get().to_string());
+    meta["annotations"][ANN_POSITION] = json!(t.position);
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
 }
 
@@ -437,7 +453,11 @@ mod tests {
         assert!(
             cargs
                 .windows(2)
-                .any(|w| w == ["--position", "MariaDB/0-1-100"])
+                .any(|w| w == ["--position-file", POSITION_FILE])
+        );
+        assert_eq!(
+            p["metadata"]["annotations"][ANN_POSITION],
+            "MariaDB/0-1-100"
         );
         assert!(cargs.windows(2).any(|w| w == ["--position-kind", "exact"]));
         assert!(cargs.windows(2).any(|w| w == ["--sample-seed", "7"]));
@@ -462,6 +482,82 @@ mod tests {
             "{labels:?}"
         );
         assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+    }
+
+    /// Every string the kubelet hands the kernel as an argument or environment entry.
+    fn exec_strings(p: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        for list in ["initContainers", "containers"] {
+            for c in p["spec"][list].as_array().unwrap() {
+                for key in ["command", "args"] {
+                    for a in c[key].as_array().into_iter().flatten() {
+                        out.push(a.as_str().unwrap().to_owned());
+                    }
+                }
+                for e in c["env"].as_array().into_iter().flatten() {
+                    let (n, v) = (e["name"].as_str().unwrap(), e["value"].as_str().unwrap());
+                    out.push(format!("{n}={v}"));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_144_kb_position_reaches_the_checker_as_a_file_not_an_argument() {
+        // Round three item 14: the position was one argument, and a 144 KB one is over
+        // Linux's 128 KiB per argument (E2BIG: the checker never starts).
+        let sources: Vec<String> = (0..3600u32)
+            .map(|i| format!("{i:08x}-71ca-11e1-9e33-c80aa9429562:1-9"))
+            .collect();
+        let position = format!("MySQL56/{}", sources.join(","));
+        assert!(position.len() > 144_000, "{}", position.len());
+        let t = Target {
+            position: position.clone(),
+            ..target()
+        };
+        let p = pod("d", &t, &settings(), None);
+        let longest = exec_strings(&p).into_iter().map(|s| s.len()).max();
+        assert!(longest < Some(128 * 1024), "{longest:?}");
+        // Instead: the Pod's own annotation, projected into the checker as a file.
+        assert_eq!(
+            p["metadata"]["annotations"][ANN_POSITION],
+            position.as_str()
+        );
+        let volume = p["spec"]["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v.get("downwardAPI").is_some())
+            .unwrap();
+        let item = &volume["downwardAPI"]["items"][0];
+        assert_eq!(
+            item["fieldRef"]["fieldPath"],
+            "metadata.annotations['vtsnap.io/drill-position']"
+        );
+        let checker = &p["spec"]["containers"][1];
+        let mount = checker["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == volume["name"])
+            .unwrap();
+        let path = format!(
+            "{}/{}",
+            mount["mountPath"].as_str().unwrap(),
+            item["path"].as_str().unwrap()
+        );
+        assert_eq!(path, POSITION_FILE);
+        assert_eq!(mount["readOnly"], true);
+        // Nothing else carries it: the PVC has no copy.
+        assert!(
+            pvc("d", &t, None)["metadata"]["annotations"]
+                .get(ANN_POSITION)
+                .is_none()
+        );
+        // And the flavor still chooses mysqld's option.
+        let margs = p["spec"]["containers"][0]["args"].as_array().unwrap();
+        assert!(margs.contains(&json!("--skip-replica-start")));
     }
 
     #[test]
