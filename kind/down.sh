@@ -27,4 +27,5 @@ if [ -d "$state" ]; then
   as_root rm -rf "$state"
 fi
 rm -f "$KUBECONFIG"
+rm -rf "$out/vtbackup-init-pods" # the initial backups' Pods kind/up.sh kept
 log "down"

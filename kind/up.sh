@@ -114,14 +114,29 @@ kubectl -n example create secret generic example-cluster-config \
   --from-file=users.json="$tmp/users.json" --from-file=init_db.sql="$tmp/init_db.sql" \
   --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply -f "$kind_dir/manifests/vitesscluster.yaml" >/dev/null
+# The initial backups' Pods as seen while they run: the operator deletes each once its
+# backup is complete, and the kind tests check their data volume (kind.rs reads these).
+seen=$out/vtbackup-init-pods
+mkdir -p "$seen"
+keep_init_pods() {
+  local p
+  for p in $(kubectl -n example get pods -o name \
+    -l planetscale.com/component=vtbackup,backup.planetscale.com/type=init 2>/dev/null); do
+    kubectl -n example get "$p" -o json >"$seen/${p#pod/}.json.tmp" 2>/dev/null \
+      && mv "$seen/${p#pod/}.json.tmp" "$seen/${p#pod/}.json"
+  done
+  rm -f "$seen"/*.tmp
+}
 log "waiting for six tablets (3/3 ready each)"
 deadline=$((SECONDS + 1200))
 until [ "$(kubectl -n example get pods -l planetscale.com/component=vttablet \
   -o jsonpath='{range .items[*]}{.status.containerStatuses[*].ready}{"\n"}{end}' 2>/dev/null \
   | grep -c '^true true true$')" -ge 6 ]; do
   [ $SECONDS -lt $deadline ] || die "the tablets did not become ready in 20 minutes"
+  keep_init_pods
   sleep 5
 done
+keep_init_pods
 vtctld=$(kubectl -n example get pods -l planetscale.com/component=vtctld -o name | head -1)
 kubectl -n example exec "$vtctld" -c vtctld -- vtctldclient --server localhost:15999 \
   ApplyVSchema --vschema "$(cat "$kind_dir/manifests/vschema.json")" commerce >/dev/null
