@@ -56,6 +56,16 @@ pub const ANN_LAYOUT: &str = "vtsnap.io/layout";
 /// was purged from the primary's binlogs; a node-local volume that never provisioned):
 /// why, in words. Restore injection never picks a snapshot that has it.
 pub const ANN_UNUSABLE: &str = "vtsnap.io/unusable";
+/// Set by the GC before it re-provisions a tablet restored from the snapshot that could
+/// not catch up: `vtsnap.io/reprovisioned-<tablet UID %010d>`, the value in words. A
+/// tablet named so is re-provisioned at most once and its recreated PVC gets no restore
+/// (docs/design.md §5.7).
+pub const ANN_REPROVISIONED_PREFIX: &str = "vtsnap.io/reprovisioned-";
+
+/// The annotation that records the re-provisioning of tablet `uid`.
+pub fn reprovisioned_key(uid: crate::naming::TabletUid) -> String {
+    format!("{ANN_REPROVISIONED_PREFIX}{}", uid.padded())
+}
 /// The volume layout version these snapshots have (the tablet directory of §2).
 pub const LAYOUT_VERSION: &str = "1";
 

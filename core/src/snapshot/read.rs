@@ -92,6 +92,9 @@ pub struct VolumeSnapshot {
     pub cluster_owners: Vec<String>,
     /// Why restores must not use it ([`super::ANN_UNUSABLE`]).
     pub unusable: Option<String>,
+    /// Tablets re-provisioned after a restore from it could not catch up
+    /// ([`super::ANN_REPROVISIONED_PREFIX`]; a key that names no tablet UID is ignored).
+    pub reprovisioned: std::collections::BTreeSet<TabletUid>,
     /// Its last drill ([`ANN_DRILL`]) as read: an unreadable record never makes the
     /// snapshot unreadable, it counts as none ([`VolumeSnapshot::drill`]).
     pub drill_record: Option<Result<DrillRecord, DrillRecordError>>,
@@ -299,6 +302,7 @@ impl VolumeSnapshot {
             cluster_owners: r.cluster_owners()?,
             unusable: ann(ANN_UNUSABLE)?.map(str::to_owned),
             drill_record: ann(ANN_DRILL)?.map(DrillRecord::parse),
+            reprovisioned: r.reprovisioned(),
             uid: r.uid()?,
             namespace: namespace.to_owned(),
             name: name.to_owned(),
@@ -443,6 +447,17 @@ impl<'a> Reader<'a> {
                 field: key,
             }),
         }
+    }
+
+    fn reprovisioned(&self) -> std::collections::BTreeSet<TabletUid> {
+        self.meta
+            .get("annotations")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|m| m.keys())
+            .filter_map(|k| k.strip_prefix(super::ANN_REPROVISIONED_PREFIX))
+            .filter_map(|uid| uid.parse().ok())
+            .collect()
     }
 
     fn uid(&self) -> Result<Option<String>, ReadError> {

@@ -23,7 +23,7 @@ use vtsnap_core::snapshot;
 use crate::decide::{CoverageState, OwnerChange, Plan, plan};
 use crate::observe::{Inventory, Observed, observe};
 use crate::report::{self, GcRun};
-use crate::restores::MarkUnusable;
+use crate::restores::{MarkUnusable, Reprovision};
 
 pub use crate::report::GcReport;
 
@@ -58,6 +58,7 @@ pub async fn run(config: &Config, opts: &GcOptions, kube: kube::Client) -> GcRep
         act_on_restores(&kube, &p, &inv, &mut report).await;
         sync_owners(&kube, &p, &mut report).await;
         warn_coverage(&kube, &p, &inv).await;
+        warn_not_reprovisioned(&kube, &p).await;
     }
     report::log(&p, opts.dry_run);
     report.finish(complete);
@@ -334,6 +335,16 @@ async fn act_on_restores(kube: &kube::Client, p: &Plan, inv: &Inventory, report:
             continue;
         }
         let key = ObjectKey::new(&r.namespace, &r.pvc);
+        // The record first: without it the recreated PVC could be restored, and the tablet
+        // re-provisioned, again (docs/design.md §5.7).
+        if let Err(e) = record_reprovisioned(kube, r).await {
+            report.errors.push(ActError::new(
+                "recording the re-provisioning on VolumeSnapshot",
+                ObjectKey::new(&r.namespace, &r.snapshot),
+                e,
+            ));
+            continue;
+        }
         let pods: Api<Pod> = Api::namespaced(kube.clone(), &r.namespace);
         let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(kube.clone(), &r.namespace);
         let done = match delete_exactly(&pods, &r.pod, &r.pod_uid, &r.pod_resource_version).await {
@@ -363,6 +374,42 @@ async fn act_on_restores(kube: &kube::Client, p: &Plan, inv: &Inventory, report:
                     .push(ActError::new("re-provisioning the tablet of PVC", key, e))
             }
         }
+    }
+}
+
+/// Records on the snapshot that `r.tablet` is re-provisioned (a merge patch: only that
+/// key is touched).
+async fn record_reprovisioned(kube: &kube::Client, r: &Reprovision) -> Result<(), kube::Error> {
+    let value = format!(
+        "tablet {} restored from this snapshot could not catch up; re-provisioned at {}: {}",
+        r.tablet,
+        Timestamp::now(),
+        vtsnap_core::k8s_names::cut_to_bytes(&r.io_error, 512)
+    );
+    let patch =
+        json!({"metadata": {"annotations": {snapshot::reprovisioned_key(r.tablet.uid): value}}});
+    apis::volume_snapshots(kube, &r.namespace)
+        .patch(&r.snapshot, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(drop)
+}
+
+/// A Warning Event on each snapshot whose restored tablet is left as it is.
+async fn warn_not_reprovisioned(kube: &kube::Client, p: &Plan) {
+    for n in &p.restores.not_reprovisioned {
+        events::emit(
+            kube,
+            "vtsnap-gc",
+            &n.namespace,
+            &Subject::snapshot(&n.snapshot),
+            "TabletNotReprovisioned",
+            &format!(
+                "the tablet of PVC {} restored from it cannot catch up and is not re-provisioned: {}",
+                n.pvc, n.why
+            ),
+            true,
+        )
+        .await;
     }
 }
 

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use vtsnap_core::config::{CatchUpFailure, Config, resolve_in};
-use vtsnap_core::naming::KeyRange;
+use vtsnap_core::naming::{KeyRange, TabletAlias};
 
 use crate::observe::{Inventory, Readiness};
 
@@ -97,8 +97,22 @@ pub struct Reprovision {
     pub pvc_uid: String,
     pub pvc_resource_version: String,
     pub snapshot: String,
+    /// The tablet: recorded on `snapshot` before anything is deleted, so that it is
+    /// re-provisioned at most once and its recreated PVC gets no restore.
+    pub tablet: TabletAlias,
     /// The replication error that shows it cannot catch up.
     pub io_error: String,
+}
+
+/// A restored tablet that cannot catch up and is left as it is: it was re-provisioned
+/// once already (docs/design.md §5.7), or it carries no tablet identity to record.
+/// Reported, with a Warning Event; never a loop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotReprovisioned {
+    pub namespace: String,
+    pub pvc: String,
+    pub snapshot: String,
+    pub why: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -106,6 +120,8 @@ pub struct RestorePlan {
     pub mark_unusable: Vec<MarkUnusable>,
     pub unstick: Vec<Unstick>,
     pub reprovision: Vec<Reprovision>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_reprovisioned: Vec<NotReprovisioned>,
 }
 
 /// Whether a replication IO error is MySQL's (and MariaDB's) error 1236,
@@ -173,8 +189,41 @@ pub fn plan_restores(
             // retention has deleted since is an ordinary replica by now.
             let snapshot_present =
                 snapshots.contains_key(&(r.namespace.as_str(), r.snapshot.as_str()));
+            // Once per tablet, across the operator's recreation of its PVC: a record on
+            // any snapshot of the shard names it.
+            let once = match &r.tablet {
+                None => Err(
+                    "its PVC has no tablet identity (cell and tablet-uid labels) to record"
+                        .to_owned(),
+                ),
+                Some(t) => match inv.snapshots.iter().find(|s| {
+                    s.namespace == r.namespace
+                        && s.cluster == r.cluster
+                        && s.keyspace == r.keyspace
+                        && s.shard == shard
+                        && s.reprovisioned.contains(&t.uid)
+                }) {
+                    Some(s) => Err(format!(
+                        "tablet {t} was re-provisioned once already (recorded on snapshot {}): it is left for a person",
+                        s.name
+                    )),
+                    None => Ok(t.clone()),
+                },
+            };
             if policy.on_catch_up_failure == CatchUpFailure::Reprovision
                 && snapshot_present
+                && let Err(why) = &once
+            {
+                out.not_reprovisioned.push(NotReprovisioned {
+                    namespace: r.namespace.clone(),
+                    pvc: r.name.clone(),
+                    snapshot: r.snapshot.clone(),
+                    why: why.clone(),
+                });
+            }
+            if policy.on_catch_up_failure == CatchUpFailure::Reprovision
+                && snapshot_present
+                && let Ok(tablet) = once
                 && !reprovisioned.contains(&shard_key)
                 && let Some(pod) = inv.pods.get(&(r.namespace.clone(), r.name.clone()))
                 && pod.ready == Readiness::NotReady
@@ -193,6 +242,7 @@ pub fn plan_restores(
                     pvc_uid: r.uid.clone(),
                     pvc_resource_version: r.resource_version.clone(),
                     snapshot: r.snapshot.clone(),
+                    tablet,
                     io_error: io.clone(),
                 });
             }

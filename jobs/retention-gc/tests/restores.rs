@@ -11,7 +11,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use vtsnap_core::config::Config;
-use vtsnap_core::snapshot::{ANN_UNUSABLE, GROUP, PLURAL};
+use vtsnap_core::snapshot::{ANN_UNUSABLE, GROUP, PLURAL, reprovisioned_key};
 use vtsnap_core::vtctld::messages::replicationdata::Status;
 use vtsnap_gc::act::{GcOptions, run};
 use vtsnap_testkit::fake_kube::{FakeKube, Fault, Verb, is};
@@ -309,6 +309,69 @@ async fn a_restored_tablet_that_cannot_catch_up_is_reprovisioned_once() {
         r.run.reprovisioned.is_empty() && r.run.plan.restores.reprovision.is_empty(),
         "{r:?}"
     );
+    // The record names the tablet on the snapshot it was restored from (the webhook then
+    // gives its recreated PVC no restore).
+    let s1 = w.kube.get_json(GROUP, PLURAL, "vitess", "s-1").unwrap();
+    let key = reprovisioned_key(w.tablet.alias.uid);
+    assert!(
+        s1["metadata"]["annotations"][key.as_str()]
+            .as_str()
+            .is_some_and(|v| v.contains("1236")),
+        "{s1}"
+    );
+
+    // Audit item 2: the operator recreates the Pod and the PVC, and a webhook whose
+    // cache had not seen the record yet restores it from another snapshot, which cannot
+    // catch up either. The tablet is not re-provisioned a second time: a Warning Event
+    // and the plan say so, and its Pod and PVC stay.
+    let cut = Timestamp::now() - SignedDuration::from_hours(3);
+    w.kube.put_json(
+        GROUP,
+        PLURAL,
+        operator_shard().snapshot("s-2", cut).object(),
+    );
+    let (mut pvc, pod) = restored(&w.tablet, "Bound");
+    pvc["metadata"]["annotations"]["vtsnap.io/restored-from"] = json!("s-2");
+    pvc["spec"]["dataSourceRef"]["name"] = json!("s-2");
+    w.kube.put_json("", "persistentvolumeclaims", pvc);
+    w.kube.put_json("", "pods", pod);
+    pod_ready(&w, "False");
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
+    assert_eq!(r.run.marked_unusable, ["vitess/s-2"], "{r:?}");
+    assert!(r.run.reprovisioned.is_empty(), "{r:?}");
+    let not = &r.run.plan.restores.not_reprovisioned;
+    assert_eq!(not.len(), 1, "{r:?}");
+    assert!(
+        not[0].why.contains("re-provisioned once already"),
+        "{not:?}"
+    );
+    assert!(w.has("pods") && w.has("persistentvolumeclaims"));
+    assert_eq!(
+        w.event("TabletNotReprovisioned").expect("an Event")["type"],
+        "Warning"
+    );
+    // And never a loop: the next run deletes nothing either.
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
+    assert!(r.run.reprovisioned.is_empty() && w.has("pods"), "{r:?}");
+}
+
+/// The record is written before anything is deleted: if it cannot be written, the tablet
+/// is not re-provisioned this run.
+#[tokio::test]
+async fn a_tablet_whose_record_cannot_be_written_is_not_reprovisioned() {
+    let (w, _vt) = world("Bound", "Running").await;
+    cannot_catch_up(&w);
+    pod_ready(&w, "False");
+    // The first patch marks the snapshot unusable, the second is the record.
+    w.kube.fault(
+        Fault::on(is(Verb::Patch, "volumesnapshots"))
+            .nth(2)
+            .status(403),
+    );
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
+    assert_eq!(r.exit_code, 1, "{r:?}");
+    assert!(r.run.reprovisioned.is_empty(), "{r:?}");
+    assert!(w.has("pods") && w.has("persistentvolumeclaims"));
 }
 
 #[tokio::test]

@@ -55,6 +55,9 @@ pub enum Code {
     ShardVersionUnknown,
     ShardVersionsDiffer,
     NoUsableSnapshot,
+    /// The tablet was re-provisioned after a restore could not catch up: it restores
+    /// from the regular backup (docs/design.md §5.7).
+    TabletReprovisioned,
     RestoredFromSnapshot,
     // Tablet Pods.
     RestoreContainerAdded,

@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use vtsnap_core::config::ResolvedRestore;
 use vtsnap_core::k8s_names::untrusted;
 use vtsnap_core::mysql_version::Series;
+use vtsnap_core::naming::TabletUid;
 use vtsnap_core::quantity;
 use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::{
@@ -386,6 +387,22 @@ pub fn requested_bytes(pvc: &Value) -> Result<u128, String> {
     }
 }
 
+/// The PVC's tablet, if a snapshot of the shard records that it was re-provisioned, and
+/// that snapshot.
+fn reprovisioned(pvc: &Value, snapshots: &[SnapshotRead]) -> Option<(TabletUid, String)> {
+    let uid: TabletUid = pvc
+        .pointer("/metadata/labels")?
+        .get(vtsnap_core::labels::TABLET_UID)?
+        .as_str()?
+        .parse()
+        .ok()?;
+    snapshots
+        .iter()
+        .filter_map(|s| s.as_ref().ok())
+        .find(|s| s.reprovisioned.contains(&uid))
+        .map(|s| (uid, s.name.clone()))
+}
+
 /// The decision for a new tablet PVC.
 pub fn tablet_pvc(
     pvc: &Value,
@@ -468,6 +485,18 @@ pub fn tablet_pvc(
         }
     };
     let snapshots = inventory.snapshots(shard);
+    if let Some((uid, from)) = reprovisioned(pvc, &snapshots) {
+        skipped(
+            &mut d,
+            Code::TabletReprovisioned,
+            format!(
+                "tablet {uid} was re-provisioned after a restore from snapshot {} could not catch up: it restores from the regular backup",
+                untrusted(&from)
+            ),
+            name,
+        );
+        return d;
+    }
     match choose(&snapshots, series, policy, requested, now) {
         Err(rejected) => {
             let why = if rejected.is_empty() {

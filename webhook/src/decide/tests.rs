@@ -7,7 +7,9 @@ use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use vtsnap_core::config::Config;
-use vtsnap_core::snapshot::{ANN_CUT_TIME, ANN_SOURCE_PVC, ANN_SOURCE_TABLET, LABEL_TABLET_UID};
+use vtsnap_core::snapshot::{
+    ANN_CUT_TIME, ANN_SOURCE_PVC, ANN_SOURCE_TABLET, ANN_UNUSABLE, LABEL_TABLET_UID,
+};
 use vtsnap_core::vtbackup::{
     ANN_DATA_VOLUME_HASH, ANN_TEMPLATE_HASH, PLACEHOLDER_CLASS, data_volume, placeholder_spec,
     template_hash,
@@ -1290,5 +1292,35 @@ fn require_drill_ignores_records_not_made_for_the_snapshot() {
             .contains("s-garbled: no passed drill: \"its record is not a drill record"),
         "{:?}",
         d.notes[0]
+    );
+}
+
+/// Audit item 2: a tablet the GC re-provisioned (recorded on the snapshot it was restored
+/// from) gets no restore when the operator recreates its PVC: it restores from the
+/// regular backup, and a second failure from another snapshot cannot happen. Another
+/// tablet of the shard still gets the newest usable snapshot.
+#[test]
+fn a_reprovisioned_tablet_s_recreated_pvc_gets_no_restore() {
+    let pvc = new_pvc("100Gi");
+    let tablet = operator_shard().tablet("replica", 4);
+    let key = vtsnap_core::snapshot::reprovisioned_key(tablet.alias.uid);
+    let mut bad = snap("s-bad", 2.0).object();
+    bad["metadata"]["annotations"][ANN_UNUSABLE] = json!("tablet could not catch up");
+    bad["metadata"]["annotations"][key.as_str()] = json!("re-provisioned");
+    let mut inv = inventory(&[snap("s-new", 1.0)]);
+    inv.add(bad);
+    let d = decide_pvc(&enabled(), &inv, &pvc);
+    assert_eq!(codes(&d), [Code::TabletReprovisioned], "{d:#?}");
+    assert_eq!(restored_from(&d, &pvc), None);
+    assert!(d.notes[0].message.contains("s-bad"), "{:?}", d.notes[0]);
+    // The shard's other tablets are restored as before.
+    let other = operator_shard()
+        .tablet("replica", 5)
+        .pvc(&pvc_template("100Gi"));
+    let d = decide_pvc(&enabled(), &inv, &other);
+    assert_eq!(
+        restored_from(&d, &other).as_deref(),
+        Some("s-new"),
+        "{d:#?}"
     );
 }

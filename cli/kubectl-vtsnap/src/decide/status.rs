@@ -13,7 +13,7 @@ use vtsnap_core::cron::Schedule;
 use vtsnap_core::fence::lease_name;
 use vtsnap_core::k8s_names::escape_controls;
 use vtsnap_core::labels;
-use vtsnap_core::naming::KeyRange;
+use vtsnap_core::naming::{KeyRange, TabletUid};
 use vtsnap_core::restored::ANN_RESTORED_FROM;
 use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, Phase, VolumeSnapshot};
 use vtsnap_gc::decide::{CoverageState, ShardCoverage};
@@ -327,7 +327,9 @@ pub fn status(config: &Config, seen: &Seen, now: Timestamp) -> Status {
         }
         st.last_drill = mine
             .iter()
-            .filter_map(|r| r.drill.as_ref().map(|d| (r, d)))
+            // Only records that count (made for their snapshot, not from the future):
+            // the rule the GC and the webhook apply (docs/design.md §5.9).
+            .filter_map(|r| r.counted_drill(now).map(|d| (r, d)))
             .max_by_key(|(r, d)| (d.at, r.name.clone()))
             .map(|(r, d)| LastDrill {
                 snapshot: r.name.clone(),
@@ -404,6 +406,9 @@ pub fn status(config: &Config, seen: &Seen, now: Timestamp) -> Status {
             })
             .collect();
         st.problems = problems(config, &st);
+        st.problems.extend(restored_after_reprovisioning(
+            seen, &mine, &ns, &cluster, &keyspace, &safe,
+        ));
         out_shards.push(st);
     }
     // Problems first; then by name.
@@ -412,6 +417,44 @@ pub fn status(config: &Config, seen: &Seen, now: Timestamp) -> Status {
         shards: out_shards,
         nodes: nodes(seen),
     }
+}
+
+/// A tablet restored from a snapshot although vtsnap re-provisioned it once (a record on a
+/// snapshot of the shard names it): the GC leaves it to a person (docs/design.md §5.7).
+fn restored_after_reprovisioning(
+    seen: &Seen,
+    mine: &[&VolumeSnapshot],
+    ns: &str,
+    cluster: &str,
+    keyspace: &str,
+    safe: &str,
+) -> Vec<String> {
+    let once: BTreeSet<TabletUid> = mine
+        .iter()
+        .flat_map(|r| r.reprovisioned.iter().copied())
+        .collect();
+    seen.tablet_pvcs
+        .iter()
+        .filter(|p| {
+            s(p, "/metadata/namespace") == ns
+                && label(p, labels::CLUSTER) == cluster
+                && label(p, labels::KEYSPACE) == keyspace
+                && label(p, labels::SHARD) == safe
+        })
+        .filter_map(|p| {
+            let from = p
+                .pointer("/metadata/annotations")?
+                .get(ANN_RESTORED_FROM)?
+                .as_str()?;
+            let uid: TabletUid = label(p, labels::TABLET_UID).parse().ok()?;
+            once.contains(&uid).then(|| {
+                format!(
+                    "tablet {uid} was restored from snapshot {} after vtsnap re-provisioned it once: it is not re-provisioned again; check its replication",
+                    escape_controls(from)
+                )
+            })
+        })
+        .collect()
 }
 
 fn problems(config: &Config, st: &ShardStatus) -> Vec<String> {

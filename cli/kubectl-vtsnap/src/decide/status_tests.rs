@@ -325,9 +325,17 @@ fn coverage_stays_with_its_shard() {
 /// The shard's latest drill, whichever snapshot it was of; a failed one is a problem.
 #[test]
 fn the_last_drill_is_shown_and_a_failed_one_is_a_problem() {
+    // The record names its snapshot (UID and cut), as the drill writes it.
     let with_drill = |name: &str, created: &str, drill: &str| {
         let mut s = snapshot(name, "x-80", created, "ready");
-        s["metadata"]["annotations"] = json!({"vtsnap.io/drill": drill});
+        let bound = drill.replacen(
+            '{',
+            &format!(r#"{{"snapshotUid":"uid-{name}","cut":"{created}","#),
+            1,
+        );
+        s["metadata"]["uid"] = json!(format!("uid-{name}"));
+        s["status"] = json!({"creationTime": created});
+        s["metadata"]["annotations"] = json!({"vtsnap.io/drill": bound});
         s
     };
     let passed = r#"{"result":"passed","at":"2026-12-01T09:00:00Z","rto":{"pvcBoundMs":1000,"restoreMs":500,"mysqldReadyMs":2000}}"#;
@@ -370,6 +378,24 @@ fn the_last_drill_is_shown_and_a_failed_one_is_a_problem() {
         st.shards[0].problems,
         ["the last restore drill (a-0) failed: table shop.orders: corrupt\\u{1b}[2J"]
     );
+    // Round three, item 3: a passed record dated 2099 does not hide a failure an hour
+    // old (the GC and the webhook give it no weight either), nor does a record copied
+    // from another snapshot.
+    let future = passed.replace("2026-12-01T09:00:00Z", "2099-01-01T00:00:00Z");
+    let mut copied = with_drill("a-2", "2026-12-01T10:00:00Z", passed);
+    copied["metadata"]["uid"] = json!("uid-another");
+    let st = status(
+        &config(),
+        &seen(vec![
+            with_drill("a-1", "2026-12-01T08:00:00Z", &future),
+            with_drill("a-0", "2026-12-01T07:00:00Z", failed),
+            copied,
+        ]),
+        now(),
+    );
+    let d = st.shards[0].last_drill.as_ref().unwrap();
+    assert_eq!((d.snapshot.as_str(), d.result), ("a-0", "failed"), "{d:?}");
+    assert!(d.age_seconds >= 0, "{d:?}");
     // No drill: nothing shown, no problem.
     let st = status(
         &config(),
@@ -435,4 +461,43 @@ fn a_cronjob_is_its_recorded_namespace_s_shard_s_only() {
     one.cronjobs = vec![ours];
     let st = status(&config(), &one, now());
     assert_eq!(st.shards[0].schedule, None);
+}
+
+/// Audit item 2: a tablet restored from a snapshot again after vtsnap re-provisioned it
+/// once is a problem of its shard (the GC leaves it to a person); another tablet
+/// restored from the same snapshot is not.
+#[test]
+fn a_tablet_restored_after_it_was_reprovisioned_is_a_problem() {
+    let mut marked = snapshot("a-1", "x-80", "2026-12-01T08:00:00Z", "ready");
+    marked["metadata"]["annotations"] =
+        json!({"vtsnap.io/reprovisioned-0000000104": "tablet zone1-0000000104 could not catch up"});
+    let restored = |uid: &str| {
+        json!({"metadata": {"name": format!("t-{uid}"), "namespace": "vitess",
+            "labels": {"planetscale.com/component": "vttablet", "planetscale.com/cluster": "example",
+                       "planetscale.com/keyspace": "commerce", "planetscale.com/shard": "x-80",
+                       "planetscale.com/tablet-uid": uid},
+            "annotations": {"vtsnap.io/restored-from": "a-2"}},
+            "status": {"phase": "Bound"}})
+    };
+    let seen = Seen {
+        snapshots: vec![
+            marked,
+            snapshot("a-2", "x-80", "2026-12-01T10:00:00Z", "ready"),
+        ],
+        cronjobs: vec![cron("x-80")],
+        tablet_pvcs: vec![restored("104"), restored("105")],
+        ..Seen::default()
+    };
+    let st = status(&config(), &seen, now());
+    let problems = &st.shards[0].problems;
+    assert_eq!(
+        problems
+            .iter()
+            .filter(|p| p.contains("re-provisioned it once"))
+            .collect::<Vec<_>>(),
+        [
+            "tablet 104 was restored from snapshot a-2 after vtsnap re-provisioned it once: it is not re-provisioned again; check its replication"
+        ],
+        "{problems:?}"
+    );
 }

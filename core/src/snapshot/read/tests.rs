@@ -82,6 +82,7 @@ fn reads_every_field_build_writes() {
             unusable: None,
             drill_record: None,
             uid: None,
+            reprovisioned: Default::default(),
         }
     );
     assert!(VolumeSnapshot::is_vtsnaps(&complete()));

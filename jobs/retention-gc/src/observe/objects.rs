@@ -163,6 +163,7 @@ impl Snap {
             });
         };
         let drill = s.drill_seen();
+        let reprovisioned = s.reprovisioned.clone();
         let (position, exactness) = match (s.gtid_executed, s.gtid_lower_bound) {
             (Some(p), _) => (Some(p), Exactness::Exact),
             (None, Some(p)) => (Some(p), Exactness::LowerBound),
@@ -170,6 +171,7 @@ impl Snap {
         };
         Ok(Self {
             drill,
+            reprovisioned,
             position,
             exactness,
             failed: s.phase == Some(Phase::Failed),
