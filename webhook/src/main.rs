@@ -9,7 +9,8 @@ use k8s_openapi::jiff::Timestamp;
 use vtsnap_admission::cache::Caches;
 use vtsnap_admission::decide::Settings;
 use vtsnap_admission::offline::offline_review;
-use vtsnap_admission::server::{App, Limits, serve_with};
+use vtsnap_admission::server::budget::{self, BodyBudget, BudgetError};
+use vtsnap_admission::server::{App, Limits, serve_budgeted};
 use vtsnap_admission::tls::{Reloading, server_config};
 use vtsnap_core::cli::{self, CommonArgs, positive_duration};
 use vtsnap_core::config::GoDuration;
@@ -57,9 +58,24 @@ struct LimitArgs {
     #[arg(long, env = "VTSNAP_MAX_CONNECTIONS", default_value_t = Limits::default().max_connections,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_535))]
     max_connections: usize,
+    /// MiB of review bodies held at once, over every connection (each body is held until its
+    /// answer is made). At least 8 (one review of the largest size).
+    #[arg(long, env = "VTSNAP_BODY_BUDGET_MIB", default_value_t = (budget::DEFAULT_BUDGET >> 20) as u64,
+          value_parser = clap::value_parser!(u64).range(8..=4095))]
+    body_budget_mib: u64,
+    /// How long a review waits for the body budget before it is answered 503 (a refused
+    /// review skips its restore under `failurePolicy: Ignore`: keep it inside the API
+    /// server's call timeout).
+    #[arg(long, env = "VTSNAP_BODY_BUDGET_WAIT", default_value_t = GoDuration(budget::DEFAULT_WAIT), value_parser = positive_duration)]
+    body_budget_wait: GoDuration,
 }
 
 impl LimitArgs {
+    fn budget(&self) -> Result<BodyBudget, BudgetError> {
+        let bytes = usize::try_from(self.body_budget_mib << 20).unwrap_or(usize::MAX);
+        BodyBudget::new(bytes, self.body_budget_wait.get())
+    }
+
     fn limits(&self) -> Limits {
         Limits {
             handshake: self.handshake_timeout.get(),
@@ -238,6 +254,13 @@ fn main() -> ExitCode {
             let Ok(config) = cli::load_config(&decision.config) else {
                 return Exit::Usage;
             };
+            let budget = match limits.budget() {
+                Ok(b) => Arc::new(b),
+                Err(e) => {
+                    eprintln!("vtsnap-admission: --body-budget-mib: {e}");
+                    return Exit::Usage;
+                }
+            };
             let cert = match Reloading::load(&tls_cert, &tls_key) {
                 Ok(c) => c,
                 Err(e) => {
@@ -282,7 +305,15 @@ fn main() -> ExitCode {
             tokio::spawn(cert.watch(cert_reload.get()));
             let (app, _events) = App::new(config, settings(&decision), caches, client);
             tracing::info!(%listen, namespaces = ?namespaces, "serving AdmissionReviews");
-            serve_with(listener, tls, app, limits.limits(), shutdown_signal()).await;
+            serve_budgeted(
+                listener,
+                tls,
+                app,
+                limits.limits(),
+                budget,
+                shutdown_signal(),
+            )
+            .await;
             Exit::Ok
         }),
     }

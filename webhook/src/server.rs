@@ -3,16 +3,19 @@
 //! of the offline `review --shards`).
 //!
 //! Bounded everywhere ([`Limits`]): a body above [`crate::admission::MAX_BODY`] is refused
-//! (413); the TLS handshake, an idle kept-alive connection and each whole request (head,
+//! (413), and the bodies held at once share one [`BodyBudget`] (a review waits briefly for
+//! it, then is answered 503); the TLS handshake, an idle kept-alive connection and each whole request (head,
 //! body, decision, answer) have deadlines; at most `max_connections` are served, and at the
 //! cap the one that has waited longest on its client is closed for the newcomer, so a
 //! flood of stalled connections cannot keep probes or reviews out. Events go through a
 //! bounded queue to a task of their own: a review never waits for the API server.
 
+pub mod budget;
 mod connections;
 mod drill_metrics;
 mod metrics;
 
+pub use budget::{BodyBudget, BudgetError, Exhausted};
 pub use connections::{CloseReason, Limits};
 use connections::{Registry, Slot, Watched};
 pub use metrics::{ConnectionMetrics, Metrics};
@@ -24,7 +27,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -186,36 +189,33 @@ impl App {
     }
 
     /// Answers one request; `slot` is told when the request has been read.
-    async fn handle(self: Arc<Self>, req: Request<Incoming>, slot: &Slot) -> Response<Full<Bytes>> {
+    async fn handle(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        slot: &Slot,
+        budget: &BodyBudget,
+    ) -> Response<Full<Bytes>> {
         let (parts, body) = req.into_parts();
         if parts.method != Method::POST {
             slot.deciding();
         }
         match (&parts.method, parts.uri.path()) {
-            (&Method::POST, "/mutate") => match Limited::new(body, MAX_BODY).collect().await {
-                Ok(b) => {
-                    slot.deciding();
-                    self.mutate(&b.to_bytes()).await
-                }
-                Err(e) => {
-                    slot.deciding();
-                    self.metrics.bad_review();
-                    let too_large = e
-                        .downcast_ref::<http_body_util::LengthLimitError>()
-                        .is_some();
-                    if too_large {
-                        text(
-                            StatusCode::PAYLOAD_TOO_LARGE,
-                            &format!("the review is larger than {MAX_BODY} bytes\n"),
-                        )
-                    } else {
-                        text(
-                            StatusCode::BAD_REQUEST,
-                            &format!("the review could not be read: {e}\n"),
-                        )
+            (&Method::POST, "/mutate") => {
+                let mut held = budget.reserve();
+                let read = read_body(&parts.headers, body, &mut held).await;
+                slot.deciding();
+                match read {
+                    // The reservation is kept until the answer is made: the parse is in it.
+                    Ok(b) => self.mutate(&b).await,
+                    Err(e) => {
+                        self.metrics.bad_review();
+                        if let BodyError::Budget(x) = &e {
+                            tracing::warn!(error = %x, "review refused: the body budget is exhausted");
+                        }
+                        text(e.status(), &format!("{e}\n"))
                     }
                 }
-            },
+            }
             (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
             (&Method::GET, "/readyz") if self.caches.synced() => text(StatusCode::OK, "ok\n"),
             (&Method::GET, "/readyz") => text(
@@ -245,6 +245,62 @@ impl App {
             _ => text(StatusCode::NOT_FOUND, "not found\n"),
         }
     }
+}
+
+/// Why a review's body was not read.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    #[error("the review is larger than {MAX_BODY} bytes")]
+    TooLarge,
+    #[error(transparent)]
+    Budget(Exhausted),
+    #[error("the review could not be read: {0}")]
+    Unreadable(hyper::Error),
+}
+
+impl BodyError {
+    fn status(&self) -> StatusCode {
+        match self {
+            BodyError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            BodyError::Budget(_) => StatusCode::SERVICE_UNAVAILABLE,
+            BodyError::Unreadable(_) => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+/// Reads a review's body under the shared budget: a declared `Content-Length` is taken
+/// whole before any byte is read (one above [`MAX_BODY`] is refused unread), a chunked
+/// body's bytes as each chunk arrives, before it is kept.
+async fn read_body(
+    headers: &http::HeaderMap,
+    mut body: Incoming,
+    held: &mut budget::Reservation<'_>,
+) -> Result<Bytes, BodyError> {
+    let declared = headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(n) = declared {
+        let n = usize::try_from(n).unwrap_or(usize::MAX);
+        if n > MAX_BODY {
+            return Err(BodyError::TooLarge);
+        }
+        held.cover(n).await.map_err(BodyError::Budget)?;
+    }
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(BodyError::Unreadable)?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let total = out.len() + data.len();
+        if total > MAX_BODY {
+            return Err(BodyError::TooLarge);
+        }
+        held.cover(total).await.map_err(BodyError::Budget)?;
+        out.extend_from_slice(&data);
+    }
+    Ok(Bytes::from(out))
 }
 
 fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
@@ -296,6 +352,19 @@ pub async fn serve_with(
     limits: Limits,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    let budget = Arc::new(BodyBudget::default());
+    serve_budgeted(listener, tls, app, limits, budget, shutdown).await;
+}
+
+/// [`serve_with`] with the review bodies of every connection held within `budget`.
+pub async fn serve_budgeted(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    app: Arc<App>,
+    limits: Limits,
+    budget: Arc<BodyBudget>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
     let acceptor = TlsAcceptor::from(tls);
     let registry = Arc::new(Registry::default());
     let (closing, closed) = tokio::sync::watch::channel(false);
@@ -325,13 +394,14 @@ pub async fn serve_with(
         let acceptor = acceptor.clone();
         let app = app.clone();
         let closed = closed.clone();
+        let budget = budget.clone();
         connections.spawn(async move {
             let slot = registered.slot.clone();
             let ended = tokio::select! {
                 r = acceptor.accept(tcp) => match r {
                     Ok(s) => {
                         slot.handshake_done();
-                        connection(s, app.clone(), &slot, &limits, closed).await
+                        connection(s, app.clone(), &slot, &limits, budget, closed).await
                     }
                     Err(e) => {
                         tracing::debug!(%peer, error = %e, "TLS handshake failed");
@@ -375,7 +445,8 @@ where
 {
     let slot = Slot::new();
     slot.handshake_done();
-    connection(stream, app, &slot, &limits, closed).await
+    let budget = Arc::new(BodyBudget::default());
+    connection(stream, app, &slot, &limits, budget, closed).await
 }
 
 /// Serves one connection. `Some(reason)`: the server closed it.
@@ -384,6 +455,7 @@ async fn connection<S>(
     app: Arc<App>,
     slot: &Arc<Slot>,
     limits: &Limits,
+    budget: Arc<BodyBudget>,
     mut closed: tokio::sync::watch::Receiver<bool>,
 ) -> Option<CloseReason>
 where
@@ -391,11 +463,11 @@ where
 {
     let service_slot = slot.clone();
     let service = hyper::service::service_fn(move |r| {
-        let (app, slot) = (app.clone(), service_slot.clone());
+        let (app, slot, budget) = (app.clone(), service_slot.clone(), budget.clone());
         async move {
             // A request read ahead with the previous one starts when it is handed over.
             slot.request_began();
-            let answer = app.handle(r, &slot).await;
+            let answer = app.handle(r, &slot, &budget).await;
             slot.answered();
             Ok::<_, Infallible>(answer)
         }
