@@ -268,3 +268,27 @@ async fn every_programs_client_has_the_layer() {
     assert_eq!(code_of(&e), Some(503), "{e:?}");
     assert_eq!(requests(&kube, Verb::Update), 1);
 }
+
+/// A server that is not there (connection refused) is not busy: the call fails at once,
+/// as it did before the layer, and the caller's own handling (the next run, a wait's
+/// pause) applies.
+#[tokio::test]
+async fn an_unreachable_server_is_not_retried() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+    let api: Api<ConfigMap> =
+        Api::namespaced(client_with(config, ApiTimeouts::DEFAULT).unwrap(), "ns");
+    let counted = retries("get", "transport");
+    let started = std::time::Instant::now();
+    let e = api.get("c").await.unwrap_err();
+    assert!(code_of(&e).is_none(), "{e:?}");
+    assert_eq!(retries("get", "transport"), counted, "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -52,8 +52,11 @@ pub enum Outcome {
         code: u16,
         retry_after: Option<Duration>,
     },
-    /// The connection failed before an answer (refused, reset, closed).
+    /// The connection broke before an answer (reset, closed mid-request).
     Transport,
+    /// No connection was made (refused, no route, name not resolved): the server is not
+    /// there to be busy; the program's next run or its own wait tries again.
+    Unreached,
     /// The client's own connect or read timeout ended it: the caller's bound, never
     /// multiplied by retries (docs/design.md §6).
     TimedOut,

@@ -60,11 +60,13 @@ fn a_read_is_retried_on_429_5xx_and_a_broken_connection() {
 }
 
 #[test]
-fn a_timeout_is_never_retried() {
-    assert_eq!(
-        judge(READ, Outcome::TimedOut, after(1, 0), &POLICY, 0.5),
-        Next::Return
-    );
+fn a_timeout_or_an_unreached_server_is_never_retried() {
+    for outcome in [Outcome::TimedOut, Outcome::Unreached] {
+        assert_eq!(
+            judge(READ, outcome, after(1, 0), &POLICY, 0.5),
+            Next::Return
+        );
+    }
 }
 
 #[test]

@@ -178,6 +178,7 @@ fn outcome<B>(result: &Result<Response<B>, BoxError>) -> Outcome {
             retry_after: retry_after(resp.headers()),
         },
         Err(e) if timed_out(e.as_ref()) => Outcome::TimedOut,
+        Err(e) if unreached(e.as_ref()) => Outcome::Unreached,
         Err(_) => Outcome::Transport,
     }
 }
@@ -195,6 +196,16 @@ fn timed_out(e: &(dyn StdError + 'static)) -> bool {
         e.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
             || e.is::<tokio::time::error::Elapsed>()
+    })
+}
+
+/// Whether the connection was never made: hyper's connect error, or a refusal.
+fn unreached(e: &(dyn StdError + 'static)) -> bool {
+    std::iter::successors(Some(e), |&e| e.source()).any(|e| {
+        e.downcast_ref::<hyper_util::client::legacy::Error>()
+            .is_some_and(hyper_util::client::legacy::Error::is_connect)
+            || e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
     })
 }
 
