@@ -521,12 +521,8 @@ async fn spec_shards(
             })?;
         let Some(vc) = got else { continue };
         let v = serde_json::to_value(vc).map_err(|e| e.to_string())?;
-        let shards = vtsnap_core::vitesscluster::cluster_shards(&v).map_err(|e| {
-            format!(
-                "VitessCluster {}/{}: spec.{} is not {}",
-                cl.namespace, cl.name, e.path, e.expected
-            )
-        })?;
+        let shards = vtsnap_core::vitesscluster::cluster_shards(&v)
+            .map_err(|e| format!("VitessCluster {}/{}: {e}", cl.namespace, cl.name))?;
         out.extend(
             shards
                 .into_iter()

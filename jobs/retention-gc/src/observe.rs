@@ -157,12 +157,12 @@ pub enum Unreadable {
     #[error("VitessCluster {cluster} appears more than once")]
     ClusterDuplicate { cluster: String },
     /// Its shards (for `whenScaled`) or its UID (for ownerReferences) are unknown.
-    #[error("VitessCluster {cluster}: {path} is not {expected}")]
+    #[error("VitessCluster {cluster}: {problem}")]
     ClusterMalformed {
         cluster: String,
         field: &'static str,
-        path: String,
-        expected: &'static str,
+        /// The path, what it should be and, for a value out of bounds, what it is.
+        problem: String,
     },
 }
 

@@ -448,7 +448,14 @@ fn a_vitess_cluster_whose_spec_cannot_be_read_removes_no_shard() {
     keyspaces_object["spec"]["keyspaces"] = json!({"name": "commerce"});
     let mut no_uid = cluster(1);
     no_uid["metadata"]["uid"] = json!(null);
+    // Round three, item 8: the operator's CRD allows this; listing its shards would
+    // allocate 51 GB. Refused by name, with the value and the bound.
+    let huge = cluster(2_147_483_647);
     for (broken, field) in [
+        (
+            huge,
+            "equal.parts is 2147483647 (keyspace \"commerce\"), not a whole number from 1 to 65536",
+        ),
         (parts_text, "equal.parts"),
         (no_name, "spec.keyspaces[0].name"),
         (keyspaces_object, "spec.keyspaces"),

@@ -75,8 +75,7 @@ impl Cluster {
                 .ok_or_else(|| Unreadable::ClusterMalformed {
                     cluster: cluster.clone(),
                     field,
-                    path: field.to_owned(),
-                    expected: "a non-empty string",
+                    problem: format!("{field} is not a non-empty string"),
                 })
         };
         let namespace = text("/metadata/namespace", "metadata.namespace")?;
@@ -85,8 +84,7 @@ impl Cluster {
         let shards = cluster_shards(v).map_err(|e| Unreadable::ClusterMalformed {
             cluster: cluster.clone(),
             field: "spec.keyspaces",
-            path: e.path,
-            expected: e.expected,
+            problem: e.to_string(),
         })?;
         Ok(((namespace, name), Self { uid, shards }))
     }

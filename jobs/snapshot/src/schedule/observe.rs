@@ -109,7 +109,7 @@ fn shards_of(vc: Option<&Value>) -> Result<BTreeSet<(String, String)>, String> {
     match vc {
         // Deleted: it has no shards (a verified absence).
         None => Ok(BTreeSet::new()),
-        Some(v) => cluster_shards(v).map_err(|e| format!("spec.{}: not {}", e.path, e.expected)),
+        Some(v) => cluster_shards(v).map_err(|e| e.to_string()),
     }
 }
 
