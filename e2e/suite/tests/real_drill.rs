@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use vtsnap_core::config::Config;
 use vtsnap_core::coverage::{Coverage, Exactness};
 use vtsnap_core::shard::{ShardName, ShardRef};
-use vtsnap_core::snapshot::{ANN_DRILL, DrillResult, GROUP, VolumeSnapshot};
+use vtsnap_core::snapshot::{ANN_DRILL, DrillOf, DrillResult, GROUP, VolumeSnapshot};
 use vtsnap_drill::act;
 use vtsnap_drill::decide::Refusal;
 use vtsnap_drill::objects::{self, Owner, Settings, Target};
@@ -42,6 +42,15 @@ fn unready_snapshot(ns: &str, name: &str) -> Value {
     let mut s = vtsnap_testkit::fixtures::unready_snapshot(ns, name);
     s["metadata"]["annotations"] = json!({"vtsnap.io/gtid-executed": "MariaDB/0-1-100"});
     s
+}
+
+/// What the drill's record names: the created snapshot's UID (an unready snapshot has no
+/// cut yet: now stands in for it).
+fn record_for(created: &Value) -> DrillOf {
+    DrillOf {
+        uid: created["metadata"]["uid"].as_str().unwrap().into(),
+        cut: k8s_openapi::jiff::Timestamp::now(),
+    }
 }
 
 fn target(ns: &str, snapshot: &str) -> Target {
@@ -98,7 +107,7 @@ enum KillAt {
 async fn killed_drill_leaves_nothing(kill_at: KillAt) {
     let kube = RealKube::from_env().await;
     let ns = kube.namespace("drill-killed").await;
-    kube.create(unready_snapshot(&ns.name, "s-1")).await;
+    let record_for = record_for(&kube.create(unready_snapshot(&ns.name, "s-1")).await);
     let owner = owner_job(&kube, &ns.name).await;
     let t = target(&ns.name, "s-1");
     let name = objects::drill_name(&t.shard, "20261203120000");
@@ -112,6 +121,7 @@ async fn killed_drill_leaves_nothing(kill_at: KillAt) {
             &namespace,
             &n,
             "s-1",
+            &record_for,
             &pvc,
             &pod,
             Duration::from_secs(600),
@@ -188,7 +198,7 @@ async fn a_drill_killed_while_its_pod_waits_leaves_both_to_the_garbage_collector
 async fn a_drill_that_cannot_restore_records_why_and_removes_what_it_made() {
     let kube = RealKube::from_env().await;
     let ns = kube.namespace("drill-unbound").await;
-    kube.create(unready_snapshot(&ns.name, "s-1")).await;
+    let record_for = record_for(&kube.create(unready_snapshot(&ns.name, "s-1")).await);
     let owner = owner_job(&kube, &ns.name).await;
     let t = target(&ns.name, "s-1");
     let name = objects::drill_name(&t.shard, "20261203120001");
@@ -200,6 +210,7 @@ async fn a_drill_that_cannot_restore_records_why_and_removes_what_it_made() {
         &ns.name,
         &name,
         "s-1",
+        &record_for,
         &pvc,
         &pod,
         Duration::from_secs(5),
@@ -229,12 +240,11 @@ async fn a_drill_that_cannot_restore_records_why_and_removes_what_it_made() {
         )
         .await
         .unwrap();
+    // The record names the snapshot the real API server gave a UID (an unready
+    // snapshot has no cut for it to count on; the binding itself is tested in core).
     let read = VolumeSnapshot::read(&snap).unwrap();
-    let drill = read
-        .drill(k8s_openapi::jiff::Timestamp::now())
-        .unwrap()
-        .unwrap_or_else(|why| panic!("the record does not count: {why}: {snap}"))
-        .clone();
+    let drill = read.drill_record.clone().unwrap().unwrap();
+    assert_eq!(Some(drill.snapshot_uid.as_str()), read.uid.as_deref());
     assert_eq!(drill.result, DrillResult::Failed);
     assert!(drill.reason.unwrap().contains("never bound"), "{snap}");
     assert_eq!(drill.job.as_deref(), Some("drill-job"));
