@@ -153,6 +153,26 @@ fn a_missing_or_garbage_creation_timestamp_is_skipped_not_taken_for_1970() {
     }
 }
 
+/// Round three, item 13: a `vtsnap.io/drill` that does not read counts as no record; it
+/// never strands its snapshot (before, the snapshot was skipped by every run, forever).
+#[test]
+fn an_unreadable_drill_record_counts_as_none_and_strands_nothing() {
+    let mut newest = snap("newest", "x-x", "2026-11-29T00:00:00Z");
+    newest["metadata"]["annotations"] =
+        json!({"vtsnap.io/drill": "{\"result\":\"passed\",\"at\":"});
+    let p = Dump::new("  retention: {maxCount: 1}\n", &three(newest)).plan();
+    assert!(p["skipped"].as_array().is_none_or(Vec::is_empty), "{p}");
+    assert_eq!(names(&p, "keep"), [pair("newest", "newest-ready")], "{p}");
+    assert_eq!(
+        names(&p, "delete"),
+        [
+            pair("mid", "beyond-max-count"),
+            pair("old", "beyond-max-count")
+        ],
+        "{p}"
+    );
+}
+
 #[test]
 fn a_creation_time_in_the_future_is_skipped_and_does_not_push_the_newest_out() {
     let future = snap("future", "x-x", "9999-01-01T00:00:00Z");

@@ -501,3 +501,23 @@ fn a_tablet_restored_after_it_was_reprovisioned_is_a_problem() {
         "{problems:?}"
     );
 }
+
+/// Round three, item 13: a snapshot whose `vtsnap.io/drill` does not read is still shown
+/// (newest, ready), with no last drill; it was dropped silently before.
+#[test]
+fn a_snapshot_with_an_unreadable_drill_record_is_still_shown() {
+    let mut s = snapshot("a-1", "x-80", "2026-12-01T10:00:00Z", "ready");
+    s["metadata"]["annotations"] = json!({"vtsnap.io/drill": "{\"result\":"});
+    let seen = Seen {
+        snapshots: vec![s],
+        cronjobs: vec![cron("x-80")],
+        ..Seen::default()
+    };
+    let st = status(&config(), &seen, now());
+    assert_eq!(
+        st.shards[0].newest.as_ref().map(|n| n.name.as_str()),
+        Some("a-1"),
+        "{st:?}"
+    );
+    assert!(st.shards[0].last_drill.is_none());
+}
