@@ -138,6 +138,8 @@ impl Inner {
             "Errors of the watch of this node's fence leases; each is resumed with backoff",
             self.watch_failures.clone(),
         );
+        // Process-wide: the Kubernetes client's retries (docs/design.md §3.8).
+        vtsnap_core::metrics::register_api_retries(r);
         self
     }
 }
