@@ -154,6 +154,8 @@ impl Metrics {
             self.connections.closed.clone(),
         );
         self.drills.register(r);
+        // Process-wide: the Kubernetes client's retries (docs/design.md §3.8).
+        vtsnap_core::metrics::register_api_retries(r);
         self
     }
 
