@@ -148,6 +148,25 @@ mod tests {
     }
 
     #[test]
+    fn api_retries_are_counted_process_wide_and_registered_anywhere() {
+        let mut r = Registry::default();
+        register_api_retries(&mut r);
+        count_api_retry("a-verb", "a-code");
+        count_api_retry("a-verb", "a-code");
+        let t = openmetrics(&r);
+        assert!(
+            t.contains("vtsnap_api_retries_total{verb=\"a-verb\",code=\"a-code\"} 2\n"),
+            "{t}"
+        );
+        assert!(t.contains("# TYPE vtsnap_api_retries counter\n"), "{t}");
+        let labels = ApiRetryLabels {
+            verb: "a-verb",
+            code: "a-code",
+        };
+        assert_eq!(api_retries().get_or_create(&labels).get(), 2);
+    }
+
+    #[test]
     fn writes_the_textfile() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("vtsnap.prom");
