@@ -177,8 +177,12 @@ async fn act_shard(kube: &kube::Client, s: &ShardPlan, opts: &Options, report: &
 pub async fn run(config: &Config, opts: &Options, kube: kube::Client) -> Report {
     let world = observe(&kube, config, opts.only_cluster.as_deref()).await;
     let p = plan(config, &world, opts.only_cluster.as_deref());
-    // A step waiting on something unreadable leaves the run incomplete (exit 1).
-    let complete = if p.blocked() {
+    // A step waiting on something unreadable, or a namespace not listed at all, leaves
+    // the run incomplete (exit 1).
+    for why in &world.unlisted {
+        tracing::warn!(error = %why, "a LIST failed: the namespace was not seen");
+    }
+    let complete = if p.blocked() || !world.unlisted.is_empty() {
         Completeness::Partial
     } else {
         Completeness::Complete

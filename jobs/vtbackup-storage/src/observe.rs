@@ -166,6 +166,9 @@ pub struct World {
     pub clusters: BTreeMap<(String, String), Read<Value>>,
     /// The default StorageClass (`Present(None)`: the cluster has none).
     pub default_class: Read<Option<String>>,
+    /// LISTs that failed (`Pods in <ns>: why`): with no object read, no shard carries the
+    /// error, yet the run did not see the namespace, so it is not complete.
+    pub unlisted: Vec<String>,
 }
 
 /// The shard an object's operator labels name.
@@ -286,6 +289,7 @@ pub async fn observe(kube: &kube::Client, config: &Config, only_cluster: Option<
             Ok(l) => Read::Present(default_class(&to_values(l))),
             Err(e) => Read::Unreadable(format!("StorageClasses: {e}")),
         },
+        unlisted: Vec::new(),
     };
     let scope: Vec<(&str, &str)> = config
         .clusters
@@ -309,6 +313,9 @@ pub async fn observe(kube: &kube::Client, config: &Config, only_cluster: Option<
             Ok(p) => (to_values(p), None),
             Err(e) => (Vec::new(), Some(format!("PVCs in {ns}: {e}"))),
         };
+        world
+            .unlisted
+            .extend(pods_err.iter().chain(&pvcs_err).cloned());
         let mut shards = group(&pods, &pvcs);
         for s in &mut shards {
             if let Some(e) = &pods_err {
@@ -389,6 +396,7 @@ impl World {
             } else {
                 Read::Present(default_class(&classes))
             },
+            unlisted: Vec::new(),
         })
     }
 }

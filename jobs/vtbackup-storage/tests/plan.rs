@@ -129,6 +129,7 @@ fn world(o: &Objects, pool_extra: Value) -> World {
             Read::Present(vitess_cluster(pool_extra)),
         )]),
         default_class: Read::Present(Some("standard".into())),
+        unlisted: Vec::new(),
     }
 }
 
@@ -540,6 +541,7 @@ fn scheduled_backups_tablets_and_other_clusters_are_not_touched() {
         shards: group(&[s.tablet("replica", 1).pod()], &[sched, tablet]),
         clusters: BTreeMap::new(),
         default_class: Read::Present(None),
+        unlisted: Vec::new(),
     };
     assert!(plan(&config(EMPTY_DIR), &w, None).shards.is_empty());
     let o = made_under(&config(""), json!({}));

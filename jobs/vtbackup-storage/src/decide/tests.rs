@@ -45,6 +45,7 @@ fn world_of(pods: &[Value], pvcs: &[Value], pool_template: &Value) -> World {
             Read::Present(vitess_cluster(pool_template)),
         )]),
         default_class: Read::Present(None),
+        unlisted: Vec::new(),
     }
 }
 
