@@ -28,12 +28,16 @@ impl std::fmt::Display for ShardRef {
     }
 }
 
-/// A shard as a person names it (`--cluster`, `--keyspace`, `--shard`), before the config
-/// places it: no namespace yet, and the key range still unparsed.
+/// A shard as a person names it (`--cluster`, `--keyspace`, `--shard`, and
+/// `--cluster-namespace` when the config names the cluster in more than one namespace),
+/// before the config places it: the key range still unparsed.
 /// [`crate::config::Config::shard`] turns it into a [`ShardRef`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardName {
     pub cluster: String,
+    /// The cluster's namespace, if given: without it the cluster's name must be in one
+    /// namespace of the config.
+    pub namespace: Option<String>,
     pub keyspace: String,
     pub shard: String,
 }
@@ -42,8 +46,18 @@ impl ShardName {
     pub fn new(cluster: &str, keyspace: &str, shard: &str) -> Self {
         Self {
             cluster: cluster.into(),
+            namespace: None,
             keyspace: keyspace.into(),
             shard: shard.into(),
+        }
+    }
+
+    /// The same shard, of the cluster of that name in `namespace` (when given).
+    #[must_use]
+    pub fn in_namespace(self, namespace: Option<&str>) -> Self {
+        Self {
+            namespace: namespace.map(str::to_owned),
+            ..self
         }
     }
 }

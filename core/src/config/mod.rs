@@ -151,12 +151,31 @@ pub enum ShardLookupError {
     BadShard { shard: String, reason: String },
 }
 
+/// The flag (env `VTSNAP_CLUSTER_NAMESPACE`) that names a cluster's namespace to the
+/// programs that work on one shard: the schedule reconciler passes it, errors name it.
+pub const CLUSTER_NAMESPACE_FLAG: &str = "--cluster-namespace";
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LookupError {
     #[error("cluster {0:?} is not in the config")]
     UnknownCluster(String),
-    #[error("cluster {0:?} appears in more than one namespace; name the namespace")]
-    AmbiguousCluster(String),
+    #[error(
+        "cluster {name:?} is in more than one namespace of the config ({}): name one with {CLUSTER_NAMESPACE_FLAG}",
+        namespaces.join(", ")
+    )]
+    AmbiguousCluster {
+        name: String,
+        namespaces: Vec<String>,
+    },
+    #[error(
+        "cluster {name:?} is not in the config in namespace {namespace:?} (it is in {})",
+        configured.join(", ")
+    )]
+    NotInNamespace {
+        name: String,
+        namespace: String,
+        configured: Vec<String>,
+    },
 }
 
 impl Config {
@@ -205,15 +224,38 @@ impl Config {
         Self::from_yaml(&text)
     }
 
+    /// The one cluster named `name`: refused when the name is in more than one namespace.
     pub fn cluster(&self, name: &str) -> Result<&ClusterConfig, LookupError> {
-        let mut found = self.clusters.iter().filter(|c| c.name == name);
-        let first = found
-            .next()
-            .ok_or_else(|| LookupError::UnknownCluster(name.to_owned()))?;
-        if found.next().is_some() {
-            return Err(LookupError::AmbiguousCluster(name.to_owned()));
+        self.cluster_named(name, None)
+    }
+
+    /// The cluster named `name`, in `namespace` when given. Without a namespace the name
+    /// must be in one namespace of the config: a Job must not pick one of two clusters
+    /// (docs/design.md §5.8).
+    pub fn cluster_named(
+        &self,
+        name: &str,
+        namespace: Option<&str>,
+    ) -> Result<&ClusterConfig, LookupError> {
+        let found: Vec<&ClusterConfig> = self.clusters.iter().filter(|c| c.name == name).collect();
+        let namespaces = || found.iter().map(|c| c.namespace.clone()).collect();
+        match (namespace, found.as_slice()) {
+            (_, []) => Err(LookupError::UnknownCluster(name.to_owned())),
+            (None, [one]) => Ok(one),
+            (None, _) => Err(LookupError::AmbiguousCluster {
+                name: name.to_owned(),
+                namespaces: namespaces(),
+            }),
+            (Some(ns), _) => found
+                .iter()
+                .copied()
+                .find(|c| c.namespace == ns)
+                .ok_or_else(|| LookupError::NotInNamespace {
+                    name: name.to_owned(),
+                    namespace: ns.to_owned(),
+                    configured: namespaces(),
+                }),
         }
-        Ok(first)
     }
 
     /// The cluster named `name` in `namespace` (what an object's namespace and
@@ -231,10 +273,11 @@ impl Config {
     pub fn shard(&self, name: &ShardName) -> Result<ConfiguredShard, ShardLookupError> {
         let ShardName {
             cluster,
+            namespace,
             keyspace,
             shard,
         } = name;
-        let cl = self.cluster(cluster)?;
+        let cl = self.cluster_named(cluster, namespace.as_deref())?;
         let key_range: crate::naming::KeyRange =
             shard.parse().map_err(|reason| ShardLookupError::BadShard {
                 shard: shard.clone(),

@@ -261,6 +261,46 @@ fn unknown_clusters_are_a_lookup_error() {
     );
 }
 
+/// One cluster name in two namespaces (round three, item 4): a shard's Job names the
+/// namespace, and without it the lookup refuses, naming the flag that picks one.
+#[test]
+fn a_cluster_name_in_two_namespaces_is_picked_by_its_namespace() {
+    let c = cfg(
+        "clusters:\n- name: example\n  namespace: ns-a\n- name: example\n  namespace: ns-b\n\
+                 - name: other\n  namespace: ns-a\n",
+    );
+    let named = |ns: Option<&str>| {
+        c.shard(&ShardName::new("example", "commerce", "-").in_namespace(ns))
+            .map(|s| s.shard.namespace)
+    };
+    assert_eq!(named(Some("ns-b")).unwrap(), "ns-b");
+    assert_eq!(named(Some("ns-a")).unwrap(), "ns-a");
+    let e = named(None).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "cluster \"example\" is in more than one namespace of the config (ns-a, ns-b): name one with --cluster-namespace"
+    );
+    let e = named(Some("ns-c")).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "cluster \"example\" is not in the config in namespace \"ns-c\" (it is in ns-a, ns-b)"
+    );
+    // A name in one namespace needs no namespace, and a wrong one given is refused.
+    assert_eq!(c.cluster_named("other", None).unwrap().namespace, "ns-a");
+    assert_eq!(
+        c.cluster_named("other", Some("ns-b")).unwrap_err(),
+        LookupError::NotInNamespace {
+            name: "other".into(),
+            namespace: "ns-b".into(),
+            configured: vec!["ns-a".into()],
+        }
+    );
+    assert_eq!(
+        c.cluster_named("nope", Some("ns-a")).unwrap_err(),
+        LookupError::UnknownCluster("nope".into())
+    );
+}
+
 /// The worked example of docs/config.md, row by row.
 #[test]
 fn the_documented_worked_example_resolves_as_documented() {

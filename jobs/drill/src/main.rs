@@ -44,6 +44,10 @@ struct DrillArgs {
     config: PathBuf,
     #[arg(long, env = "VTSNAP_CLUSTER")]
     cluster: String,
+    /// The cluster's namespace: needed when the config names the cluster in more than one
+    /// (the schedule reconciler's CronJobs pass it then).
+    #[arg(long, env = "VTSNAP_CLUSTER_NAMESPACE")]
+    cluster_namespace: Option<String>,
     #[arg(long, env = "VTSNAP_KEYSPACE")]
     keyspace: String,
     /// The shard's key range, e.g. `-`, `-80`, `80-`.
@@ -266,7 +270,8 @@ fn plan_offline(d: &DrillArgs, objects: &Path, shard_state: Option<&Path>) -> Ex
         Ok(c) => c,
         Err(exit) => return exit,
     };
-    let name = ShardName::new(&d.cluster, &d.keyspace, &d.shard);
+    let name = ShardName::new(&d.cluster, &d.keyspace, &d.shard)
+        .in_namespace(d.cluster_namespace.as_deref());
     let configured = match observe::shard_of(&config, &name) {
         Ok(c) => c,
         Err(e) => return usage(e.to_string()),
@@ -321,7 +326,8 @@ fn drill(d: DrillArgs, plan_only: bool) -> Exit {
         snapshot: d.snapshot.clone(),
         plan_only,
     };
-    let name = ShardName::new(&d.cluster, &d.keyspace, &d.shard);
+    let name = ShardName::new(&d.cluster, &d.keyspace, &d.shard)
+        .in_namespace(d.cluster_namespace.as_deref());
     let metrics_file = d.metrics_file.clone();
     cli::with_cluster(&d.config, |config, kube| async move {
         let summary = run::run(&kube, &config, &name, &options).await;

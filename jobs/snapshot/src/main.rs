@@ -29,6 +29,7 @@ enum Command {
     #[command(after_help = "Examples:\n  \
         vtsnap-snapshot run --config /etc/vtsnap/config.yaml --cluster example --keyspace commerce --shard -80\n  \
         vtsnap-snapshot run --config cfg.yaml --cluster example --keyspace commerce --shard - --mode online --dry-run\n  \
+        vtsnap-snapshot run --config cfg.yaml --cluster example --cluster-namespace ns-b --keyspace commerce --shard -\n  \
         kubectl create job --from=cronjob/vtsnap-example-commerce-x-80 snapshot-now\n\n\
         The last stdout line is one JSON summary. Exit codes: 0 done; 1 failed and fully unfenced;\n  \
         2 bad config or usage (nothing touched); 3 refused by a precondition (nothing touched);\n  \
@@ -38,6 +39,10 @@ enum Command {
         config: PathBuf,
         #[arg(long, env = "VTSNAP_CLUSTER")]
         cluster: String,
+        /// The cluster's namespace: needed when the config names the cluster in more than
+        /// one (the schedule reconciler's CronJobs pass it then).
+        #[arg(long, env = "VTSNAP_CLUSTER_NAMESPACE")]
+        cluster_namespace: Option<String>,
         #[arg(long, env = "VTSNAP_KEYSPACE")]
         keyspace: String,
         #[arg(long, env = "VTSNAP_SHARD", allow_hyphen_values = true)]
@@ -73,6 +78,10 @@ enum Command {
         config: PathBuf,
         #[arg(long, env = "VTSNAP_CLUSTER")]
         cluster: String,
+        /// The cluster's namespace: needed when the config names the cluster in more than
+        /// one (the schedule reconciler's CronJobs pass it then).
+        #[arg(long, env = "VTSNAP_CLUSTER_NAMESPACE")]
+        cluster_namespace: Option<String>,
         #[arg(long, env = "VTSNAP_KEYSPACE")]
         keyspace: String,
         /// The shard's key range, e.g. `-`, `-80`, `80-`.
@@ -192,17 +201,19 @@ fn main() -> ExitCode {
         Command::Plan {
             config,
             cluster,
+            cluster_namespace,
             keyspace,
             shard,
             output,
         } => run_plan(
             &config,
-            &ShardName::new(&cluster, &keyspace, &shard),
+            &ShardName::new(&cluster, &keyspace, &shard).in_namespace(cluster_namespace.as_deref()),
             output,
         ),
         Command::Run {
             config,
             cluster,
+            cluster_namespace,
             keyspace,
             shard,
             mode,
@@ -224,7 +235,8 @@ fn main() -> ExitCode {
             };
             run_run(
                 &config,
-                &ShardName::new(&cluster, &keyspace, &shard),
+                &ShardName::new(&cluster, &keyspace, &shard)
+                    .in_namespace(cluster_namespace.as_deref()),
                 &opts,
                 output,
                 metrics_file.as_deref(),

@@ -238,6 +238,9 @@ struct Want<'a> {
     schedule_text: String,
     suspend: bool,
     mode: Option<Mode>,
+    /// Whether its cluster's name is in more than one namespace (the name rule's and the
+    /// Job's `--cluster-namespace`).
+    form: NameForm,
 }
 
 /// The whole decision.
@@ -297,8 +300,8 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
                         (p.schedule.clone(), p.stagger, p.suspend)
                     }
                 };
-                let name =
-                    names::cronjob_name(&template.fullname, kind, &key, name_form(config, &key));
+                let form = name_form(config, &key);
+                let name = names::cronjob_name(&template.fullname, kind, &key, form);
                 let over = kt.overrides.iter().find(|o| {
                     o.cluster == c.cluster && o.keyspace == *keyspace && same_shard(&o.shard, shard)
                 });
@@ -319,6 +322,7 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
                         schedule_text,
                         suspend,
                         mode,
+                        form,
                     }),
                     Err(e) => {
                         out.problems.push(format!("{key}: {e}"));
@@ -382,6 +386,7 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
                 suspend: w.suspend,
                 offset,
                 mode: w.mode,
+                form: w.form,
             },
         ) else {
             continue;

@@ -63,6 +63,62 @@ fn one_cluster_name_in_two_namespaces_gives_each_shard_its_own_cronjob() {
     assert_eq!(p.decisions[0].name, SHORT);
 }
 
+/// The args a decision's CronJob gives its Job's container of `kind`.
+fn args_of(d: &Decision, kind: Kind) -> Vec<String> {
+    let containers = &d.desired.as_ref().unwrap()["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        ["containers"];
+    let c = containers
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == kind.container())
+        .unwrap();
+    serde_json::from_value(c["args"].clone()).unwrap()
+}
+
+/// Round three, item 4, continued: each shard had its CronJob, but its Jobs ran
+/// `--cluster example` alone, which the program cannot place (exit 2, every run). A
+/// namespaced CronJob's Job names the namespace; the others' args are as they were.
+#[test]
+fn a_namespaced_cronjob_s_job_names_its_cluster_s_namespace() {
+    let (cfg, clusters) = twins();
+    let drilled = |clusters| Observed {
+        template: Ok(with_drills()),
+        clusters,
+        cronjobs: vec![],
+    };
+    let p = plan(&cfg, &drilled(clusters));
+    assert_eq!(p.count(Action::Create), 4, "{p:#?}");
+    for (ns, snap, drill) in [
+        ("ns-a", A, "vtsnap-drill-ns-a-example-commerce-x-x"),
+        ("ns-b", B, "vtsnap-drill-ns-b-example-commerce-x-x"),
+    ] {
+        let shard = [
+            "--cluster",
+            "example",
+            "--cluster-namespace",
+            ns,
+            "--keyspace",
+            "commerce",
+            "--shard=-",
+        ];
+        assert_eq!(args_of(find(&p, snap), Kind::Snapshot)[1..], shard);
+        assert_eq!(args_of(find(&p, drill), Kind::Drill)[3..], shard);
+    }
+    // A cluster name in one namespace: no such flag, so no CronJob of it is rewritten.
+    let p = plan(&config(""), &drilled(vec![cluster(&[("commerce", "-")])]));
+    for (name, kind) in [
+        (SHORT, Kind::Snapshot),
+        ("vtsnap-drill-example-commerce-x-x", Kind::Drill),
+    ] {
+        let args = args_of(find(&p, name), kind);
+        assert!(
+            !args.contains(&"--cluster-namespace".to_owned()),
+            "{args:?}"
+        );
+    }
+}
+
 #[test]
 fn a_cronjob_made_under_the_short_name_stays_its_shard_s() {
     // Before the rule, ns-a's shard got the short name (ns-b's create failed on it). After:
@@ -92,6 +148,12 @@ fn a_cronjob_made_under_the_short_name_stays_its_shard_s() {
     let d = find(&p, SHORT);
     assert_eq!(d.shard.as_deref(), Some("ns-a/example/commerce/-"));
     assert_eq!(d.desired.as_ref().unwrap()["metadata"]["name"], SHORT);
+    // Under its short name, its Job names ns-a too: the name `example` alone is two
+    // clusters now.
+    assert_eq!(
+        args_of(d, Kind::Snapshot)[1..5],
+        ["--cluster", "example", "--cluster-namespace", "ns-a"]
+    );
     // Its minute is kept.
     assert_eq!(
         d.desired.as_ref().unwrap()["metadata"]["annotations"]["vtsnap.io/stagger-minutes"],

@@ -229,6 +229,9 @@ pub struct Run<'a> {
     pub suspend: bool,
     pub offset: u32,
     pub mode: Option<Mode>,
+    /// [`NameForm::WithNamespace`]: the Job names its cluster's namespace too, or the
+    /// program's lookup of the cluster by name is ambiguous (docs/design.md §5.8).
+    pub form: NameForm,
 }
 
 /// The CronJob of one shard, from the template of its kind (without its hash); `None`
@@ -242,6 +245,7 @@ pub fn desired(t: &Template, run: Run<'_>) -> Option<Value> {
         suspend,
         offset,
         mode,
+        form,
     } = run;
     let mut o = t.of_kind(kind)?.cronjob.clone();
     let mut annotations = json!({ANN_SHARD: key.to_string(), ANN_OFFSET: offset.to_string()});
@@ -273,13 +277,20 @@ pub fn desired(t: &Template, run: Run<'_>) -> Option<Value> {
         "/spec/jobTemplate/spec/template/metadata/labels",
         &shard_labels(key),
     );
-    let mut args = vec![
-        "--cluster".to_owned(),
-        key.cluster.clone(),
+    let mut args = vec!["--cluster".to_owned(), key.cluster.clone()];
+    // Only when needed: the args of every other CronJob, and so its hash, stay as they
+    // were, and an upgrade rewrites none of them.
+    if form == NameForm::WithNamespace {
+        args.extend([
+            vtsnap_core::config::CLUSTER_NAMESPACE_FLAG.to_owned(),
+            key.namespace.clone(),
+        ]);
+    }
+    args.extend([
         "--keyspace".to_owned(),
         key.keyspace.clone(),
         format!("--shard={}", key.shard),
-    ];
+    ]);
     if let Some(m) = mode {
         let m = match m {
             Mode::Cold => "cold",
