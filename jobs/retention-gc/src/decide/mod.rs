@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
-use vtsnap_core::config::{Config, GoDuration, Lifecycle, ResolvedPolicy};
+use vtsnap_core::config::{Config, GoDuration, Lifecycle, ResolvedPolicy, resolve_in};
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::shard::ShardRef;
 
@@ -419,9 +419,12 @@ fn plan_shard(
     out: &mut Plan,
 ) -> Vec<MarkUnusable> {
     let key_range = shard.shard.to_string();
-    let Ok(policy) = config.resolve(&shard.cluster, &shard.keyspace, &key_range) else {
+    // By namespace and name: a name configured in two namespaces is two clusters, and a
+    // lookup by name alone left both out (docs/design.md §5.8).
+    let Some(cluster_config) = config.cluster_in(&shard.namespace, &shard.cluster) else {
         return Vec::new();
     };
+    let policy = resolve_in(cluster_config, &shard.keyspace, &key_range);
     let cluster = inv
         .clusters
         .get(&(shard.namespace.clone(), shard.cluster.clone()));

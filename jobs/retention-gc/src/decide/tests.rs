@@ -862,3 +862,40 @@ fn reason_names_are_the_same_in_the_table_and_the_json() {
         assert_eq!(serde_json::to_value(s).unwrap(), s.as_str(), "{s:?}");
     }
 }
+
+/// Review round three, item 4, in the GC: with `example` configured in two namespaces,
+/// the lookup by name alone was ambiguous and every shard of both was left out (nothing
+/// ever deleted). Each namespace's shards get their own cluster's policy.
+#[test]
+fn one_cluster_name_in_two_namespaces_gets_each_namespace_s_policy() {
+    let cfg = Config::from_yaml(
+        "clusters:\n- name: example\n  namespace: ns-a\n  retention: {maxCount: 1}\n\
+         - name: example\n  namespace: ns-b\n  retention: {maxCount: 2}\n",
+    )
+    .unwrap();
+    let in_ns = |ns: &str, name: &str, hours: i64| Snap {
+        namespace: ns.into(),
+        ..snap(name, "commerce", "x-x", hours, State::Ready)
+    };
+    let mut clusters = BTreeMap::new();
+    for ns in ["ns-a", "ns-b"] {
+        let mut c = cluster(&[("commerce", "-")]);
+        let one = c.remove(&("vitess".into(), "example".into())).unwrap();
+        clusters.insert((ns.to_owned(), "example".to_owned()), one);
+    }
+    let inv = Inventory {
+        snapshots: vec![
+            in_ns("ns-a", "a1", 1),
+            in_ns("ns-a", "a2", 2),
+            in_ns("ns-b", "b1", 1),
+            in_ns("ns-b", "b2", 2),
+            in_ns("ns-b", "b3", 3),
+        ],
+        clusters,
+        ..Inventory::default()
+    };
+    let r = reasons(&plan(&cfg, &inv, now(), None));
+    assert_eq!(r["a2"], ("beyond-max-count", true), "{r:?}");
+    assert_eq!(r["b2"], ("within-max-count", false), "{r:?}");
+    assert_eq!(r["b3"], ("beyond-max-count", true), "{r:?}");
+}
