@@ -66,6 +66,36 @@ pub const ANN_REPROVISIONED_PREFIX: &str = "vtsnap.io/reprovisioned-";
 pub fn reprovisioned_key(uid: crate::naming::TabletUid) -> String {
     format!("{ANN_REPROVISIONED_PREFIX}{}", uid.padded())
 }
+
+/// The value of a [`reprovisioned_key`] annotation: the tablet's PVC that was to be
+/// deleted (by UID: a record whose PVC still exists was not carried out), when, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reprovisioned {
+    pub pvc_uid: String,
+    pub at: Timestamp,
+    pub why: String,
+}
+
+impl Reprovisioned {
+    /// The longest value read: a record is a few hundred bytes.
+    const MAX_BYTES: usize = 4096;
+
+    pub fn render(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The recorded PVC UID, if `value` reads as a record.
+    pub fn pvc_uid(value: &str) -> Option<String> {
+        if value.len() > Self::MAX_BYTES {
+            return None;
+        }
+        serde_json::from_str::<Self>(value)
+            .ok()
+            .map(|r| r.pvc_uid)
+            .filter(|u| !u.is_empty())
+    }
+}
 /// The volume layout version these snapshots have (the tablet directory of §2).
 pub const LAYOUT_VERSION: &str = "1";
 

@@ -93,8 +93,10 @@ pub struct VolumeSnapshot {
     /// Why restores must not use it ([`super::ANN_UNUSABLE`]).
     pub unusable: Option<String>,
     /// Tablets re-provisioned after a restore from it could not catch up
-    /// ([`super::ANN_REPROVISIONED_PREFIX`]; a key that names no tablet UID is ignored).
-    pub reprovisioned: std::collections::BTreeSet<TabletUid>,
+    /// ([`super::ANN_REPROVISIONED_PREFIX`]; a key that names no tablet UID is ignored),
+    /// each with the UID of the PVC that was to be deleted (`None`: the value does not
+    /// say, taken as done).
+    pub reprovisioned: std::collections::BTreeMap<TabletUid, Option<String>>,
     /// Its last drill ([`ANN_DRILL`]) as read: an unreadable record never makes the
     /// snapshot unreadable, it counts as none ([`VolumeSnapshot::drill`]).
     pub drill_record: Option<Result<DrillRecord, DrillRecordError>>,
@@ -449,14 +451,19 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn reprovisioned(&self) -> std::collections::BTreeSet<TabletUid> {
+    fn reprovisioned(&self) -> std::collections::BTreeMap<TabletUid, Option<String>> {
         self.meta
             .get("annotations")
             .and_then(Value::as_object)
             .into_iter()
-            .flat_map(|m| m.keys())
-            .filter_map(|k| k.strip_prefix(super::ANN_REPROVISIONED_PREFIX))
-            .filter_map(|uid| uid.parse().ok())
+            .flat_map(|m| m.iter())
+            .filter_map(|(k, v)| {
+                let uid = k
+                    .strip_prefix(super::ANN_REPROVISIONED_PREFIX)?
+                    .parse()
+                    .ok()?;
+                Some((uid, v.as_str().and_then(super::Reprovisioned::pvc_uid)))
+            })
             .collect()
     }
 

@@ -380,12 +380,16 @@ async fn act_on_restores(kube: &kube::Client, p: &Plan, inv: &Inventory, report:
 /// Records on the snapshot that `r.tablet` is re-provisioned (a merge patch: only that
 /// key is touched).
 async fn record_reprovisioned(kube: &kube::Client, r: &Reprovision) -> Result<(), kube::Error> {
-    let value = format!(
-        "tablet {} restored from this snapshot could not catch up; re-provisioned at {}: {}",
-        r.tablet,
-        Timestamp::now(),
-        vtsnap_core::k8s_names::cut_to_bytes(&r.io_error, 512)
-    );
+    let value = snapshot::Reprovisioned {
+        pvc_uid: r.pvc_uid.clone(),
+        at: Timestamp::now(),
+        why: format!(
+            "tablet {} restored from this snapshot could not catch up: {}",
+            r.tablet,
+            vtsnap_core::k8s_names::cut_to_bytes(&r.io_error, 512)
+        ),
+    }
+    .render();
     let patch =
         json!({"metadata": {"annotations": {snapshot::reprovisioned_key(r.tablet.uid): value}}});
     apis::volume_snapshots(kube, &r.namespace)

@@ -52,8 +52,9 @@ pub struct Snap {
     /// The recorded position (`vtsnap.io/gtid-executed`, else `gtid-lower-bound`).
     pub position: Option<String>,
     pub exactness: Exactness,
-    /// Tablets already re-provisioned after a restore from it could not catch up.
-    pub reprovisioned: std::collections::BTreeSet<vtsnap_core::naming::TabletUid>,
+    /// Tablets re-provisioned after a restore from it could not catch up, each with the
+    /// UID of the PVC that was to go (`None`: unknown, taken as done).
+    pub reprovisioned: BTreeMap<vtsnap_core::naming::TabletUid, Option<String>>,
     /// Its last drill (`vtsnap.io/drill`) and the snapshot it must name; judged at the
     /// decider's `now` (docs/design.md §5.9).
     pub drill: Option<vtsnap_core::snapshot::DrillSeen>,

@@ -196,12 +196,16 @@ pub fn plan_restores(
                     "its PVC has no tablet identity (cell and tablet-uid labels) to record"
                         .to_owned(),
                 ),
+                // A record naming this very PVC was not carried out (its delete failed):
+                // the tablet may be re-provisioned still.
                 Some(t) => match inv.snapshots.iter().find(|s| {
                     s.namespace == r.namespace
                         && s.cluster == r.cluster
                         && s.keyspace == r.keyspace
                         && s.shard == shard
-                        && s.reprovisioned.contains(&t.uid)
+                        && s.reprovisioned
+                            .get(&t.uid)
+                            .is_some_and(|pvc| pvc.as_deref() != Some(r.uid.as_str()))
                 }) {
                     Some(s) => Err(format!(
                         "tablet {t} was re-provisioned once already (recorded on snapshot {}): it is left for a person",

@@ -428,3 +428,30 @@ async fn a_tablet_that_changes_between_the_read_and_the_delete_is_not_reprovisio
         "{r:?}"
     );
 }
+
+/// A record whose deletes then failed (a Pod that changed since it was read, say) does not
+/// use up the tablet's one re-provisioning: it names the PVC still there, and the next run
+/// carries it out.
+#[tokio::test]
+async fn a_record_whose_deletes_failed_is_carried_out_by_the_next_run() {
+    let (w, _vt) = world("Bound", "Running").await;
+    cannot_catch_up(&w);
+    pod_ready(&w, "False");
+    w.kube
+        .fault(Fault::on(is(Verb::Delete, "pods")).status(409));
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
+    assert_eq!(r.exit_code, 1, "{r:?}");
+    assert!(r.run.reprovisioned.is_empty() && w.has("pods") && w.has("persistentvolumeclaims"));
+    let s1 = w.kube.get_json(GROUP, PLURAL, "vitess", "s-1").unwrap();
+    assert!(
+        s1["metadata"]["annotations"]
+            .get(reprovisioned_key(w.tablet.alias.uid).as_str())
+            .is_some(),
+        "{s1}"
+    );
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    assert_eq!(r.run.reprovisioned, [format!("vitess/{}", w.tablet.name)]);
+    assert!(r.run.plan.restores.not_reprovisioned.is_empty(), "{r:?}");
+    assert!(!w.has("pods") && !w.has("persistentvolumeclaims"));
+}

@@ -399,7 +399,7 @@ fn reprovisioned(pvc: &Value, snapshots: &[SnapshotRead]) -> Option<(TabletUid, 
     snapshots
         .iter()
         .filter_map(|s| s.as_ref().ok())
-        .find(|s| s.reprovisioned.contains(&uid))
+        .find(|s| s.reprovisioned.contains_key(&uid))
         .map(|s| (uid, s.name.clone()))
 }
 

@@ -429,9 +429,9 @@ fn restored_after_reprovisioning(
     keyspace: &str,
     safe: &str,
 ) -> Vec<String> {
-    let once: BTreeSet<TabletUid> = mine
+    let once: BTreeMap<TabletUid, Option<&str>> = mine
         .iter()
-        .flat_map(|r| r.reprovisioned.iter().copied())
+        .flat_map(|r| r.reprovisioned.iter().map(|(t, pvc)| (*t, pvc.as_deref())))
         .collect();
     seen.tablet_pvcs
         .iter()
@@ -447,7 +447,9 @@ fn restored_after_reprovisioning(
                 .get(ANN_RESTORED_FROM)?
                 .as_str()?;
             let uid: TabletUid = label(p, labels::TABLET_UID).parse().ok()?;
-            once.contains(&uid).then(|| {
+            // A record naming this very PVC is a re-provisioning not carried out yet.
+            let recorded = once.get(&uid)?;
+            (*recorded != Some(s(p, "/metadata/uid"))).then(|| {
                 format!(
                     "tablet {uid} was restored from snapshot {} after vtsnap re-provisioned it once: it is not re-provisioned again; check its replication",
                     escape_controls(from)

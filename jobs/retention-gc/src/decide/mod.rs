@@ -531,15 +531,18 @@ impl Retention<'_> {
     }
 
     /// Why each of `snaps` (newest first) is kept or deleted. The ready ones are ranked
-    /// newest first; the usable ones not known to be uncovered (`covered`, by name) first,
-    /// so that `maxCount` counts them first and the newest covered, usable one is rank 0
-    /// (kept).
+    /// newest first; with coverage known (`covered`, by name), the covered ones first, so
+    /// that `maxCount` counts them first. Rank 0 (the newest ready one) is kept; so are the
+    /// newest covered snapshot a restore would be given and the newest drilled one,
+    /// whatever their rank (docs/design.md §5.7).
     fn reasons(&self, snaps: &[&Snap], covered: Option<&BTreeMap<String, bool>>) -> Vec<Reason> {
         let mut reasons: Vec<Option<Reason>> = snaps.iter().map(|s| self.unranked(s)).collect();
         let is_covered = |s: &Snap| covered.and_then(|c| c.get(&s.name)).copied();
         let mut ranked: Vec<usize> = (0..snaps.len()).filter(|i| reasons[*i].is_none()).collect();
         // Stable: within each group the newest first, as `snaps` comes.
-        ranked.sort_by_key(|i| is_covered(snaps[*i]) == Some(false) || !self.usable(snaps[*i]));
+        ranked.sort_by_key(|i| is_covered(snaps[*i]) == Some(false));
+        let covered_usable = |i: usize| is_covered(snaps[i]) == Some(true) && self.usable(snaps[i]);
+        let newest_covered = ranked.iter().copied().find(|i| covered_usable(*i));
         let newest_drilled = ranked
             .iter()
             .copied()
@@ -548,11 +551,12 @@ impl Retention<'_> {
         for (rank, i) in ranked.into_iter().enumerate() {
             let s = snaps[i];
             let age = age_secs(self.now, s.created);
-            let reason = self.ready(rank, age, is_covered(s) == Some(true) && self.usable(s));
-            reasons[i] = Some(if reason.deletes() && newest_drilled == Some(i) {
-                Reason::NewestDrilled
-            } else {
-                reason
+            let reason = self.ready(rank, age, covered_usable(i));
+            reasons[i] = Some(match reason {
+                r if !r.deletes() => r,
+                _ if newest_covered == Some(i) => Reason::NewestCovered,
+                _ if newest_drilled == Some(i) => Reason::NewestDrilled,
+                r => r,
             });
         }
         reasons

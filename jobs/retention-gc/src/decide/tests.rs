@@ -38,7 +38,7 @@ pub(super) fn snap(name: &str, keyspace: &str, shard: &str, hours: i64, state: S
         position: None,
         exactness: Exactness::Exact,
         drill: None,
-        reprovisioned: BTreeSet::new(),
+        reprovisioned: BTreeMap::new(),
     }
 }
 

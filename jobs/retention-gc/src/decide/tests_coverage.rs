@@ -298,7 +298,8 @@ fn the_newest_covered_snapshot_is_the_newest_covered_and_usable_one() {
     let p = plan(&config("  retention: {maxCount: 1}\n"), &inv, now(), None);
     let r = reasons(&p);
     assert_eq!(r["mid"], ("newest-covered", false));
-    assert_eq!(r["new"], ("beyond-max-count", true));
+    // The newest ready one is never deleted, usable or not (design §5.6).
+    assert_eq!(r["new"], ("newest-ready", false));
     assert_eq!(r["old"], ("beyond-max-count", true));
     let newest = |p: &Plan| match &p.coverage[0].state {
         CoverageState::Known { newest_covered, .. } => newest_covered.clone(),
@@ -322,6 +323,9 @@ fn the_newest_covered_snapshot_is_the_newest_covered_and_usable_one() {
     );
     assert_eq!(newest(&p).as_deref(), Some("old"));
     assert_eq!(reasons(&p)["old"], ("newest-covered", false));
+    // A fresh snapshot the daily drill has not reached yet is not pushed out by the
+    // drilled one: it is the newest ready.
+    assert_eq!(reasons(&p)["new"], ("newest-ready", false));
     // Nothing usable: no newest covered, and the newest ready one is still kept.
     let inv = inventory(
         vec![Snap {
