@@ -105,12 +105,8 @@ async fn execute(
         Ok(l) => l,
         Err(e) => return (summary, Err(e)),
     };
-    let mut found = match observe::shard(&ctx, &kube).await {
-        Ok(s) => s,
-        Err(e) => return (summary, Err(e)),
-    };
-
-    // decide: the fence first (a live one refuses, an expired one is recovered), then the plan
+    // decide on the fence before anything else is read: a live one refuses (exit 3)
+    // whatever the shard's state, an expired one is recovered first
     let recovery =
         match decide::recovery::recovery(lease.as_ref().map(|(_, o)| o), Timestamp::now()) {
             Ok(r) => r,
@@ -124,6 +120,12 @@ async fn execute(
                 );
             }
         };
+    let mut found = match observe::shard(&ctx, &kube).await {
+        Ok(s) => s,
+        Err(e) => return (summary, Err(e)),
+    };
+
+    // decide: the plan
     if opts.dry_run {
         // Nothing is written: the plan says what the run would recover and snapshot.
         if let Some(r) = &recovery {
