@@ -479,6 +479,28 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
         .filter(|d| d.reason == Reason::BadPolicy)
         .map(|d| d.name.clone())
         .collect();
+    // A name another shard's CronJob has taken stays taken only while that shard is
+    // wanted too: once it is gone (under the gate), its CronJob is deleted, and the shard
+    // that wanted the name gets it at the next run.
+    for d in out
+        .decisions
+        .iter_mut()
+        .filter(|d| d.reason == Reason::NameTaken)
+    {
+        if let Some(c) = by_name.get(d.name.as_str()) {
+            let own = unwanted(
+                config,
+                c,
+                &known,
+                &unread,
+                (&records, &wanted_names),
+                template,
+            );
+            if own.action == Action::Delete && own.reason == Reason::ShardGone {
+                *d = own;
+            }
+        }
+    }
     for c in seen.cronjobs.iter().filter(|c| c.ours) {
         if wanted_names.contains(c.name.as_str()) || bad_policy.contains(&c.name) {
             continue;

@@ -435,7 +435,7 @@ fn records_that_do_not_fit_are_left_alone_and_named() {
     // the shard left without one is a problem (the run exits 1).
     let mut other = crons[0].clone();
     other.shard = ShardKey::parse("vitess/example/commerce/-80");
-    let p = plan(&cfg, &seen(s.clusters.clone(), vec![other]));
+    let p = plan(&cfg, &seen(s.clusters.clone(), vec![other.clone()]));
     assert_eq!(
         (find(&p, name).action, find(&p, name).reason),
         (Action::Keep, Reason::NameTaken)
@@ -445,6 +445,16 @@ fn records_that_do_not_fit_are_left_alone_and_named() {
         p.problems[0].contains("vitess/example/commerce/-80"),
         "{p:#?}"
     );
+    // Once the shard it names is gone from vtctld too, it goes under the gate like any
+    // other: the name is not held for it for ever.
+    other.vtctld = InVtctld::Absent;
+    let p = plan(&cfg, &seen(s.clusters.clone(), vec![other.clone()]));
+    assert_eq!(
+        (find(&p, name).action, find(&p, name).reason),
+        (Action::Delete, Reason::ShardGone),
+        "{p:#?}"
+    );
+    assert_eq!(p.decisions.len(), 1, "{p:#?}");
     // Its record unreadable: left alone as well.
     let mut unreadable = crons[0].clone();
     unreadable.shard = Err("no record".into());
