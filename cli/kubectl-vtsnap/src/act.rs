@@ -220,10 +220,19 @@ pub fn job_from(cron: &Value, mode: Option<Mode>) -> Value {
     json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec})
 }
 
+/// Which of a cluster's namespaces `backup` means, when the config names its cluster in
+/// more than one: the CronJob whose record places it there.
+#[derive(Debug, Clone, Copy)]
+pub struct InNamespace<'a> {
+    pub namespace: &'a str,
+    pub config: &'a vtsnap_core::config::Config,
+}
+
 async fn find_cron(
     kube: &kube::Client,
     install: &Install,
     shard: &ShardArg,
+    only: Option<&InNamespace<'_>>,
 ) -> Result<CronJob, BackupError> {
     let api: Api<CronJob> = Api::namespaced(kube.clone(), &install.namespace);
     let selector = format!(
@@ -235,6 +244,20 @@ async fn find_cron(
     let mut found = list::all(&api, &ListParams::default().labels(&selector))
         .await
         .map_err(api_err("list the snapshot CronJobs"))?;
+    if let Some(only) = only.filter(|_| found.len() > 1) {
+        let clusters: Vec<(&str, &str)> = only
+            .config
+            .clusters
+            .iter()
+            .map(|c| (c.namespace.as_str(), c.name.as_str()))
+            .collect();
+        found.retain(|c| {
+            serde_json::to_value(c).is_ok_and(|v| {
+                crate::decide::schedules::cron_shard(clusters.iter().copied(), &v)
+                    .is_some_and(|(ns, ..)| ns == only.namespace)
+            })
+        });
+    }
     match found.len() {
         0 => Err(BackupError::NoCronJob(
             shard.to_string(),
@@ -268,8 +291,9 @@ pub async fn backup(
     shard: &ShardArg,
     mode: Option<Mode>,
     wait: Option<Duration>,
+    only: Option<&InNamespace<'_>>,
 ) -> Result<Outcome, BackupError> {
-    let cron = find_cron(kube, install, shard).await?;
+    let cron = find_cron(kube, install, shard, only).await?;
     let cron_value = serde_json::to_value(&cron).map_err(|e| BackupError::Api {
         doing: "read the CronJob".into(),
         cause: e.to_string(),

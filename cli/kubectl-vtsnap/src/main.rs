@@ -37,7 +37,8 @@ struct Cli {
     /// The kubeconfig context to use.
     #[arg(long, global = true, env = "VTSNAP_CONTEXT")]
     context: Option<String>,
-    /// The namespace of the object named (explain); else the context's.
+    /// The namespace of the object named (explain), or of the cluster `backup` names when
+    /// the config has that name in more than one namespace; else the context's.
     #[arg(short = 'n', long, global = true, env = "VTSNAP_NAMESPACE")]
     namespace: Option<String>,
     /// Where vtsnap is installed (its chart's ConfigMap); found by its label when unset.
@@ -272,13 +273,18 @@ async fn command(cli: &Cli, limit: Duration, last: LastRequest) -> Exit {
             online,
             wait,
         } => {
-            let (install, _) = match install_and_config(&kube, cli).await {
+            let (install, config) = match install_and_config(&kube, cli).await {
                 Ok(x) => x,
                 Err(e) => return e,
             };
             let mode = online.then_some(Mode::Online);
             let wait = wait.then(|| act::wait_budget(limit, started.elapsed()));
-            match act::backup(&kube, &install, shard, mode, wait).await {
+            // `-n` places a cluster whose name the config has in more than one namespace.
+            let only = cli.namespace.as_deref().map(|namespace| act::InNamespace {
+                namespace,
+                config: &config,
+            });
+            match act::backup(&kube, &install, shard, mode, wait, only.as_ref()).await {
                 Ok(out) => {
                     if cli.output == Format::Table {
                         println!("job {}: {}", out.job, out.result);

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use kubectl_vtsnap::act::{BackupError, ShardArg, backup};
+use kubectl_vtsnap::act::{BackupError, InNamespace, ShardArg, backup};
 use kubectl_vtsnap::decide::doctor::Install;
 use serde_json::json;
 use vtsnap_testkit::fake_kube::{FakeKube, Fault, FaultAction, Verb, is};
@@ -83,6 +83,7 @@ async fn broken_watches_do_not_end_the_wait_for_the_job() {
         &shard,
         None,
         Some(Duration::from_secs(120)),
+        None,
     )
     .await
     .unwrap();
@@ -105,6 +106,7 @@ async fn a_lasting_refusal_names_the_job_at_once() {
             &shard,
             None,
             Some(Duration::from_secs(600)),
+            None,
         ),
     )
     .await
@@ -117,4 +119,54 @@ async fn a_lasting_refusal_names_the_job_at_once() {
         "{e}"
     );
     assert_eq!(watches(&kube), 3, "a refusal is asked three times, no more");
+}
+
+/// Round three, item 4: with the cluster's name in two namespaces each shard has its own
+/// CronJob; `backup` alone cannot tell them apart (it names both), and `-n` picks the
+/// namespace's, by the CronJob's shard record.
+#[tokio::test]
+async fn a_cluster_named_in_two_namespaces_is_placed_by_its_namespace() {
+    let kube = FakeKube::new();
+    for ns in ["ns-a", "ns-b"] {
+        kube.put_json(
+            "batch",
+            "cronjobs",
+            json!({
+                "apiVersion": "batch/v1", "kind": "CronJob",
+                "metadata": {"name": format!("vtsnap-snap-{ns}-example-commerce-x-x"), "namespace": "vtsnap",
+                    "uid": format!("cron-{ns}"),
+                    "annotations": {"vtsnap.io/schedule-shard": format!("{ns}/example/commerce/-")},
+                    "labels": {"app.kubernetes.io/component": "snapshot", "vtsnap.io/cluster": "example",
+                        "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-x"}},
+                "spec": {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "snapshot", "image": "vtsnap/vtsnap-snapshot:1",
+                        "args": ["run", "--cluster", "example", "--cluster-namespace", ns]}]}}}}}
+            }),
+        );
+    }
+    let config = vtsnap_core::config::Config::from_yaml(
+        "clusters:\n- name: example\n  namespace: ns-a\n- name: example\n  namespace: ns-b\n",
+    )
+    .unwrap();
+    let shard: ShardArg = "example/commerce/-".parse().unwrap();
+    let e = backup(&kube.client(), &install(), &shard, None, None, None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, BackupError::SeveralCronJobs { n: 2, .. }),
+        "{e}"
+    );
+    let only = InNamespace {
+        namespace: "ns-b",
+        config: &config,
+    };
+    let out = backup(&kube.client(), &install(), &shard, None, None, Some(&only))
+        .await
+        .unwrap();
+    assert!(
+        out.job
+            .starts_with("vtsnap-snap-ns-b-example-commerce-x-x-"),
+        "{out:?}"
+    );
 }
