@@ -479,26 +479,46 @@ fn a_tablet_restored_after_it_was_reprovisioned_is_a_problem() {
             "annotations": {"vtsnap.io/restored-from": "a-2"}},
             "status": {"phase": "Bound"}})
     };
+    // The same tablet UID in another namespace, cluster, keyspace or shard is not the
+    // recorded tablet.
+    let elsewhere = |at: &str, value: &str| {
+        let mut p = restored("104");
+        if at == "namespace" {
+            p["metadata"]["namespace"] = json!(value);
+        } else {
+            p["metadata"]["labels"][format!("planetscale.com/{at}")] = json!(value);
+        }
+        p
+    };
     let seen = Seen {
         snapshots: vec![
             marked,
             snapshot("a-2", "x-80", "2026-12-01T10:00:00Z", "ready"),
         ],
         cronjobs: vec![cron("x-80")],
-        tablet_pvcs: vec![restored("104"), restored("105")],
+        tablet_pvcs: vec![
+            restored("104"),
+            restored("105"),
+            elsewhere("namespace", "other"),
+            elsewhere("cluster", "other"),
+            elsewhere("keyspace", "customer"),
+            elsewhere("shard", "80-x"),
+        ],
         ..Seen::default()
     };
     let st = status(&config(), &seen, now());
-    let problems = &st.shards[0].problems;
+    let all: Vec<&String> = st
+        .shards
+        .iter()
+        .flat_map(|s| &s.problems)
+        .filter(|p| p.contains("re-provisioned it once"))
+        .collect();
     assert_eq!(
-        problems
-            .iter()
-            .filter(|p| p.contains("re-provisioned it once"))
-            .collect::<Vec<_>>(),
+        all,
         [
             "tablet 104 was restored from snapshot a-2 after vtsnap re-provisioned it once: it is not re-provisioned again; check its replication"
         ],
-        "{problems:?}"
+        "{st:?}"
     );
 }
 
