@@ -99,6 +99,7 @@ pub async fn plugin_checks(
         &shard,
         Some(Mode::Online),
         Some(std::time::Duration::from_secs(300)),
+        None,
     )
     .await
     .unwrap();
