@@ -479,9 +479,10 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
         .filter(|d| d.reason == Reason::BadPolicy)
         .map(|d| d.name.clone())
         .collect();
-    // A name another shard's CronJob has taken stays taken only while that shard is
-    // wanted too: once it is gone (under the gate), its CronJob is deleted, and the shard
-    // that wanted the name gets it at the next run.
+    // A name another shard's CronJob has taken stays taken only while that CronJob would
+    // be kept on its own: once its shard is gone (under the gate), or it is a drill of
+    // drills turned off, it is deleted, and the shard that wanted the name gets it at the
+    // next run.
     for d in out
         .decisions
         .iter_mut()
@@ -496,7 +497,9 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
                 (&records, &wanted_names),
                 template,
             );
-            if own.action == Action::Delete && own.reason == Reason::ShardGone {
+            // Deleted under the gate (its shard gone), or as a drill of drills turned off:
+            // whatever would delete it unshielded by the name deletes it.
+            if own.action == Action::Delete {
                 *d = own;
             }
         }
