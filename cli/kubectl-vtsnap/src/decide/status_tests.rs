@@ -483,6 +483,7 @@ fn a_tablet_restored_after_it_was_reprovisioned_is_a_problem() {
     // recorded tablet.
     let elsewhere = |at: &str, value: &str| {
         let mut p = restored("104");
+        p["metadata"]["annotations"]["vtsnap.io/restored-from"] = json!(format!("from-{at}"));
         if at == "namespace" {
             p["metadata"]["namespace"] = json!(value);
         } else {
