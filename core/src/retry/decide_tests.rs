@@ -211,3 +211,35 @@ fn the_code_label_names_the_cause() {
         ["429", "500", "502", "503", "504", "5xx", "transport"]
     );
 }
+
+/// The `verb` label is the Kubernetes verb, as the API server's own metrics name it.
+#[test]
+fn the_verb_label_names_the_api_verb() {
+    let verbs: Vec<_> = [
+        Verb::Get,
+        Verb::List,
+        Verb::Watch,
+        Verb::Create,
+        Verb::Update,
+        Verb::Patch,
+        Verb::Delete,
+        Verb::DeleteCollection,
+        Verb::Other,
+    ]
+    .map(Verb::as_str)
+    .into();
+    assert_eq!(
+        verbs,
+        [
+            "get",
+            "list",
+            "watch",
+            "create",
+            "update",
+            "patch",
+            "delete",
+            "delete_collection",
+            "other"
+        ]
+    );
+}
