@@ -436,6 +436,28 @@ mod tests {
         assert_eq!(DrillResult::Failed.as_str(), "failed");
     }
 
+    /// What a decider keeps (`DrillSeen`) judges as the snapshot's own reader does: only a
+    /// counted pass is a pass.
+    #[test]
+    fn a_seen_record_passes_only_when_it_counts_and_passed() {
+        let now = at("2026-12-03T12:00:00Z");
+        let seen = |record: Result<DrillRecord, DrillRecordError>, of: Option<DrillOf>| DrillSeen {
+            record,
+            of,
+        };
+        let passed = DrillRecord::passed(&of(), at("2026-12-03T10:00:00Z"), Rto::default(), None);
+        let failed = DrillRecord::failed(&of(), at("2026-12-03T10:00:00Z"), "x", None, None);
+        assert!(seen(Ok(passed.clone()), Some(of())).passed(now));
+        assert!(!seen(Ok(failed), Some(of())).passed(now));
+        assert!(!seen(Ok(passed.clone()), None).passed(now));
+        assert!(!seen(Err(DrillRecordError::FailedWithoutReason), Some(of())).passed(now));
+        let other = DrillOf {
+            uid: "another".into(),
+            ..of()
+        };
+        assert!(!seen(Ok(passed), Some(other)).passed(now));
+    }
+
     /// Round three: a record dated before its snapshot existed, copied from another
     /// snapshot, or from the future, counts for nothing; only its own snapshot's record,
     /// made after the cut, does.
