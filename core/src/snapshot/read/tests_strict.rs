@@ -281,6 +281,11 @@ fn a_drill_record_binds_to_its_snapshot_and_an_unreadable_one_counts_as_none() {
     let d = s.drill(now).unwrap().unwrap();
     assert_eq!(d.result, DrillResult::Failed);
     assert_eq!(d.reason.as_deref(), Some("table shop.t1 is corrupt"));
+    assert_eq!(s.counted_drill(now), Some(d));
+    // What a decider keeps judges the same way.
+    let seen = s.drill_seen().unwrap();
+    assert_eq!(seen.standing(now), Ok(d));
+    assert!(!seen.passed(now));
     // Made for another snapshot, or the round-three record dated 2020 with no binding.
     for (record, want) in [
         (
