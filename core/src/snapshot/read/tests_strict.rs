@@ -320,6 +320,8 @@ fn a_drill_record_binds_to_its_snapshot_and_an_unreadable_one_counts_as_none() {
     // Not a string is still a malformed annotation map entry, as for every annotation.
     let e = read_with(|o| o["metadata"]["annotations"][ANN_DRILL] = json!(true)).unwrap_err();
     assert!(matches!(e, ReadError::Malformed { .. }), "{e}");
-    let e = read_with(|o| o["metadata"]["uid"] = json!(7)).unwrap_err();
-    assert_eq!(e.field(), "metadata.uid");
+    for bad in [json!(7), json!("")] {
+        let e = read_with(|o| o["metadata"]["uid"] = bad.clone()).unwrap_err();
+        assert_eq!(e.field(), "metadata.uid", "{bad}");
+    }
 }
