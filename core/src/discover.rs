@@ -145,9 +145,19 @@ pub async fn observe(
     let shard = r.shard.to_string();
     let shard_record = Some(vtctld.get_shard(&r.keyspace, &shard).await?);
     let tablets = vtctld.get_tablets(&r.keyspace, &shard).await?;
-    let positions = vtctld
+    let positions = match vtctld
         .shard_replication_positions(&r.keyspace, &shard)
-        .await?;
+        .await
+    {
+        Ok(p) => p,
+        Err(e) => {
+            // Real vtctld fails the whole call when one replica's status cannot be read
+            // (its mysqld down, held, restarting): one sick tablet must not hide the
+            // others (docs/design.md §2, "ShardReplicationPositions").
+            tracing::warn!(error = %e, "replication positions of the shard failed; reading each tablet");
+            positions_one_by_one(vtctld, shard_record.as_ref(), &tablets).await
+        }
+    };
     Ok(Observed {
         pods,
         pvcs,
@@ -155,6 +165,39 @@ pub async fn observe(
         tablets,
         positions,
     })
+}
+
+/// Each tablet's replication status through GetFullStatus, the shard's primary left
+/// out; a tablet whose status cannot be read has none (and becomes an issue in `build`).
+async fn positions_one_by_one(
+    vtctld: &VtctldClient,
+    shard_record: Option<&topodata::Shard>,
+    tablets: &[topodata::Tablet],
+) -> ShardReplicationPositionsResponse {
+    let primary = shard_record.and_then(|s| s.primary_alias.as_ref());
+    let reads = tablets
+        .iter()
+        .filter(|t| t.alias.is_some() && t.alias.as_ref() != primary)
+        .filter_map(|t| {
+            let alias = TabletAlias::from(t.alias.as_ref()?);
+            Some(async move {
+                let status = vtctld.get_full_status(&alias).await;
+                (alias, t, status)
+            })
+        });
+    let mut out = ShardReplicationPositionsResponse::default();
+    for (alias, tablet, status) in futures::future::join_all(reads).await {
+        match status {
+            Ok(full) => {
+                if let Some(s) = full.replication_status {
+                    out.replication_statuses.insert(alias.to_string(), s);
+                }
+            }
+            Err(e) => tracing::warn!(tablet = %alias, error = %e, "no replication status"),
+        }
+        out.tablet_map.insert(alias.to_string(), tablet.clone());
+    }
+    out
 }
 
 fn alias_from_labels(l: &BTreeMap<String, String>) -> Result<TabletAlias, String> {
