@@ -9,6 +9,8 @@
 //! - [`mariadb`]: a real MariaDB (or, where Docker and the internet exist, MySQL 8)
 //!   server in a container, running on a tablet directory of a host volume.
 //!
+//! - [`vitess`]: a real Vitess shard (etcd, vtctld, VTOrc, mysqlctld and vttablet on
+//!   MySQL 9.7) in containers of the Vitess image.
 //! - [`prom_parse`]: a strict parser of OpenMetrics and Prometheus text, for metrics tests.
 //! - [`helm`]: the real helm installing the repo's chart.
 //! - [`real_kube`]: a client of a real API server (the local control plane of
@@ -38,3 +40,4 @@ pub mod prom_parse;
 pub mod rbac;
 pub mod real_kube;
 pub mod tree;
+pub mod vitess;

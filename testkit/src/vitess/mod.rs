@@ -1,0 +1,450 @@
+//! A real Vitess shard on this machine: etcd as the topology, vtctld, optionally VTOrc,
+//! and tablets of mysqlctld and vttablet (MySQL 9.7), each daemon in its own container of
+//! the Vitess image (`scripts/build-images.sh`), as vitess-operator runs them in a tablet
+//! Pod's `mysqld` and `vttablet` containers: the tablet's volume at `/vt/vtdataroot`, the
+//! shared socket directory at `/vt/socket`. Everything is on 127.0.0.1.
+//!
+//! The binaries come from `e2e/local-cluster/build-vitess.sh` (Go module
+//! `vitess.io/vitess`); etcd from `e2e/local-cluster/build-tools.sh`.
+//!
+//! Facts this rests on (Vitess v0.24.4): the daemons refuse UID 0 (the image's user is
+//! `vitess`, 999); `mysql90.cnf` sets `skip_replica_start`; mysqld binds every interface
+//! unless a file in `EXTRA_MY_CNF` sets `bind-address`.
+
+pub mod container;
+mod tablet;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub use container::{Access, Bind, Container};
+pub use tablet::{TabletRole, VitessTablet};
+use vtsnap_core::naming::TabletAlias;
+use vtsnap_core::vtctld::client::{CallLimits, VtctldClient};
+
+pub const IMAGE: &str = "localhost/vtsnap-vitess:24";
+pub const CELL: &str = "zone1";
+pub const KEYSPACE: &str = "commerce";
+pub const SHARD: &str = "-";
+/// The database of keyspace `commerce` (Vitess's `vt_<keyspace>`).
+pub const DATABASE: &str = "vt_commerce";
+const TOPO_ROOT: &str = "/vitess/global";
+
+/// A lean my.cnf for a 2-core test machine (defaults take 2.1 GB for three tablets).
+pub const LEAN_CNF: &str = "bind-address = 127.0.0.1
+performance_schema = OFF
+innodb_buffer_pool_size = 32M
+innodb_redo_log_capacity = 16M
+";
+
+/// The keyspace's durability policy (`vtctldclient CreateKeyspace --durability-policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    None,
+    SemiSync,
+}
+
+impl Durability {
+    fn flag(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::SemiSync => "semi_sync",
+        }
+    }
+}
+
+/// Whether VTOrc watches the shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Orchestrator {
+    Off,
+    VtOrc,
+}
+
+#[derive(Debug, Clone)]
+pub struct VitessOptions {
+    /// Tablet UIDs; the first becomes the primary.
+    pub uids: Vec<u32>,
+    pub durability: Durability,
+    pub vtorc: Orchestrator,
+    /// Where the tablets' volumes live (each `<root>/<uid>` is one tablet's PVC; its
+    /// vtdataroot is `<root>/<uid>/vtdataroot`). A btrfs mount in tests that snapshot.
+    pub volumes: PathBuf,
+}
+
+fn binary_dir() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::env::var_os("VTSNAP_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target/tools"))
+}
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port: {e}"))
+}
+
+/// Makes `dir` (and its parents below `volumes`) owned by the image's user.
+pub fn give_to_vitess(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let out = std::process::Command::new("chown")
+        .args(["-R", "999:999"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "chown {}: {:?}", dir.display(), out);
+}
+
+/// etcd on the host, killed when dropped.
+#[derive(Debug)]
+struct Etcd {
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+    client: String,
+}
+
+impl Etcd {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let (client, peer) = (free_port(), free_port());
+        let client = format!("127.0.0.1:{client}");
+        let peer = format!("http://127.0.0.1:{peer}");
+        let etcd = binary_dir().join("etcd");
+        assert!(
+            etcd.exists(),
+            "{} is missing: run `make tools`",
+            etcd.display()
+        );
+        let child = std::process::Command::new(&etcd)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(["--listen-client-urls", &format!("http://{client}")])
+            .args(["--advertise-client-urls", &format!("http://{client}")])
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &format!("default={peer}")])
+            .args(["--log-level", "error"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", etcd.display()));
+        Self {
+            child,
+            _dir: dir,
+            client,
+        }
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The topology flags every daemon gets.
+fn topo_flags(etcd: &str) -> Vec<String> {
+    vec![
+        "--topo-implementation".into(),
+        "etcd2".into(),
+        "--topo-global-server-address".into(),
+        etcd.into(),
+        "--topo-global-root".into(),
+        TOPO_ROOT.into(),
+    ]
+}
+
+/// A running shard. Dropping it removes every container, then stops etcd.
+#[derive(Debug)]
+pub struct VitessShard {
+    pub opts: VitessOptions,
+    /// vtctld's gRPC address (`127.0.0.1:<port>`).
+    pub vtctld_grpc: String,
+    pub tablets: Vec<VitessTablet>,
+    vtorc: Option<Container>,
+    vtctld: Container,
+    /// The lean my.cnf (`EXTRA_MY_CNF`) and the file backup storage.
+    shared: tempfile::TempDir,
+    etcd: Etcd,
+}
+
+/// Unique container names per process and shard.
+fn prefix() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "vtsnap-vt-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl VitessShard {
+    /// etcd, vtctld, the keyspace, every tablet (mysqlctld initializes each mysqld), a
+    /// `PlannedReparentShard` to the first UID, VTOrc if asked for; returns once every
+    /// replica replicates from the primary.
+    pub async fn start(opts: VitessOptions) -> Self {
+        let etcd = Etcd::start();
+        let prefix = prefix();
+        let shared = tempfile::Builder::new()
+            .prefix("vtsnap-vitess-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        std::fs::write(shared.path().join("lean.cnf"), LEAN_CNF).unwrap();
+        give_to_vitess(&shared.path().join("backups"));
+        std::fs::set_permissions(
+            shared.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+
+        let grpc = free_port();
+        let web = free_port();
+        let mut cmd = vec!["vtctld".to_owned()];
+        cmd.extend(topo_flags(&etcd.client));
+        cmd.extend(
+            [
+                "--service-map",
+                "grpc-vtctl,grpc-vtctld",
+                "--backup-storage-implementation",
+                "file",
+                "--file-backup-storage-root",
+                "/vt/backups",
+                "--log-format",
+                "text",
+            ]
+            .map(str::to_owned),
+        );
+        cmd.extend([format!("--port={web}"), format!("--grpc-port={grpc}")]);
+        let vtctld = Container::run(
+            &format!("{prefix}-vtctld"),
+            IMAGE,
+            &[Bind {
+                host: shared.path().join("backups"),
+                at: "/vt/backups",
+                access: Access::ReadWrite,
+            }],
+            &[],
+            &cmd,
+        );
+        let mut shard = Self {
+            vtctld_grpc: format!("127.0.0.1:{grpc}"),
+            opts: opts.clone(),
+            tablets: Vec::new(),
+            vtorc: None,
+            vtctld,
+            shared,
+            etcd,
+        };
+        shard
+            .ctl(&[
+                "AddCellInfo",
+                "--root",
+                &format!("/vitess/{CELL}"),
+                "--server-address",
+                &shard.etcd.client.clone(),
+                CELL,
+            ])
+            .await;
+        shard
+            .ctl(&[
+                "CreateKeyspace",
+                &format!("--durability-policy={}", opts.durability.flag()),
+                KEYSPACE,
+            ])
+            .await;
+        for (i, uid) in opts.uids.iter().enumerate() {
+            let t = shard.tablet_container_set(*uid, &format!("{prefix}-t{i}"));
+            shard.tablets.push(t);
+        }
+        for t in &shard.tablets {
+            t.wait_for_mysqld(Duration::from_secs(180)).await;
+        }
+        for t in &mut shard.tablets {
+            t.start_vttablet();
+        }
+        shard.wait_listed(Duration::from_secs(120)).await;
+        let primary = shard.tablets[0].alias.to_string();
+        shard
+            .ctl(&[
+                "PlannedReparentShard",
+                &format!("{KEYSPACE}/{SHARD}"),
+                "--new-primary",
+                &primary,
+            ])
+            .await;
+        if opts.vtorc == Orchestrator::VtOrc {
+            shard.start_vtorc(&prefix);
+        }
+        for t in &shard.tablets[1..] {
+            t.wait_replicating(&shard.vtctld_grpc, Duration::from_secs(120))
+                .await;
+        }
+        shard
+    }
+
+    fn tablet_container_set(&self, uid: u32, name: &str) -> VitessTablet {
+        VitessTablet::start_mysqlctld(
+            uid,
+            name,
+            &self.opts.volumes,
+            self.shared.path(),
+            &self.etcd.client,
+        )
+    }
+
+    fn start_vtorc(&mut self, prefix: &str) {
+        let mut cmd = vec!["vtorc".to_owned()];
+        cmd.extend(topo_flags(&self.etcd.client));
+        cmd.extend(
+            [
+                "--cell",
+                CELL,
+                "--instance-poll-time",
+                "1s",
+                "--recovery-poll-duration",
+                "1s",
+                "--topo-information-refresh-duration",
+                "5s",
+                "--log-format",
+                "text",
+            ]
+            .map(str::to_owned),
+        );
+        cmd.push(format!("--port={}", free_port()));
+        self.vtorc = Some(Container::run(
+            &format!("{prefix}-vtorc"),
+            IMAGE,
+            &[],
+            &[],
+            &cmd,
+        ));
+    }
+
+    /// A client of the real vtctld.
+    pub fn client(&self) -> VtctldClient {
+        VtctldClient::new(
+            &self.vtctld_grpc,
+            CallLimits {
+                timeout: Duration::from_secs(30),
+                read_attempts: 3,
+            },
+        )
+        .unwrap()
+    }
+
+    /// `vtctldclient --server <vtctld> <args…>`; panics with its output when it fails.
+    pub async fn ctl(&self, args: &[&str]) -> String {
+        let out = self.ctl_output(args).await;
+        assert!(
+            out.status.success(),
+            "vtctldclient {args:?}: {}{}\nvtctld: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.vtctld.logs(30)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `vtctldclient` against vtctld, its whole output (success or not).
+    pub async fn ctl_output(&self, args: &[&str]) -> std::process::Output {
+        let server = format!("--server={}", self.vtctld_grpc);
+        let mut cmd = vec!["vtctldclient", server.as_str()];
+        cmd.extend_from_slice(args);
+        // vtctld answers only once it has read the topology: retry "unavailable" briefly.
+        let start = Instant::now();
+        loop {
+            let out = self.vtctld.exec(&cmd).await;
+            let err = String::from_utf8_lossy(&out.stderr);
+            if out.status.success()
+                || !(err.contains("Unavailable") || err.contains("connection refused"))
+                || start.elapsed() > Duration::from_secs(60)
+            {
+                return out;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    async fn wait_listed(&self, limit: Duration) {
+        let start = Instant::now();
+        loop {
+            let listed = self
+                .client()
+                .get_tablets(KEYSPACE, SHARD)
+                .await
+                .map(|ts| ts.len())
+                .unwrap_or(0);
+            if listed == self.tablets.len() {
+                return;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "only {listed} of {} tablets in the topology after {limit:?}\n{}",
+                self.tablets.len(),
+                self.tablets
+                    .iter()
+                    .map(|t| t.logs(15))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    pub fn tablet(&self, alias: &TabletAlias) -> &VitessTablet {
+        self.tablets
+            .iter()
+            .find(|t| &t.alias == alias)
+            .unwrap_or_else(|| panic!("no tablet {alias}"))
+    }
+
+    pub fn primary(&self) -> &VitessTablet {
+        &self.tablets[0]
+    }
+
+    /// Where the lean my.cnf and the backups are (mounted into every tablet).
+    pub fn shared_dir(&self) -> &Path {
+        self.shared.path()
+    }
+
+    /// etcd's client address (`127.0.0.1:<port>`).
+    pub fn topo(&self) -> &str {
+        &self.etcd.client
+    }
+
+    /// Adds a tablet whose volume is already at `<volumes>/<uid>` (e.g. a clone): its
+    /// mysqlctld starts the mysqld there, its vttablet joins as a replica.
+    pub async fn add_tablet(&mut self, uid: u32) -> &VitessTablet {
+        let name = format!("{}-add{uid}", prefix());
+        let mut t = self.tablet_container_set(uid, &name);
+        t.wait_for_mysqld(Duration::from_secs(180)).await;
+        t.start_vttablet();
+        self.tablets.push(t);
+        self.tablets.last().unwrap()
+    }
+
+    /// Names of every container this process started (for leftover checks).
+    pub fn started_by_this_process() -> Vec<String> {
+        Container::started_by_this_process()
+    }
+
+    pub fn vtorc_running(&self) -> bool {
+        self.vtorc.as_ref().is_some_and(Container::running)
+    }
+
+    /// Stops VTOrc (it is removed).
+    pub fn stop_vtorc(&mut self) {
+        self.vtorc = None;
+    }
+}
+
+impl Drop for VitessShard {
+    fn drop(&mut self) {
+        self.vtorc = None;
+        self.tablets.clear();
+    }
+}

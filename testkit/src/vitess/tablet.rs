@@ -1,0 +1,267 @@
+//! One real tablet: a `mysqld` container running mysqlctld (which runs mysqld) and a
+//! `vttablet` container, sharing the tablet's volume and socket directory as the
+//! operator's tablet Pod does (flags in the operator's shape, Vitess 24's dashed names).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use vtsnap_core::naming::TabletAlias;
+use vtsnap_core::vtctld::client::{CallLimits, VtctldClient};
+use vtsnap_core::vtctld::messages::replicationdata::STATE_RUNNING;
+
+use super::container::{Access, Bind, Container};
+use super::{CELL, IMAGE, KEYSPACE, SHARD, free_port, give_to_vitess, topo_flags};
+
+/// Which container of the tablet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TabletRole {
+    Mysqld,
+    Vttablet,
+}
+
+#[derive(Debug)]
+pub struct VitessTablet {
+    pub uid: u32,
+    pub alias: TabletAlias,
+    /// The tablet's PVC (`<volumes>/<uid>`); its vtdataroot is `<volume>/vtdataroot`.
+    pub volume: PathBuf,
+    /// The Pod's `/vt/socket` (mysql.sock, mysqlctl.sock) on the host.
+    pub socket_dir: PathBuf,
+    pub mysql_port: u16,
+    pub grpc_port: u16,
+    pub web_port: u16,
+    etcd: String,
+    shared: PathBuf,
+    name: String,
+    /// vttablet first: dropped before mysqld.
+    vttablet: Option<Container>,
+    mysqld: Option<Container>,
+    _sockets: tempfile::TempDir,
+}
+
+impl VitessTablet {
+    pub(super) fn start_mysqlctld(
+        uid: u32,
+        name: &str,
+        volumes: &Path,
+        shared: &Path,
+        etcd: &str,
+    ) -> Self {
+        let volume = volumes.join(uid.to_string());
+        give_to_vitess(&volume.join("vtdataroot"));
+        let sockets = tempfile::Builder::new()
+            .prefix("vtsnap-vt-socket-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        give_to_vitess(sockets.path());
+        let mut t = Self {
+            uid,
+            alias: format!("{CELL}-{uid:010}").parse().unwrap(),
+            volume,
+            socket_dir: sockets.path().to_path_buf(),
+            mysql_port: free_port(),
+            grpc_port: free_port(),
+            web_port: free_port(),
+            etcd: etcd.to_owned(),
+            shared: shared.to_path_buf(),
+            name: name.to_owned(),
+            vttablet: None,
+            mysqld: None,
+            _sockets: sockets,
+        };
+        t.start_mysqld_container();
+        t
+    }
+
+    fn binds(&self) -> Vec<Bind> {
+        vec![
+            Bind {
+                host: self.volume.join("vtdataroot"),
+                at: "/vt/vtdataroot",
+                access: Access::ReadWrite,
+            },
+            Bind {
+                host: self.socket_dir.clone(),
+                at: "/vt/socket",
+                access: Access::ReadWrite,
+            },
+            Bind {
+                host: self.shared.join("lean.cnf"),
+                at: "/vt/lab/lean.cnf",
+                access: Access::ReadOnly,
+            },
+            Bind {
+                host: self.shared.join("backups"),
+                at: "/vt/backups",
+                access: Access::ReadWrite,
+            },
+        ]
+    }
+
+    /// The operator's `mysqld` container: mysqlctld, which initializes or starts mysqld.
+    pub fn start_mysqld_container(&mut self) {
+        let cmd: Vec<String> = vec![
+            "mysqlctld".into(),
+            format!("--tablet-uid={}", self.uid),
+            format!("--mysql-port={}", self.mysql_port),
+            "--socket-file=/vt/socket/mysqlctl.sock".into(),
+            "--mysql-socket=/vt/socket/mysql.sock".into(),
+            "--init-db-sql-file=/vt/config/init_db.sql".into(),
+            "--db-charset=utf8mb4".into(),
+            "--wait-time=2h".into(),
+            "--log-format=text".into(),
+        ];
+        self.mysqld = Some(Container::run(
+            &format!("{}-mysqld", self.name),
+            IMAGE,
+            &self.binds(),
+            &[("EXTRA_MY_CNF", "/vt/lab/lean.cnf".to_owned())],
+            &cmd,
+        ));
+    }
+
+    /// The operator's `vttablet` container.
+    pub fn start_vttablet(&mut self) {
+        let mut cmd = vec!["vttablet".to_owned()];
+        cmd.extend(topo_flags(&self.etcd));
+        cmd.extend([
+            format!("--tablet-path={}", self.alias),
+            "--tablet-hostname=127.0.0.1".into(),
+            format!("--init-keyspace={KEYSPACE}"),
+            format!("--init-shard={SHARD}"),
+            "--init-tablet-type=replica".into(),
+            format!("--port={}", self.web_port),
+            format!("--grpc-port={}", self.grpc_port),
+            "--service-map=grpc-queryservice,grpc-tabletmanager,grpc-updatestream".into(),
+            "--mysqlctl-socket=/vt/socket/mysqlctl.sock".into(),
+            "--db-charset=utf8mb4".into(),
+            "--health-check-interval=2s".into(),
+            "--restore-from-backup".into(),
+            "--backup-storage-implementation=file".into(),
+            "--file-backup-storage-root=/vt/backups".into(),
+            "--log-format=text".into(),
+        ]);
+        self.vttablet = Some(Container::run(
+            &format!("{}-vttablet", self.name),
+            IMAGE,
+            &self.binds(),
+            &[],
+            &cmd,
+        ));
+    }
+
+    /// The tablet's directory (`vt_<uid %010d>`) on the host.
+    pub fn tablet_dir(&self) -> PathBuf {
+        self.volume
+            .join("vtdataroot")
+            .join(format!("vt_{:010}", self.uid))
+    }
+
+    /// The mysqlctld socket on the host (what vtsnap-node dials).
+    pub fn mysqlctl_socket(&self) -> PathBuf {
+        self.socket_dir.join("mysqlctl.sock")
+    }
+
+    pub fn container(&self, role: TabletRole) -> Option<&Container> {
+        match role {
+            TabletRole::Mysqld => self.mysqld.as_ref(),
+            TabletRole::Vttablet => self.vttablet.as_ref(),
+        }
+    }
+
+    /// Removes one of its containers (as a Pod's container dying for good would).
+    pub fn remove(&mut self, role: TabletRole) {
+        match role {
+            TabletRole::Mysqld => self.mysqld = None,
+            TabletRole::Vttablet => self.vttablet = None,
+        }
+    }
+
+    /// Runs SQL as `vt_dba` over the socket; tab-separated rows, or the client's error.
+    pub async fn sql(&self, query: &str) -> Result<String, String> {
+        let c = self
+            .mysqld
+            .as_ref()
+            .ok_or_else(|| format!("{}: no mysqld container", self.alias))?;
+        let out = c
+            .exec(&[
+                "mysql",
+                "--no-defaults",
+                "-S",
+                "/vt/socket/mysql.sock",
+                "-u",
+                "vt_dba",
+                "-N",
+                "-B",
+                "-e",
+                query,
+            ])
+            .await;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+        }
+    }
+
+    /// `sql` that must succeed.
+    pub async fn must_sql(&self, query: &str) -> String {
+        self.sql(query)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {query}: {e}", self.alias))
+    }
+
+    pub async fn gtid_executed(&self) -> String {
+        self.must_sql("SELECT @@global.gtid_executed")
+            .await
+            .replace('\n', "")
+    }
+
+    pub(super) async fn wait_for_mysqld(&self, limit: Duration) {
+        let start = Instant::now();
+        while self.sql("SELECT 1").await.is_err() {
+            assert!(
+                start.elapsed() < limit,
+                "mysqld of {} did not answer within {limit:?}:\n{}",
+                self.alias,
+                self.logs(30)
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Waits until vtctld reports its replication IO and SQL threads running.
+    pub async fn wait_replicating(&self, vtctld: &str, limit: Duration) {
+        let client = VtctldClient::new(vtctld, CallLimits::default()).unwrap();
+        let start = Instant::now();
+        loop {
+            let status = client.get_full_status(&self.alias).await;
+            let running = status
+                .as_ref()
+                .ok()
+                .and_then(|f| f.replication_status.as_ref())
+                .is_some_and(|s| s.io_state == STATE_RUNNING && s.sql_state == STATE_RUNNING);
+            if running {
+                return;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "{} not replicating after {limit:?}: {status:?}\n{}",
+                self.alias,
+                self.logs(20)
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// The last lines of both containers' output.
+    pub fn logs(&self, lines: usize) -> String {
+        let mut s = String::new();
+        for (role, c) in [("mysqld", &self.mysqld), ("vttablet", &self.vttablet)] {
+            if let Some(c) = c {
+                s.push_str(&format!("--- {} {role}:\n{}\n", self.alias, c.logs(lines)));
+            }
+        }
+        s
+    }
+}
