@@ -6,8 +6,8 @@
 //! encodes the upstream type (scalar, enum, message of the right type, map<k, v>,
 //! repeated/optional). For the prost enums: each value's number. For every gRPC call the
 //! clients (core/src/vtctld/client.rs, node/src/mysqlctl.rs) and the fake servers
-//! (testkit/src/fake_vtctld.rs, fake_mysqlctld.rs) make or answer: the upstream service has
-//! that rpc, unary, with the request and response types our code pairs with it.
+//! (testkit/src/fake_vtctld/service.rs, fake_mysqlctld.rs) make or answer: the upstream
+//! service has that rpc, unary, with the request and response types our code pairs with it.
 //!
 //! Needs `go` (on PATH or /usr/local/go/bin/go) and the Go module proxy; without them the
 //! test fails (it does not skip).
@@ -74,7 +74,7 @@ const MESSAGE_FILES: &[(&str, &str)] = &[
 /// gRPC clients (method names passed to a call helper) and fake servers (dispatch arms).
 const CLIENTS: &[&str] = &["core/src/vtctld/client.rs", "node/src/mysqlctl.rs"];
 const SERVERS: &[&str] = &[
-    "testkit/src/fake_vtctld.rs",
+    "testkit/src/fake_vtctld/service.rs",
     "testkit/src/fake_mysqlctld.rs",
 ];
 
@@ -399,7 +399,7 @@ fn mistakes_planted_in_our_sources_are_reported() {
             ),
         ),
         (
-            "testkit/src/fake_vtctld.rs",
+            "testkit/src/fake_vtctld/service.rs",
             "\"GetTablet\" => grpc::unary(req, move |r| f.get_tablet(r))",
             "\"GetTablet\" => grpc::unary(req, move |r| f.get_shard(r))",
             "(match arm \"GetTablet\"): `/vtctlservice.Vtctld/GetTablet`: request is Rust \

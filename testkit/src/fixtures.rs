@@ -16,7 +16,7 @@ use vtsnap_core::labels;
 use vtsnap_core::naming::{KeyRange, TabletAlias, tablet_pod_name, tablet_uid};
 use vtsnap_core::shard::ShardRef;
 use vtsnap_core::vtctld::messages::replicationdata::{
-    FullStatus, STATE_RUNNING, STATE_STOPPED, Status,
+    FullStatus, PrimaryStatus, STATE_RUNNING, STATE_STOPPED, Status,
 };
 use vtsnap_core::vtctld::messages::topodata::{self, Tablet, TabletType};
 
@@ -306,13 +306,17 @@ impl ShardFixture {
         } else {
             STATE_RUNNING
         };
+        let position = "MariaDB/0-100-1000";
+        let uid = t.alias.uid.get();
         let status = (!is_primary).then(|| Status {
-            position: "MariaDB/0-100-1000".into(),
+            position: position.into(),
             replication_lag_seconds: self.lag.get(&t.number).copied().unwrap_or(0),
             io_state: running,
             sql_state: running,
             auto_position: true,
             using_gtid: true,
+            // A stopped replica cannot tell its lag (as real vtctld reports it).
+            replication_lag_unknown: running == STATE_STOPPED,
             ..Default::default()
         });
         FakeTablet {
@@ -328,16 +332,25 @@ impl ShardFixture {
             },
             status,
             full: FullStatus {
-                server_id: 1_000_000 + t.alias.uid.get() % 1_000_000,
+                server_id: 1_000_000 + uid % 1_000_000,
+                server_uuid: format!("{uid:08x}-0000-4000-8000-00000000c0de"),
                 version: "10.11.18-MariaDB".into(),
                 version_comment: "Debian 12".into(),
                 gtid_mode: "ON".into(),
                 binlog_format: "ROW".into(),
                 log_bin_enabled: true,
                 log_replica_updates: true,
+                // Every tablet writes binlogs (replicas too: log_replica_updates).
+                primary_status: Some(PrimaryStatus {
+                    position: position.into(),
+                    file_position: format!("FilePos/vt-{uid:010}-bin.000001:1000"),
+                }),
+                read_only: ty != TabletType::Primary,
+                super_read_only: ty != TabletType::Primary,
                 ..Default::default()
             },
             variables: self.variables.clone(),
+            mysqld_down: false,
         }
     }
 
