@@ -315,10 +315,12 @@ pub fn build(r: &ShardRef, o: &Observed) -> Shard {
                 pvc: claim,
             });
         }
+        // Real vtctld gives the primary a position-only entry: it does not replicate.
         let replication = o
             .positions
             .replication_statuses
             .get(&a)
+            .filter(|_| Some(&alias) != primary.as_ref())
             .map(|s| Replication {
                 position: s.position.clone(),
                 lag_seconds: s.replication_lag_seconds,

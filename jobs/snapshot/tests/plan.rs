@@ -319,11 +319,10 @@ async fn vtctld_unreachable_is_an_error_never_a_target() {
 async fn vtctld_errors_are_errors_too() {
     let f = shard().replicas(3).primary(1);
     let w = world(&f).await;
-    w.vtctld.fail(
-        "ShardReplicationPositions",
-        5,
-        tonic::Status::internal("topo down"),
-    );
+    // (a failed ShardReplicationPositions is read tablet by tablet instead: see
+    // core's discover tests; the tablet list has no such fallback)
+    w.vtctld
+        .fail("GetTablets", 5, tonic::Status::internal("topo down"));
     let e = plan(
         &w.config,
         &ShardName::new("example", "commerce", "-"),

@@ -38,6 +38,11 @@ pub enum RunError {
     #[error(transparent)]
     NoPlan(#[from] NoPlan),
     #[error(
+        "cannot tell whether the primary {primary} waits for semi-sync acknowledgements \
+         (a cut could block its writes): {reason}"
+    )]
+    SemiSyncUnknown { primary: String, reason: String },
+    #[error(
         "{alias} is not crash-safe for an online snapshot: {}",
         list(violations)
     )]
@@ -126,6 +131,8 @@ impl RunError {
             RunError::Discovery(_) => "discovery-failed",
             RunError::NoPlan(NoPlan::Refused(r)) => r.code(),
             RunError::NoPlan(NoPlan::TargetTypeUnknown { .. }) => "target-type-unknown",
+            RunError::NoPlan(NoPlan::SemiSyncAcks(_)) => "semi-sync-acks",
+            RunError::SemiSyncUnknown { .. } => "semi-sync-unknown",
             RunError::OnlinePrecondition { .. } => "online-precondition",
             RunError::Fence(_) => "fence-failed",
             RunError::LayoutRefused(_) => "layout-refused",
@@ -156,6 +163,7 @@ impl RunError {
             | RunError::UnreadableFence(_)
             | RunError::FenceTaken(_)
             | RunError::NoPlan(_)
+            | RunError::SemiSyncUnknown { .. }
             | RunError::OnlinePrecondition { .. }
             | RunError::LayoutRefused(_) => Exit::Refused,
             RunError::UnfenceIncomplete { .. } => Exit::UnfenceIncomplete,

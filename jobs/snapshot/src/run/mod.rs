@@ -137,6 +137,9 @@ async fn execute(
             Ok(p) => p,
             Err(e) => return (summary, Err(e.into())),
         };
+        if let Err(e) = keeps_acks(&ctx, &found, &plan).await {
+            return (summary, Err(e));
+        }
         plan.recover = recovery;
         summary.target = Some(plan.target.target.alias.clone());
         summary.steps.push(format!(
@@ -169,8 +172,30 @@ async fn execute(
         Ok(p) => p,
         Err(e) => return (summary, Err(e.into())),
     };
+    if let Err(e) = keeps_acks(&ctx, &found, &plan).await {
+        return (summary, Err(e));
+    }
     summary.target = Some(plan.target.target.alias.clone());
     let mut actor = act::Actor::new(kube, &ctx, opts, &plan, summary);
     let result = actor.run().await;
     (actor.summary, result)
+}
+
+/// Refuses a plan that would leave the primary too few semi-sync acknowledgements; reads
+/// the primary's variables only when the plan takes the target's away.
+async fn keeps_acks(
+    ctx: &observe::Context,
+    found: &vtsnap_core::shard::Shard,
+    plan: &SnapshotPlan,
+) -> Result<(), RunError> {
+    let Some(primary) = found
+        .primary
+        .as_ref()
+        .filter(|_| decide::semi_sync::stops_acks(plan))
+    else {
+        return Ok(());
+    };
+    let acks = observe::primary_acks(&ctx.vtctld, primary).await?;
+    decide::semi_sync::check(found, plan, acks)
+        .map_err(|e| RunError::NoPlan(decide::NoPlan::SemiSyncAcks(e)))
 }

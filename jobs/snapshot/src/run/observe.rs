@@ -1,5 +1,6 @@
 //! observe: the config lookups, the shard's fence lease, the shard's tablets, and for online
-//! runs the target's crash-safety variables. Reads only (a dry run runs all of it).
+//! runs the target's crash-safety variables, and whether the primary waits for semi-sync
+//! acknowledgements. Reads only (a dry run runs all of it).
 
 use vtsnap_core::shard::ShardName;
 
@@ -10,9 +11,10 @@ use vtsnap_core::discover;
 use vtsnap_core::fence::{Fence, lease_name};
 use vtsnap_core::naming::TabletAlias;
 use vtsnap_core::shard::{Shard, ShardRef};
-use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
+use vtsnap_core::vtctld::{VtctldClient, VtctldError};
 
+use super::decide::semi_sync::{self, PrimaryAcks};
 use super::decide::{ObservedFence, crash_safety_variables, is_mariadb};
 use super::error::RunError;
 
@@ -141,4 +143,31 @@ pub async fn online_facts(
         mariadb,
         values: r.rows.first().map(|row| row.cells()).unwrap_or_default(),
     })
+}
+
+/// What the primary waits for before a commit returns (semi-sync), read only when the
+/// plan takes the target's acknowledgements away (see [`semi_sync`]).
+pub async fn primary_acks(
+    vtctld: &VtctldClient,
+    primary: &TabletAlias,
+) -> Result<PrimaryAcks, RunError> {
+    let unknown = |reason: String| RunError::SemiSyncUnknown {
+        primary: primary.to_string(),
+        reason,
+    };
+    for query in semi_sync::QUERIES {
+        match vtctld.execute_fetch_as_dba(primary, query, 1).await {
+            Ok(r) => {
+                let cells = r.rows.first().map(|row| row.cells()).unwrap_or_default();
+                let cell = |i: usize| cells.get(i).cloned().flatten();
+                let count = cell(1);
+                return semi_sync::parse(cell(0).as_deref(), count.as_deref())
+                    .ok_or_else(|| unknown(format!("{query} answered {cells:?}")));
+            }
+            Err(VtctldError::Rpc { message, .. }) if semi_sync::is_unknown_variable(&message) => {}
+            Err(e) => return Err(unknown(e.to_string())),
+        }
+    }
+    // Neither flavor's variables exist: no semi-sync plugin is loaded.
+    Ok(PrimaryAcks::NotRequired)
 }

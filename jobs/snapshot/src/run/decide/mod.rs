@@ -2,6 +2,7 @@
 //! clock, so the order of steps can be read, printed (`--dry-run`) and tested alone.
 
 pub mod recovery;
+pub mod semi_sync;
 
 pub use recovery::{FenceRecovery, ObservedFence};
 
@@ -142,6 +143,8 @@ pub enum NoPlan {
     Refused(#[from] Refusal),
     #[error("{alias} has no tablet type in vtctld")]
     TargetTypeUnknown { alias: String },
+    #[error(transparent)]
+    SemiSyncAcks(#[from] semi_sync::AcksTooFew),
 }
 
 /// The run's plan for an observed shard under a resolved policy and mode.

@@ -7,7 +7,7 @@ use vtsnap_core::shard::{PodInfo, Replication, ShardRef, Tablet};
 use super::*;
 
 /// Primary 100, replicas 101 and 102 (102 the most caught up), all healthy.
-fn shard() -> Shard {
+pub(super) fn shard() -> Shard {
     let tablet = |uid: u32, t: TabletType, lag: u32| Tablet {
         alias: TabletAlias::new("zone1", uid),
         vt_type: Some(t),
@@ -47,7 +47,7 @@ fn shard() -> Shard {
     }
 }
 
-fn policy(snapshot: &str) -> ResolvedPolicy {
+pub(super) fn policy(snapshot: &str) -> ResolvedPolicy {
     Config::from_yaml(&format!(
         "clusters:\n- name: example\n  namespace: vitess\n  vtctld: \"127.0.0.1:15999\"\n  snapshot: {snapshot}\n"
     ))
