@@ -37,6 +37,16 @@ innodb_buffer_pool_size = 32M
 innodb_redo_log_capacity = 16M
 ";
 
+/// A cloned tablet's my.cnf keeps its source's `port` (mysqlctld reads an existing my.cnf
+/// and ignores `--mysql-port`). Every Pod has its own network and the same port, so that
+/// is right on Kubernetes; here every tablet shares the host's network, where the source
+/// still holds that port, so the test kit gives the clone its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortOfClone {
+    Keep,
+    Rewrite,
+}
+
 /// The keyspace's durability policy (`vtctldclient CreateKeyspace --durability-policy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
@@ -287,12 +297,17 @@ impl VitessShard {
     }
 
     fn tablet_container_set(&self, uid: u32, name: &str) -> VitessTablet {
+        self.tablet_container_set_with(uid, name, PortOfClone::Keep)
+    }
+
+    fn tablet_container_set_with(&self, uid: u32, name: &str, port: PortOfClone) -> VitessTablet {
         VitessTablet::start_mysqlctld(
             uid,
             name,
             &self.opts.volumes,
             self.shared.path(),
             &self.etcd.client,
+            port,
         )
     }
 
@@ -402,6 +417,13 @@ impl VitessShard {
             .unwrap_or_else(|| panic!("no tablet {alias}"))
     }
 
+    pub fn tablet_by_uid(&self, uid: u32) -> &VitessTablet {
+        self.tablets
+            .iter()
+            .find(|t| t.uid == uid)
+            .unwrap_or_else(|| panic!("no tablet {uid}"))
+    }
+
     pub fn primary(&self) -> &VitessTablet {
         &self.tablets[0]
     }
@@ -419,12 +441,29 @@ impl VitessShard {
     /// Adds a tablet whose volume is already at `<volumes>/<uid>` (e.g. a clone): its
     /// mysqlctld starts the mysqld there, its vttablet joins as a replica.
     pub async fn add_tablet(&mut self, uid: u32) -> &VitessTablet {
+        self.add_mysqld(uid).await;
+        self.serve(uid)
+    }
+
+    /// The first half of [`Self::add_tablet`]: the tablet's mysqld only, up and answering;
+    /// nothing knows the tablet yet (it is not in the topology).
+    pub async fn add_mysqld(&mut self, uid: u32) -> &VitessTablet {
         let name = format!("{}-add{uid}", prefix());
-        let mut t = self.tablet_container_set(uid, &name);
+        let t = self.tablet_container_set_with(uid, &name, PortOfClone::Rewrite);
         t.wait_for_mysqld(Duration::from_secs(180)).await;
-        t.start_vttablet();
         self.tablets.push(t);
         self.tablets.last().unwrap()
+    }
+
+    /// The second half: its vttablet.
+    pub fn serve(&mut self, uid: u32) -> &VitessTablet {
+        let t = self
+            .tablets
+            .iter_mut()
+            .find(|t| t.uid == uid)
+            .unwrap_or_else(|| panic!("no tablet {uid}"));
+        t.start_vttablet();
+        t
     }
 
     /// Names of every container this process started (for leftover checks).

@@ -1,6 +1,7 @@
 //! One real tablet: a `mysqld` container running mysqlctld (which runs mysqld) and a
 //! `vttablet` container, sharing the tablet's volume and socket directory as the
-//! operator's tablet Pod does (flags in the operator's shape, Vitess 24's dashed names).
+//! operator's tablet Pod does (flags in the operator's shape, Vitess 24's dashed names:
+//! vitess-operator's pkg/operator/vttablet/flags.go and datastore.go).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -10,7 +11,9 @@ use vtsnap_core::vtctld::client::{CallLimits, VtctldClient};
 use vtsnap_core::vtctld::messages::replicationdata::STATE_RUNNING;
 
 use super::container::{Access, Bind, Container};
-use super::{CELL, IMAGE, KEYSPACE, SHARD, free_port, give_to_vitess, topo_flags};
+use super::{
+    CELL, DATABASE, IMAGE, KEYSPACE, PortOfClone, SHARD, free_port, give_to_vitess, topo_flags,
+};
 
 /// Which container of the tablet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +49,7 @@ impl VitessTablet {
         volumes: &Path,
         shared: &Path,
         etcd: &str,
+        port: PortOfClone,
     ) -> Self {
         let volume = volumes.join(uid.to_string());
         give_to_vitess(&volume.join("vtdataroot"));
@@ -69,8 +73,26 @@ impl VitessTablet {
             mysqld: None,
             _sockets: sockets,
         };
+        if port == PortOfClone::Rewrite {
+            t.rewrite_port();
+        }
         t.start_mysqld_container();
         t
+    }
+
+    /// Gives an existing my.cnf this tablet's port (see [`PortOfClone`]).
+    fn rewrite_port(&self) {
+        let path = self.tablet_dir().join("my.cnf");
+        let cnf =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let out: Vec<String> = cnf
+            .lines()
+            .map(|l| match l.split_once('=') {
+                Some((k, _)) if k.trim() == "port" => format!("port = {}", self.mysql_port),
+                _ => l.to_owned(),
+            })
+            .collect();
+        std::fs::write(&path, out.join("\n") + "\n").unwrap();
     }
 
     fn binds(&self) -> Vec<Bind> {
@@ -133,8 +155,19 @@ impl VitessTablet {
             format!("--port={}", self.web_port),
             format!("--grpc-port={}", self.grpc_port),
             "--service-map=grpc-queryservice,grpc-tabletmanager,grpc-updatestream".into(),
+            // vitess-operator's local-datastore flags (pkg/operator/vttablet/datastore.go)
             "--mysqlctl-socket=/vt/socket/mysqlctl.sock".into(),
+            "--mycnf-socket-file=/vt/socket/mysql.sock".into(),
             "--db-charset=utf8mb4".into(),
+            "--db-app-user=vt_app".into(),
+            "--db-dba-user=vt_dba".into(),
+            "--db-repl-user=vt_repl".into(),
+            "--db-filtered-user=vt_filtered".into(),
+            format!("--init-db-name-override={DATABASE}"),
+            "--enforce-strict-trans-tables".into(),
+            // its replication lag (and "not running") decides the tablet's serving state,
+            // so /healthz, the operator's readiness probe, fails without replication
+            "--enable-replication-reporter".into(),
             "--health-check-interval=2s".into(),
             "--restore-from-backup".into(),
             "--backup-storage-implementation=file".into(),
@@ -222,9 +255,10 @@ impl VitessTablet {
         while self.sql("SELECT 1").await.is_err() {
             assert!(
                 start.elapsed() < limit,
-                "mysqld of {} did not answer within {limit:?}:\n{}",
+                "mysqld of {} did not answer within {limit:?}:\n{}\n--- error.log:\n{}",
                 self.alias,
-                self.logs(30)
+                self.logs(30),
+                self.error_log(30)
             );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
@@ -252,6 +286,13 @@ impl VitessTablet {
             );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
+    }
+
+    /// The last `lines` lines of mysqld's error log.
+    pub fn error_log(&self, lines: usize) -> String {
+        let log = std::fs::read_to_string(self.tablet_dir().join("error.log")).unwrap_or_default();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
     }
 
     /// The last lines of both containers' output.
