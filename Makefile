@@ -6,11 +6,11 @@ export DOCKER_HOST ?= unix:///run/podman/podman.sock
 DEMO_DIR ?= $(shell mktemp -d -u /tmp/vtsnap-demo.XXXXXX)
 NEW_UID ?= 2548885007
 
-.PHONY: vitess docs demo-node bench-startup e2e e2e-keep e2e-run e2e-down test-images test-real demo demo-real demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down chart
+.PHONY: vitess lab-images docs demo-node bench-startup e2e e2e-keep e2e-run e2e-down test-images test-real demo demo-real demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down chart
 
 # The local lab (tests/): cold and online snapshots under load, a new replica from each,
 # checksums, GC, a timeline and one JSON line. Cleans up even when interrupted.
-demo: test-images
+demo: lab-images
 	@bash scripts/lab.sh demo
 
 # The same demo on the real control plane (e2e/local-cluster, built the first time: slow
@@ -36,7 +36,7 @@ bench-lab: test-images tools
 
 # Online snapshots under transactional load, each restored and checked; bounded in time.
 SOAK ?= 10m
-soak-lab: test-images
+soak-lab: lab-images
 	@bash scripts/lab.sh soak --duration $(SOAK)
 
 demo-restore:
@@ -65,10 +65,14 @@ setup:
 images: test-images
 	bash scripts/build-product-images.sh
 
-# The images the tests and the lab use, without a registry: a debootstrap Debian base with
-# MariaDB; a Debian sid base with MySQL 9.7; the Vitess image (that MySQL and Vitess 24).
+# The images the tests use, without a registry: a debootstrap Debian base with MariaDB
+# (all the lab needs: lab-images); a Debian sid base with MySQL 9.7; the Vitess image
+# (that MySQL and Vitess 24, whose build needs Go).
 test-images: setup vitess
-	bash scripts/build-images.sh
+	bash scripts/build-images.sh all
+
+lab-images: setup
+	bash scripts/build-images.sh mariadb
 
 # Vitess 24's daemons (vtctld, vttablet, mysqlctld, VTOrc, clients) from the Go module
 # vitess.io/vitess into target/tools/vitess/ (about 6 minutes cold on 2 cores; cached).

@@ -7,7 +7,13 @@
 #   localhost/vtsnap-vitess:24        — that MySQL plus Vitess's daemons (vitess/lite's shape)
 # An image is rebuilt only when its inputs changed (a hash label on the image).
 # The Vitess image needs the binaries of e2e/local-cluster/build-vitess.sh (run first).
+#   build-images.sh [mariadb|vitess|all]     (default all; the lab needs only mariadb)
 set -euo pipefail
+which=${1:-all}
+case "$which" in
+  mariadb | vitess | all) ;;
+  *) echo "build-images: unknown set $which (mariadb, vitess or all)" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")/.." && pwd)
 mariadb=localhost/vtsnap-mariadb:test
 mysql=localhost/vtsnap-mysql:9.7
@@ -68,9 +74,12 @@ image() {
   echo "$hash"
 }
 
-bookworm=$(base bookworm)
-image "$mariadb" "$here/images/mariadb" "$bookworm" \
-  --build-arg BASE=localhost/vtsnap-debian:bookworm >/dev/null
+if [ "$which" != vitess ]; then
+  bookworm=$(base bookworm)
+  image "$mariadb" "$here/images/mariadb" "$bookworm" \
+    --build-arg BASE=localhost/vtsnap-debian:bookworm >/dev/null
+fi
+[ "$which" = mariadb ] && exit 0
 
 sid=$(base sid)
 mysql_hash=$(image "$mysql" "$here/images/mysql" "$sid" \
