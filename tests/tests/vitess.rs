@@ -9,6 +9,8 @@
 //!   by GTID to the primary's data, with a new `server_uuid` and its own `server-id`.
 //! - Without VTOrc the put-back still leaves the tablet replicating; a restored tablet,
 //!   though, stays stopped until something calls StartReplication.
+//! - Catch-up coverage reads the real primary's `gtid_purged`: covered, then not once the
+//!   binlogs after the cut are purged.
 //! - A restored tablet whose binlogs were purged reports the error the GC reads, and its
 //!   vttablet's `/healthz` (the operator's readiness probe) fails.
 
@@ -19,6 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use vtsnap_core::coverage::{Coverage, Exactness, coverage, read_primary_at};
 use vtsnap_core::fence::put_back::{TabletChanges, describe, put_tablet_back};
 use vtsnap_core::naming::TabletUid;
 use vtsnap_core::vtctld::TabletType;
@@ -291,7 +294,7 @@ async fn without_vtorc_the_put_back_leaves_the_tablet_replicating() {
     let (mut shard, vol) = shard_on_btrfs(Orchestrator::Off).await;
     let load = Load::start(&shard);
     load.until_more(5).await;
-    cold_cut(&shard, &vol, "snap-1").await;
+    let recorded = format!("MySQL56/{}", cold_cut(&shard, &vol, "snap-1").await);
     load.until_more(5).await;
     assert!(replicating(&shard, SOURCE).await);
     load.stop().await;
@@ -343,8 +346,20 @@ async fn without_vtorc_the_put_back_leaves_the_tablet_replicating() {
     p.must_sql("FLUSH BINARY LOGS").await;
     let current = p.must_sql("SHOW BINARY LOG STATUS").await;
     let current = current.split('\t').next().unwrap().to_owned();
+    let covered = async |shard: &VitessShard| {
+        let binlogs = read_primary_at(&shard.client(), &shard.primary().alias)
+            .await
+            .unwrap();
+        coverage(Some(&recorded), Exactness::Exact, Some(&binlogs.purged))
+    };
+    assert_eq!(covered(&shard).await, Coverage::Covered);
     p.must_sql(&format!("PURGE BINARY LOGS TO '{current}'"))
         .await;
+    let after = covered(&shard).await;
+    assert!(
+        matches!(after, Coverage::NotCovered { .. }),
+        "catch-up coverage reads MySQL 9.7's gtid_purged: {after:?}"
+    );
     restore_clone_as(&vol, "snap-1", PURGED);
     shard.add_tablet(PURGED).await;
     let alias = shard.tablet_by_uid(PURGED).alias.clone();
