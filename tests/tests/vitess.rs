@@ -3,6 +3,7 @@
 //! (drain, StopReplication, the position, mysqlctld Shutdown through vtsnap-node's client,
 //! the btrfs snapshot, Start, vtsnap's put-back); the new tablet is made by vtsnap-restore.
 //!
+//! - The node helper's layout probe passes a tablet directory real Vitess made on MySQL.
 //! - VTOrc restarts a stopped REPLICA, yet leaves a DRAINED tablet's replication stopped
 //!   through the cut: the position recorded is exactly the clone's `gtid_executed`.
 //! - A restored tablet: vttablet skips its own restore, serves as a replica, catches up
@@ -160,6 +161,15 @@ async fn until(what: &str, mut cond: impl AsyncFnMut() -> bool) {
 async fn cold_cut(shard: &VitessShard, vol: &BtrfsVolume, name: &str) -> String {
     let client = shard.client();
     let t = shard.tablet_by_uid(SOURCE);
+    // the node helper's layout probe passes the MySQL 9.7 tablet directory Vitess made
+    let layout = vtsnap_node::probe::probe(&t.volume.join("vtdataroot"), TabletUid::new(SOURCE))
+        .unwrap_or_else(|e| panic!("layout probe of a real tablet: {e}"));
+    assert_eq!(
+        layout.server_id.map(|id| id.to_string()),
+        Some(server_id(t)),
+        "{layout:?}"
+    );
+    assert!(!layout.restore_in_progress);
     client
         .change_tablet_type(&t.alias, TabletType::Drained)
         .await
