@@ -59,6 +59,7 @@ pub async fn run(config: &Config, opts: &GcOptions, kube: kube::Client) -> GcRep
         sync_owners(&kube, &p, &mut report).await;
         warn_coverage(&kube, &p, &inv).await;
         warn_not_reprovisioned(&kube, &p).await;
+        warn_not_replicating(&kube, &p).await;
     }
     report::log(&p, opts.dry_run);
     report.finish(complete);
@@ -411,6 +412,22 @@ async fn warn_not_reprovisioned(kube: &kube::Client, p: &Plan) {
                 "the tablet of PVC {} restored from it cannot catch up and is not re-provisioned: {}",
                 n.pvc, n.why
             ),
+            true,
+        )
+        .await;
+    }
+}
+
+/// A Warning Event on each snapshot whose restored tablet nothing started replicating.
+async fn warn_not_replicating(kube: &kube::Client, p: &Plan) {
+    for n in &p.restores.not_replicating {
+        events::emit(
+            kube,
+            "vtsnap-gc",
+            &n.namespace,
+            &Subject::snapshot(&n.snapshot),
+            "TabletNotReplicating",
+            &n.message(),
             true,
         )
         .await;

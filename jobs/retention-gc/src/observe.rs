@@ -22,8 +22,9 @@ use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::{
     LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, ReadError, VolumeSnapshot,
 };
-use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
+use vtsnap_core::vtctld::messages::replicationdata::STATE_RUNNING;
+use vtsnap_core::vtctld::{TabletType, VtctldClient};
 
 mod binlogs;
 mod objects;
@@ -303,6 +304,9 @@ pub struct Inventory {
     /// The last replication IO error vtctld reported for restored tablets, by their PVC's
     /// `(namespace, name)` (observed by `run`; none from a dump).
     pub catch_up: BTreeMap<(String, String), String>,
+    /// Restored tablets (by PVC) of type REPLICA or RDONLY whose replication is stopped
+    /// without an error: nothing started it (vttablet leaves that to VTOrc).
+    pub not_replicating: BTreeSet<(String, String)>,
     /// What each shard's primary purged from its binlogs, for catch-up coverage
     /// (observed by `run`; none from a dump, so coverage is unknown there).
     pub binlogs: BTreeMap<ShardRef, Read<PrimaryBinlogs>>,
@@ -449,6 +453,7 @@ impl Inventory {
             restored,
             pods,
             catch_up,
+            not_replicating,
             binlogs,
         } = part;
         self.snapshots.extend(snapshots);
@@ -461,6 +466,7 @@ impl Inventory {
         self.restored.extend(restored);
         self.pods.extend(pods);
         self.catch_up.extend(catch_up);
+        self.not_replicating.extend(not_replicating);
         self.binlogs.extend(binlogs);
     }
 
@@ -676,12 +682,23 @@ async fn observe_catch_up(kube: &kube::Client, config: &Config, inv: &mut Invent
         for (pvc, alias) in tablets {
             match vtctld.get_full_status(&alias).await {
                 Ok(st) => {
+                    let stopped = st.replication_status.as_ref().is_some_and(|r| {
+                        r.io_state != STATE_RUNNING
+                            && r.sql_state != STATE_RUNNING
+                            && r.last_io_error.is_empty()
+                            && r.last_sql_error.is_empty()
+                    });
                     let io = st
                         .replication_status
                         .map(|r| r.last_io_error)
                         .unwrap_or_default();
                     if !io.is_empty() {
-                        inv.catch_up.insert((ns.clone(), pvc), io);
+                        inv.catch_up.insert((ns.clone(), pvc.clone()), io);
+                    }
+                    // A drained tablet's replication is stopped on purpose (a snapshot's
+                    // fence); only a serving type's is a restore nothing started.
+                    if stopped && serving_type(&vtctld, &alias).await {
+                        inv.not_replicating.insert((ns.clone(), pvc));
                     }
                 }
                 Err(e) => {
@@ -690,6 +707,13 @@ async fn observe_catch_up(kube: &kube::Client, config: &Config, inv: &mut Invent
             }
         }
     }
+}
+
+/// Whether vtctld says the tablet is a REPLICA or an RDONLY (a read that fails: no).
+async fn serving_type(vtctld: &VtctldClient, alias: &TabletAlias) -> bool {
+    vtctld.get_tablet(alias).await.is_ok_and(|t| {
+        t.r#type == TabletType::Replica as i32 || t.r#type == TabletType::Rdonly as i32
+    })
 }
 
 #[cfg(test)]

@@ -122,6 +122,14 @@ pub fn table(p: &Plan) -> String {
             r.namespace, r.pvc, r.snapshot, r.io_error
         ));
     }
+    for n in &p.restores.not_replicating {
+        out.push_str(&format!(
+            "NOREPL  {}/{}  {}\n",
+            n.namespace,
+            n.pvc,
+            n.message()
+        ));
+    }
     for s in &p.skipped {
         out.push_str(&format!(
             "SKIP    {}/{}  {:?} {}: {}\n",

@@ -115,6 +115,30 @@ pub struct NotReprovisioned {
     pub why: String,
 }
 
+/// A restored tablet whose replication was never started: vttablet serves it but leaves
+/// replication to VTOrc (docs/design.md §2), so without VTOrc it stays stopped and
+/// NotReady. Reported, with a Warning Event; vtsnap does not start it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotReplicating {
+    pub namespace: String,
+    pub pvc: String,
+    pub snapshot: String,
+    /// The tablet alias, or the PVC's name when its labels name none.
+    pub tablet: String,
+}
+
+impl NotReplicating {
+    /// What the Warning Event and the report say.
+    pub fn message(&self) -> String {
+        format!(
+            "tablet {} (PVC {}) restored from {} does not replicate and reports no error: \
+             nothing started its replication. VTOrc starts it; without VTOrc run \
+             `vtctldclient ReparentTablet {}` then `vtctldclient StartReplication {}`",
+            self.tablet, self.pvc, self.snapshot, self.tablet, self.tablet
+        )
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RestorePlan {
     pub mark_unusable: Vec<MarkUnusable>,
@@ -122,6 +146,8 @@ pub struct RestorePlan {
     pub reprovision: Vec<Reprovision>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub not_reprovisioned: Vec<NotReprovisioned>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_replicating: Vec<NotReplicating>,
 }
 
 /// Whether a replication IO error is MySQL's (and MariaDB's) error 1236,
@@ -165,6 +191,20 @@ pub fn plan_restores(
             continue;
         };
         let policy = resolve_in(cl, &r.keyspace, &shard.to_string()).restore;
+        if inv
+            .not_replicating
+            .contains(&(r.namespace.clone(), r.name.clone()))
+        {
+            out.not_replicating.push(NotReplicating {
+                namespace: r.namespace.clone(),
+                pvc: r.name.clone(),
+                snapshot: r.snapshot.clone(),
+                tablet: r
+                    .tablet
+                    .as_ref()
+                    .map_or_else(|| r.name.clone(), ToString::to_string),
+            });
+        }
         if let Some(io) = inv.catch_up.get(&(r.namespace.clone(), r.name.clone()))
             && is_binlog_purged(io)
         {
@@ -571,6 +611,40 @@ mod tests {
         }
         assert!(is_binlog_purged("Got fatal ERROR 1236 from master"));
         assert!(!is_binlog_purged("error 1062: Duplicate entry"));
+    }
+
+    #[test]
+    fn a_restored_tablet_nothing_started_is_named_with_what_to_do() {
+        let mut inv = inventory(&[snapshot("s-1", false), pvc("t4", "Bound")]);
+        assert!(
+            plan_restores(&config(""), &inv, now(), None)
+                .not_replicating
+                .is_empty()
+        );
+        inv.not_replicating.insert(("vitess".into(), "t4".into()));
+        let p = plan_restores(&config(""), &inv, now(), None);
+        assert_eq!(
+            p.not_replicating,
+            [NotReplicating {
+                namespace: "vitess".into(),
+                pvc: "t4".into(),
+                snapshot: "s-1".into(),
+                tablet: "zone1-0000000104".into(),
+            }]
+        );
+        let m = p.not_replicating[0].message();
+        assert!(
+            m.contains("ReparentTablet zone1-0000000104")
+                && m.contains("StartReplication zone1-0000000104"),
+            "{m}"
+        );
+        // another cluster's, or one the run was not asked about: not named
+        assert!(
+            plan_restores(&config(""), &inv, now(), Some("other"))
+                .not_replicating
+                .is_empty()
+        );
+        assert!(p.mark_unusable.is_empty() && p.reprovision.is_empty());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `vtsnap-gc run` watching the restores the webhook injected, against the in-memory API
 //! (`FakeKube`, for fault injection) and the fake vtctld (docs/design.md §7: no vtctld here): a
 //! node-local restore stuck Pending is un-stuck once, a tablet that cannot catch up (error
-//! 1236) marks its snapshot unusable, and an uncertain read deletes nothing.
+//! 1236) marks its snapshot unusable, one whose replication nothing started is named, and
+//! an uncertain read deletes nothing.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -12,7 +13,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use vtsnap_core::config::Config;
 use vtsnap_core::snapshot::{ANN_UNUSABLE, GROUP, PLURAL, reprovisioned_key};
-use vtsnap_core::vtctld::messages::replicationdata::Status;
+use vtsnap_core::vtctld::TabletType;
+use vtsnap_core::vtctld::messages::replicationdata::{STATE_STOPPED, Status};
 use vtsnap_gc::act::{GcOptions, run};
 use vtsnap_testkit::fake_kube::{FakeKube, Fault, Verb, is};
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
@@ -454,4 +456,58 @@ async fn a_record_whose_deletes_failed_is_carried_out_by_the_next_run() {
     assert_eq!(r.run.reprovisioned, [format!("vitess/{}", w.tablet.name)]);
     assert!(r.run.plan.restores.not_reprovisioned.is_empty(), "{r:?}");
     assert!(!w.has("pods") && !w.has("persistentvolumeclaims"));
+}
+
+/// vtctld knows the restored tablet as `tablet_type`, its replication stopped with no error
+/// (what real vttablet leaves when no VTOrc starts it).
+fn never_started(w: &World, tablet_type: TabletType) {
+    let alias = w.tablet.alias.clone();
+    let status = Status {
+        io_state: STATE_STOPPED,
+        sql_state: STATE_STOPPED,
+        replication_lag_unknown: true,
+        ..Status::default()
+    };
+    w.vtctld.with(|s| {
+        let sh = s.shards.values_mut().next().unwrap();
+        let mut t = sh.tablets.values().next().unwrap().clone();
+        t.tablet.alias = Some((&alias).into());
+        t.tablet.r#type = tablet_type as i32;
+        t.status = Some(status);
+        sh.tablets.insert(alias.to_string(), t);
+    });
+}
+
+#[tokio::test]
+async fn a_restored_replica_nothing_started_is_named_and_left_alone() {
+    let (w, _vt) = world("Bound", "Running").await;
+    never_started(&w, TabletType::Replica);
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    let e = w.event("TabletNotReplicating").expect("a Warning Event");
+    assert_eq!(e["type"], "Warning");
+    assert_eq!(e["involvedObject"]["name"], "s-1");
+    let msg = e["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&w.tablet.alias.to_string()) && msg.contains("VTOrc"),
+        "{msg}"
+    );
+    // nothing marked, nothing deleted, no replication started
+    assert!(r.run.marked_unusable.is_empty(), "{r:?}");
+    assert!(w.has("pods") && w.has("persistentvolumeclaims"));
+    assert!(
+        !w.vtctld
+            .calls()
+            .iter()
+            .any(|c| c.starts_with("StartReplication") || c.starts_with("ChangeTabletType")),
+        "{:?}",
+        w.vtctld.calls()
+    );
+
+    // A drained one is stopped on purpose (a snapshot's fence): not named.
+    let (w, _vt) = world("Bound", "Running").await;
+    never_started(&w, TabletType::Drained);
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    assert!(w.event("TabletNotReplicating").is_none());
 }
