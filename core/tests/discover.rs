@@ -63,7 +63,10 @@ async fn a_replica_whose_status_cannot_be_read_does_not_hide_the_others() {
     assert_ne!(with_status[0].to_string(), without[0]);
     let calls = vtctld.calls();
     assert_eq!(
-        calls.iter().filter(|c| c.starts_with("GetFullStatus")).count(),
+        calls
+            .iter()
+            .filter(|c| c.starts_with("GetFullStatus"))
+            .count(),
         2,
         "each replica read once, the primary not at all: {calls:?}"
     );
@@ -89,7 +92,10 @@ async fn when_the_positions_answer_no_tablet_is_read_one_by_one() {
     let s = build(&fixture.shard_ref(), &observed);
     assert!(s.issues.is_empty(), "{:?}", s.issues);
     assert!(
-        !vtctld.calls().iter().any(|c| c.starts_with("GetFullStatus")),
+        !vtctld
+            .calls()
+            .iter()
+            .any(|c| c.starts_with("GetFullStatus")),
         "{:?}",
         vtctld.calls()
     );
