@@ -146,12 +146,12 @@ pub fn free_port() -> u16 {
 }
 
 /// Where kubelet mounts pod `pod_uid`'s volumes.
-fn pod_volumes(kubelet: &Path, pod_uid: &str) -> PathBuf {
+pub fn pod_volumes(kubelet: &Path, pod_uid: &str) -> PathBuf {
     kubelet.join("pods").join(pod_uid).join("volumes")
 }
 
 /// The pod's `/vt/socket` (an emptyDir) on the host.
-fn socket_dir(kubelet: &Path, pod_uid: &str) -> PathBuf {
+pub fn socket_dir(kubelet: &Path, pod_uid: &str) -> PathBuf {
     pod_volumes(kubelet, pod_uid).join("kubernetes.io~empty-dir/vt-root/socket")
 }
 

@@ -122,6 +122,17 @@ impl Container {
         )
     }
 
+    /// Its full ID (what kubelet would put in the Pod's `containerID`).
+    pub fn id(&self) -> String {
+        let out = podman(&[
+            "inspect".into(),
+            "--format".into(),
+            "{{.Id}}".into(),
+            self.name.clone(),
+        ]);
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
     /// The host PID of its main process (for the cgroup it runs in).
     pub fn pid(&self) -> Option<u32> {
         let out = podman(&[

@@ -14,11 +14,12 @@
 pub mod container;
 mod tablet;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub use container::{Access, Bind, Container};
-pub use tablet::{TabletRole, VitessTablet};
+pub use tablet::{Placement, TabletRole, VitessTablet};
 use vtsnap_core::naming::TabletAlias;
 use vtsnap_core::vtctld::client::{CallLimits, VtctldClient};
 
@@ -197,6 +198,12 @@ impl VitessShard {
     /// `PlannedReparentShard` to the first UID, VTOrc if asked for; returns once every
     /// replica replicates from the primary.
     pub async fn start(opts: VitessOptions) -> Self {
+        Self::start_placed(opts, BTreeMap::new()).await
+    }
+
+    /// [`Self::start`] with some tablets' volume and socket directory where kubelet would
+    /// have them for their Pod (UID → placement); the others under `volumes`.
+    pub async fn start_placed(opts: VitessOptions, placed: BTreeMap<u32, Placement>) -> Self {
         let etcd = Etcd::start();
         let prefix = prefix();
         let shared = tempfile::Builder::new()
@@ -267,7 +274,18 @@ impl VitessShard {
             ])
             .await;
         for (i, uid) in opts.uids.iter().enumerate() {
-            let t = shard.tablet_container_set(*uid, &format!("{prefix}-t{i}"));
+            let name = format!("{prefix}-t{i}");
+            let t = match placed.get(uid) {
+                Some(at) => VitessTablet::start_mysqlctld_at(
+                    *uid,
+                    &name,
+                    at,
+                    shard.shared.path(),
+                    &shard.etcd.client,
+                    PortOfClone::Keep,
+                ),
+                None => shard.tablet_container_set(*uid, &name),
+            };
             shard.tablets.push(t);
         }
         for t in &shard.tablets {
@@ -450,6 +468,24 @@ impl VitessShard {
     pub async fn add_mysqld(&mut self, uid: u32) -> &VitessTablet {
         let name = format!("{}-add{uid}", prefix());
         let t = self.tablet_container_set_with(uid, &name, PortOfClone::Rewrite);
+        self.push_started(t).await
+    }
+
+    /// [`Self::add_mysqld`] for a volume (a clone) at `at`.
+    pub async fn add_mysqld_at(&mut self, uid: u32, at: &Placement) -> &VitessTablet {
+        let name = format!("{}-add{uid}", prefix());
+        let t = VitessTablet::start_mysqlctld_at(
+            uid,
+            &name,
+            at,
+            self.shared.path(),
+            &self.etcd.client,
+            PortOfClone::Rewrite,
+        );
+        self.push_started(t).await
+    }
+
+    async fn push_started(&mut self, t: VitessTablet) -> &VitessTablet {
         t.wait_for_mysqld(Duration::from_secs(180)).await;
         self.tablets.push(t);
         self.tablets.last().unwrap()

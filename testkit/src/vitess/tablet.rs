@@ -22,6 +22,14 @@ pub enum TabletRole {
     Vttablet,
 }
 
+/// Where a tablet's PVC and its Pod's `/vt/socket` are on the host.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    /// The PVC's volume (its vtdataroot is `<volume>/vtdataroot`).
+    pub volume: PathBuf,
+    pub socket_dir: PathBuf,
+}
+
 #[derive(Debug)]
 pub struct VitessTablet {
     pub uid: u32,
@@ -39,7 +47,7 @@ pub struct VitessTablet {
     /// vttablet first: dropped before mysqld.
     vttablet: Option<Container>,
     mysqld: Option<Container>,
-    _sockets: tempfile::TempDir,
+    _sockets: Option<tempfile::TempDir>,
 }
 
 impl VitessTablet {
@@ -51,18 +59,34 @@ impl VitessTablet {
         etcd: &str,
         port: PortOfClone,
     ) -> Self {
-        let volume = volumes.join(uid.to_string());
-        give_to_vitess(&volume.join("vtdataroot"));
         let sockets = tempfile::Builder::new()
             .prefix("vtsnap-vt-socket-")
             .tempdir_in("/var/tmp")
             .unwrap();
-        give_to_vitess(sockets.path());
+        let at = Placement {
+            volume: volumes.join(uid.to_string()),
+            socket_dir: sockets.path().to_path_buf(),
+        };
+        let mut t = Self::start_mysqlctld_at(uid, name, &at, shared, etcd, port);
+        t._sockets = Some(sockets);
+        t
+    }
+
+    pub(super) fn start_mysqlctld_at(
+        uid: u32,
+        name: &str,
+        at: &Placement,
+        shared: &Path,
+        etcd: &str,
+        port: PortOfClone,
+    ) -> Self {
+        give_to_vitess(&at.volume.join("vtdataroot"));
+        give_to_vitess(&at.socket_dir);
         let mut t = Self {
             uid,
             alias: format!("{CELL}-{uid:010}").parse().unwrap(),
-            volume,
-            socket_dir: sockets.path().to_path_buf(),
+            volume: at.volume.clone(),
+            socket_dir: at.socket_dir.clone(),
             mysql_port: free_port(),
             grpc_port: free_port(),
             web_port: free_port(),
@@ -71,7 +95,7 @@ impl VitessTablet {
             name: name.to_owned(),
             vttablet: None,
             mysqld: None,
-            _sockets: sockets,
+            _sockets: None,
         };
         if port == PortOfClone::Rewrite {
             t.rewrite_port();
