@@ -6,11 +6,19 @@ export DOCKER_HOST ?= unix:///run/podman/podman.sock
 DEMO_DIR ?= $(shell mktemp -d -u /tmp/vtsnap-demo.XXXXXX)
 NEW_UID ?= 2548885007
 
-.PHONY: vitess lab-images docs demo-node bench-startup e2e e2e-keep e2e-run e2e-down test-images test-real demo demo-real demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down chart
+.PHONY: vitess lab-images vitess-images demo-mariadb docs demo-node bench-startup e2e e2e-keep e2e-run e2e-down test-images test-real demo demo-real demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down chart
 
-# The local lab (tests/): cold and online snapshots under load, a new replica from each,
-# checksums, GC, a timeline and one JSON line. Cleans up even when interrupted.
-demo: lab-images
+# The local lab on real Vitess 24 and MySQL 9.7 (tests/src/vitess_lab.rs): cold and online
+# snapshots under load by the real programs through the real vtctld and mysqlctld, a new
+# tablet from each that vttablet serves and VTOrc catches up, checksums, GC, a timeline and
+# one JSON line. Builds Vitess and etcd from their Go modules the first time (about 7
+# minutes cold on 2 cores). Cleans up even when interrupted.
+demo: vitess-images
+	@bash scripts/lab.sh vitess
+
+# The MariaDB lab (real MariaDB behind fakes of vtctld and mysqlctld): the same story plus
+# restore drills; what `make demo-real` runs on the real control plane.
+demo-mariadb: lab-images
 	@bash scripts/lab.sh demo
 
 # The same demo on the real control plane (e2e/local-cluster, built the first time: slow
@@ -73,6 +81,9 @@ test-images: setup vitess
 
 lab-images: setup
 	bash scripts/build-images.sh mariadb
+
+vitess-images: setup vitess
+	bash scripts/build-images.sh vitess
 
 # Vitess 24's daemons (vtctld, vttablet, mysqlctld, VTOrc, clients) from the Go module
 # vitess.io/vitess into target/tools/vitess/ (about 6 minutes cold on 2 cores; cached).

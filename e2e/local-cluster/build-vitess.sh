@@ -4,6 +4,8 @@
 #
 #   vtctld, vttablet, mysqlctld, vtorc, vtctldclient, mysqlctl      (CGO_ENABLED=0: static)
 #   config/   the module's config/ (init_db.sql, mycnf/*.cnf), as vitess/lite carries it
+#   etcd      the topology server, from the control plane's module (tools/control-plane),
+#             so that the lab needs none of the Kubernetes tools
 #
 # Test infrastructure only (the product is Rust). One `go build` builds all six (shared
 # packages compile once). Cached: a stamp records a hash of go.mod/go.sum, this script and
@@ -27,14 +29,15 @@ BINARIES=(vtctld vttablet mysqlctld vtorc vtctldclient mysqlctl)
 
 inputs_hash() {
   {
-    sha256sum "$mod/go.mod" "$mod/go.sum" "$here/build-vitess.sh" | awk '{print $1}'
+    sha256sum "$mod/go.mod" "$mod/go.sum" "$here/build-vitess.sh" \
+      "$here/tools/control-plane/go.mod" "$here/tools/control-plane/go.sum" | awk '{print $1}'
     "$GO" version
   } | sha256sum | awk '{print $1}'
 }
 
 all_outputs_exist() {
   local b
-  for b in "${BINARIES[@]}"; do [[ -x "$out/$b" ]] || return 1; done
+  for b in "${BINARIES[@]}" etcd; do [[ -x "$out/$b" ]] || return 1; done
   [[ -s "$out/config/init_db.sql" && -s "$out/config/mycnf/mysql90.cnf" ]]
 }
 
@@ -56,6 +59,8 @@ export CGO_ENABLED=0
 pkgs=()
 for b in "${BINARIES[@]}"; do pkgs+=("vitess.io/vitess/go/cmd/$b"); done
 (cd "$mod" && "$GO" build -trimpath -buildvcs=false -ldflags "-s -w" -o "$out/" "${pkgs[@]}")
+(cd "$here/tools/control-plane" && "$GO" build -trimpath -buildvcs=false -ldflags "-s -w" \
+  -o "$out/etcd" go.etcd.io/etcd/server/v3)
 src="$(cd "$mod" && "$GO" list -m -f '{{.Dir}}' vitess.io/vitess)"
 rm -rf "$out/config"
 cp -r "$src/config" "$out/config"

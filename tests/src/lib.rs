@@ -25,3 +25,5 @@ pub mod resources;
 pub mod shard;
 pub mod soak;
 pub mod timeline;
+pub mod vitess_demo;
+pub mod vitess_lab;

@@ -153,6 +153,18 @@ impl Container {
         podman(&["kill".into(), "-s".into(), "KILL".into(), self.name.clone()]);
     }
 
+    /// The full IDs of the containers this process started and has not dropped.
+    pub fn ids_started_by_this_process() -> Vec<String> {
+        Self::started_by_this_process()
+            .into_iter()
+            .map(|name| {
+                let out = podman(&["inspect".into(), "--format".into(), "{{.Id}}".into(), name]);
+                String::from_utf8_lossy(&out.stdout).trim().to_owned()
+            })
+            .filter(|id| !id.is_empty())
+            .collect()
+    }
+
     /// Names of the containers this process started and has not dropped.
     pub fn started_by_this_process() -> Vec<String> {
         STARTED

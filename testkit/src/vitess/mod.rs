@@ -4,8 +4,8 @@
 //! Pod's `mysqld` and `vttablet` containers: the tablet's volume at `/vt/vtdataroot`, the
 //! shared socket directory at `/vt/socket`. Everything is on 127.0.0.1.
 //!
-//! The binaries come from `e2e/local-cluster/build-vitess.sh` (Go module
-//! `vitess.io/vitess`); etcd from `e2e/local-cluster/build-tools.sh`.
+//! The binaries, etcd among them, come from `e2e/local-cluster/build-vitess.sh` (Go
+//! module `vitess.io/vitess`).
 //!
 //! Facts this rests on (Vitess v0.24.4): the daemons refuse UID 0 (the image's user is
 //! `vitess`, 999); `mysql90.cnf` sets `skip_replica_start`; mysqld binds every interface
@@ -122,10 +122,10 @@ impl Etcd {
         let (client, peer) = (free_port(), free_port());
         let client = format!("127.0.0.1:{client}");
         let peer = format!("http://127.0.0.1:{peer}");
-        let etcd = binary_dir().join("etcd");
+        let etcd = binary_dir().join("vitess/etcd");
         assert!(
             etcd.exists(),
-            "{} is missing: run `make tools`",
+            "{} is missing: run `make vitess`",
             etcd.display()
         );
         let child = std::process::Command::new(&etcd)
