@@ -1,7 +1,8 @@
 //! `make demo` on real Vitess: under write load, a cold and an online snapshot through the
 //! real `vtsnap-snapshot run`; a new tablet from each, its volume a clone of the snapshot
 //! moved to its UID by `vtsnap-restore`, served by vttablet and caught up by GTID (VTOrc
-//! starts its replication); checksums against the primary; then `vtsnap-gc`.
+//! starts its replication); checksums against the primary; a restore drill of each
+//! snapshot on MySQL 9.7; then `vtsnap-gc`.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -11,11 +12,13 @@ use serde_json::{Value, json};
 use vtsnap_core::config::Config;
 use vtsnap_core::naming::TabletUid;
 use vtsnap_core::shard::ShardName;
+use vtsnap_core::snapshot::{DrillRecord, GtidFlavor, Rto, VolumeSnapshot};
 use vtsnap_core::vtctld::TabletType;
 use vtsnap_core::vtctld::messages::replicationdata::STATE_RUNNING;
+use vtsnap_drill::check::{self, CheckReport, ProbeOptions};
 use vtsnap_gc::act::GcOptions;
 use vtsnap_snapshot::run::{StepTiming, run};
-use vtsnap_testkit::vitess::{DATABASE, Placement};
+use vtsnap_testkit::vitess::{Access, Bind, Container, DATABASE, IMAGE, Placement, give_to_vitess};
 
 use crate::demo::run_options;
 use crate::vitess_lab::{Load, VitessLab, until};
@@ -42,6 +45,8 @@ pub struct VitessSnapshotReport {
     pub replicating_ms: u64,
     pub server_uuid_new: bool,
     pub checksum_match: bool,
+    /// The restore drill of the snapshot, as its record says.
+    pub drill: DrillRecord,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -68,6 +73,8 @@ impl VitessDemoReport {
             "cut_latency_ms": {"cold": self.cold.cut_latency_ms, "online": self.online.cut_latency_ms},
             "writes_during_run": {"cold": self.cold.writes_during_run, "online": self.online.writes_during_run},
             "replicating_ms": {"cold": self.cold.replicating_ms, "online": self.online.replicating_ms},
+            "drills_passed": self.cold.drill.result == vtsnap_core::snapshot::DrillResult::Passed
+                && self.online.drill.result == vtsnap_core::snapshot::DrillResult::Passed,
             "gc_exit_code": self.gc_exit_code,
             "snapshots_kept": self.snapshots_kept,
             "snapshots_deleted": self.snapshots_deleted,
@@ -76,7 +83,11 @@ impl VitessDemoReport {
 
     /// Every check of the demo held.
     pub fn ok(&self) -> bool {
-        let one = |s: &VitessSnapshotReport| s.checksum_match && s.server_uuid_new;
+        let one = |s: &VitessSnapshotReport| {
+            s.checksum_match
+                && s.server_uuid_new
+                && s.drill.result == vtsnap_core::snapshot::DrillResult::Passed
+        };
         one(&self.cold)
             && one(&self.online)
             && self.cold.recorded_gtid == self.cold.restored_gtid
@@ -216,12 +227,22 @@ pub async fn run_vitess_demo(lab: &mut VitessLab) -> VitessDemoReport {
         lab.timeline.mark(format!(
             "provision: {alias} serving and replicating after {replicating_ms} ms (VTOrc started it)"
         ));
-        reports.push((s, during, restored, uuid != source, alias, replicating_ms));
+        let name_for_drill = s.snapshot.clone().unwrap_or_default();
+        let (_, record) = drill(lab, &name_for_drill, TabletUid::new(999_999_990 + uid % 10)).await;
+        reports.push((
+            s,
+            during,
+            restored,
+            uuid != source,
+            alias,
+            replicating_ms,
+            record,
+        ));
         load.until_more(10).await;
     }
     let rows = load.stop().await;
     let primary_gtid = lab.shard.primary().gtid_executed().await;
-    for (_, _, _, _, alias, _) in &reports {
+    for (_, _, _, _, alias, _, _) in &reports {
         until(&format!("{alias} caught up by GTID"), async || {
             lab.tablet_by_alias(alias).gtid_executed().await == primary_gtid
         })
@@ -234,7 +255,7 @@ pub async fn run_vitess_demo(lab: &mut VitessLab) -> VitessDemoReport {
     ));
 
     let mut out = BTreeMap::new();
-    for (s, during, restored, uuid_new, alias, replicating_ms) in reports {
+    for (s, during, restored, uuid_new, alias, replicating_ms, drill) in reports {
         let sum = checksum(lab, &alias).await;
         let mode = if s.mode == Some(vtsnap_core::config::Mode::Online) {
             "online"
@@ -258,6 +279,7 @@ pub async fn run_vitess_demo(lab: &mut VitessLab) -> VitessDemoReport {
                 replicating_ms,
                 server_uuid_new: uuid_new,
                 checksum_match: sum == primary_checksum,
+                drill,
             },
         );
     }
@@ -300,4 +322,105 @@ pub async fn run_vitess_demo(lab: &mut VitessLab) -> VitessDemoReport {
         snapshots_kept: kept,
         snapshots_deleted: deleted,
     }
+}
+
+/// A restore drill of `snapshot` as the drill Pod does it (docs/design.md §5.9), on MySQL
+/// 9.7: a PVC restored from it, `vtsnap-restore` to `uid`, mysqld from the Vitess image on
+/// the restored `my.cnf` with no network, no replication and no grant tables, and the real
+/// checker through the socket. Returns the checker's verdict and the record a drill Job
+/// would write.
+pub async fn drill(lab: &VitessLab, snapshot: &str, uid: TabletUid) -> (CheckReport, DrillRecord) {
+    let api = vtsnap_core::snapshot::api(&lab.cp.client(), lab.cp.namespace());
+    let obj = api
+        .get(snapshot)
+        .await
+        .unwrap_or_else(|e| panic!("get {snapshot}: {e}"));
+    let s = VolumeSnapshot::read(&serde_json::to_value(obj).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("read {snapshot}: {e}"));
+    let expect = crate::drill::expectation(&s);
+    let started = Instant::now();
+    let volume = lab
+        .cp
+        .restore_pvc(&format!("drill-{}-{}", uid.get(), snapshot.len()), snapshot)
+        .await;
+    let pvc_bound_ms = ms(started.elapsed());
+    let restoring = Instant::now();
+    vtsnap_restore::run(&vtsnap_restore::Options {
+        vtdataroot: volume.join("vtdataroot"),
+        tablet_uid: uid,
+        server_id: None,
+        dry_run: false,
+    })
+    .unwrap_or_else(|e| panic!("vtsnap-restore for the drill of {snapshot}: {e}"));
+    let restore_ms = ms(restoring.elapsed());
+    let socket_dir = volume.join("socket");
+    give_to_vitess(&socket_dir);
+    let opts = ProbeOptions {
+        socket: socket_dir.join("mysql.sock"),
+        user: "root".into(),
+        ready_timeout: Duration::from_secs(300),
+        table_budget: Duration::from_secs(120),
+        sample_seed: 0,
+        flavor: GtidFlavor::Mysql56,
+    };
+    // The checker starts beside mysqld, as the Pod's two containers do.
+    let checker = tokio::spawn(async move { check::check(&opts, &expect).await });
+    let cnf = format!("/vt/vtdataroot/{}/my.cnf", uid.tablet_dir_name());
+    let server = Container::run(
+        &format!("vtsnap-vt-{}-drill-{}", std::process::id(), uid.get()),
+        IMAGE,
+        &[
+            Bind {
+                host: volume.join("vtdataroot"),
+                at: "/vt/vtdataroot",
+                access: Access::ReadWrite,
+            },
+            Bind {
+                host: socket_dir.clone(),
+                at: "/vt/socket",
+                access: Access::ReadWrite,
+            },
+        ],
+        &[],
+        &[
+            "mysqld".into(),
+            format!("--defaults-file={cnf}"),
+            "--socket=/vt/socket/mysql.sock".into(),
+            "--skip-networking".into(),
+            "--skip-replica-start".into(),
+            "--skip-grant-tables".into(),
+        ],
+    );
+    crate::resources::container(server.name());
+    let report = checker
+        .await
+        .unwrap_or_else(|e| panic!("the drill's checker: {e}"));
+    let rto = Rto {
+        pvc_bound_ms,
+        restore_ms,
+        mysqld_ready_ms: report.mysqld_ready_ms.unwrap_or(0),
+    };
+    let of = s
+        .drill_of()
+        .unwrap_or_else(|| panic!("{snapshot} has no UID or cut for its record to name"));
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let record = if report.verdict.passed {
+        DrillRecord::passed(&of, now, rto, None)
+    } else {
+        DrillRecord::failed(
+            &of,
+            now,
+            report.verdict.reason.as_deref().unwrap_or(""),
+            Some(rto),
+            None,
+        )
+    };
+    lab.timeline.mark(format!(
+        "drill: {snapshot} as {} on MySQL 9.7: {} (PVC bound {pvc_bound_ms} ms, restore {restore_ms} ms, mysqld ready {} ms)",
+        uid.tablet_dir_name(),
+        record.render(),
+        rto.mysqld_ready_ms
+    ));
+    drop(server);
+    (report, record)
 }

@@ -20,6 +20,13 @@ async fn the_demo_on_real_vitess_restores_both_snapshots_exactly_and_in_sync() {
     // online: the recorded position is a lower bound of what the snapshot holds
     assert!(!r.online.recorded_gtid.is_empty(), "{line}");
     for s in [&r.cold, &r.online] {
+        assert_eq!(
+            s.drill.result,
+            vtsnap_core::snapshot::DrillResult::Passed,
+            "the {} snapshot's drill on MySQL 9.7: {:?}",
+            s.mode,
+            s.drill
+        );
         assert!(s.checksum_match, "{} tablet's checksum: {line}", s.mode);
         assert!(s.server_uuid_new, "{} tablet's server_uuid: {line}", s.mode);
         assert!(
