@@ -1,7 +1,9 @@
 //! Holding a real mysqld down: a MariaDB container laid out as a vitess-operator tablet,
 //! the test kit's fake mysqlctld on the pod-style unix socket, and the node helper's real
 //! stop / hold / release. A "restarter" (the RFC saw a `Start` ~8 s after a clean
-//! shutdown) calls `Start` every 500 ms: held, it fails; not held, it wins.
+//! shutdown) calls `Start` every 500 ms while mysqld is not running (a `Start` while
+//! mysqld runs makes mysqlctld exit and take mysqld with it): held, it fails; not held, it
+//! wins.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -18,7 +20,8 @@ use vtsnap_testkit::fake_mysqlctld::FakeMysqlctld;
 use vtsnap_testkit::layout::TabletLayout;
 use vtsnap_testkit::mariadb::{self, MariaDb};
 
-/// Calls `Start` every 500 ms and notes whether mysqld ever answered.
+/// Every 500 ms, calls `Start` unless mysqld runs (its pid file is there, as `mysqld_safe`
+/// checks, or it answers), and notes whether mysqld ever answered.
 struct Restarter {
     stop: Arc<AtomicBool>,
     saw_mysqld: Arc<AtomicBool>,
@@ -27,20 +30,23 @@ struct Restarter {
 }
 
 impl Restarter {
-    fn spawn(ctl: MysqlCtl, mysqld_socket: &Path) -> Self {
+    fn spawn(ctl: MysqlCtl, mysqld_socket: &Path, pid_file: &Path) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let saw = Arc::new(AtomicBool::new(false));
         let attempts = Arc::new(AtomicU32::new(0));
-        let (s, w, a, sock) = (
+        let (s, w, a, sock, pid) = (
             stop.clone(),
             saw.clone(),
             attempts.clone(),
             mysqld_socket.to_path_buf(),
+            pid_file.to_path_buf(),
         );
         let task = tokio::spawn(async move {
             while !s.load(Ordering::SeqCst) {
                 a.fetch_add(1, Ordering::SeqCst);
-                let _ = ctl.start(Duration::from_millis(400)).await;
+                if !pid.exists() && !mysqld_answers(&sock).await {
+                    let _ = ctl.start(Duration::from_millis(400)).await;
+                }
                 if mysqld_answers(&sock).await {
                     w.store(true, Ordering::SeqCst);
                 }
@@ -55,7 +61,7 @@ impl Restarter {
         }
     }
 
-    /// Stops after at least `n` attempts; returns whether mysqld ever answered.
+    /// Stops after at least `n` rounds; returns whether mysqld ever answered.
     async fn finish_after(self, n: u32) -> bool {
         while self.attempts.load(Ordering::SeqCst) < n {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -64,6 +70,14 @@ impl Restarter {
         let _ = self.task.await;
         self.saw_mysqld.load(Ordering::SeqCst)
     }
+}
+
+/// The `Start` calls mysqlctld has served so far.
+fn starts(fake: &FakeMysqlctld) -> usize {
+    fake.calls()
+        .iter()
+        .filter(|c| c.as_str() == "Start")
+        .count()
 }
 
 /// Thaws on drop so a failed assertion never leaves the container frozen.
@@ -95,6 +109,7 @@ async fn a_held_mysqld_stays_down_and_an_unheld_one_is_restarted() {
     let fake = FakeMysqlctld::new(&socket_dir, &root.join(uid.tablet_dir_name()));
     let _serving = fake.serve().await;
     let mysqld_sock = fake.mysql_socket();
+    let pid_file = root.join(uid.tablet_dir_name()).join("mysql.pid");
     let ctl = MysqlCtl::new(&socket_dir.join("mysqlctl.sock")).unwrap();
     assert!(
         mysqld_answers(&mysqld_sock).await,
@@ -113,10 +128,16 @@ async fn a_held_mysqld_stays_down_and_an_unheld_one_is_restarted() {
     cg.freeze().unwrap();
     let guard = Thaw(cg.clone());
 
-    // The restarter cannot bring mysqld back while held.
-    let r = Restarter::spawn(ctl.clone(), &mysqld_sock);
+    // The restarter cannot bring mysqld back while held: every round's Start fails.
+    let starts_before = starts(&fake);
+    let r = Restarter::spawn(ctl.clone(), &mysqld_sock, &pid_file);
     assert!(!r.finish_after(6).await, "mysqld came back while held");
     assert!(!mysqld_answers(&mysqld_sock).await);
+    assert!(
+        starts(&fake) - starts_before >= 6,
+        "every round called Start: {:?}",
+        fake.calls()
+    );
 
     // release: thaw, Start, wait for mysqld.
     cg.thaw().unwrap();
@@ -129,17 +150,15 @@ async fn a_held_mysqld_stays_down_and_an_unheld_one_is_restarted() {
     // Without the hold the restarter wins.
     ctl.shutdown(Duration::from_secs(120)).await.unwrap();
     assert!(!mysqld_answers(&mysqld_sock).await);
-    let r = Restarter::spawn(ctl.clone(), &mysqld_sock);
+    let r = Restarter::spawn(ctl.clone(), &mysqld_sock, &pid_file);
     assert!(
         r.finish_after(6).await,
         "without a hold, the restarter should have restarted mysqld"
     );
     assert!(
+        !fake.exited(),
+        "no Start met a running mysqld: {:?}",
         fake.calls()
-            .iter()
-            .filter(|c| c.as_str() == "Start")
-            .count()
-            >= 12
     );
 
     db.remove().await;

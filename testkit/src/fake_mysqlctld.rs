@@ -5,12 +5,25 @@
 //! real mysqlctld, which lives in the mysqld container — nothing can start mysqld while
 //! that container's cgroup is frozen.
 //!
-//! `Shutdown{wait_for_mysqld}` returns once mysqld is down; `Start` returns once mysqld
-//! answers on its socket, or fails with DEADLINE_EXCEEDED after `start_timeout`.
+//! It keeps the real one's contract as vtsnap sees it: `testkit/tests/mysqlctld_contract.rs`
+//! runs one set of clauses against it and against a real mysqlctld (Vitess 24, MySQL 9.7):
+//! - `Shutdown{wait_for_mysqld}` returns once mysqld is down (no pid file, no answer on its
+//!   socket), and mysqld stays down until a `Start`; a `Shutdown` while down succeeds.
+//! - `Start` returns once mysqld answers on its socket, or fails with DEADLINE_EXCEEDED
+//!   after `start_timeout` (a fake's knob: the real one waits until the caller gives up).
+//! - `Start` while mysqld answers is answered OK, and then mysqlctld exits and takes mysqld
+//!   with it, killed, not shut down: the real one's `mysqld_safe` finds mysqld running and
+//!   exits, which mysqlctld takes for mysqld's death, and the container's PID 1 ending
+//!   kills the rest. The socket file stays; every later call fails UNAVAILABLE, and nothing
+//!   here restarts either (a Pod's kubelet would restart the container). Not modelled: a
+//!   `Start` while mysqld is still starting (not answering yet) is answered as a `Start`
+//!   (the supervisor starts no second server), where the real one may exit too.
+//! - `VersionString` answers `Ver <version> …` (a constant here).
 //!
 //! [`FakeMysqlctld::with_supervisor`] adds what the volume-snapshot RFC's proof of concept
 //! saw: something calls `Start` a few seconds after every `Shutdown`. Its outcomes are
-//! recorded, so a test can show that a hold (frozen container) defeats it.
+//! recorded, so a test can show that a hold (frozen container) defeats it. If mysqld runs
+//! again by then, that `Start` makes mysqlctld exit, as any `Start` would.
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
@@ -35,6 +48,8 @@ pub struct FakeMysqlctld {
     restart_after: Option<Duration>,
     supervisor_starts: Arc<Mutex<Vec<bool>>>,
     timings: Arc<Mutex<Vec<(&'static str, Duration)>>>,
+    /// Set when mysqlctld "exits" (a `Start` while mysqld answered); `serve` clears it.
+    exited: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 /// The running server; stops (and removes its socket) when dropped.
@@ -67,6 +82,7 @@ impl FakeMysqlctld {
             restart_after: None,
             supervisor_starts: Arc::default(),
             timings: Arc::default(),
+            exited: Arc::new(tokio::sync::watch::Sender::new(false)),
         }
     }
 
@@ -112,17 +128,51 @@ impl FakeMysqlctld {
         self.socket_dir.join("mysql.sock")
     }
 
-    /// Serves on `<socket_dir>/mysqlctl.sock`.
+    /// Serves on `<socket_dir>/mysqlctl.sock` until the returned [`Serving`] is dropped or
+    /// mysqlctld exits (a `Start` while mysqld answers). Serving again is a new mysqlctld;
+    /// the container an exit ended does not come back.
     pub async fn serve(&self) -> Serving {
         let socket = self.socket_dir.join("mysqlctl.sock");
         let _ = std::fs::remove_file(&socket);
         let listener = vtsnap_core::unixsock::bind(&socket).unwrap();
         let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
-        let stop = grpc::spawn_server(Service { fake: self.clone() }, incoming);
+        self.exited.send_replace(false);
+        let server = grpc::spawn_server(Service { fake: self.clone() }, incoming);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let mut exited = self.exited.subscribe();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = stopped => {}
+                _ = exited.wait_for(|e| *e) => {}
+            }
+            // The listener closes; the socket file stays, as a dead mysqlctld's does.
+            let _ = server.send(());
+        });
         Serving {
             socket,
             stop: Some(stop),
         }
+    }
+
+    /// Whether mysqlctld has exited (a `Start` while mysqld answered).
+    pub fn exited(&self) -> bool {
+        *self.exited.borrow()
+    }
+
+    /// What the real mysqlctld does after a `Start` while mysqld runs: it exits, and its
+    /// container's PID 1 ending kills mysqld (the supervisor kills it and exits).
+    fn exit(&self, who: &str) {
+        self.log(&format!(
+            "{who}: mysqld was running: mysqlctld exited and took mysqld with it"
+        ));
+        if let Err(e) = std::fs::write(self.socket_dir.join("exit-request"), b"") {
+            self.log(&format!("{who}: cannot ask the supervisor to exit: {e}"));
+        }
+        self.exited.send_replace(true);
+    }
+
+    fn gone() -> tonic::Status {
+        tonic::Status::unavailable("mysqlctld has exited")
     }
 
     fn log(&self, what: &str) {
@@ -136,6 +186,9 @@ impl FakeMysqlctld {
     }
 
     async fn shutdown(&self, r: ShutdownRequest) -> Result<ShutdownResponse, tonic::Status> {
+        if self.exited() {
+            return Err(Self::gone());
+        }
         self.log("Shutdown");
         std::fs::write(self.socket_dir.join("stop-request"), b"")
             .map_err(|e| tonic::Status::internal(e.to_string()))?;
@@ -169,13 +222,23 @@ impl FakeMysqlctld {
         let me = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
-            me.log("Start (supervisor)");
-            let started = me.start_mysqld().await.is_ok();
-            me.log(if started {
-                "Start (supervisor): mysqld answers"
+            let started = if me.exited() {
+                me.log("Start (supervisor): mysqlctld has exited");
+                false
             } else {
-                "Start (supervisor): mysqld did not answer"
-            });
+                me.log("Start (supervisor)");
+                match me.start_or_exit("Start (supervisor)").await {
+                    Ok(Started::Started) => {
+                        me.log("Start (supervisor): mysqld answers");
+                        true
+                    }
+                    Ok(Started::Exited) => false,
+                    Err(_) => {
+                        me.log("Start (supervisor): mysqld did not answer");
+                        false
+                    }
+                }
+            };
             if let Ok(mut v) = me.supervisor_starts.lock() {
                 v.push(started);
             }
@@ -183,13 +246,26 @@ impl FakeMysqlctld {
     }
 
     async fn start(&self) -> Result<StartResponse, tonic::Status> {
+        if self.exited() {
+            return Err(Self::gone());
+        }
         self.log("Start");
         let since = Instant::now();
-        let r = self.start_mysqld().await;
-        if r.is_ok() {
+        let r = self.start_or_exit("Start").await;
+        if matches!(r, Ok(Started::Started)) {
             self.timed("Start", since);
         }
-        r
+        r.map(|_| StartResponse {})
+    }
+
+    /// A `Start`: mysqld started and answering, or — when it already answered — the
+    /// answer the real one gives before it exits.
+    async fn start_or_exit(&self, who: &str) -> Result<Started, tonic::Status> {
+        if answers(&self.mysql_socket()).await {
+            self.exit(who);
+            return Ok(Started::Exited);
+        }
+        self.start_mysqld().await.map(|_| Started::Started)
     }
 
     async fn start_mysqld(&self) -> Result<StartResponse, tonic::Status> {
@@ -204,6 +280,13 @@ impl FakeMysqlctld {
         }
         Err(tonic::Status::deadline_exceeded("mysqld did not start"))
     }
+}
+
+/// How a `Start` ended.
+enum Started {
+    Started,
+    /// mysqld was already running: answered, then mysqlctld exited.
+    Exited,
 }
 
 #[derive(Debug, Clone)]
@@ -244,7 +327,10 @@ impl tower::Service<http::Request<Body>> for Service {
                     .await
                 }
                 "VersionString" => {
-                    grpc::unary(req, |_: VersionStringRequest| {
+                    grpc::unary(req, move |_: VersionStringRequest| {
+                        if f.exited() {
+                            return Err(FakeMysqlctld::gone());
+                        }
                         Ok(VersionStringResponse {
                             version: "Ver 10.11 (fake mysqlctld)".into(),
                         })

@@ -76,6 +76,8 @@ fn commands(flavor: Flavor, mycnf: &str) -> Commands {
 /// the one it started has exited: "does not answer yet" is not "not running" — a second
 /// mariadbd on the same datadir waits on its Aria lock (30 s) and takes over as soon as
 /// the first one is shut down, so mysqld would come back with nobody asking.
+/// An `exit-request` kills the server (SIGKILL) and ends the loop, and with it the
+/// container: what a real mysqlctld's exit does to its mysqld container.
 /// `admin` is the admin client with its connection options (`shutdown` is appended).
 pub fn supervisor_script(server: &str, admin: &str, request_dir: &str) -> String {
     format!(
@@ -85,6 +87,7 @@ pub fn supervisor_script(server: &str, admin: &str, request_dir: &str) -> String
          stop() {{ if running; then {admin} shutdown >/dev/null 2>&1 || kill -TERM \"$pid\"; wait \"$pid\"; fi; pid=; }}; \
          start; \
          while :; do \
+           if [ -e {request_dir}/exit-request ]; then rm -f {request_dir}/exit-request; running && kill -KILL \"$pid\"; exit 1; fi; \
            if [ -e {request_dir}/stop-request ]; then rm -f {request_dir}/stop-request; stop; fi; \
            if [ -e {request_dir}/start-request ]; then rm -f {request_dir}/start-request; running || start; fi; \
            sleep 0.05; \
@@ -538,6 +541,7 @@ mod tests {
             // Its own process group: the supervisor and every server it started.
             let _ = Command::new("kill")
                 .args(["-s", "KILL", "--", &format!("-{}", self.0.id())])
+                .stderr(std::process::Stdio::null())
                 .status();
             let _ = self.0.wait();
         }
@@ -587,6 +591,43 @@ mod tests {
             1,
             "one server runs (servers started: {started:?})"
         );
+    }
+
+    /// mysqlctld's exit takes mysqld with it: an exit request kills the server (no clean
+    /// shutdown) and ends the supervisor, as PID 1 ending ends a container.
+    #[test]
+    fn an_exit_request_kills_the_server_and_ends_the_supervisor() {
+        use std::os::unix::process::CommandExt;
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        let server = format!(
+            "sh -c 'echo $$ >> {}/servers; exec sleep 1000'",
+            dir.display()
+        );
+        // An admin client that always succeeds: a clean stop would not kill the server.
+        let script = supervisor_script(&server, "true", &dir.display().to_string());
+        let sup = std::cell::RefCell::new(Supervisor(
+            Command::new("sh")
+                .args(["-c", &script])
+                .process_group(0)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        ));
+        until("the server started", || servers(dir).len() == 1);
+        let server = servers(dir)[0];
+
+        std::fs::write(dir.join("exit-request"), b"").unwrap();
+        until("the supervisor ended", || {
+            sup.borrow_mut().0.try_wait().unwrap().is_some()
+        });
+        until("the server is gone", || !alive(server));
+        assert!(
+            !dir.join("exit-request").exists(),
+            "a restarted container must not exit again at once"
+        );
+        assert_eq!(servers(dir).len(), 1, "nothing started another server");
     }
 
     /// The Pod's script is valid shell and writes the init file the server is started with.
