@@ -203,20 +203,17 @@ async fn run(cmd: Command) -> Exit {
             socket,
             mysqld_socket,
             timeout,
-        } => {
-            let started = async {
-                let c = mysqlctl::MysqlCtl::new(&socket)?;
-                c.start(timeout.get()).await?;
-                mysqlctl::wait_for_mysqld(&mysqld_socket, timeout.get()).await
-            };
-            match started.await {
-                Ok(()) => {
-                    println!("{}", serde_json::json!({"started": true}));
-                    Exit::Ok
-                }
-                Err(e) => fail(Exit::Failed, &e),
+        } => match mysqlctl::start_unless_running(&socket, &mysqld_socket, timeout.get()).await {
+            Ok(started) => {
+                let already = started == mysqlctl::Started::AlreadyRunning;
+                println!(
+                    "{}",
+                    serde_json::json!({"started": true, "alreadyRunning": already})
+                );
+                Exit::Ok
             }
-        }
+            Err(e) => fail(Exit::Failed, &e),
+        },
         Command::Hold {
             pid,
             max_hold,

@@ -135,6 +135,31 @@ impl MysqlCtl {
 
 pub use vtsnap_core::mysqlctl::mysqld_answers;
 
+/// What [`start_unless_running`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Started {
+    Started,
+    /// mysqld already answered: `Start` was not sent.
+    AlreadyRunning,
+}
+
+/// Starts mysqld through mysqlctld unless it already answers on `mysqld_socket`, then
+/// waits until it does. A real mysqlctld that is sent `Start` while its mysqld runs
+/// answers OK, then exits and takes that mysqld down with it (Vitess 24 with
+/// `mysqld_safe`; docs/design.md §2), so a release never sends it to a running server.
+pub async fn start_unless_running(
+    mysqlctl_socket: &Path,
+    mysqld_socket: &Path,
+    limit: Duration,
+) -> Result<Started, MysqlCtlError> {
+    if mysqld_answers(mysqld_socket).await {
+        return Ok(Started::AlreadyRunning);
+    }
+    MysqlCtl::new(mysqlctl_socket)?.start(limit).await?;
+    wait_for_mysqld(mysqld_socket, limit).await?;
+    Ok(Started::Started)
+}
+
 /// Waits until mysqld answers on `socket`.
 pub async fn wait_for_mysqld(socket: &Path, limit: Duration) -> Result<(), MysqlCtlError> {
     let start = Instant::now();

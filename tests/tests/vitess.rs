@@ -402,6 +402,20 @@ async fn without_vtorc_the_put_back_leaves_the_tablet_replicating() {
     )
     .await;
     eprintln!("healthz failed {:?} after the IO error", start.elapsed());
+
+    // A release that meets a running mysqld sends no Start: a real mysqlctld would exit
+    // on it and take that mysqld down (testkit/tests/mysqlctld_contract.rs).
+    let t = shard.tablet_by_uid(SOURCE);
+    let started = vtsnap_node::mysqlctl::start_unless_running(
+        &t.mysqlctl_socket(),
+        &t.socket_dir.join("mysql.sock"),
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    assert_eq!(started, vtsnap_node::mysqlctl::Started::AlreadyRunning);
+    assert!(t.container(TabletRole::Mysqld).unwrap().running());
+    t.must_sql("SELECT 1").await;
 }
 
 /// The status code of vttablet's `/healthz` (the operator's readiness probe).

@@ -23,7 +23,7 @@ use super::registry::{Entry, Freezes};
 use super::watchdog::now_ms;
 use crate::cgroup::Cgroup;
 use crate::fsfreeze;
-use crate::mysqlctl::{MysqlCtl, wait_for_mysqld};
+use crate::mysqlctl::{MysqlCtl, Started, start_unless_running};
 use crate::probe;
 
 impl Daemon {
@@ -305,13 +305,14 @@ impl Daemon {
 
     /// `Start`s the mysqld this helper stopped and waits until it answers; then records it.
     async fn start_mysqld_again(&self, e: &mut Entry) -> Option<ReleaseProblem> {
-        let started = async {
-            let ctl = MysqlCtl::new(&e.mysqlctl_socket)?;
-            ctl.start(self.cfg.start_timeout).await?;
-            wait_for_mysqld(&e.mysqld_socket, self.cfg.start_timeout).await
-        };
-        if let Err(err) = started.await {
-            return Some(err.into());
+        match start_unless_running(&e.mysqlctl_socket, &e.mysqld_socket, self.cfg.start_timeout)
+            .await
+        {
+            Ok(Started::AlreadyRunning) => {
+                tracing::info!(socket = %e.mysqld_socket.display(), "mysqld already answers: no Start sent");
+            }
+            Ok(Started::Started) => {}
+            Err(err) => return Some(err.into()),
         }
         e.stopped_mysqld = false;
         e.mysqld_down = false;
