@@ -23,7 +23,7 @@ use vtsnap_core::snapshot::{
     LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, ReadError, VolumeSnapshot,
 };
 use vtsnap_core::vtctld::client::CallLimits;
-use vtsnap_core::vtctld::messages::replicationdata::STATE_RUNNING;
+use vtsnap_core::vtctld::messages::replicationdata::STATE_STOPPED;
 use vtsnap_core::vtctld::{TabletType, VtctldClient};
 
 mod binlogs;
@@ -683,8 +683,9 @@ async fn observe_catch_up(kube: &kube::Client, config: &Config, inv: &mut Invent
             match vtctld.get_full_status(&alias).await {
                 Ok(st) => {
                     let stopped = st.replication_status.as_ref().is_some_and(|r| {
-                        r.io_state != STATE_RUNNING
-                            && r.sql_state != STATE_RUNNING
+                        // stopped, not connecting or unknown: nothing is trying
+                        r.io_state == STATE_STOPPED
+                            && r.sql_state == STATE_STOPPED
                             && r.last_io_error.is_empty()
                             && r.last_sql_error.is_empty()
                     });

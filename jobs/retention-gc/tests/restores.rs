@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use vtsnap_core::config::Config;
 use vtsnap_core::snapshot::{ANN_UNUSABLE, GROUP, PLURAL, reprovisioned_key};
 use vtsnap_core::vtctld::TabletType;
-use vtsnap_core::vtctld::messages::replicationdata::{STATE_STOPPED, Status};
+use vtsnap_core::vtctld::messages::replicationdata::{STATE_CONNECTING, STATE_STOPPED, Status};
 use vtsnap_gc::act::{GcOptions, run};
 use vtsnap_testkit::fake_kube::{FakeKube, Fault, Verb, is};
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
@@ -505,6 +505,18 @@ async fn a_restored_replica_nothing_started_is_named_and_left_alone() {
     );
 
     // A drained one is stopped on purpose (a snapshot's fence): not named.
+    // Still connecting (no error yet) is someone trying: not named either.
+    let (w, _vt) = world("Bound", "Running").await;
+    never_started(&w, TabletType::Replica);
+    w.vtctld.with(|s| {
+        let sh = s.shards.values_mut().next().unwrap();
+        let t = sh.tablets.get_mut(&w.tablet.alias.to_string()).unwrap();
+        t.status.as_mut().unwrap().io_state = STATE_CONNECTING;
+    });
+    let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
+    assert_eq!(r.exit_code, 0, "{r:?}");
+    assert!(w.event("TabletNotReplicating").is_none());
+
     let (w, _vt) = world("Bound", "Running").await;
     never_started(&w, TabletType::Drained);
     let r = run(&w.config, &opts(false), w.kube.client_as("gc")).await;
