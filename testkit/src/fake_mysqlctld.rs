@@ -225,6 +225,11 @@ impl FakeMysqlctld {
             let started = if me.exited() {
                 me.log("Start (supervisor): mysqlctld has exited");
                 false
+            } else if answers(&me.mysql_socket()).await {
+                // A restarter that sees mysqld up sends nothing: a `Start` now would take
+                // mysqld down (see `exit`).
+                me.log("Start (supervisor): mysqld already answers: not sent");
+                false
             } else {
                 me.log("Start (supervisor)");
                 match me.start_or_exit("Start (supervisor)").await {
@@ -278,6 +283,10 @@ impl FakeMysqlctld {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        // The caller gave up: the request goes with it, as a cancelled call to a frozen
+        // mysqlctld is never served. Left behind, the supervisor would start mysqld at the
+        // thaw, behind the back of the release's own `Start`.
+        let _ = std::fs::remove_file(self.socket_dir.join("start-request"));
         Err(tonic::Status::deadline_exceeded("mysqld did not start"))
     }
 }
