@@ -124,7 +124,12 @@ impl Daemon {
             original_type: f.original_type,
             vtctld: f.vtctld.clone(),
             container_id: mysqld_container_id(pod),
-            volume_mount: pods::volume_mount(&self.cfg.kubelet_dir, &f.target_pod_uid).ok(),
+            volume_mount: pods::volume_mount(
+                &self.cfg.kubelet_dir,
+                &f.target_pod_uid,
+                f.tablet_alias.uid,
+            )
+            .ok(),
             mysqlctl_socket: sockets.join("mysqlctl.sock"),
             mysqld_socket: sockets.join("mysql.sock"),
             stopped_mysqld: false,
@@ -140,12 +145,11 @@ impl Daemon {
     async fn probe(&self, f: Option<&Fence>) -> Result<(), StepError> {
         let Some(f) = f else { return Ok(()) };
         let mount =
-            pods::volume_mount(&self.cfg.kubelet_dir, &f.target_pod_uid).map_err(|source| {
-                StepError::Volume {
+            pods::volume_mount(&self.cfg.kubelet_dir, &f.target_pod_uid, f.tablet_alias.uid)
+                .map_err(|source| StepError::Volume {
                     tablet: f.tablet_alias.clone(),
                     source,
-                }
-            })?;
+                })?;
         let layout =
             probe::probe(&mount.join("vtdataroot"), f.tablet_alias.uid).map_err(|source| {
                 StepError::Probe {

@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+use vtsnap_core::naming::TabletUid;
+
 /// `<kubelet>/pods/<uid>/volumes/kubernetes.io~empty-dir/vt-root/socket`: the pod's `/vt/socket`.
 pub fn socket_dir(kubelet: &Path, pod_uid: &str) -> PathBuf {
     kubelet
@@ -30,8 +32,14 @@ pub enum MountError {
 }
 
 /// The tablet data volume's mount: the one volume of the pod holding `vtdataroot/`
-/// (CSI volumes keep their files under `<volume>/mount`).
-pub fn volume_mount(kubelet: &Path, pod_uid: &str) -> Result<PathBuf, MountError> {
+/// (CSI volumes keep their files under `<volume>/mount`). When several do, the one whose
+/// `vtdataroot/` holds the tablet's directory: vitess-operator's `init-vt-root` makes an
+/// empty `vtdataroot/` in the `vt-root` emptyDir of every tablet Pod (docs/design.md §2).
+pub fn volume_mount(
+    kubelet: &Path,
+    pod_uid: &str,
+    tablet: TabletUid,
+) -> Result<PathBuf, MountError> {
     let vols = kubelet.join("pods").join(pod_uid).join("volumes");
     let mut found = Vec::new();
     let plugins = std::fs::read_dir(&vols).map_err(|source| MountError::Unreadable {
@@ -52,6 +60,17 @@ pub fn volume_mount(kubelet: &Path, pod_uid: &str) -> Result<PathBuf, MountError
             }
         }
     }
+    if found.len() > 1 {
+        let dir = tablet.tablet_dir_name();
+        let holding: Vec<PathBuf> = found
+            .iter()
+            .filter(|root| root.join("vtdataroot").join(&dir).is_dir())
+            .cloned()
+            .collect();
+        if holding.len() == 1 {
+            found = holding;
+        }
+    }
     match found.len() {
         1 => Ok(found.remove(0)),
         0 => Err(MountError::None {
@@ -68,4 +87,67 @@ pub fn volume_mount(kubelet: &Path, pod_uid: &str) -> Result<PathBuf, MountError
 /// `containerd://abc` → `abc`.
 pub fn container_id(raw: &str) -> &str {
     raw.split_once("://").map_or(raw, |(_, id)| id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UID: TabletUid = TabletUid::new(101);
+
+    fn pod_with(dirs: &[&str]) -> (tempfile::TempDir, PathBuf) {
+        let kubelet = tempfile::tempdir().unwrap();
+        let vols = kubelet.path().join("pods/p-1/volumes");
+        for d in dirs {
+            std::fs::create_dir_all(vols.join(d)).unwrap();
+        }
+        (kubelet, vols)
+    }
+
+    #[test]
+    fn the_operators_empty_vtdataroot_beside_the_pvc_is_not_the_tablets_volume() {
+        let (kubelet, vols) = pod_with(&[
+            "kubernetes.io~empty-dir/vt-root/vtdataroot",
+            "kubernetes.io~csi/pvc-1/mount/vtdataroot/vt_0000000101",
+        ]);
+        assert_eq!(
+            volume_mount(kubelet.path(), "p-1", UID).unwrap(),
+            vols.join("kubernetes.io~csi/pvc-1/mount")
+        );
+    }
+
+    #[test]
+    fn one_vtdataroot_is_the_volume_even_without_the_tablets_directory() {
+        let (kubelet, vols) = pod_with(&["kubernetes.io~csi/pvc-1/mount/vtdataroot"]);
+        assert_eq!(
+            volume_mount(kubelet.path(), "p-1", UID).unwrap(),
+            vols.join("kubernetes.io~csi/pvc-1/mount")
+        );
+    }
+
+    #[test]
+    fn two_volumes_holding_the_tablet_or_neither_are_refused_by_name() {
+        for dirs in [
+            [
+                "kubernetes.io~empty-dir/vt-root/vtdataroot/vt_0000000101",
+                "kubernetes.io~csi/pvc-1/mount/vtdataroot/vt_0000000101",
+            ],
+            [
+                "kubernetes.io~empty-dir/vt-root/vtdataroot",
+                "kubernetes.io~csi/pvc-1/mount/vtdataroot",
+            ],
+        ] {
+            let (kubelet, _) = pod_with(&dirs);
+            let e = volume_mount(kubelet.path(), "p-1", UID).unwrap_err();
+            assert!(
+                matches!(&e, MountError::Several { found, .. } if found.len() == 2),
+                "{e}"
+            );
+        }
+        let (kubelet, _) = pod_with(&["kubernetes.io~empty-dir/scratch"]);
+        assert!(matches!(
+            volume_mount(kubelet.path(), "p-1", UID),
+            Err(MountError::None { .. })
+        ));
+    }
 }

@@ -54,7 +54,8 @@ impl Daemon {
                 }
             }
         }
-        if let Ok(m) = pods::volume_mount(&self.cfg.kubelet_dir, &f.target_pod_uid)
+        if let Ok(m) =
+            pods::volume_mount(&self.cfg.kubelet_dir, &f.target_pod_uid, f.tablet_alias.uid)
             && fsfreeze::open_to_thaw(&m).is_ok()
         {
             ended |= fsfreeze::open_to_thaw(&m)
