@@ -2,6 +2,8 @@
 //! positions and ExecuteFetchAsDBA run on each Pod's MariaDB with the `mariadb` client,
 //! through `kubectl exec` into its `mysqld` container (what vttablet would do on its own
 //! socket). The account is the one [`crate::mariadb::pod_mysqld_command`] creates.
+//! On tablet Pods of real Vitess ([`crate::vitess::pods`]) it only runs SQL, with the
+//! `mysql` client as `vt_dba`, the account Vitess's init script makes.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,9 +16,44 @@ use vtsnap_core::naming::TabletAlias;
 use crate::fake_vtctld::{Backend, FetchResult};
 use crate::mariadb::{POD_ADMIN_PASSWORD, POD_ADMIN_USER};
 
+/// Which server the Pods' `mysqld` container runs, so which client and account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodSqlClient {
+    /// MariaDB under the test kit's supervisor: `mariadb` as the supervisor's admin.
+    MariaDb,
+    /// MySQL under a real mysqlctld: `mysql` as `vt_dba` (no password on the socket).
+    VitessMysql,
+}
+
+impl PodSqlClient {
+    fn command(self) -> Vec<String> {
+        match self {
+            Self::MariaDb => vec![
+                "mariadb".into(),
+                "--socket=/vt/socket/mysql.sock".into(),
+                "-N".into(),
+                "-B".into(),
+                format!("-u{POD_ADMIN_USER}"),
+                format!("-p{POD_ADMIN_PASSWORD}"),
+            ],
+            Self::VitessMysql => [
+                "mysql",
+                "--no-defaults",
+                "--socket=/vt/socket/mysql.sock",
+                "-N",
+                "-B",
+                "-uvt_dba",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+        }
+    }
+}
+
 /// Tablet alias → its Pod (namespace, name). Clones share the map.
 #[derive(Debug, Clone)]
 pub struct PodBackend {
+    client: PodSqlClient,
     kubectl: PathBuf,
     kubeconfig: PathBuf,
     pods: Arc<RwLock<HashMap<String, (String, String)>>>,
@@ -24,7 +61,12 @@ pub struct PodBackend {
 
 impl PodBackend {
     pub fn new(kubectl: &Path, kubeconfig: &Path) -> Self {
+        Self::with_client(PodSqlClient::MariaDb, kubectl, kubeconfig)
+    }
+
+    pub fn with_client(client: PodSqlClient, kubectl: &Path, kubeconfig: &Path) -> Self {
         Self {
+            client,
             kubectl: kubectl.to_path_buf(),
             kubeconfig: kubeconfig.to_path_buf(),
             pods: Arc::default(),
@@ -37,7 +79,7 @@ impl PodBackend {
         }
     }
 
-    /// Runs `sql` on the tablet's MariaDB; its rows, tab-separated cells.
+    /// Runs `sql` on the tablet's database server; its rows, tab-separated cells.
     pub fn query(
         &self,
         alias: &TabletAlias,
@@ -48,7 +90,8 @@ impl PodBackend {
             .read()
             .ok()
             .and_then(|m| m.get(&alias.to_string()).cloned());
-        let (kubectl, kubeconfig, sql, alias) = (
+        let (client, kubectl, kubeconfig, sql, alias) = (
+            self.client.command(),
             self.kubectl.clone(),
             self.kubeconfig.clone(),
             sql.to_owned(),
@@ -61,9 +104,7 @@ impl PodBackend {
                     .arg("--kubeconfig")
                     .arg(kubeconfig)
                     .args(["-n", &ns, "exec", &pod, "-c", "mysqld", "--"])
-                    .args(["mariadb", "--socket=/vt/socket/mysql.sock", "-N", "-B"])
-                    .arg(format!("-u{POD_ADMIN_USER}"))
-                    .arg(format!("-p{POD_ADMIN_PASSWORD}"))
+                    .args(client)
                     .args(["-e", &sql])
                     .output()
                     .map_err(|e| format!("kubectl: {e}"))?;

@@ -12,6 +12,7 @@
 //! unless a file in `EXTRA_MY_CNF` sets `bind-address`.
 
 pub mod container;
+pub mod pods;
 mod tablet;
 
 use std::collections::BTreeMap;
@@ -19,7 +20,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub use container::{Access, Bind, Container};
-pub use tablet::{Placement, TabletRole, VitessTablet};
+pub use tablet::{
+    BackupRestore, Placement, TabletRole, VitessTablet, mysqlctld_flags, vttablet_flags,
+};
 use vtsnap_core::naming::TabletAlias;
 use vtsnap_core::vtctld::client::{CallLimits, VtctldClient};
 
@@ -29,7 +32,7 @@ pub const KEYSPACE: &str = "commerce";
 pub const SHARD: &str = "-";
 /// The database of keyspace `commerce` (Vitess's `vt_<keyspace>`).
 pub const DATABASE: &str = "vt_commerce";
-const TOPO_ROOT: &str = "/vitess/global";
+pub(crate) const TOPO_ROOT: &str = "/vitess/global";
 
 /// A lean my.cnf for a 2-core test machine (defaults take 2.1 GB for three tablets).
 pub const LEAN_CNF: &str = "bind-address = 127.0.0.1
@@ -82,7 +85,7 @@ pub struct VitessOptions {
     pub volumes: PathBuf,
 }
 
-fn binary_dir() -> PathBuf {
+pub(crate) fn binary_dir() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     std::env::var_os("VTSNAP_TOOLS_DIR")
         .map(PathBuf::from)
@@ -157,7 +160,7 @@ impl Drop for Etcd {
 }
 
 /// The topology flags every daemon gets.
-fn topo_flags(etcd: &str) -> Vec<String> {
+pub(crate) fn topo_flags(etcd: &str) -> Vec<String> {
     vec![
         "--topo-implementation".into(),
         "etcd2".into(),
@@ -166,6 +169,38 @@ fn topo_flags(etcd: &str) -> Vec<String> {
         "--topo-global-root".into(),
         TOPO_ROOT.into(),
     ]
+}
+
+/// vtctld's flags: the topology, its gRPC services, the file backup storage.
+pub fn vtctld_flags(etcd: &str, (web_port, grpc_port): (u16, u16)) -> Vec<String> {
+    let mut flags = topo_flags(etcd);
+    flags.extend([
+        "--service-map=grpc-vtctl,grpc-vtctld".into(),
+        "--backup-storage-implementation=file".into(),
+        "--file-backup-storage-root=/vt/backups".into(),
+        format!("--port={web_port}"),
+        format!("--grpc-port={grpc_port}"),
+    ]);
+    flags
+}
+
+/// VTOrc's flags: the topology and cell, polled every second (a test waits on it).
+pub fn vtorc_flags(etcd: &str) -> Vec<String> {
+    let mut flags = topo_flags(etcd);
+    flags.extend(
+        [
+            "--cell",
+            CELL,
+            "--instance-poll-time",
+            "1s",
+            "--recovery-poll-duration",
+            "1s",
+            "--topo-information-refresh-duration",
+            "5s",
+        ]
+        .map(str::to_owned),
+    );
+    flags
 }
 
 /// A running shard. Dropping it removes every container, then stops etcd.
@@ -221,21 +256,8 @@ impl VitessShard {
         let grpc = free_port();
         let web = free_port();
         let mut cmd = vec!["vtctld".to_owned()];
-        cmd.extend(topo_flags(&etcd.client));
-        cmd.extend(
-            [
-                "--service-map",
-                "grpc-vtctl,grpc-vtctld",
-                "--backup-storage-implementation",
-                "file",
-                "--file-backup-storage-root",
-                "/vt/backups",
-                "--log-format",
-                "text",
-            ]
-            .map(str::to_owned),
-        );
-        cmd.extend([format!("--port={web}"), format!("--grpc-port={grpc}")]);
+        cmd.extend(vtctld_flags(&etcd.client, (web, grpc)));
+        cmd.extend(["--log-format".into(), "text".into()]);
         let vtctld = Container::run(
             &format!("{prefix}-vtctld"),
             IMAGE,
@@ -331,23 +353,12 @@ impl VitessShard {
 
     fn start_vtorc(&mut self, prefix: &str) {
         let mut cmd = vec!["vtorc".to_owned()];
-        cmd.extend(topo_flags(&self.etcd.client));
-        cmd.extend(
-            [
-                "--cell",
-                CELL,
-                "--instance-poll-time",
-                "1s",
-                "--recovery-poll-duration",
-                "1s",
-                "--topo-information-refresh-duration",
-                "5s",
-                "--log-format",
-                "text",
-            ]
-            .map(str::to_owned),
-        );
-        cmd.push(format!("--port={}", free_port()));
+        cmd.extend(vtorc_flags(&self.etcd.client));
+        cmd.extend([
+            "--log-format".into(),
+            "text".into(),
+            format!("--port={}", free_port()),
+        ]);
         self.vtorc = Some(Container::run(
             &format!("{prefix}-vtorc"),
             IMAGE,

@@ -146,17 +146,12 @@ impl VitessTablet {
 
     /// The operator's `mysqld` container: mysqlctld, which initializes or starts mysqld.
     pub fn start_mysqld_container(&mut self) {
-        let cmd: Vec<String> = vec![
-            "mysqlctld".into(),
-            format!("--tablet-uid={}", self.uid),
+        let mut cmd = vec!["mysqlctld".to_owned()];
+        cmd.extend(mysqlctld_flags(self.uid, "/vt/config/init_db.sql"));
+        cmd.extend([
             format!("--mysql-port={}", self.mysql_port),
-            "--socket-file=/vt/socket/mysqlctl.sock".into(),
-            "--mysql-socket=/vt/socket/mysql.sock".into(),
-            "--init-db-sql-file=/vt/config/init_db.sql".into(),
-            "--db-charset=utf8mb4".into(),
-            "--wait-time=2h".into(),
             "--log-format=text".into(),
-        ];
+        ]);
         self.mysqld = Some(Container::run(
             &format!("{}-mysqld", self.name),
             IMAGE,
@@ -169,33 +164,15 @@ impl VitessTablet {
     /// The operator's `vttablet` container.
     pub fn start_vttablet(&mut self) {
         let mut cmd = vec!["vttablet".to_owned()];
-        cmd.extend(topo_flags(&self.etcd));
+        cmd.extend(vttablet_flags(
+            &self.etcd,
+            &self.alias,
+            "127.0.0.1",
+            (self.web_port, self.grpc_port),
+        ));
+        cmd.extend(BackupRestore::StartEmpty.flags());
         cmd.extend([
-            format!("--tablet-path={}", self.alias),
-            "--tablet-hostname=127.0.0.1".into(),
-            format!("--init-keyspace={KEYSPACE}"),
-            format!("--init-shard={SHARD}"),
-            "--init-tablet-type=replica".into(),
-            format!("--port={}", self.web_port),
-            format!("--grpc-port={}", self.grpc_port),
-            "--service-map=grpc-queryservice,grpc-tabletmanager,grpc-updatestream".into(),
-            // vitess-operator's local-datastore flags (pkg/operator/vttablet/datastore.go)
-            "--mysqlctl-socket=/vt/socket/mysqlctl.sock".into(),
-            "--mycnf-socket-file=/vt/socket/mysql.sock".into(),
-            "--db-charset=utf8mb4".into(),
-            "--db-app-user=vt_app".into(),
-            "--db-dba-user=vt_dba".into(),
-            "--db-repl-user=vt_repl".into(),
-            "--db-filtered-user=vt_filtered".into(),
-            format!("--init-db-name-override={DATABASE}"),
-            "--enforce-strict-trans-tables".into(),
-            // its replication lag (and "not running") decides the tablet's serving state,
-            // so /healthz, the operator's readiness probe, fails without replication
-            "--enable-replication-reporter".into(),
             "--health-check-interval=2s".into(),
-            "--restore-from-backup".into(),
-            "--backup-storage-implementation=file".into(),
-            "--file-backup-storage-root=/vt/backups".into(),
             "--log-format=text".into(),
         ]);
         self.vttablet = Some(Container::run(
@@ -328,5 +305,85 @@ impl VitessTablet {
             }
         }
         s
+    }
+}
+
+/// mysqlctld's flags as vitess-operator gives them (pkg/operator/vttablet/flags.go,
+/// Vitess 24's dashed names); `init_db` is the init script's path in the container.
+pub fn mysqlctld_flags(uid: u32, init_db: &str) -> Vec<String> {
+    vec![
+        format!("--tablet-uid={uid}"),
+        "--socket-file=/vt/socket/mysqlctl.sock".into(),
+        "--mysql-socket=/vt/socket/mysql.sock".into(),
+        "--db-dba-user=vt_dba".into(),
+        format!("--init-db-sql-file={init_db}"),
+        "--db-charset=utf8mb4".into(),
+        "--wait-time=2h".into(),
+    ]
+}
+
+/// vttablet's flags as vitess-operator gives them (pkg/operator/vttablet/flags.go and
+/// datastore.go), without the backup and health-check flags.
+pub fn vttablet_flags(
+    etcd: &str,
+    alias: &TabletAlias,
+    hostname: &str,
+    (web_port, grpc_port): (u16, u16),
+) -> Vec<String> {
+    let mut flags = topo_flags(etcd);
+    flags.extend([
+        format!("--tablet-path={alias}"),
+        format!("--tablet-hostname={hostname}"),
+        format!("--init-keyspace={KEYSPACE}"),
+        format!("--init-shard={SHARD}"),
+        "--init-tablet-type=replica".into(),
+        format!("--port={web_port}"),
+        format!("--grpc-port={grpc_port}"),
+        "--service-map=grpc-queryservice,grpc-tabletmanager,grpc-updatestream".into(),
+        // the local-datastore flags (datastore.go)
+        "--mysqlctl-socket=/vt/socket/mysqlctl.sock".into(),
+        "--mycnf-socket-file=/vt/socket/mysql.sock".into(),
+        "--db-charset=utf8mb4".into(),
+        "--db-app-user=vt_app".into(),
+        "--db-dba-user=vt_dba".into(),
+        "--db-repl-user=vt_repl".into(),
+        "--db-filtered-user=vt_filtered".into(),
+        format!("--init-db-name-override={DATABASE}"),
+        "--enforce-strict-trans-tables".into(),
+        // its replication lag (and "not running") decides the tablet's serving state,
+        // so /healthz, the operator's readiness probe, fails without replication
+        "--enable-replication-reporter".into(),
+    ]);
+    flags
+}
+
+/// What vttablet does about backups at start (the file backup storage at `/vt/backups`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackupRestore {
+    /// `--restore-from-backup` and, finding no backup, start empty: how a shard's first
+    /// tablets start here (the operator would have them wait for vtbackup's initial one).
+    StartEmpty,
+    /// The operator's flags when the cluster has a backup location
+    /// (pkg/operator/vttablet/backup.go, constants.go): restore, and wait for a backup
+    /// every 10 s while there is none. A tablet whose volume already holds data skips
+    /// the restore.
+    WaitForBackup,
+}
+
+impl BackupRestore {
+    pub fn flags(self) -> Vec<String> {
+        let mut flags: Vec<String> = vec![
+            "--restore-from-backup".into(),
+            "--backup-storage-implementation=file".into(),
+            "--file-backup-storage-root=/vt/backups".into(),
+        ];
+        if self == Self::WaitForBackup {
+            flags.extend([
+                "--restore-concurrency=10".into(),
+                "--wait-for-backup-interval=10s".into(),
+                "--backup-engine-implementation=builtin".into(),
+            ]);
+        }
+        flags
     }
 }
