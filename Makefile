@@ -6,7 +6,7 @@ export DOCKER_HOST ?= unix:///run/podman/podman.sock
 DEMO_DIR ?= $(shell mktemp -d -u /tmp/vtsnap-demo.XXXXXX)
 NEW_UID ?= 2548885007
 
-.PHONY: vitess lab-images vitess-images demo-mariadb docs demo-node bench-startup e2e e2e-keep e2e-run e2e-down test-images test-real demo demo-real demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down chart
+.PHONY: tools-bases base-images vitess lab-images vitess-images demo-mariadb docs demo-node bench-startup e2e e2e-keep e2e-run e2e-down test-images test-real demo demo-real demo-restore demo-plan bench-lab soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down chart
 
 # The local lab on real Vitess 24 and MySQL 9.7 (tests/src/vitess_lab.rs): cold and online
 # snapshots under load by the real programs through the real vtctld and mysqlctld, a new
@@ -16,8 +16,8 @@ NEW_UID ?= 2548885007
 demo: vitess-images
 	@bash scripts/lab.sh vitess
 
-# The MariaDB lab (real MariaDB behind fakes of vtctld and mysqlctld): the same story plus
-# restore drills; what `make demo-real` runs on the real control plane.
+# The MariaDB lab (real MariaDB behind fakes of vtctld and mysqlctld): the same story on
+# MariaDB; what `make demo-real` runs on the real control plane.
 demo-mariadb: lab-images
 	@bash scripts/lab.sh demo
 
@@ -27,10 +27,12 @@ demo-mariadb: lab-images
 demo-real: test-images tools
 	@bash scripts/demo-real.sh
 
-# The whole story as Pods on the local cluster with a real node (kubelet, containerd):
-# the chart with vtsnap's images, a scheduled cold snapshot, a tablet restored through the
-# webhook's Service that catches up by GTID (checksums), a Job killed mid-fence; a timeline
-# on stderr and one JSON line. Builds the images (make images) and the cluster's tools.
+# The whole story as Pods on the local cluster with a real node (kubelet, containerd) and
+# real Vitess 24 on MySQL 9.7 in Pods (etcd, vtctld, VTOrc, operator-shaped tablets): the
+# chart with vtsnap's images, a scheduled cold snapshot, a tablet restored through the
+# webhook's Service that vttablet serves and VTOrc catches up (checksums), a Job killed
+# mid-fence, an online snapshot, drills, kubectl vtsnap, re-provisioning after PURGE
+# BINARY LOGS; a timeline on stderr and one JSON line. Builds the images and the tools.
 demo-node: images tools
 	@bash scripts/demo-node.sh
 
@@ -156,8 +158,11 @@ mutants-check: dev-tools
 # Ends with one plain closing line summing every test binary's result (both tiers).
 # One pass over a clean checkout rebuilds nothing twice: no incremental caches (gigabytes).
 test: export CARGO_INCREMENTAL := 0
+# 10 s per fuzz target in make test (12 targets): the 60-minute budget of a cold run;
+# `make fuzz-check` alone keeps 20.
+test: export FUZZ_SECONDS := 10
 # Each stage is timed; the table is printed at the end, or at the stage that failed.
-TEST_STAGES := setup tools images lint docs chart bench-check fuzz-check mutants-check unit test-real
+TEST_STAGES := setup tools-bases images lint docs chart bench-check fuzz-check mutants-check unit test-real
 test:
 	@bash scripts/test-stages.sh $(TEST_STAGES)
 
@@ -169,6 +174,15 @@ test:
 # `make cluster-up NODE=1` also runs a real node (containerd, CNI bridge, kubelet): Pods run.
 tools: vitess
 	@bash e2e/local-cluster/build-tools.sh
+
+# make test's first build stage: the Go tools (CPU-bound) beside the images' Debian roots
+# and packages (debootstrap and apt: network- and disk-bound), so neither waits for the
+# other; `images` then builds only the Vitess image and the programs'.
+tools-bases: setup
+	@$(MAKE) --no-print-directory -j2 tools base-images
+
+base-images: setup
+	bash scripts/build-images.sh bases
 
 cluster-up: tools
 	@cargo build -q -p vtsnap-csi-btrfs

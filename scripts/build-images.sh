@@ -7,12 +7,13 @@
 #   localhost/vtsnap-vitess:24        — that MySQL plus Vitess's daemons (vitess/lite's shape)
 # An image is rebuilt only when its inputs changed (a hash label on the image).
 # The Vitess image needs the binaries of e2e/local-cluster/build-vitess.sh (run first).
-#   build-images.sh [mariadb|vitess|all]     (default all; the lab needs only mariadb)
+#   build-images.sh [mariadb|bases|vitess|all]   (default all; the lab needs only mariadb;
+#   bases: every image but the Vitess one, so it needs no Go build and can run beside it)
 set -euo pipefail
 which=${1:-all}
 case "$which" in
-  mariadb | vitess | all) ;;
-  *) echo "build-images: unknown set $which (mariadb, vitess or all)" >&2; exit 2 ;;
+  mariadb | bases | vitess | all) ;;
+  *) echo "build-images: unknown set $which (mariadb, bases, vitess or all)" >&2; exit 2 ;;
 esac
 here=$(cd "$(dirname "$0")/.." && pwd)
 mariadb=localhost/vtsnap-mariadb:test
@@ -84,8 +85,9 @@ fi
 sid=$(base sid)
 mysql_hash=$(image "$mysql" "$here/images/mysql" "$sid" \
   --build-arg BASE=localhost/vtsnap-debian:sid --build-arg "MYSQL_VERSION=$MYSQL_VERSION")
+[ "$which" = bases ] && exit 0
 
-for b in vtctld vttablet mysqlctld vtorc vtctldclient mysqlctl; do
+for b in vtctld vttablet mysqlctld vtorc vtctldclient mysqlctl etcd; do
   [ -x "$vitess_bin/$b" ] || {
     echo "build-images: $vitess_bin/$b is missing: run e2e/local-cluster/build-vitess.sh" >&2
     exit 1
@@ -96,8 +98,9 @@ ctx=$(mktemp -d /var/tmp/vtsnap-vitess-ctx.XXXXXX)
 trap 'rm -rf "$ctx"' EXIT
 cp "$here/images/vitess/Containerfile" "$ctx/"
 mkdir -p "$ctx/bin"
-cp -l "$vitess_bin"/{vtctld,vttablet,mysqlctld,vtorc,vtctldclient,mysqlctl} "$ctx/bin/" 2>/dev/null ||
-  cp "$vitess_bin"/{vtctld,vttablet,mysqlctld,vtorc,vtctldclient,mysqlctl} "$ctx/bin/"
+# etcd too: the node tier runs the topology as a Pod of this image
+cp -l "$vitess_bin"/{vtctld,vttablet,mysqlctld,vtorc,vtctldclient,mysqlctl,etcd} "$ctx/bin/" 2>/dev/null ||
+  cp "$vitess_bin"/{vtctld,vttablet,mysqlctld,vtorc,vtctldclient,mysqlctl,etcd} "$ctx/bin/"
 cp -r "$vitess_bin/config" "$ctx/config"
 vitess_inputs="$mysql_hash $(cat "$vitess_bin/.build-stamp" 2>/dev/null || echo unstamped)"
 image "$vitess" "$ctx" "$vitess_inputs" --build-arg "BASE=$mysql" >/dev/null

@@ -4,7 +4,7 @@
 # VTSNAP_CI_FREE_DISK=1 (set by .ci/run): a workstation keeps its caches.
 #   scripts/free-disk.sh STAGE
 # What each removal is safe against:
-#   tools   the Go build and module caches: the tools are in target/tools/, and their
+#   tools, tools-bases   the Go build and module caches: the tools are in target/tools/, and their
 #           stamp keeps build-tools.sh from building them again in this run.
 #   images  target/release/: the programs are in the images now; later stages build in
 #           the dev profile.
@@ -15,7 +15,7 @@ stage=${1:?usage: free-disk.sh STAGE}
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="/usr/local/go/bin:$PATH"
 case "$stage" in
-  tools)
+  tools | tools-bases)
     if command -v go >/dev/null; then
       go clean -cache
       go clean -modcache

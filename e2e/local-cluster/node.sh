@@ -151,9 +151,9 @@ import_node_images() {
   rm -f "$t"
   local images="${LOCAL_CLUSTER_NODE_IMAGES-}"
   if [[ -z "${LOCAL_CLUSTER_NODE_IMAGES+x}" ]] && command -v podman >/dev/null 2>&1; then
-    # what `make images` builds: the base, the MariaDB tablet image, one image per program
+    # what `make images` builds: the base, the Vitess and MariaDB images, one per program
     images="$(podman images --format '{{.Repository}}:{{.Tag}}' 2>/dev/null |
-      grep -E '^localhost/vtsnap(/vtsnap-[a-z-]+|-debian|-mariadb):' | sort -u | tr '\n' ' ')"
+      grep -E '^localhost/vtsnap(/vtsnap-[a-z-]+|-debian|-mariadb|-vitess):' | sort -u | tr '\n' ' ')"
   fi
   [[ -n "${images// /}" ]] || return 0
   local s0=$SECONDS
