@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # `make demo-node`: the whole story as Pods on the local cluster with a real node
-# (e2e/local-cluster, NODE=1): helm installs charts/vtsnap with vtsnap's own images; the
-# snapshot CronJob fires and its Job's Pod takes a cold snapshot of a MariaDB tablet Pod
-# (the node helper's DaemonSet Pod holds it in kubelet's cgroup); the GC and
-# vtbackup-storage CronJobs fire; a new tablet Pod is restored from the snapshot through the
-# webhook's Service and vtsnap-restore's init container, catches up by GTID and checksums
-# match; an ad-hoc Job killed mid-fence is recovered by the node helper; after a helm
-# upgrade to mode online, another ad-hoc Job takes an online snapshot. It is the
-# real-node test e2e/suite/tests/real_pods.rs: the timeline goes to stderr, and its closing
-# JSON line (checksum_match, per program its Pod, image, ServiceAccount and exit code) is
-# printed last on stdout. Starts the cluster with a node and takes it down again (a cluster
+# (e2e/local-cluster, NODE=1) and real Vitess 24 on MySQL 9.7: etcd, vtctld and VTOrc run
+# as Pods behind Services, the tablet Pods are vitess-operator's (mysqlctld and vttablet
+# from the Vitess image, its probes and flags). helm installs charts/vtsnap with vtsnap's
+# own images; the snapshot CronJob fires and its Job's Pod takes a cold snapshot through
+# the real vtctld (the node helper's DaemonSet Pod holds the tablet's mysqld in kubelet's
+# cgroup); the GC and vtbackup-storage CronJobs fire; a new tablet Pod is restored from
+# the snapshot through the webhook's Service and vtsnap-restore's init container, vttablet
+# skips its own restore, VTOrc catches it up by GTID and checksums match; an ad-hoc Job
+# killed mid-fence is recovered by the node helper (kubelet marks the held Pod NotReady
+# and restarts nothing); after a helm upgrade to mode online, another ad-hoc Job takes an
+# online snapshot; drills; kubectl vtsnap; after PURGE BINARY LOGS on the primary, a tablet
+# restored then hits error 1236 and the GC Job re-provisions it. It is the real-node test
+# e2e/suite/tests/real_pods.rs: the timeline goes to stderr, and its closing JSON line
+# (checksum_match, per program its Pod, image, ServiceAccount and exit code) is printed
+# last on stdout. Starts the cluster with a node and takes it down again (a cluster
 # already up without a node is taken down first); everything the run made is removed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -14,10 +14,12 @@
 //! - No program fell back from a watch to polling; each ran as its ServiceAccount, as the
 //!   user its securityContext names (read from the host's /proc); the Events are readable.
 //!
-//! FAKES (docs/design.md §7): vtctld (served by the test on the node's address, its
-//! replication calls run on the Pods' MariaDB), mysqlctld (the test serves its gRPC on each
-//! Pod's socket, a supervisor in the `mysqld` container runs MariaDB) and `vttablet` (a
-//! sleeper with the operator's name). Runs only on the cluster with a node (`NODE=1`).
+//! Real Vitess 24 and MySQL 9.7 throughout: etcd, vtctld and VTOrc run as Pods behind
+//! Services, every vtsnap program talks to the real vtctld through its Service, and the
+//! tablet Pods are vitess-operator's (init containers, probes, volumes, env, labels)
+//! running real mysqlctld and vttablet. Nothing here is a fake; vitess-operator itself is
+//! not run (its Pods are reproduced, testkit/src/vitess/pods.rs). Runs only on the
+//! cluster with a node (`NODE=1`).
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -27,8 +29,11 @@ mod drill;
 #[path = "pods/plugin.rs"]
 mod plugin;
 mod pods;
+#[path = "pods/purge.rs"]
+mod purge;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use kube::Api;
@@ -38,14 +43,14 @@ use vtsnap_core::fence::{ANN_TABLET_ALIAS, ANN_TARGET_POD};
 use vtsnap_core::naming::{TabletAlias, TabletUid};
 use vtsnap_core::vtctld::TabletType;
 use vtsnap_testkit::fake_mysqlctld;
-use vtsnap_testkit::fake_vtctld::FakeVtctld;
-use vtsnap_testkit::fixtures::shard;
 use vtsnap_testkit::helm::Release;
 use vtsnap_testkit::operator_objects::{OperatorShard, operator_shard, pvc_template};
-use vtsnap_testkit::pod_backend::PodBackend;
+use vtsnap_testkit::pod_backend::{PodBackend, PodSqlClient};
 use vtsnap_testkit::real_kube::{
     BTRFS_CLASS, RealKube, container_freezer_cgroup, resource, snapshot_ready,
 };
+use vtsnap_testkit::vitess::BackupRestore;
+use vtsnap_testkit::vitess::pods::VitessPods;
 
 use pods::*;
 
@@ -68,57 +73,65 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         class.name
     ));
 
-    // vtctld (FAKE) knows the shard: tablet 1 primary, 2 and 3 replicas, on the node's
-    // address so that Pods reach it.
-    let fixture = shard().replicas(3).primary(1);
-    let vtctld = FakeVtctld::new();
-    fixture.install_vtctld(&vtctld);
-    // its replication calls, positions and fetches run on the Pods' MariaDB
-    let db = PodBackend::new(&tool("kubectl"), kube.kubeconfig());
-    vtctld.set_backend(Arc::new(db.clone()));
-    let vt = vtctld.serve_on(node_ip).await;
+    // The topology and vtctld as Pods behind Services; the cell and the keyspace.
+    let vt = VitessPods::start(&kube, &vitess.name, &tool("kubectl")).await;
+    story.mark(&format!(
+        "etcd and vtctld Pods Ready; vtctld's Service at {}",
+        vt.vtctld_grpc
+    ));
+    let db = PodBackend::with_client(
+        PodSqlClient::VitessMysql,
+        &tool("kubectl"),
+        kube.kubeconfig(),
+    );
 
     // The tablets as vitess-operator makes them, each a Pod run by kubelet with its PVC
-    // mounted and MariaDB in its mysqld container.
+    // mounted: mysqlctld initializes MySQL 9.7, vttablet joins the shard as a replica.
     let operator = OperatorShard {
         namespace: vitess.name.clone(),
         ..operator_shard()
     };
-    let mut template = pvc_template("64Mi");
+    let mut template = pvc_template("256Mi");
     template["storageClassName"] = json!(BTRFS_CLASS);
     let mut tablets = Vec::new();
     for i in 1..=3 {
         let op = operator.tablet("replica", i);
-        assert_eq!(
-            op.alias,
-            fixture.alias(i as usize),
-            "the fixture and the operator agree"
-        );
-        let t = start_tablet(&kube, &kubelet, op, &template).await;
+        let t = start_tablet(
+            &kube,
+            &kubelet,
+            &vt,
+            op,
+            &template,
+            BackupRestore::StartEmpty,
+        )
+        .await;
         assert_eq!(t.pod["spec"]["nodeName"], json!(node));
         db.insert(&t.op.alias, &vitess.name, &t.op.name);
         tablets.push(t);
     }
-    // GTID replication from the primary (tablet 1), which holds the data.
+    vt.wait_listed(3).await;
+    story.mark("tablet Pods Running: mysqlctld initialized MySQL 9.7, vttablets in the topology");
+    // The first tablet becomes the primary; VTOrc watches the shard from now on.
     let primary = &tablets[0];
-    let primary_ip = primary.pod["status"]["podIP"].as_str().unwrap().to_owned();
-    story.mark("tablet Pods Running: MariaDB in each mysqld container");
-    db.query(&primary.op.alias, SEED).await.unwrap();
-    for t in &tablets[1..] {
-        db.query(&t.op.alias, &replicate_from(&primary_ip))
-            .await
-            .unwrap();
+    vt.reparent(&primary.op.alias).await;
+    vt.start_vtorc(&kube).await;
+    for t in &tablets {
+        wait_tablet_ready(&kube, t, "after PlannedReparentShard").await;
     }
+    db.query(&primary.op.alias, SEED).await.unwrap();
     for t in &tablets[1..] {
         caught_up(&db, &primary.op.alias, &t.op.alias).await;
     }
+    let client = vt.client();
 
     // The VitessCluster the tablets belong to: the schedule reconciler reads its shards.
     kube.create(operator.unsharded_vitess_cluster(&template))
         .await;
     // helm install: the real images; the schedule reconciler every minute, and the
     // shard's snapshot CronJob it makes due a few minutes later.
-    story.mark("replicas replicate from the primary by GTID");
+    story.mark(
+        "PlannedReparentShard, VTOrc Ready; every tablet Pod Ready, replicas caught up by GTID",
+    );
     let schedule = once_later();
     let node_state = kube
         .kubeconfig()
@@ -127,7 +140,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         .join("node/vtsnap-node-state");
     let values = json!({
         "image": {"registry": "localhost", "repository": "vtsnap", "tag": "0.1.0", "pullPolicy": "Never"},
-        "config": {"clusters": [{"name": "example", "namespace": vitess.name, "vtctld": vt.endpoint(),
+        "config": {"clusters": [{"name": "example", "namespace": vitess.name, "vtctld": vt.vtctld_grpc,
             "snapshot": {"mode": "cold", "volumeSnapshotClassName": class.name,
                          "cutTimeout": "60s", "readyTimeout": "60s", "maxHold": "120s"},
             "restore": {"enabled": true, "nodeLocal": true}}]},
@@ -323,7 +336,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         job_logs.push((format!("the {program} Job"), log));
     }
 
-    // The target's MariaDB was stopped and held, and serves again; no primary was touched.
+    // The target's mysqld was stopped and held, and serves again; no primary was touched.
     let source_uid: TabletUid = taken["metadata"]["labels"]["vtsnap.io/tablet-uid"]
         .as_str()
         .unwrap()
@@ -334,8 +347,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         .find(|t| t.op.alias.uid == source_uid)
         .unwrap();
     assert_ne!(
-        source.op.alias,
-        fixture.alias(1),
+        source.op.alias, primary.op.alias,
         "the primary was snapshotted"
     );
     wait_answers(
@@ -348,11 +360,13 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     )
     .unwrap();
     assert_eq!(frozen.trim(), "THAWED");
-    let calls = vtctld.calls();
-    assert!(
-        calls.contains(&format!("ChangeTabletType {} REPLICA", source.op.alias)),
-        "the tablet was not put back: {calls:?}"
+    let back = client.get_tablet(&source.op.alias).await.unwrap();
+    assert_eq!(
+        back.r#type,
+        TabletType::Replica as i32,
+        "the tablet was not put back"
     );
+    wait_tablet_ready(&kube, source, "the snapshot's source after the fence").await;
     assert!(
         job_log.contains("held")
             || job_log.contains("SnapshotQuiesced")
@@ -361,8 +375,10 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     );
 
     // A new tablet: the API server calls the webhook through its Service; the PVC is
-    // restored from the snapshot, kubelet runs vtsnap-restore from its image, and MariaDB
-    // starts on the clone.
+    // restored from the snapshot, kubelet runs vtsnap-restore from its image, and
+    // mysqlctld starts MySQL on the clone. Its vttablet has the operator's backup flags
+    // (restore, wait for a backup) and an empty backup storage: had it not skipped its
+    // restore, it would wait there and never serve.
     let new_op = operator.tablet("replica", 4);
     let start = Instant::now();
     loop {
@@ -396,10 +412,20 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         "cold snapshot {snapshot} ready; the webhook offers it through its Service"
     ));
     let provisioning = Instant::now();
-    let restored = start_tablet(&kube, &kubelet, new_op, &template).await;
+    let restored = start_tablet(
+        &kube,
+        &kubelet,
+        &vt,
+        new_op,
+        &template,
+        BackupRestore::WaitForBackup,
+    )
+    .await;
     let provisioning_ms = provisioning.elapsed().as_millis();
     story.program("restore", &restored.pod, "vtsnap-restore");
-    story.mark("the new tablet's Pod Ready: vtsnap-restore ran, MariaDB started on the clone");
+    story.mark(
+        "the new tablet's mysqld answers: vtsnap-restore ran, mysqlctld started MySQL on the clone",
+    );
     let pod = &restored.pod;
     let inits: Vec<&str> = pod["spec"]["initContainers"]
         .as_array()
@@ -434,27 +460,41 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     let root = kube.volume_dir(pv).await.join("vtdataroot");
     assert!(root.join(restored.op.alias.uid.tablet_dir_name()).is_dir());
     assert!(!root.join(source_uid.tablet_dir_name()).exists());
-    // It replicates from where the snapshot was cut (GTID), catches up with what the
-    // primary wrote since, and its table's checksum is the primary's.
+    // vttablet skipped its restore and serves as a replica (VTOrc points it at the
+    // primary); it catches up by GTID with what the primary wrote since the cut, and its
+    // table's checksum is the primary's. MySQL made it a new server_uuid; its server_id
+    // is its own.
     db.insert(&restored.op.alias, &vitess.name, &restored.op.name);
     db.query(&primary.op.alias, MORE_ROWS).await.unwrap();
-    db.query(&restored.op.alias, &replicate_from(&primary_ip))
-        .await
-        .unwrap();
     let catch_up = Instant::now();
+    wait_tablet_ready(&kube, &restored, "the restored tablet").await;
     caught_up(&db, &primary.op.alias, &restored.op.alias).await;
     let catch_up_ms = catch_up.elapsed().as_millis();
+    let as_replica = client.get_tablet(&restored.op.alias).await.unwrap();
+    assert_eq!(as_replica.r#type, TabletType::Replica as i32);
+    let ids = |a| {
+        let db = db.clone();
+        async move {
+            db.query(a, "SELECT @@server_uuid, @@server_id")
+                .await
+                .unwrap()
+        }
+    };
+    let (source_ids, restored_ids) = (ids(&source.op.alias).await, ids(&restored.op.alias).await);
+    assert_ne!(source_ids[0][0], restored_ids[0][0], "the same server_uuid");
+    assert_ne!(source_ids[0][1], restored_ids[0][1], "the same server_id");
     let sum = |a| {
         let db = db.clone();
-        async move { db.value(a, "CHECKSUM TABLE lab.t").await }
+        async move { checksum(&db, a).await }
     };
     let (want, got) = (sum(&primary.op.alias).await, sum(&restored.op.alias).await);
-    assert!(!want.is_empty());
     assert_eq!(
         got, want,
         "the restored tablet's checksum differs from the primary's"
     );
-    story.mark("the new tablet caught up by GTID; checksums match");
+    story.mark(
+        "vttablet skipped its restore; the new tablet Ready, caught up by GTID; checksums match",
+    );
 
     // An ad-hoc snapshot, its Job's Pod killed while the tablet is held: the node helper
     // releases it when the fence lease expires, and it serves again.
@@ -499,6 +539,10 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         !fake_mysqlctld::answers(&held.mysql_socket()).await,
         "mysqld answers while held"
     );
+    let restarts_before = (
+        held.restarts(&kube, "mysqld").await,
+        held.restarts(&kube, "vttablet").await,
+    );
     let adhoc = wait_pods(
         &kube,
         &system.name,
@@ -523,6 +567,25 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
             "--force",
         ],
     );
+    // What kubelet does with the held tablet Pod: the mysqld container's readiness probe
+    // (TCP 3306) fails and the Pod leaves its Service's endpoints; there is no liveness
+    // probe on mysqld, and vttablet's (/debug/status) still passes: nothing is killed.
+    let not_ready = kube
+        .wait_for(
+            &pods(),
+            &vitess.name,
+            &held.op.name,
+            "NotReady while held",
+            LIMIT,
+            |p| !pod_ready(p),
+        )
+        .await;
+    assert_eq!(
+        std::fs::read_to_string(&freezer).unwrap().trim(),
+        "FROZEN",
+        "released before kubelet saw it: {}",
+        not_ready["status"]
+    );
     let lease_name = lease["metadata"]["name"].as_str().unwrap();
     let duration = lease["spec"]["leaseDurationSeconds"].as_u64().unwrap();
     let bound = Duration::from_secs(duration) + Duration::from_secs(30);
@@ -539,14 +602,26 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     )
     .await;
     let released_ms = killed_at.elapsed().as_millis();
-    story.mark("the node helper released the tablet at the lease's expiry; MariaDB answers");
+    story.mark("the node helper released the tablet at the lease's expiry; mysqld answers");
     assert!(
         killed_at.elapsed() < bound,
         "the tablet served again {:?} after the kill, over the lease bound {bound:?}",
         killed_at.elapsed()
     );
     assert_eq!(std::fs::read_to_string(&freezer).unwrap().trim(), "THAWED");
-    assert_eq!(vtctld.tablet_type(&alias), Some(TabletType::Replica));
+    assert_eq!(
+        client.get_tablet(&alias).await.unwrap().r#type,
+        TabletType::Replica as i32
+    );
+    wait_tablet_ready(&kube, held, "the held tablet after its release").await;
+    assert_eq!(
+        (
+            held.restarts(&kube, "mysqld").await,
+            held.restarts(&kube, "vttablet").await
+        ),
+        restarts_before,
+        "kubelet restarted a container of the held tablet"
+    );
     // and its replication was started again: it catches up with a new write
     db.query(&primary.op.alias, MORE_ROWS).await.unwrap();
     caught_up(&db, &primary.op.alias, &alias).await;
@@ -570,14 +645,28 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     let mut online_values = values.clone();
     online_values["config"]["clusters"][0]["snapshot"]["mode"] = json!("online");
     release.upgrade(&online_values);
-    // an online snapshot never drains a tablet nor stops its replication
-    let fenced = |calls: Vec<String>| {
-        calls
-            .into_iter()
-            .filter(|c| c.starts_with("ChangeTabletType") || c.starts_with("StopReplication"))
-            .count()
+    // an online snapshot never drains a tablet: vtctld's tablet types, read while it runs
+    let watching = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (client, watching) = (vt.client(), watching.clone());
+        tokio::spawn(async move {
+            let mut drained = Vec::new();
+            while watching.load(Ordering::Relaxed) {
+                for t in client
+                    .get_tablets("commerce", "-")
+                    .await
+                    .unwrap_or_default()
+                {
+                    let serving = [TabletType::Primary as i32, TabletType::Replica as i32];
+                    if !serving.contains(&t.r#type) {
+                        drained.push(format!("{:?} type {}", t.alias, t.r#type));
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            drained
+        })
     };
-    let fenced_before_online = fenced(vtctld.calls());
     kubectl(
         &kube,
         &[
@@ -625,11 +714,11 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         online_taken["metadata"]["labels"]["vtsnap.io/mode"], "online",
         "{online_taken}"
     );
-    assert_eq!(
-        fenced(vtctld.calls()),
-        fenced_before_online,
-        "the online Job drained or stopped a tablet: {:?}",
-        vtctld.calls()
+    watching.store(false, Ordering::Relaxed);
+    let drained = sampler.await.unwrap();
+    assert!(
+        drained.is_empty(),
+        "the online Job drained a tablet: {drained:?}"
     );
     story.program("snapshot (online, ad hoc)", &online_pod, "snapshot");
     story.mark(&format!(
@@ -639,7 +728,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
 
     // Each snapshot proves it restores: a drill Pod per snapshot, run by kubelet.
     let drills =
-        drill::drill_each(&kube, &vitess.name, &vt.endpoint(), &[&snapshot, &online]).await;
+        drill::drill_each(&kube, &vitess.name, &vt.vtctld_grpc, &[&snapshot, &online]).await;
     let rto: Vec<u64> = drills.iter().map(|d| d.rto_ms.unwrap_or(0)).collect();
     story.mark(&format!(
         "restore drills passed as Pods: {snapshot} (RTO {} ms), {online} (RTO {} ms)",
@@ -691,7 +780,26 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     )
     .await;
     story.mark(&format!(
-        "kubectl vtsnap: doctor passed, status protected, backup --online --wait took {adhoc}, each seeded fault named"
+        "kubectl vtsnap: doctor passed, status protected, backup --online --wait took {adhoc}, each seeded fault named and put back"
+    ));
+
+    // The primary purges its binlogs past every snapshot: a tablet restored now hits
+    // error 1236, and the GC Job re-provisions it.
+    let gc_cronjob = format!("{FULL}-gc");
+    let purged = purge::purge_then_reprovision(
+        &kube,
+        &kubelet,
+        &vt,
+        &db,
+        &operator,
+        &template,
+        primary,
+        (&system.name, &gc_cronjob),
+    )
+    .await;
+    story.mark(&format!(
+        "PURGE BINARY LOGS on the primary: a tablet restored from {} hit \"{}\"; the GC Job marked {} snapshots and re-provisioned it",
+        purged.snapshot, purged.io_error, purged.marked_unusable
     ));
     story.finish(json!({
         "checksum_match": got == want,
@@ -701,6 +809,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         "provisioning_ms": provisioning_ms,
         "catch_up_ms": catch_up_ms,
         "killed_job_released_ms": released_ms,
+        "reprovisioned_after_purge": {"snapshot": purged.snapshot, "io_error": purged.io_error},
         "online_snapshot": online,
         "drills": drills.iter().map(|d| json!({"snapshot": d.snapshot, "drill": d.drill})).collect::<Vec<_>>(),
         "kube_version": kube.version().await,

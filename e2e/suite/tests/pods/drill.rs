@@ -1,8 +1,9 @@
 //! Restore drills as real Pods (docs/design.md §5.9), for `real_pods.rs`: each snapshot
 //! is restored into a throwaway PVC and Pod that kubelet runs from vtsnap's images
-//! (`vtsnap-restore` as the init container, the checker) and the tablet's own MariaDB
-//! image, with no network listener; the checker's report comes back through the
-//! container's termination message and is recorded on the snapshot.
+//! (`vtsnap-restore` as the init container, the checker) and the tablet's own mysqld
+//! image (here the Vitess image's MySQL 9.7), with no network listener; the checker's
+//! report comes back through the container's termination message and is recorded on the
+//! snapshot.
 
 use serde_json::json;
 use vtsnap_core::config::Config;

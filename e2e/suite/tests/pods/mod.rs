@@ -1,6 +1,6 @@
 //! Shared by the tests that run vtsnap as Pods on the local cluster's real node
-//! (`real_pods.rs`): operator-shaped tablet Pods with MariaDB, GTID replication among them,
-//! waits on Pods and leases, and the tools from target/tools/.
+//! (`real_pods.rs`): operator-shaped tablet Pods of real Vitess (MySQL 9.7), GTID
+//! catch-up checks, waits on Pods and leases, and the tools from target/tools/.
 #![allow(dead_code)] // each test binary that includes it uses a part
 
 use std::path::{Path, PathBuf};
@@ -13,17 +13,14 @@ use kube::api::{ListParams, LogParams};
 use serde_json::{Value, json};
 use vtsnap_core::fence::ANN_NODE_STATE;
 use vtsnap_core::naming::TabletAlias;
-use vtsnap_testkit::fake_mysqlctld::{self, FakeMysqlctld, Serving};
-use vtsnap_testkit::layout::{POD_UID, TabletLayout, chown_tree};
-use vtsnap_testkit::mariadb::{
-    DEFAULT_IMAGE as DB_IMAGE, POD_ADMIN_PASSWORD, POD_ADMIN_USER, pod_mysqld_command,
-};
-use vtsnap_testkit::operator_objects::{MysqldContainer, OperatorTablet};
+use vtsnap_testkit::fake_mysqlctld;
+use vtsnap_testkit::operator_objects::OperatorTablet;
 use vtsnap_testkit::pod_backend::PodBackend;
 pub use vtsnap_testkit::real_kube::pod_ready;
 use vtsnap_testkit::real_kube::{RealKube, container_freezer_cgroup, resource};
+use vtsnap_testkit::vitess::pods::VitessPods;
+use vtsnap_testkit::vitess::{BackupRestore, give_to_vitess};
 
-pub const SHELL_IMAGE: &str = "localhost/vtsnap-debian:bookworm";
 pub const RELEASE: &str = "p";
 pub const FULL: &str = "p-vtsnap";
 pub const LIMIT: Duration = Duration::from_secs(120);
@@ -157,82 +154,139 @@ pub fn assert_no_fallback(what: &str, log: &str) {
     }
 }
 
-/// A tablet Pod running on the node, its MariaDB, and the FAKE mysqlctld serving its socket.
+/// A tablet Pod of real Vitess (mysqlctld and vttablet, MySQL 9.7) running on the node.
 pub struct Tablet {
     pub op: OperatorTablet,
     pub pod: Value,
+    /// The Pod's `/vt/socket` on the host (kubelet's emptyDir).
     pub socket_dir: PathBuf,
-    _mysqlctld: Serving,
 }
 
 impl Tablet {
     pub fn mysql_socket(&self) -> PathBuf {
         self.socket_dir.join("mysql.sock")
     }
+
+    /// The container's restart count, as kubelet reports it now.
+    pub async fn restarts(&self, kube: &RealKube, container: &str) -> u64 {
+        let pod = kube
+            .get(&pods(), &self.op.shard.namespace, &self.op.name)
+            .await
+            .unwrap();
+        container_status(&pod, container)["restartCount"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{}: no status of {container}", self.op.name))
+    }
 }
 
-/// Creates the tablet's PVC (bound by the real provisioner; its volume holding the tablet's
-/// directory unless `from_snapshot`) and its Pod; waits until it is Ready.
+/// The status kubelet reports for one container of `pod`.
+pub fn container_status<'a>(pod: &'a Value, container: &str) -> &'a Value {
+    pod["status"]["containerStatuses"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == container))
+        .unwrap_or(&Value::Null)
+}
+
+/// Whether `pod`'s mysqld container is running and its readiness probe (TCP 3306) passes.
+pub fn mysqld_ready(pod: &Value) -> bool {
+    container_status(pod, "mysqld")["ready"] == json!(true)
+}
+
+/// Creates the tablet's PVC (bound by the real provisioner; an empty vtdataroot owned by
+/// the Pod's user unless it is restored) and its Pod of real Vitess; waits until the
+/// Pod's mysqld answers. Its vttablet is Ready only once it serves (for a replica: once
+/// it replicates), which the caller waits for.
 pub async fn start_tablet(
     kube: &RealKube,
     kubelet: &Path,
+    vitess: &VitessPods,
     op: OperatorTablet,
     template: &Value,
+    backups: BackupRestore,
 ) -> Tablet {
     let ns = op.shard.namespace.clone();
     let pvc = kube.create(op.pvc(template)).await;
     let pv = kube.wait_pvc_bound(&ns, &op.name, LIMIT).await;
     let vtdataroot = kube.volume_dir(&pv).await.join("vtdataroot");
     if pvc["spec"].get("dataSourceRef").is_none() {
-        std::fs::create_dir_all(&vtdataroot).unwrap();
-        // my.cnf and empty directories: the Pod's mysqld initializes the data directory
-        TabletLayout::mariadb(op.alias.uid.get())
-            .write_skeleton(&vtdataroot)
-            .unwrap();
-        chown_tree(&vtdataroot, POD_UID).unwrap();
+        // mysqlctld initializes the data directory (init_db.sql) as UID 999
+        give_to_vitess(&vtdataroot);
     }
-    let mysqld = MysqldContainer::Supervised {
-        image: DB_IMAGE,
-        command: pod_mysqld_command(op.alias.uid),
+    kube.create(vitess.tablet_pod(&op, backups)).await;
+    let start = Instant::now();
+    let pod = loop {
+        let pod = kube.get(&pods(), &ns, &op.name).await.unwrap();
+        if mysqld_ready(&pod) {
+            break pod;
+        }
+        if start.elapsed() > LIMIT {
+            let logs = container_logs(kube, &ns, &op.name).await;
+            panic!(
+                "{}: mysqld not ready within {LIMIT:?}: {}\n{logs}",
+                op.name, pod["status"]
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    kube.create(op.runnable_pod(SHELL_IMAGE, &mysqld)).await;
-    let pod = kube
-        .wait_for(&pods(), &ns, &op.name, "Ready", LIMIT, pod_ready)
-        .await;
     let uid = pod["metadata"]["uid"].as_str().unwrap();
     let socket_dir = kubelet.join(format!(
         "pods/{uid}/volumes/kubernetes.io~empty-dir/vt-root/socket"
     ));
-    let tablet_dir = vtdataroot.join(op.alias.uid.tablet_dir_name());
-    let mysqlctld = FakeMysqlctld::new(&socket_dir, &tablet_dir)
-        .with_start_timeout(Duration::from_secs(60))
-        .serve()
-        .await;
     let t = Tablet {
         op,
         pod,
         socket_dir,
-        _mysqlctld: mysqlctld,
     };
     if !answers_within(&t.mysql_socket(), LIMIT).await {
-        let api: Api<Pod> = Api::namespaced(kube.client(), &ns);
+        let logs = container_logs(kube, &ns, &t.op.name).await;
+        panic!(
+            "{}: mysqld does not answer on its socket within {LIMIT:?}:\n{logs}",
+            t.op.name
+        );
+    }
+    t
+}
+
+/// The last lines of a tablet Pod's containers (the API server asks kubelet).
+pub async fn container_logs(kube: &RealKube, ns: &str, pod: &str) -> String {
+    let api: Api<Pod> = Api::namespaced(kube.client(), ns);
+    let mut out = String::new();
+    for c in ["mysqld", "vttablet"] {
         let log = api
             .logs(
-                &t.op.name,
+                pod,
                 &LogParams {
-                    container: Some("mysqld".into()),
+                    container: Some(c.into()),
+                    tail_lines: Some(40),
                     ..LogParams::default()
                 },
             )
             .await
             .unwrap_or_else(|e| e.to_string());
-        let error_log = std::fs::read_to_string(tablet_dir.join("error.log")).unwrap_or_default();
-        panic!(
-            "{}: mysqld does not answer within {LIMIT:?}; its container logged:\n{log}\nerror.log:\n{error_log}",
-            t.op.name
-        );
+        out.push_str(&format!("--- {c}:\n{log}\n"));
     }
-    t
+    out
+}
+
+/// Waits until the tablet Pod is Ready: mysqld answers on 3306 and vttablet's `/healthz`
+/// passes (a replica: it replicates).
+pub async fn wait_tablet_ready(kube: &RealKube, t: &Tablet, what: &str) -> Value {
+    let ns = &t.op.shard.namespace;
+    let start = Instant::now();
+    loop {
+        let pod = kube.get(&pods(), ns, &t.op.name).await.unwrap();
+        if pod_ready(&pod) {
+            return pod;
+        }
+        if start.elapsed() > LIMIT {
+            let logs = container_logs(kube, ns, &t.op.name).await;
+            panic!(
+                "{what}: {} not Ready within {LIMIT:?}: {}\n{logs}",
+                t.op.name, pod["status"]
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// Whether mysqld answers on its socket (it greets with protocol 10) within `limit`.
@@ -256,39 +310,65 @@ pub async fn wait_answers(socket: &Path, what: &str) {
     );
 }
 
-/// The primary's data: a table of 1024 rows (10 doublings), written once.
-pub const SEED: &str = "CREATE DATABASE lab; \
-    CREATE TABLE lab.t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(64)) ENGINE=InnoDB; \
-    INSERT INTO lab.t (v) VALUES ('row'); \
-    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t; \
-    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t; \
-    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t; \
-    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t; \
-    INSERT INTO lab.t (v) SELECT v FROM lab.t; INSERT INTO lab.t (v) SELECT v FROM lab.t";
+/// The primary's data: a table of 1024 rows (10 doublings) in the keyspace's database,
+/// written once. (A restored tablet whose keyspace database has no table is "empty" to
+/// vttablet, which would restore from a backup instead: `checkNoDB`, go/vt/mysqlctl.)
+pub const SEED: &str = "CREATE DATABASE IF NOT EXISTS vt_commerce; \
+    CREATE TABLE vt_commerce.t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(64)) ENGINE=InnoDB; \
+    INSERT INTO vt_commerce.t (v) VALUES ('row'); \
+    INSERT INTO vt_commerce.t (v) SELECT v FROM vt_commerce.t; INSERT INTO vt_commerce.t (v) SELECT v FROM vt_commerce.t; \
+    INSERT INTO vt_commerce.t (v) SELECT v FROM vt_commerce.t; INSERT INTO vt_commerce.t (v) SELECT v FROM vt_commerce.t; \
+    INSERT INTO vt_commerce.t (v) SELECT v FROM vt_commerce.t; INSERT INTO vt_commerce.t (v) SELECT v FROM vt_commerce.t; \
+    INSERT INTO vt_commerce.t (v) SELECT v FROM vt_commerce.t; INSERT INTO vt_commerce.t (v) SELECT v FROM vt_commerce.t; \
+    INSERT INTO vt_commerce.t (v) SELECT v FROM vt_commerce.t; INSERT INTO vt_commerce.t (v) SELECT v FROM vt_commerce.t";
 /// Writes on the primary after a snapshot: a replica made from it must catch up with them.
-pub const MORE_ROWS: &str = "INSERT INTO lab.t (v) SELECT CONCAT(v, '-later') FROM lab.t LIMIT 100";
+pub const MORE_ROWS: &str =
+    "INSERT INTO vt_commerce.t (v) SELECT CONCAT(v, '-later') FROM vt_commerce.t LIMIT 100";
 
-/// What vttablet would do on a replica: replicate from the primary by GTID.
-pub fn replicate_from(ip: &str) -> String {
-    format!(
-        "CHANGE MASTER TO MASTER_HOST='{ip}', MASTER_PORT=3306, MASTER_USER='{POD_ADMIN_USER}', \
-         MASTER_PASSWORD='{POD_ADMIN_PASSWORD}', MASTER_USE_GTID=slave_pos; START SLAVE"
-    )
+/// A MySQL GTID set as `mysql -B` prints it (newlines between sources escaped), whole.
+pub fn gtid_set(printed: &str) -> String {
+    printed.replace("\\n", "").replace('\n', "")
 }
 
-/// Waits until `replica` has applied everything the primary has written (the same GTID
-/// position); panics with the replica's replication status otherwise.
+/// `CHECKSUM TABLE vt_commerce.t` on the tablet: the checksum (its second cell), never empty.
+pub async fn checksum(db: &PodBackend, tablet: &TabletAlias) -> String {
+    let rows = db
+        .query(tablet, "CHECKSUM TABLE vt_commerce.t")
+        .await
+        .unwrap();
+    let sum = rows
+        .first()
+        .and_then(|r| r.get(1))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        !sum.is_empty() && sum != "NULL",
+        "{tablet}: no checksum of vt_commerce.t: {rows:?}"
+    );
+    sum
+}
+
+/// Waits until `replica` has applied everything the primary has written (the primary's
+/// `gtid_executed` is a subset of the replica's); panics with the replica's replication
+/// status otherwise.
 pub async fn caught_up(db: &PodBackend, primary: &TabletAlias, replica: &TabletAlias) {
-    let want = db.value(primary, "SELECT @@gtid_binlog_pos").await;
+    let want = gtid_set(&db.value(primary, "SELECT @@global.gtid_executed").await);
+    assert!(!want.is_empty(), "{primary} has executed nothing");
     let start = Instant::now();
     loop {
-        let got = db.value(replica, "SELECT @@gtid_slave_pos").await;
-        if got == want {
+        let q = format!("SELECT GTID_SUBSET('{want}', @@global.gtid_executed)");
+        if db
+            .query(replica, &q)
+            .await
+            .ok()
+            .and_then(|r| r.into_iter().next())
+            == Some(vec!["1".to_owned()])
+        {
             return;
         }
         if start.elapsed() > LIMIT {
-            let status = db.query(replica, "SHOW SLAVE STATUS").await;
-            panic!("{replica} did not catch up with {want} (at {got:?}): {status:?}");
+            let status = db.query(replica, "SHOW REPLICA STATUS").await;
+            panic!("{replica} did not catch up with {want}: {status:?}");
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

@@ -3,7 +3,7 @@
 //! `status` shows the shard protected, `backup --online --wait` takes a snapshot through
 //! the CronJob's own Job, and `explain` gives the GC's word on it. Seeded faults: a
 //! primary that keeps its binlogs too briefly, a replica that is not crash-safe (both on
-//! the MariaDB Pods), a VolumeSnapshotClass that retains, a Role without `watch`, a
+//! the tablets' MySQL), a VolumeSnapshotClass that retains, a Role without `watch`, a
 //! `restricted` namespace, a webhook Service without endpoints.
 
 use k8s_openapi::api::core::v1::{Namespace, Service};
@@ -21,7 +21,7 @@ use vtsnap_core::naming::TabletAlias;
 use vtsnap_testkit::pod_backend::PodBackend;
 use vtsnap_testkit::real_kube::{RealKube, resource};
 
-/// The tablets' MariaDB (through `kubectl exec`), to seed faults at the MySQL level.
+/// The tablets' MySQL (through `kubectl exec`), to seed faults at the MySQL level.
 pub struct Mysql<'a> {
     pub db: &'a PodBackend,
     pub primary: &'a TabletAlias,
@@ -128,9 +128,16 @@ pub async fn plugin_checks(
 
     // Seeded faults, one at a time, each the right line.
     // The primary keeps its binlogs a day: less than restore.maxSnapshotAge (72 h).
+    let kept = mysql
+        .db
+        .value(mysql.primary, "SELECT @@global.binlog_expire_logs_seconds")
+        .await;
     mysql
         .db
-        .query(mysql.primary, "SET GLOBAL expire_logs_days = 1")
+        .query(
+            mysql.primary,
+            "SET GLOBAL binlog_expire_logs_seconds = 86400",
+        )
         .await
         .unwrap();
     let checks = doctor_lines(kube, install_ns).await;
@@ -138,7 +145,10 @@ pub async fn plugin_checks(
     assert!(fail.message.contains("keeps binlogs 24.0h"), "{fail:?}");
     mysql
         .db
-        .query(mysql.primary, "SET GLOBAL expire_logs_days = 0")
+        .query(
+            mysql.primary,
+            &format!("SET GLOBAL binlog_expire_logs_seconds = {kept}"),
+        )
         .await
         .unwrap();
     // A replica of this online shard stops syncing its binlog: not crash-safe.
@@ -213,6 +223,7 @@ pub async fn plugin_checks(
     let roles: Api<Role> = Api::namespaced(client.clone(), tablets_ns);
     let name = format!("{}-snapshot", install.fullname);
     let mut role = roles.get(&name).await.unwrap();
+    let whole_role = role.clone();
     for r in role.rules.iter_mut().flatten() {
         if r.resources.iter().flatten().any(|x| x == "leases") {
             r.verbs.retain(|v| v != "watch");
@@ -274,5 +285,44 @@ pub async fn plugin_checks(
     let checks = doctor_lines(kube, install_ns).await;
     let fail = line(&checks, "webhook", Level::Fail).unwrap_or_else(|| panic!("{checks:#?}"));
     assert!(fail.message.contains("no ready endpoint"), "{fail:?}");
+
+    // Each fault put back (the story goes on): the Role, the namespace, the Service.
+    let mut role = roles.get(&name).await.unwrap();
+    role.rules = whole_role.rules;
+    roles
+        .replace(&name, &PostParams::default(), &role)
+        .await
+        .unwrap();
+    let no_psa = json!({"metadata": {"labels": {"pod-security.kubernetes.io/enforce": null}}});
+    namespaces
+        .patch(install_ns, &PatchParams::default(), &Patch::Merge(&no_psa))
+        .await
+        .unwrap();
+    services
+        .patch(
+            &svc,
+            &PatchParams::default(),
+            // the merge patch above added its key to the selector: remove it
+            &Patch::Merge(&json!({"spec": {"selector": {"vtsnap.io/test": null}}})),
+        )
+        .await
+        .unwrap();
+    kube.wait_for(
+        &slices,
+        install_ns,
+        &slice_name,
+        "a ready endpoint again",
+        std::time::Duration::from_secs(120),
+        |v| {
+            v["endpoints"]
+                .as_array()
+                .is_some_and(|es| es.iter().any(|e| e["conditions"]["ready"] == json!(true)))
+        },
+    )
+    .await;
+    assert!(
+        !doctor::any_failed(&doctor_lines(kube, install_ns).await),
+        "put back, the install passes again"
+    );
     taken
 }
