@@ -3,9 +3,13 @@
 //! `plan` prints what they make.
 //!
 //! The Pod never touches a tablet: its PVC is its own clone of the snapshot, mysqld has no
-//! network listener (`--skip-networking`), no replication (`--skip-slave-start`) and no
+//! network listener (`--skip-networking`), no replication (`--skip-replica-start`, MariaDB's
+//! `--skip-slave-start`) and no
 //! grant tables (only the Pod's two containers share its socket, an `emptyDir`), and it
-//! belongs to no Service (its labels are vtsnap's, not the operator's).
+//! belongs to no Service (its labels are vtsnap's, not the operator's). Its error log is
+//! the clone's own `error.log`: vitess-operator's tablets log to
+//! `/vt/config/stderr.symlink` (an `EXTRA_MY_CNF` file, so it is in the cloned my.cnf), a
+//! path the drill Pod does not have.
 
 use std::collections::BTreeMap;
 
@@ -246,6 +250,7 @@ pub fn pod(name: &str, t: &Target, s: &Settings, owner: Option<&Owner>) -> Value
                 "args": [
                     format!("--defaults-file={dir}/my.cnf"),
                     format!("--socket={SOCKET_DIR}/mysql.sock"),
+                    format!("--log-error={dir}/error.log"),
                     "--skip-networking",
                     skip_replication(&t.position),
                     "--skip-grant-tables",
@@ -434,6 +439,7 @@ mod tests {
             "--skip-grant-tables",
             "--socket=/vt/socket/mysql.sock",
             "--defaults-file=/vt/vtdataroot/vt_0999999999/my.cnf",
+            "--log-error=/vt/vtdataroot/vt_0999999999/error.log",
         ] {
             assert!(args.contains(&want), "{want}: {args:?}");
         }
