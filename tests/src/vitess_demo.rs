@@ -5,6 +5,7 @@
 //! snapshot on MySQL 9.7; then `vtsnap-gc`.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -15,7 +16,7 @@ use vtsnap_core::shard::ShardName;
 use vtsnap_core::snapshot::{DrillRecord, GtidFlavor, Rto, VolumeSnapshot};
 use vtsnap_core::vtctld::TabletType;
 use vtsnap_core::vtctld::messages::replicationdata::STATE_RUNNING;
-use vtsnap_drill::check::{self, CheckReport, ProbeOptions};
+use vtsnap_drill::check::{self, CheckReport, ProbeOptions, Verdict};
 use vtsnap_gc::act::GcOptions;
 use vtsnap_snapshot::run::{StepTiming, run};
 use vtsnap_testkit::vitess::{Access, Bind, Container, DATABASE, IMAGE, Placement, give_to_vitess};
@@ -330,6 +331,18 @@ pub async fn run_vitess_demo(lab: &mut VitessLab) -> VitessDemoReport {
 /// checker through the socket. Returns the checker's verdict and the record a drill Job
 /// would write.
 pub async fn drill(lab: &VitessLab, snapshot: &str, uid: TabletUid) -> (CheckReport, DrillRecord) {
+    drill_with(lab, snapshot, uid, |_| {}).await
+}
+
+/// [`drill`], with `before_start` given the drill's tablet directory
+/// (`<volume>/vtdataroot/vt_<uid>`, the clone as `vtsnap-restore` left it) before mysqld
+/// starts on it: a test damages the drill's copy there, never the snapshot or its source.
+pub async fn drill_with(
+    lab: &VitessLab,
+    snapshot: &str,
+    uid: TabletUid,
+    before_start: impl FnOnce(&Path),
+) -> (CheckReport, DrillRecord) {
     let api = vtsnap_core::snapshot::api(&lab.cp.client(), lab.cp.namespace());
     let obj = api
         .get(snapshot)
@@ -353,6 +366,7 @@ pub async fn drill(lab: &VitessLab, snapshot: &str, uid: TabletUid) -> (CheckRep
     })
     .unwrap_or_else(|e| panic!("vtsnap-restore for the drill of {snapshot}: {e}"));
     let restore_ms = ms(restoring.elapsed());
+    before_start(&volume.join("vtdataroot").join(uid.tablet_dir_name()));
     let socket_dir = volume.join("socket");
     give_to_vitess(&socket_dir);
     let opts = ProbeOptions {
@@ -392,9 +406,21 @@ pub async fn drill(lab: &VitessLab, snapshot: &str, uid: TabletUid) -> (CheckRep
         ],
     );
     crate::resources::container(server.name());
-    let report = checker
-        .await
-        .unwrap_or_else(|e| panic!("the drill's checker: {e}"));
+    // The checker's report, or mysqld's exit before it (as the drill Job ends on its
+    // mysqld container's exit: jobs/drill/src/outcome.rs), whichever comes first.
+    let mut checker = checker;
+    let report = loop {
+        tokio::select! {
+            r = &mut checker => break r.unwrap_or_else(|e| panic!("the drill's checker: {e}")),
+            () = tokio::time::sleep(Duration::from_millis(250)) => {
+                if !server.running() {
+                    checker.abort();
+                    let why = format!("mysqld exited before the check was done: {}", server.logs(5));
+                    break CheckReport { verdict: Verdict::not_ready(&why), mysqld_ready_ms: None };
+                }
+            }
+        }
+    };
     let rto = Rto {
         pvc_bound_ms,
         restore_ms,
