@@ -250,10 +250,10 @@ pub fn pod(name: &str, t: &Target, s: &Settings, owner: Option<&Owner>) -> Value
                 "args": [
                     format!("--defaults-file={dir}/my.cnf"),
                     format!("--socket={SOCKET_DIR}/mysql.sock"),
-                    format!("--log-error={dir}/error.log"),
                     "--skip-networking",
                     skip_replication(&t.position),
                     "--skip-grant-tables",
+                    format!("--log-error={dir}/error.log"),
                 ],
                 "volumeMounts": [data_mount, socket_mount.clone()],
                 "securityContext": no_escalation.clone(),
