@@ -203,6 +203,33 @@ pub fn vtorc_flags(etcd: &str) -> Vec<String> {
     flags
 }
 
+/// Waits until vtctld lists `want` tablets of the shard; panics after `limit` with what
+/// `context` says.
+pub(crate) async fn wait_listed(
+    client: &VtctldClient,
+    want: usize,
+    limit: Duration,
+    context: impl Fn() -> String,
+) {
+    let start = Instant::now();
+    loop {
+        let listed = client
+            .get_tablets(KEYSPACE, SHARD)
+            .await
+            .map(|ts| ts.len())
+            .unwrap_or(0);
+        if listed == want {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "only {listed} of {want} tablets in the topology after {limit:?}\n{}",
+            context()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// A running shard. Dropping it removes every container, then stops etcd.
 #[derive(Debug)]
 pub struct VitessShard {
@@ -414,29 +441,14 @@ impl VitessShard {
     }
 
     async fn wait_listed(&self, limit: Duration) {
-        let start = Instant::now();
-        loop {
-            let listed = self
-                .client()
-                .get_tablets(KEYSPACE, SHARD)
-                .await
-                .map(|ts| ts.len())
-                .unwrap_or(0);
-            if listed == self.tablets.len() {
-                return;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "only {listed} of {} tablets in the topology after {limit:?}\n{}",
-                self.tablets.len(),
-                self.tablets
-                    .iter()
-                    .map(|t| t.logs(15))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        wait_listed(&self.client(), self.tablets.len(), limit, || {
+            self.tablets
+                .iter()
+                .map(|t| t.logs(15))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .await;
     }
 
     pub fn tablet(&self, alias: &TabletAlias) -> &VitessTablet {

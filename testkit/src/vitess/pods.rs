@@ -292,23 +292,7 @@ impl VitessPods {
 
     /// Waits until vtctld lists `want` tablets of the shard.
     pub async fn wait_listed(&self, want: usize) {
-        let start = Instant::now();
-        loop {
-            let listed = self
-                .client()
-                .get_tablets(KEYSPACE, SHARD)
-                .await
-                .map(|ts| ts.len())
-                .unwrap_or(0);
-            if listed == want {
-                return;
-            }
-            assert!(
-                start.elapsed() < LIMIT,
-                "only {listed} of {want} tablets in the topology after {LIMIT:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        super::wait_listed(&self.client(), want, LIMIT, String::new).await;
     }
 
     /// `op`'s Pod as vitess-operator makes it, running real Vitess.

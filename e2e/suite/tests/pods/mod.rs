@@ -520,12 +520,17 @@ impl Story {
 
 /// The snapshot job's closing JSON line (the one naming its snapshot) in its Pod's log.
 pub fn summary_line(log: &str) -> Value {
+    json_line_with(log, "snapshot")
+}
+
+/// A program's closing JSON line: the last line of `log` that is a JSON object with `key`.
+pub fn json_line_with(log: &str, key: &str) -> Value {
     log.lines()
         .rev()
         .find_map(|l| {
             serde_json::from_str::<Value>(l)
                 .ok()
-                .filter(|v| v.get("snapshot").is_some())
+                .filter(|v| v.get(key).is_some())
         })
-        .unwrap_or_else(|| panic!("no summary line in the Job's log:\n{log}"))
+        .unwrap_or_else(|| panic!("no JSON line with {key:?} in the log:\n{log}"))
 }

@@ -18,7 +18,7 @@ use vtsnap_testkit::vitess::BackupRestore;
 use vtsnap_testkit::vitess::pods::VitessPods;
 
 use super::{
-    LIMIT, MORE_ROWS, Tablet, kubectl, pod_log, pods, snapshots, start_tablet, summary_line,
+    LIMIT, MORE_ROWS, Tablet, json_line_with, kubectl, pod_log, pods, snapshots, start_tablet,
     wait_pods,
 };
 
@@ -147,7 +147,7 @@ pub async fn purge_then_reprovision(
         gc["status"]["phase"], "Succeeded",
         "the GC Job failed:\n{log}"
     );
-    let line = summary_line_of_gc(&log);
+    let line = json_line_with(&log, "reprovisioned");
     assert_eq!(
         line["reprovisioned"],
         json!([format!("{ns}/{}", t.op.name)]),
@@ -179,16 +179,4 @@ pub async fn purge_then_reprovision(
         io_error,
         marked_unusable,
     }
-}
-
-/// The GC's closing JSON line (the one with `reprovisioned`).
-fn summary_line_of_gc(log: &str) -> Value {
-    log.lines()
-        .rev()
-        .find_map(|l| {
-            serde_json::from_str::<Value>(l)
-                .ok()
-                .filter(|v| v.get("reprovisioned").is_some())
-        })
-        .unwrap_or_else(|| summary_line(log))
 }
