@@ -30,6 +30,8 @@ pub enum MysqlCtlError {
     },
     #[error("mysqld on {socket} did not answer within {after:?}")]
     MysqldDown { socket: String, after: Duration },
+    #[error("the Start call to mysqlctld ended abnormally: {0}")]
+    Task(String),
 }
 
 /// A client for one pod's mysqlctld.
@@ -147,6 +149,13 @@ pub enum Started {
 /// waits until it does. A real mysqlctld that is sent `Start` while its mysqld runs
 /// answers OK, then exits and takes that mysqld down with it (Vitess 24 with
 /// `mysqld_safe`; docs/design.md §2), so a release never sends it to a running server.
+///
+/// mysqld answering is what a release waits for, not mysqlctld's reply: the real one
+/// replies only when its own poll of the socket, once a second, finds mysqld up (up to a
+/// second inside the fence window; docs/benchmarks.md). So the helper watches the socket
+/// itself and is done when mysqld answers; the `Start` call runs on to its reply in the
+/// background (never cancelled, as a dropped call would be), its failure logged. A reply
+/// that comes first decides as before: an error fails the release.
 pub async fn start_unless_running(
     mysqlctl_socket: &Path,
     mysqld_socket: &Path,
@@ -155,10 +164,44 @@ pub async fn start_unless_running(
     if mysqld_answers(mysqld_socket).await {
         return Ok(Started::AlreadyRunning);
     }
-    MysqlCtl::new(mysqlctl_socket)?.start(limit).await?;
-    wait_for_mysqld(mysqld_socket, limit).await?;
-    Ok(Started::Started)
+    let ctl = MysqlCtl::new(mysqlctl_socket)?;
+    let mut call = tokio::spawn(async move { ctl.start(limit).await });
+    let started = Instant::now();
+    loop {
+        tokio::select! {
+            replied = &mut call => {
+                match replied {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return Err(e),
+                    Err(e) => return Err(MysqlCtlError::Task(e.to_string())),
+                }
+                wait_for_mysqld(mysqld_socket, limit.saturating_sub(started.elapsed())).await?;
+                return Ok(Started::Started);
+            }
+            () = tokio::time::sleep(ANSWER_POLL) => {
+                if mysqld_answers(mysqld_socket).await {
+                    let socket = mysqlctl_socket.display().to_string();
+                    tokio::spawn(async move {
+                        if let Ok(Err(e)) = call.await {
+                            tracing::warn!(%socket, error = %e, "mysqld answers, but mysqlctld's Start failed");
+                        }
+                    });
+                    return Ok(Started::Started);
+                }
+                if started.elapsed() >= limit {
+                    call.abort();
+                    return Err(MysqlCtlError::MysqldDown {
+                        socket: mysqld_socket.display().to_string(),
+                        after: limit,
+                    });
+                }
+            }
+        }
+    }
 }
+
+/// How often a release looks for mysqld on its socket (a connect and a handshake read).
+const ANSWER_POLL: Duration = Duration::from_millis(20);
 
 /// Waits until mysqld answers on `socket`.
 pub async fn wait_for_mysqld(socket: &Path, limit: Duration) -> Result<(), MysqlCtlError> {
@@ -167,7 +210,7 @@ pub async fn wait_for_mysqld(socket: &Path, limit: Duration) -> Result<(), Mysql
         if mysqld_answers(socket).await {
             return Ok(());
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(ANSWER_POLL).await;
     }
     Err(MysqlCtlError::MysqldDown {
         socket: socket.display().to_string(),

@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use vtsnap_core::naming::TabletUid;
 use vtsnap_node::cgroup::{Cgroup, Roots};
-use vtsnap_node::mysqlctl::{MysqlCtl, mysqld_answers, wait_for_mysqld};
+use vtsnap_node::mysqlctl::{
+    MysqlCtl, Started, mysqld_answers, start_unless_running, wait_for_mysqld,
+};
 use vtsnap_testkit::fake_mysqlctld::FakeMysqlctld;
 use vtsnap_testkit::layout::TabletLayout;
 use vtsnap_testkit::mariadb::{self, MariaDb};
@@ -162,4 +164,63 @@ async fn a_held_mysqld_stays_down_and_an_unheld_one_is_restarted() {
     );
 
     db.remove().await;
+}
+
+/// A release is done when mysqld answers, not when mysqlctld replies: the real one replies
+/// only at its next once-a-second look at the socket. The `Start` call is not cancelled
+/// either: it runs on to its reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_ends_when_mysqld_answers_and_lets_start_reply_later() {
+    let dir = tempfile::Builder::new()
+        .prefix("vtsnap-node-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let root = dir.path().join("vtdataroot");
+    let socket_dir = dir.path().join("socket");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&socket_dir).unwrap();
+    let uid = TabletUid::new(102);
+    let layout = TabletLayout {
+        flavor: mariadb::flavor(),
+        ..TabletLayout::mariadb(102)
+    };
+    layout.write_skeleton(&root).unwrap();
+    let _db = MariaDb::start_supervised(&root, &socket_dir, uid).await;
+    let fake = FakeMysqlctld::new(&socket_dir, &root.join(uid.tablet_dir_name()))
+        .with_start_timeout(Duration::from_secs(120))
+        .with_start_reply_after(Duration::from_secs(5));
+    let _serving = fake.serve().await;
+    let mysqld_sock = fake.mysql_socket();
+    let ctl_sock = socket_dir.join("mysqlctl.sock");
+    MysqlCtl::new(&ctl_sock)
+        .unwrap()
+        .shutdown(Duration::from_secs(120))
+        .await
+        .unwrap();
+    assert!(!mysqld_answers(&mysqld_sock).await);
+
+    let started = start_unless_running(&ctl_sock, &mysqld_sock, Duration::from_secs(120))
+        .await
+        .unwrap();
+    assert_eq!(started, Started::Started);
+    let replied = |f: &FakeMysqlctld| f.timings().iter().any(|(what, _)| *what == "Start");
+    assert!(
+        !replied(&fake),
+        "the release waited for mysqlctld's reply: {:?}",
+        fake.calls()
+    );
+    assert!(mysqld_answers(&mysqld_sock).await);
+    // The call runs on in the background until mysqlctld replies.
+    while !replied(&fake) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        fake.calls()
+            .iter()
+            .filter(|c| c.as_str() == "Start")
+            .count(),
+        1,
+        "one Start, never repeated: {:?}",
+        fake.calls()
+    );
 }

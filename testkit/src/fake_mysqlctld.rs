@@ -46,6 +46,7 @@ pub struct FakeMysqlctld {
     start_timeout: Duration,
     calls: Arc<Mutex<Vec<String>>>,
     restart_after: Option<Duration>,
+    start_reply_after: Duration,
     supervisor_starts: Arc<Mutex<Vec<bool>>>,
     timings: Arc<Mutex<Vec<(&'static str, Duration)>>>,
     /// Set when mysqlctld "exits" (a `Start` while mysqld answered); `serve` clears it.
@@ -80,6 +81,7 @@ impl FakeMysqlctld {
             start_timeout: DEFAULT_START_TIMEOUT,
             calls: Arc::default(),
             restart_after: None,
+            start_reply_after: Duration::ZERO,
             supervisor_starts: Arc::default(),
             timings: Arc::default(),
             exited: Arc::new(tokio::sync::watch::Sender::new(false)),
@@ -100,6 +102,13 @@ impl FakeMysqlctld {
     /// How long `Start` waits for mysqld before it fails.
     pub fn with_start_timeout(mut self, limit: Duration) -> Self {
         self.start_timeout = limit;
+        self
+    }
+
+    /// `Start` answers `delay` after mysqld does: the real one finds mysqld up by polling
+    /// its socket once a second (go/vt/mysqlctl/mysqld.go `wait`, Vitess v0.24.4).
+    pub fn with_start_reply_after(mut self, delay: Duration) -> Self {
+        self.start_reply_after = delay;
         self
     }
 
@@ -279,6 +288,7 @@ impl FakeMysqlctld {
         let start = Instant::now();
         while start.elapsed() < self.start_timeout {
             if answers(&self.mysql_socket()).await {
+                tokio::time::sleep(self.start_reply_after).await;
                 return Ok(StartResponse {});
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -25,7 +25,7 @@ use vtsnap_node::mysqlctl::{MysqlCtl, MysqlCtlError, mysqld_answers};
 use vtsnap_testkit::fake_mysqlctld::{FakeMysqlctld, Serving};
 use vtsnap_testkit::layout::TabletLayout;
 use vtsnap_testkit::mariadb::{self, MariaDb};
-use vtsnap_testkit::vitess::{Durability, Orchestrator, VitessOptions, VitessShard};
+use vtsnap_testkit::vitess::{CloneSupport, Durability, Orchestrator, VitessOptions, VitessShard};
 
 /// How long a Shutdown or Start may take, and how long an awaited event may take to come.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -125,6 +125,9 @@ impl Real {
             durability: Durability::None,
             vtorc: Orchestrator::Off,
             volumes: volumes.path().to_path_buf(),
+            clone: CloneSupport::Off,
+            extra_cnf: String::new(),
+            vtorc_refresh: vtsnap_testkit::vitess::VTORC_REFRESH,
         })
         .await;
         Self {

@@ -28,7 +28,7 @@ use vtsnap_core::vtctld::{VtctldClient, VtctldError};
 use vtsnap_node::mysqlctl::MysqlCtl;
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
 use vtsnap_testkit::grpc::Running;
-use vtsnap_testkit::vitess::{Durability, Orchestrator, VitessOptions, VitessShard};
+use vtsnap_testkit::vitess::{CloneSupport, Durability, Orchestrator, VitessOptions, VitessShard};
 
 const KEYSPACE: &str = "commerce";
 const SHARD: &str = "-";
@@ -106,6 +106,9 @@ impl Real {
             durability: Durability::None,
             vtorc: Orchestrator::Off,
             volumes: volumes.path().to_path_buf(),
+            clone: CloneSupport::Off,
+            extra_cnf: String::new(),
+            vtorc_refresh: vtsnap_testkit::vitess::VTORC_REFRESH,
         })
         .await;
         let client = shard.client();

@@ -600,7 +600,7 @@ pub async fn snapshot_series(
     }
 }
 
-fn machine() -> String {
+pub fn machine() -> String {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let cpu = read("/proc/cpuinfo")
         .lines()

@@ -25,5 +25,6 @@ pub mod resources;
 pub mod shard;
 pub mod soak;
 pub mod timeline;
+pub mod vitess_bench;
 pub mod vitess_demo;
 pub mod vitess_lab;

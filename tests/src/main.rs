@@ -16,7 +16,7 @@ use vtsnap_lab::vitess_lab::{VitessLab, drop_and_check_nothing_left};
 #[command(
     name = "vtsnap-lab",
     about = "A Vitess shard on one machine: real Vitess 24 on MySQL 9.7 (vitess), or real MariaDB behind fakes of vtctld and mysqlctld (demo, bench, soak), on btrfs, with the real vtsnap programs and the in-memory Kubernetes API and CSI driver or a real cluster",
-    after_help = "Examples:\n  vtsnap-lab vitess\n  vtsnap-lab demo\n  vtsnap-lab demo --seed-rows 200000\n  vtsnap-lab demo --kubeconfig target/local-cluster/kubeconfig\n  vtsnap-lab bench --sizes-gib 1,4,8 --runs 3 --out docs/benchmarks.md\n  vtsnap-lab soak --duration 30m\n\nNeeds root, Podman (DOCKER_HOST pointing at its API socket), btrfs and loop devices:\nrun through `make demo`, which installs and builds what is missing.\n\nExit codes: 0 every check held; 1 a check failed (the JSON line says which); 2 bad\nflags; 101 a lab step failed (the message names it). The lab's containers and loop\ndevice are removed in every case, also on Ctrl-C."
+    after_help = "Examples:\n  vtsnap-lab vitess\n  vtsnap-lab demo\n  vtsnap-lab demo --seed-rows 200000\n  vtsnap-lab demo --kubeconfig target/local-cluster/kubeconfig\n  vtsnap-lab bench-vitess --sizes-gib 1,4 --runs 3\n  vtsnap-lab bench-vitess --render-only --out docs/benchmarks.md\n  vtsnap-lab bench --sizes-gib 1,4,8 --runs 3 --out docs/benchmarks-mariadb.md\n  vtsnap-lab soak --duration 30m\n\nNeeds root, Podman (DOCKER_HOST pointing at its API socket), btrfs and loop devices:\nrun through `make demo`, which installs and builds what is missing.\n\nExit codes: 0 every check held; 1 a check failed (the JSON line says which); 2 bad\nflags; 101 a lab step failed (the message names it). The lab's containers and loop\ndevice are removed in every case, also on Ctrl-C."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -49,6 +49,36 @@ enum Command {
         #[arg(long, env = "VTSNAP_LAB_KUBECONFIG")]
         kubeconfig: Option<std::path::PathBuf>,
     },
+    /// vtsnap against Vitess's own backup (`vtctldclient Backup`, builtin engine), restore
+    /// (`--restore-from-backup`) and clone (`--restore-with-clone`) on the real Vitess lab;
+    /// writes a Markdown page with the raw record of every run.
+    BenchVitess {
+        /// Data sizes in GiB, comma-separated (fractions allowed).
+        #[arg(
+            long,
+            env = "VTSNAP_LAB_BENCH_SIZES",
+            value_delimiter = ',',
+            default_value = "1,4"
+        )]
+        sizes_gib: Vec<f64>,
+        /// Runs per size (medians are taken over them).
+        #[arg(long, env = "VTSNAP_LAB_BENCH_RUNS", default_value_t = 3)]
+        runs: usize,
+        /// Where the page goes.
+        #[arg(
+            long,
+            env = "VTSNAP_LAB_BENCH_OUT",
+            default_value = "docs/benchmarks.md"
+        )]
+        out: std::path::PathBuf,
+        /// Measure nothing: render the page again from the raw record it carries.
+        #[arg(long)]
+        render_only: bool,
+        /// VTOrc's topology refresh (`--topo-information-refresh-duration`): how long a
+        /// tablet provisioned from a snapshot may wait for VTOrc to start its replication.
+        #[arg(long, env = "VTSNAP_LAB_VTORC_REFRESH", default_value = "5s", value_parser = parse_duration)]
+        vtorc_refresh: Duration,
+    },
     /// Snapshots against mariadb-backup and mariadb-dump; writes a Markdown page.
     Bench {
         /// Data sizes in GiB, comma-separated (fractions allowed).
@@ -66,7 +96,7 @@ enum Command {
         #[arg(
             long,
             env = "VTSNAP_LAB_BENCH_OUT",
-            default_value = "docs/benchmarks.md"
+            default_value = "docs/benchmarks-mariadb.md"
         )]
         out: std::path::PathBuf,
         /// After the sizes, also time snapshots on the real control plane: this script's
@@ -113,21 +143,84 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(secs))
 }
 
+/// Checks `--sizes-gib` and `--runs`; the sizes sorted, or why not.
+fn checked_sizes(mut sizes: Vec<f64>, runs: usize) -> Result<Vec<f64>, String> {
+    if let Some(bad) = sizes.iter().find(|s| s.is_nan() || **s <= 0.0) {
+        return Err(format!("--sizes-gib: {bad} is not a positive size in GiB"));
+    }
+    if sizes.is_empty() || runs == 0 {
+        return Err("needs at least one size (--sizes-gib) and one run (--runs)".into());
+    }
+    sizes.sort_by(f64::total_cmp);
+    Ok(sizes)
+}
+
+async fn bench_vitess(
+    (sizes, runs): (Vec<f64>, usize),
+    out: std::path::PathBuf,
+    render_only: bool,
+    vtorc_refresh: Duration,
+) -> ExitCode {
+    use vtsnap_lab::vitess_bench::{BenchOptions, bench_vitess, page};
+    let record = if render_only {
+        let read = std::fs::read_to_string(&out)
+            .map_err(|e| e.to_string())
+            .and_then(|p| page::read_record(&p));
+        match read {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("vtsnap-lab bench-vitess: {}: {e}", out.display());
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        let sizes_gib = match checked_sizes(sizes, runs) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("vtsnap-lab bench-vitess: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let timeline = Timeline::new(true);
+        let opts = BenchOptions {
+            sizes_gib,
+            runs,
+            vtorc_refresh,
+        };
+        let write = |r: &vtsnap_lab::vitess_bench::record::BenchRecord| {
+            if let Err(e) = std::fs::write(&out, page::render(r)) {
+                eprintln!(
+                    "vtsnap-lab bench-vitess: cannot write {}: {e}",
+                    out.display()
+                );
+            }
+        };
+        bench_vitess(&opts, &timeline, write).await
+    };
+    if let Err(e) = std::fs::write(&out, page::render(&record)) {
+        eprintln!(
+            "vtsnap-lab bench-vitess: cannot write {}: {e}",
+            out.display()
+        );
+        return ExitCode::from(1);
+    }
+    eprintln!("vtsnap-lab bench-vitess: wrote {}", out.display());
+    ExitCode::SUCCESS
+}
+
 async fn bench(
-    mut sizes: Vec<f64>,
+    sizes: Vec<f64>,
     runs: usize,
     out: std::path::PathBuf,
     cluster: Option<(std::path::PathBuf, std::path::PathBuf)>,
 ) -> ExitCode {
-    if let Some(bad) = sizes.iter().find(|s| s.is_nan() || **s <= 0.0) {
-        eprintln!("vtsnap-lab bench: --sizes-gib: {bad} is not a positive size in GiB");
-        return ExitCode::from(2);
-    }
-    if sizes.is_empty() || runs == 0 {
-        eprintln!("vtsnap-lab bench: needs at least one size (--sizes-gib) and one run (--runs)");
-        return ExitCode::from(2);
-    }
-    sizes.sort_by(f64::total_cmp);
+    let sizes = match checked_sizes(sizes, runs) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("vtsnap-lab bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let timeline = Timeline::new(true);
     let start = std::time::Instant::now();
     let mut results = BenchResults::default();
@@ -325,6 +418,13 @@ async fn main() -> ExitCode {
                 upload_delay,
                 kubeconfig,
             } => demo(seed_rows, cut_delay, upload_delay, kubeconfig).await,
+            Command::BenchVitess {
+                sizes_gib,
+                runs,
+                out,
+                render_only,
+                vtorc_refresh,
+            } => bench_vitess((sizes_gib, runs), out, render_only, vtorc_refresh).await,
             Command::Bench {
                 sizes_gib,
                 runs,
@@ -359,6 +459,27 @@ async fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_are_positive_sorted_and_need_a_run() {
+        assert_eq!(checked_sizes(vec![4.0, 1.0], 3), Ok(vec![1.0, 4.0]));
+        assert!(
+            checked_sizes(vec![0.0], 3)
+                .unwrap_err()
+                .contains("0 is not a positive")
+        );
+        assert!(
+            checked_sizes(vec![f64::NAN], 3)
+                .unwrap_err()
+                .contains("NaN")
+        );
+        assert!(
+            checked_sizes(vec![], 3)
+                .unwrap_err()
+                .contains("at least one size")
+        );
+        assert!(checked_sizes(vec![1.0], 0).unwrap_err().contains("one run"));
+    }
 
     #[test]
     fn durations_take_seconds_minutes_and_hours() {

@@ -19,8 +19,8 @@ use vtsnap_testkit::fake_vtctld::FakeVtctld;
 use vtsnap_testkit::fixtures::{ShardFixture, shard};
 use vtsnap_testkit::leftovers::Footprint;
 use vtsnap_testkit::vitess::{
-    Container, DATABASE, Durability, Orchestrator, Placement, TabletRole, VitessOptions,
-    VitessShard, VitessTablet,
+    CloneSupport, Container, DATABASE, Durability, Orchestrator, Placement, TabletRole,
+    VitessOptions, VitessShard, VitessTablet,
 };
 
 use crate::control_plane::ControlPlane;
@@ -37,6 +37,36 @@ pub async fn until(what: &str, mut cond: impl AsyncFnMut() -> bool) {
     while !cond().await {
         assert!(start.elapsed() < LIMIT, "timed out waiting until {what}");
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The lab's disk, CSI driver and tablets.
+#[derive(Debug, Clone)]
+pub struct LabSpec {
+    /// The btrfs image's size (sparse: only what is written takes disk).
+    pub disk_bytes: u64,
+    /// The in-memory CSI driver's time from a VolumeSnapshot's creation to its cut, and
+    /// from the cut to `readyToUse`.
+    pub cut: Duration,
+    pub upload: Duration,
+    pub clone: CloneSupport,
+    /// my.cnf lines for every tablet beyond the lean defaults.
+    pub extra_cnf: String,
+    /// VTOrc's topology refresh (how soon it finds a new tablet).
+    pub vtorc_refresh: Duration,
+}
+
+impl LabSpec {
+    /// `make demo`'s: 8 GiB, a cut after 500 ms, ready a second later, lean tablets.
+    pub fn demo() -> Self {
+        Self {
+            disk_bytes: 8 << 30,
+            cut: Duration::from_millis(500),
+            upload: Duration::from_secs(1),
+            clone: CloneSupport::Off,
+            extra_cnf: String::new(),
+            vtorc_refresh: vtsnap_testkit::vitess::VTORC_REFRESH,
+        }
     }
 }
 
@@ -59,14 +89,14 @@ impl VitessLab {
     /// which container is each Pod's `mysqld`, starts the node helper and creates the
     /// keyspace's table.
     pub async fn start(timeline: Timeline) -> Self {
-        let vol = BtrfsVolume::create(8 << 30);
+        Self::start_with(timeline, LabSpec::demo()).await
+    }
+
+    /// [`Self::start`] on a disk, a CSI driver and tablets as `spec` says.
+    pub async fn start_with(timeline: Timeline, spec: LabSpec) -> Self {
+        let vol = BtrfsVolume::create(spec.disk_bytes);
         resources::mount(vol.path());
-        let cp = ControlPlane::in_memory(
-            vol.path(),
-            Duration::from_millis(500),
-            Duration::from_secs(1),
-            timeline.clone(),
-        );
+        let cp = ControlPlane::in_memory(vol.path(), spec.cut, spec.upload, timeline.clone());
         let fixture = shard().replicas(3).primary(1).on_node(cp.node());
         // The fixture's vtctld is not used: the config names the real one.
         cp.install(&fixture, &FakeVtctld::new()).await;
@@ -100,6 +130,9 @@ impl VitessLab {
                 durability: Durability::None,
                 vtorc: Orchestrator::VtOrc,
                 volumes: vol.path().join("unplaced"),
+                clone: spec.clone,
+                extra_cnf: spec.extra_cnf,
+                vtorc_refresh: spec.vtorc_refresh,
             },
             placed,
         )
@@ -216,16 +249,32 @@ impl Drop for VitessLab {
     }
 }
 
+/// What the load does when an insert fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnFailure {
+    /// Fail the lab: nothing should stop the primary.
+    Panic,
+    /// Count it and try again for up to [`LIMIT`] (a benchmark records what happened).
+    Retry,
+}
+
 /// Inserts into the primary until stopped (each a client in the primary's container).
 #[derive(Debug)]
 pub struct Load {
     stop: Arc<AtomicBool>,
     pub rows: Arc<AtomicU64>,
+    failures: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Load {
     pub fn start(shard: &VitessShard) -> Self {
+        Self::start_paced(shard, Duration::ZERO, OnFailure::Panic)
+    }
+
+    /// [`Self::start`], pausing `pause` after each insert; a failed insert panics or is
+    /// counted and tried again, as `on_failure` says.
+    pub fn start_paced(shard: &VitessShard, pause: Duration, on_failure: OnFailure) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let rows = Arc::new(AtomicU64::new(0));
         let container = shard
@@ -233,8 +282,10 @@ impl Load {
             .container(TabletRole::Mysqld)
             .map(|c| c.name().to_owned())
             .unwrap_or_default();
-        let (s, r) = (stop.clone(), rows.clone());
+        let failures = Arc::new(AtomicU64::new(0));
+        let (s, r, f) = (stop.clone(), rows.clone(), failures.clone());
         let task = tokio::spawn(async move {
+            let mut failing: Option<Instant> = None;
             let insert = format!("INSERT INTO {DATABASE}.t (v) VALUES (REPEAT('x', 180))");
             while !s.load(Ordering::SeqCst) {
                 let out = tokio::process::Command::new("podman")
@@ -255,12 +306,34 @@ impl Load {
                 match out {
                     Ok(o) if o.status.success() => {
                         r.fetch_add(1, Ordering::SeqCst);
+                        if !pause.is_zero() {
+                            tokio::time::sleep(pause).await;
+                        }
                     }
-                    other => panic!("the load's insert failed: {other:?}"),
+                    other => {
+                        let since = *failing.get_or_insert_with(Instant::now);
+                        if on_failure == OnFailure::Panic || since.elapsed() > LIMIT {
+                            panic!("the load's insert failed: {other:?}");
+                        }
+                        f.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        continue;
+                    }
                 }
+                failing = None;
             }
         });
-        Self { stop, rows, task }
+        Self {
+            stop,
+            rows,
+            failures,
+            task,
+        }
+    }
+
+    /// Inserts that failed and were tried again ([`OnFailure::Retry`]).
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::SeqCst)
     }
 
     /// Waits until `n` more rows were written than now.

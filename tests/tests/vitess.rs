@@ -30,7 +30,8 @@ use vtsnap_core::vtctld::messages::replicationdata::STATE_RUNNING;
 use vtsnap_node::mysqlctl::MysqlCtl;
 use vtsnap_testkit::btrfs::BtrfsVolume;
 use vtsnap_testkit::vitess::{
-    DATABASE, Durability, Orchestrator, TabletRole, VitessOptions, VitessShard, VitessTablet,
+    CloneSupport, DATABASE, Durability, Orchestrator, TabletRole, VitessOptions, VitessShard,
+    VitessTablet,
 };
 
 const SOURCE: u32 = 102;
@@ -50,6 +51,9 @@ async fn shard_on_btrfs(vtorc: Orchestrator) -> (VitessShard, BtrfsVolume) {
         durability: Durability::None,
         vtorc,
         volumes: vol.path().to_path_buf(),
+        clone: CloneSupport::Off,
+        extra_cnf: String::new(),
+        vtorc_refresh: vtsnap_testkit::vitess::VTORC_REFRESH,
     })
     .await;
     let p = shard.primary();
@@ -452,6 +456,9 @@ async fn under_semi_sync_a_cold_cut_of_one_replica_of_three_never_blocks_the_pri
         durability: Durability::SemiSync,
         vtorc: Orchestrator::Off,
         volumes: vol.path().to_path_buf(),
+        clone: CloneSupport::Off,
+        extra_cnf: String::new(),
+        vtorc_refresh: vtsnap_testkit::vitess::VTORC_REFRESH,
     })
     .await;
     let client = shard.client();

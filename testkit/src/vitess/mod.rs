@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 pub use container::{Access, Bind, Container};
 pub use tablet::{
-    BackupRestore, Placement, TabletRole, VitessTablet, mysqlctld_flags, vttablet_flags,
+    BackupRestore, NewTablet, Placement, TabletRole, VitessTablet, mysqlctld_flags, vttablet_flags,
 };
 use vtsnap_core::naming::TabletAlias;
 use vtsnap_core::vtctld::client::{CallLimits, VtctldClient};
@@ -74,6 +74,19 @@ pub enum Orchestrator {
     VtOrc,
 }
 
+/// Whether the tablets can give and take a MySQL CLONE (`--restore-with-clone`).
+///
+/// mysqlctld has no `--mysql-clone-enabled` (only vttablet and vtbackup do), so a
+/// mysqlctld-managed tablet gets what `Mysqld.Init` would add by hand: the plugin in its
+/// my.cnf (Vitess's `config/mycnf/clone.cnf`) and the `vt_clone` user with
+/// `BACKUP_ADMIN` (`config/init_clone.sql`) in its init script
+/// (go/vt/mysqlctl/mysqld.go, go/vt/mysqlctl/clone.go in Vitess v0.24.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloneSupport {
+    Off,
+    On,
+}
+
 #[derive(Debug, Clone)]
 pub struct VitessOptions {
     /// Tablet UIDs; the first becomes the primary.
@@ -83,7 +96,37 @@ pub struct VitessOptions {
     /// Where the tablets' volumes live (each `<root>/<uid>` is one tablet's PVC; its
     /// vtdataroot is `<root>/<uid>/vtdataroot`). A btrfs mount in tests that snapshot.
     pub volumes: PathBuf,
+    pub clone: CloneSupport,
+    /// Lines appended to [`LEAN_CNF`] (a benchmark's larger buffer pool and redo log).
+    pub extra_cnf: String,
+    /// How often VTOrc reads the topology: a new tablet waits up to this long to be found
+    /// (and its replication started). Vitess's default is 15 s.
+    pub vtorc_refresh: Duration,
 }
+
+impl VitessOptions {
+    /// Three-tablet defaults: `uids`, no durability policy, no VTOrc, no CLONE, lean.
+    pub fn new(uids: Vec<u32>, volumes: PathBuf) -> Self {
+        Self {
+            uids,
+            durability: Durability::None,
+            vtorc: Orchestrator::Off,
+            volumes,
+            clone: CloneSupport::Off,
+            extra_cnf: String::new(),
+            vtorc_refresh: VTORC_REFRESH,
+        }
+    }
+}
+
+/// VTOrc's topology refresh in the tests: a new tablet is found within 5 s.
+pub const VTORC_REFRESH: Duration = Duration::from_secs(5);
+
+/// Where in the tablets' containers the shared files are.
+pub(crate) const LAB_DIR: &str = "/vt/lab";
+/// The init script of a tablet when CLONE is on: Vitess's `init_db.sql` then
+/// `init_clone.sql`, as Vitess's own clone tests join them.
+pub(crate) const INIT_DB_WITH_CLONE: &str = "init_db_clone.sql";
 
 pub(crate) fn binary_dir() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -184,8 +227,9 @@ pub fn vtctld_flags(etcd: &str, (web_port, grpc_port): (u16, u16)) -> Vec<String
     flags
 }
 
-/// VTOrc's flags: the topology and cell, polled every second (a test waits on it).
-pub fn vtorc_flags(etcd: &str) -> Vec<String> {
+/// VTOrc's flags: the topology and cell, its instances polled every second (a test waits
+/// on it), the topology read every `refresh`.
+pub fn vtorc_flags(etcd: &str, refresh: Duration) -> Vec<String> {
     let mut flags = topo_flags(etcd);
     flags.extend(
         [
@@ -195,11 +239,13 @@ pub fn vtorc_flags(etcd: &str) -> Vec<String> {
             "1s",
             "--recovery-poll-duration",
             "1s",
-            "--topo-information-refresh-duration",
-            "5s",
         ]
         .map(str::to_owned),
     );
+    flags.push(format!(
+        "--topo-information-refresh-duration={}ms",
+        refresh.as_millis()
+    ));
     flags
 }
 
@@ -272,7 +318,22 @@ impl VitessShard {
             .prefix("vtsnap-vitess-")
             .tempdir_in("/var/tmp")
             .unwrap();
-        std::fs::write(shared.path().join("lean.cnf"), LEAN_CNF).unwrap();
+        let mut cnf = format!("{LEAN_CNF}{}\n", opts.extra_cnf);
+        if opts.clone == CloneSupport::On {
+            cnf.push_str("plugin-load-add = mysql_clone.so\n");
+            let config = binary_dir().join("vitess/config");
+            let mut init = String::new();
+            for f in ["init_db.sql", "init_clone.sql"] {
+                let p = config.join(f);
+                init.push_str(
+                    &std::fs::read_to_string(&p)
+                        .unwrap_or_else(|e| panic!("{}: {e}: run `make vitess`", p.display())),
+                );
+                init.push('\n');
+            }
+            std::fs::write(shared.path().join(INIT_DB_WITH_CLONE), init).unwrap();
+        }
+        std::fs::write(shared.path().join("lean.cnf"), cnf).unwrap();
         give_to_vitess(&shared.path().join("backups"));
         std::fs::set_permissions(
             shared.path(),
@@ -331,7 +392,7 @@ impl VitessShard {
                     at,
                     shard.shared.path(),
                     &shard.etcd.client,
-                    PortOfClone::Keep,
+                    (PortOfClone::Keep, opts.clone),
                 ),
                 None => shard.tablet_container_set(*uid, &name),
             };
@@ -342,6 +403,9 @@ impl VitessShard {
         }
         for t in &mut shard.tablets {
             t.start_vttablet();
+        }
+        for t in &mut shard.tablets {
+            t.wait_vttablet_listening(Duration::from_secs(120)).await;
         }
         shard.wait_listed(Duration::from_secs(120)).await;
         let primary = shard.tablets[0].alias.to_string();
@@ -374,13 +438,13 @@ impl VitessShard {
             &self.opts.volumes,
             self.shared.path(),
             &self.etcd.client,
-            port,
+            (port, self.opts.clone),
         )
     }
 
     fn start_vtorc(&mut self, prefix: &str) {
         let mut cmd = vec!["vtorc".to_owned()];
-        cmd.extend(vtorc_flags(&self.etcd.client));
+        cmd.extend(vtorc_flags(&self.etcd.client, self.opts.vtorc_refresh));
         cmd.extend([
             "--log-format".into(),
             "text".into(),
@@ -503,7 +567,7 @@ impl VitessShard {
             at,
             self.shared.path(),
             &self.etcd.client,
-            PortOfClone::Rewrite,
+            (PortOfClone::Rewrite, self.opts.clone),
         );
         self.push_started(t).await
     }
@@ -523,6 +587,29 @@ impl VitessShard {
             .unwrap_or_else(|| panic!("no tablet {uid}"));
         t.start_vttablet();
         t
+    }
+
+    /// A new tablet on an empty volume at `<volumes>/<uid>`: mysqlctld initializes its
+    /// mysqld, then its vttablet gets the data as `how` says (a restore or a CLONE, after
+    /// which vttablet starts replication from the primary itself). Returns once the
+    /// vttablet container runs; the caller waits for what it measures.
+    pub async fn add_empty_tablet(&mut self, uid: u32, how: NewTablet) -> &VitessTablet {
+        let name = format!("{}-new{uid}", prefix());
+        let t = self.tablet_container_set_with(uid, &name, PortOfClone::Keep);
+        t.wait_for_mysqld(Duration::from_secs(180)).await;
+        self.tablets.push(t);
+        let t = self.tablets.last_mut().unwrap();
+        t.start_vttablet_as(how);
+        t
+    }
+
+    /// Removes tablet `uid`: its containers, then its record in the topology.
+    pub async fn remove_tablet(&mut self, uid: u32) {
+        let Some(at) = self.tablets.iter().position(|t| t.uid == uid) else {
+            panic!("no tablet {uid}");
+        };
+        let alias = self.tablets.remove(at).alias.to_string();
+        self.ctl(&["DeleteTablets", &alias]).await;
     }
 
     /// Names of every container this process started (for leftover checks).

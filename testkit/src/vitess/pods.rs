@@ -209,7 +209,7 @@ impl VitessPods {
     /// VTOrc as a Pod, watching the cell.
     pub async fn start_vtorc(&self, kube: &RealKube) {
         let mut cmd = vec!["/vt/bin/vtorc".to_owned()];
-        cmd.extend(vtorc_flags(&self.etcd));
+        cmd.extend(vtorc_flags(&self.etcd, super::VTORC_REFRESH));
         cmd.push(format!("--port={WEB_PORT}"));
         let scratch = json!([{"name": "scratch", "emptyDir": {}}]);
         kube.create(daemon_pod(

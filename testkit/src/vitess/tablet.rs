@@ -12,7 +12,8 @@ use vtsnap_core::vtctld::messages::replicationdata::STATE_RUNNING;
 
 use super::container::{Access, Bind, Container};
 use super::{
-    CELL, DATABASE, IMAGE, KEYSPACE, PortOfClone, SHARD, free_port, give_to_vitess, topo_flags,
+    CELL, CloneSupport, DATABASE, IMAGE, INIT_DB_WITH_CLONE, KEYSPACE, LAB_DIR, PortOfClone, SHARD,
+    free_port, give_to_vitess, topo_flags,
 };
 
 /// Which container of the tablet.
@@ -43,6 +44,7 @@ pub struct VitessTablet {
     pub web_port: u16,
     etcd: String,
     shared: PathBuf,
+    clone: CloneSupport,
     name: String,
     /// vttablet first: dropped before mysqld.
     vttablet: Option<Container>,
@@ -57,7 +59,7 @@ impl VitessTablet {
         volumes: &Path,
         shared: &Path,
         etcd: &str,
-        port: PortOfClone,
+        (port, clone): (PortOfClone, CloneSupport),
     ) -> Self {
         let sockets = tempfile::Builder::new()
             .prefix("vtsnap-vt-socket-")
@@ -67,7 +69,7 @@ impl VitessTablet {
             volume: volumes.join(uid.to_string()),
             socket_dir: sockets.path().to_path_buf(),
         };
-        let mut t = Self::start_mysqlctld_at(uid, name, &at, shared, etcd, port);
+        let mut t = Self::start_mysqlctld_at(uid, name, &at, shared, etcd, (port, clone));
         t._sockets = Some(sockets);
         t
     }
@@ -78,7 +80,7 @@ impl VitessTablet {
         at: &Placement,
         shared: &Path,
         etcd: &str,
-        port: PortOfClone,
+        (port, clone): (PortOfClone, CloneSupport),
     ) -> Self {
         give_to_vitess(&at.volume.join("vtdataroot"));
         give_to_vitess(&at.socket_dir);
@@ -92,6 +94,7 @@ impl VitessTablet {
             web_port: free_port(),
             etcd: etcd.to_owned(),
             shared: shared.to_path_buf(),
+            clone,
             name: name.to_owned(),
             vttablet: None,
             mysqld: None,
@@ -132,8 +135,8 @@ impl VitessTablet {
                 access: Access::ReadWrite,
             },
             Bind {
-                host: self.shared.join("lean.cnf"),
-                at: "/vt/lab/lean.cnf",
+                host: self.shared.clone(),
+                at: LAB_DIR,
                 access: Access::ReadOnly,
             },
             Bind {
@@ -146,8 +149,12 @@ impl VitessTablet {
 
     /// The operator's `mysqld` container: mysqlctld, which initializes or starts mysqld.
     pub fn start_mysqld_container(&mut self) {
+        let init_db = match self.clone {
+            CloneSupport::Off => "/vt/config/init_db.sql".to_owned(),
+            CloneSupport::On => format!("{LAB_DIR}/{INIT_DB_WITH_CLONE}"),
+        };
         let mut cmd = vec!["mysqlctld".to_owned()];
-        cmd.extend(mysqlctld_flags(self.uid, "/vt/config/init_db.sql"));
+        cmd.extend(mysqlctld_flags(self.uid, &init_db));
         cmd.extend([
             format!("--mysql-port={}", self.mysql_port),
             "--log-format=text".into(),
@@ -163,6 +170,11 @@ impl VitessTablet {
 
     /// The operator's `vttablet` container.
     pub fn start_vttablet(&mut self) {
+        self.start_vttablet_as(NewTablet::StartEmpty);
+    }
+
+    /// The `vttablet` container, its data coming as `how` says.
+    pub fn start_vttablet_as(&mut self, how: NewTablet) {
         let mut cmd = vec!["vttablet".to_owned()];
         cmd.extend(vttablet_flags(
             &self.etcd,
@@ -170,7 +182,10 @@ impl VitessTablet {
             "127.0.0.1",
             (self.web_port, self.grpc_port),
         ));
-        cmd.extend(BackupRestore::StartEmpty.flags());
+        cmd.extend(how.flags());
+        if self.clone == CloneSupport::On {
+            cmd.extend(CLONE_FLAGS.map(str::to_owned));
+        }
         cmd.extend([
             "--health-check-interval=2s".into(),
             "--log-format=text".into(),
@@ -182,6 +197,34 @@ impl VitessTablet {
             &[],
             &cmd,
         ));
+    }
+
+    /// Waits until its vttablet (started to serve its own volume) listens on its gRPC
+    /// port. A port found free can be taken, before vttablet binds it, as the local port
+    /// of some outgoing connection on this host; vttablet then exits, and here it is
+    /// started again on new ports (on Kubernetes each Pod has its own ports).
+    pub async fn wait_vttablet_listening(&mut self, limit: Duration) {
+        let start = Instant::now();
+        loop {
+            let addr = format!("127.0.0.1:{}", self.grpc_port);
+            if tokio::net::TcpStream::connect(&addr).await.is_ok() {
+                return;
+            }
+            let running = self.vttablet.as_ref().is_some_and(Container::running);
+            assert!(
+                start.elapsed() < limit,
+                "the vttablet of {} did not listen on {addr} within {limit:?}:\n{}",
+                self.alias,
+                self.logs(30)
+            );
+            if !running {
+                self.grpc_port = free_port();
+                self.web_port = free_port();
+                self.vttablet = None;
+                self.start_vttablet();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// The tablet's directory (`vt_<uid %010d>`) on the host.
@@ -385,5 +428,42 @@ impl BackupRestore {
             ]);
         }
         flags
+    }
+}
+
+/// vttablet's flags for giving and taking a CLONE: the default user of
+/// `init_clone.sql`, without TLS (the lab's mysqlds have no certificates; Vitess's
+/// default is to require it). go/vt/dbconfigs/dbconfigs.go, go/vt/mysqlctl/mysqld.go.
+const CLONE_FLAGS: [&str; 3] = [
+    "--mysql-clone-enabled",
+    "--db-clone-user=vt_clone",
+    "--db-clone-use-ssl=false",
+];
+
+/// Where a tablet's vttablet gets its data from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewTablet {
+    /// Its own volume, or nothing: [`BackupRestore::StartEmpty`].
+    StartEmpty,
+    /// The newest builtin backup in the file backup storage: the operator's flags
+    /// ([`BackupRestore::WaitForBackup`]).
+    FromBackup,
+    /// A MySQL CLONE of the shard's primary (`--restore-with-clone
+    /// --clone-from-primary`, Vitess 24): needs [`CloneSupport::On`].
+    CloneFromPrimary,
+}
+
+impl NewTablet {
+    fn flags(self) -> Vec<String> {
+        match self {
+            Self::StartEmpty => BackupRestore::StartEmpty.flags(),
+            Self::FromBackup => BackupRestore::WaitForBackup.flags(),
+            Self::CloneFromPrimary => vec![
+                "--restore-with-clone".into(),
+                "--clone-from-primary".into(),
+                "--backup-storage-implementation=file".into(),
+                "--file-backup-storage-root=/vt/backups".into(),
+            ],
+        }
     }
 }
