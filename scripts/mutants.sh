@@ -30,9 +30,9 @@ groups=(
   "vtsnap-node|node/src/daemon/decide.rs|--lib"
   "vtsnap-admission|webhook/src/decide/mod.rs webhook/src/decide/restore.rs webhook/src/decide/pod.rs webhook/src/decide/vtbackup.rs webhook/src/server/drill_metrics.rs|--lib"
   "vtsnap-vtbackup-storage|jobs/vtbackup-storage/src/decide/mod.rs jobs/vtbackup-storage/src/effective.rs|--lib --test plan"
-  "vtsnap-snapshot|jobs/snapshot/src/schedule/decide.rs jobs/snapshot/src/schedule/names.rs jobs/snapshot/src/run/decide/mod.rs jobs/snapshot/src/run/decide/recovery.rs jobs/snapshot/src/run/decide/semi_sync.rs|--lib --test schedule_plan"
+  "vtsnap-snapshot|jobs/snapshot/src/schedule/decide.rs jobs/snapshot/src/schedule/names.rs jobs/snapshot/src/run/decide/mod.rs jobs/snapshot/src/run/decide/recovery.rs jobs/snapshot/src/run/decide/semi_sync.rs jobs/snapshot/src/plan.rs|--lib --test schedule_plan --test plan"
   "vtsnap-drill|jobs/drill/src/decide.rs jobs/drill/src/outcome.rs jobs/drill/src/objects.rs jobs/drill/src/check/judge.rs|--lib"
-  "kubectl-vtsnap|cli/kubectl-vtsnap/src/decide/doctor.rs cli/kubectl-vtsnap/src/decide/status.rs cli/kubectl-vtsnap/src/decide/fields.rs cli/kubectl-vtsnap/src/decide/storage.rs cli/kubectl-vtsnap/src/decide/schedules.rs|--lib --test golden"
+  "kubectl-vtsnap|cli/kubectl-vtsnap/src/decide/world.rs cli/kubectl-vtsnap/src/decide/doctor.rs cli/kubectl-vtsnap/src/decide/status.rs cli/kubectl-vtsnap/src/decide/fields.rs cli/kubectl-vtsnap/src/decide/storage.rs cli/kubectl-vtsnap/src/decide/schedules.rs|--lib --test golden"
 )
 
 case "$mode" in

@@ -5,9 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use kube::Client;
 use kube::api::{Api, ListParams};
-use kube::{Client, Resource};
-use serde::de::DeserializeOwned;
 
 use crate::labels;
 use crate::naming::{TabletAlias, TabletUid};
@@ -42,14 +41,6 @@ pub struct Observed {
     pub shard_record: Option<topodata::Shard>,
     pub tablets: Vec<topodata::Tablet>,
     pub positions: ShardReplicationPositionsResponse,
-}
-
-/// Every object of every page (see [`crate::reconcile::list::all`]).
-pub async fn list_all<K>(api: &Api<K>, lp: &ListParams) -> Result<Vec<K>, kube::Error>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    crate::reconcile::list::all(api, lp).await
 }
 
 /// The label selector of a shard's tablet Pods and PVCs.
@@ -88,7 +79,7 @@ pub async fn find_vtctld(
         (labels::COMPONENT, labels::COMPONENT_VTCTLD),
         (labels::CLUSTER, cluster),
     ]);
-    let svcs = list_all(&api, &ListParams::default().labels(&sel))
+    let svcs = crate::reconcile::list::all(&api, &ListParams::default().labels(&sel))
         .await
         .map_err(|source| DiscoverError::Kube {
             what: "Services",
@@ -133,10 +124,11 @@ pub async fn observe(
             source,
         }
     };
-    let pods = list_all(&Api::<Pod>::namespaced(client.clone(), &r.namespace), &lp)
-        .await
-        .map_err(kube_err("Pods"))?;
-    let pvcs = list_all(
+    let pods =
+        crate::reconcile::list::all(&Api::<Pod>::namespaced(client.clone(), &r.namespace), &lp)
+            .await
+            .map_err(kube_err("Pods"))?;
+    let pvcs = crate::reconcile::list::all(
         &Api::<PersistentVolumeClaim>::namespaced(client.clone(), &r.namespace),
         &lp,
     )

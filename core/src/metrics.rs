@@ -10,6 +10,41 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
+/// The labels of every per-shard series, in every program: the shard's namespace,
+/// cluster, keyspace and key range as Vitess prints it (`-80`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ShardLabels {
+    pub namespace: String,
+    pub cluster: String,
+    pub keyspace: String,
+    pub shard: String,
+}
+
+impl ShardLabels {
+    /// `None` if a part is not a label value (at most 63 characters of a small set): the
+    /// API server never stores such a label, and no unbounded value gets into a series.
+    pub fn of(s: &crate::shard::ShardRef) -> Option<Self> {
+        let parts = [
+            s.namespace.as_str(),
+            &s.cluster,
+            &s.keyspace,
+            &s.shard.safe_name(),
+        ];
+        if parts
+            .iter()
+            .any(|p| crate::k8s_names::label_value(p).is_err())
+        {
+            return None;
+        }
+        Some(Self {
+            namespace: s.namespace.clone(),
+            cluster: s.cluster.clone(),
+            keyspace: s.keyspace.clone(),
+            shard: s.shard.to_string(),
+        })
+    }
+}
+
 /// The labels of [`api_retries`]: the API verb and what caused the retry (`429`, `503`,
 /// `transport`, …).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -94,7 +129,7 @@ pub fn unix_now_seconds() -> i64 {
 /// a run's outcome: a failure is logged.
 pub fn write_textfile(path: &Path, registry: &Registry) {
     match textfile(registry) {
-        Ok(t) => crate::cli::write_metrics_file(path, &t),
+        Ok(t) => crate::textfile::write_metrics_file(path, &t),
         Err(e) => {
             tracing::warn!(error = %e, path = %path.display(), "cannot encode the metrics file");
         }

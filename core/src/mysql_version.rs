@@ -36,6 +36,15 @@ impl Flavor {
     pub fn parse(s: &str) -> Option<Self> {
         s.parse().ok()
     }
+
+    /// The flavor of a server whose version string is `version`: MariaDB says so in it.
+    pub fn of_version(version: &str) -> Self {
+        if version.to_ascii_lowercase().contains("mariadb") {
+            Self::Mariadb
+        } else {
+            Self::Mysql
+        }
+    }
 }
 
 /// Flavor and release series.
@@ -56,11 +65,7 @@ impl Series {
     /// Reads a version string; MariaDB says so in it. `None` when it does not start with
     /// `<major>.<minor>`.
     pub fn parse(version: &str) -> Option<Self> {
-        let flavor = if version.to_ascii_lowercase().contains("mariadb") {
-            Flavor::Mariadb
-        } else {
-            Flavor::Mysql
-        };
+        let flavor = Flavor::of_version(version);
         let mut parts = version.split(|c: char| !c.is_ascii_digit());
         let major = parts.next()?.parse().ok()?;
         let minor_text = version.split('.').nth(1)?;

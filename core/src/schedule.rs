@@ -10,8 +10,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::config::GoDuration;
 use crate::cron::{CronError, Schedule, fields_of};
+use crate::duration::GoDuration;
 
 /// The schedule when a policy sets none: every six hours.
 pub const DEFAULT_SCHEDULE: &str = "0 */6 * * *";

@@ -23,11 +23,11 @@ mod gtid;
 mod read;
 mod source;
 pub use drill::{
-    ANN_DRILL, Discounted, DrillOf, DrillRecord, DrillRecordError, DrillResult, DrillSeen,
-    MAX_REASON_BYTES, MAX_RECORD_BYTES, MAX_UID_BYTES, Rto, standing,
+    ANN_DRILL, CLOCK_SKEW, Discounted, DrillOf, DrillRecord, DrillRecordError, DrillResult,
+    DrillSeen, MAX_REASON_BYTES, MAX_RECORD_BYTES, MAX_UID_BYTES, Rto, standing,
 };
 pub use gtid::{GtidError, GtidFlavor, parse_position};
-pub use read::{CLOCK_SKEW, Layout, ReadError, TimeProblem, VolumeSnapshot};
+pub use read::{Layout, ReadError, TimeProblem, VolumeSnapshot};
 pub use source::{MAX_POOL_INDEX, SourceMismatch};
 
 pub const GROUP: &str = "snapshot.storage.k8s.io";
@@ -98,11 +98,6 @@ impl Reprovisioned {
 }
 /// The volume layout version these snapshots have (the tablet directory of §2).
 pub const LAYOUT_VERSION: &str = "1";
-
-/// The namespaced API of VolumeSnapshots (`snapshot.storage.k8s.io/v1`, dynamic).
-pub fn api(kube: &kube::Client, namespace: &str) -> kube::Api<kube::api::DynamicObject> {
-    crate::reconcile::apis::volume_snapshots(kube, namespace)
-}
 
 /// The phase label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr, strum::EnumString)]

@@ -27,7 +27,7 @@ use vtsnap_core::fence::{ANN_NODE_ERROR, ANN_NODE_STATE, Fence, LABEL_NODE, Node
 use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
 use vtsnap_node::cgroup::{Cgroup, Version};
-use vtsnap_node::daemon::decide::{LeaseAfter, Step, TabletAfter, decide};
+use vtsnap_node::daemon::decide::{LeaseAfter, LeaseSeen, Step, TabletAfter, decide};
 use vtsnap_node::daemon::metrics::Cause;
 use vtsnap_node::daemon::registry::Entry;
 
@@ -234,8 +234,7 @@ async fn serve<S: LeaseStore>(
             .map(|(_, e)| e.clone())
     };
     let steps = decide(
-        Some(&f),
-        f.expired(k8s_openapi::jiff::Timestamp::now()),
+        LeaseSeen::at(&f, k8s_openapi::jiff::Timestamp::now()),
         entry.as_ref(),
     );
     let mut answer = None;

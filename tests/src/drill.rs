@@ -39,7 +39,7 @@ pub struct LabDrill {
 
 /// The snapshot as the API server has it now.
 pub async fn read_snapshot(lab: &Lab, name: &str) -> VolumeSnapshot {
-    let api = vtsnap_core::snapshot::api(&lab.cp.client(), lab.cp.namespace());
+    let api = vtsnap_core::reconcile::apis::volume_snapshots(&lab.cp.client(), lab.cp.namespace());
     let obj = api.get(name).await.unwrap();
     VolumeSnapshot::read(&serde_json::to_value(obj).unwrap()).unwrap()
 }

@@ -48,7 +48,7 @@ pub async fn offered(lab: &Lab) -> Result<String, Vec<(String, Rejection)>> {
     let policy = resolve_in(cluster, "commerce", "-").restore;
     let version = lab.primary().value("SELECT VERSION()").await;
     let series = Series::parse(&version).unwrap_or_else(|| panic!("version {version:?}"));
-    let list = vtsnap_core::snapshot::api(&lab.cp.client(), lab.cp.namespace())
+    let list = vtsnap_core::reconcile::apis::volume_snapshots(&lab.cp.client(), lab.cp.namespace())
         .list(&ListParams::default())
         .await
         .unwrap();

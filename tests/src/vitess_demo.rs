@@ -343,7 +343,7 @@ pub async fn drill_with(
     uid: TabletUid,
     before_start: impl FnOnce(&Path),
 ) -> (CheckReport, DrillRecord) {
-    let api = vtsnap_core::snapshot::api(&lab.cp.client(), lab.cp.namespace());
+    let api = vtsnap_core::reconcile::apis::volume_snapshots(&lab.cp.client(), lab.cp.namespace());
     let obj = api
         .get(snapshot)
         .await

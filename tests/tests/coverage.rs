@@ -120,7 +120,7 @@ async fn a_snapshot_the_primary_purged_past_is_marked_unusable_on_real_mariadb()
     assert_eq!(newest_covered, &None);
     assert_eq!(not_covered, std::slice::from_ref(&name));
     let (ns, _) = r.run.marked_unusable[0].split_once('/').unwrap();
-    let obj = vtsnap_core::snapshot::api(&lab.cp.client(), ns)
+    let obj = vtsnap_core::reconcile::apis::volume_snapshots(&lab.cp.client(), ns)
         .get(&name)
         .await
         .unwrap();

@@ -8,7 +8,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use vtsnap_core::k8s_names::untrusted;
 
-use crate::decide::{Decision, Kind};
+use crate::decide::{Decision, Kind, kind_of};
 
 /// The largest review body read (the API server's own request limit is 3 MiB; a review
 /// carries the object once, plus its old copy on updates).
@@ -51,18 +51,6 @@ fn text<'a>(v: &'a Value, pointer: &str, field: &'static str) -> Result<&'a str,
             expected: "a string",
         }),
     }
-}
-
-pub(crate) fn kind_of(v: &Value) -> String {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-    .to_owned()
 }
 
 /// Reads a review body. serde_json refuses nesting deeper than 128 (no deep recursion).

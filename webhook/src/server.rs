@@ -16,9 +16,10 @@ mod drill_metrics;
 mod metrics;
 
 pub use budget::{BodyBudget, BudgetError, Exhausted};
+pub use connections::ConnectionMetrics;
 pub use connections::{CloseReason, Limits};
 use connections::{Registry, Slot, Watched};
-pub use metrics::{ConnectionMetrics, Metrics};
+pub use metrics::Metrics;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -391,7 +391,7 @@ async fn crash_safety(
         let facts = vtsnap_snapshot::run::observe::online_facts(v, &alias)
             .await
             .map_err(|e| format!("{alias}: {e}"))?;
-        let violations = vtsnap_snapshot::run::decide::crash_safety(facts.mariadb, &facts.values);
+        let violations = vtsnap_snapshot::run::decide::crash_safety(facts.flavor, &facts.values);
         out.push((
             alias.to_string(),
             violations.iter().map(ToString::to_string).collect(),

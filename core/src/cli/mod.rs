@@ -3,13 +3,11 @@
 //! textfile. Each piece maps its failure to an [`Exit`] here, so a `main.rs` only parses
 //! its own flags and calls its library.
 
-mod textfile;
-
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use textfile::{write_atomic, write_metrics_file};
+pub use crate::textfile::{write_atomic, write_metrics_file};
 
 use crate::config::{Config, ConfigErrors, GoDuration};
 use crate::exit::Exit;
@@ -20,11 +18,14 @@ use crate::retry::{RetryLayer, RetryPolicy};
 /// build was given one (`VTSNAP_GIT_COMMIT`, set by `make images`).
 pub const VERSION: &str = env!("VTSNAP_VERSION");
 
+/// The environment variable of `--log-format`.
+pub const ENV_LOG_FORMAT: &str = "VTSNAP_LOG_FORMAT";
+
 /// The flags every binary has. `#[command(flatten)]` it into the top-level parser.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
     /// Log format on stderr.
-    #[arg(long, global = true, env = "VTSNAP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Auto)]
+    #[arg(long, global = true, env = ENV_LOG_FORMAT, value_enum, default_value_t = LogFormat::Auto)]
     pub log_format: LogFormat,
 }
 

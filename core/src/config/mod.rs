@@ -4,7 +4,6 @@
 //! field it is about, e.g. `clusters[0].keyspaces.commerce.shards.-80.retention.maxCount`.
 //! A file with several bad values gets all of them reported, not only the first.
 
-mod duration;
 mod input;
 mod model;
 mod partial;
@@ -18,7 +17,7 @@ use crate::shard::ShardName;
 use std::fmt;
 use std::path::Path;
 
-pub use duration::GoDuration;
+pub use crate::duration::GoDuration;
 pub use input::{InputError, MAX_BYTES, MAX_DEPTH};
 pub use model::*;
 pub use resolve::{

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::duration::GoDuration;
 use super::model::*;
+use crate::duration::GoDuration;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -12,11 +12,14 @@
 //! before its own snapshot existed, proves nothing. An unreadable record counts as none
 //! (it never makes its snapshot unreadable), so a new drill can replace it.
 
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use super::read::CLOCK_SKEW;
 use crate::k8s_names::{cut_to_bytes, escape_controls};
+
+/// How far apart two clocks (the API server's, the snapshotter's, the snapshot job's, the
+/// reader's) may be before a time read from a snapshot is taken as impossible.
+pub const CLOCK_SKEW: SignedDuration = SignedDuration::from_secs(300);
 
 /// The annotation: the last drill of the snapshot.
 pub const ANN_DRILL: &str = "vtsnap.io/drill";

@@ -5,11 +5,11 @@
 //! [`ReadError`] naming the snapshot and the field, never a default: a caller that acts on
 //! snapshots (the GC) must tell "unreadable" from "absent".
 
-use k8s_openapi::jiff::{self, SignedDuration, Timestamp};
+use k8s_openapi::jiff::{self, Timestamp};
 use serde_json::Value;
 
 use super::drill::{
-    ANN_DRILL, Discounted, DrillOf, DrillRecord, DrillRecordError, DrillSeen, standing,
+    ANN_DRILL, CLOCK_SKEW, Discounted, DrillOf, DrillRecord, DrillRecordError, DrillSeen, standing,
 };
 use super::gtid::{self, GtidError};
 use super::{
@@ -37,10 +37,6 @@ const BOUND_CONTENT: &str = "status.boundVolumeSnapshotContentName";
 const STATUS_CREATION_TIME: &str = "status.creationTime";
 const STATUS_ERROR: &str = "status.error";
 const SOURCE_CLAIM: &str = "spec.source.persistentVolumeClaimName";
-
-/// How far apart two clocks (the API server's, the snapshotter's, the snapshot job's, the
-/// reader's) may be before a time read from a snapshot is taken as impossible.
-pub const CLOCK_SKEW: SignedDuration = SignedDuration::from_secs(300);
 
 /// The volume layout a snapshot holds (`vtsnap.io/layout`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,9 +5,50 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use vtsnap_core::naming::TabletUid;
+use vtsnap_core::volume::VolPath;
 
+use crate::binlog::LastBinlog;
 use crate::mycnf::replace_uid_refs;
-use crate::observe::MoveSource;
+
+/// A tablet-directory child that is a symlink into `<top>/vt_<old>` on the volume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopDirLink {
+    /// The link, e.g. `vt_0000000101/data`.
+    pub link: VolPath,
+    /// The link's text, e.g. `/vt/vtdataroot/data/vt_0000000101`.
+    pub target_text: String,
+    /// Where it points on the volume, e.g. `data/vt_0000000101`.
+    pub target: VolPath,
+}
+
+/// A log directory (binlogs or relay logs) and the log files in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogDir {
+    pub dir: VolPath,
+    /// The log base name from my.cnf, e.g. `vt-0000000101-bin`.
+    pub base: String,
+    /// File names in `dir` that start with `<base>.` (numbered logs, index, state).
+    pub files: Vec<String>,
+}
+
+/// Everything the planner needs to move tablet `from` onto this volume.
+#[derive(Debug, Clone)]
+pub struct MoveSource {
+    pub from: TabletUid,
+    pub mount: String,
+    pub mycnf: VolPath,
+    pub old_server_id: Option<u32>,
+    pub top_links: Vec<TopDirLink>,
+    pub binlogs: Option<LogDir>,
+    pub binlog_index: Option<VolPath>,
+    pub last_binlog: Option<(VolPath, LastBinlog)>,
+    pub relay_logs: Option<LogDir>,
+    /// Relay-log bookkeeping files that exist: the relay index (if outside `relay_logs`)
+    /// and the relay-log info file.
+    pub relay_files: Vec<VolPath>,
+    pub auto_cnf: Option<VolPath>,
+    pub restore_in_progress: bool,
+}
 
 /// One idempotent change. Paths are relative to the volume directory and are where the
 /// thing is at the moment the step runs (after the steps before it).

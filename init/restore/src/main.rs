@@ -5,6 +5,7 @@ use clap::Parser;
 use vtsnap_core::cli::CommonArgs;
 use vtsnap_core::exit::Exit;
 use vtsnap_core::naming::TabletUid;
+use vtsnap_core::restore_pod;
 use vtsnap_restore::{Action, Options, RestoreError, run};
 
 /// Make a tablet volume cloned from another tablet's snapshot belong to this tablet.
@@ -28,11 +29,11 @@ use vtsnap_restore::{Action, Options, RestoreError, run};
 )]
 struct Cli {
     /// The tablet volume's vtdataroot directory (the PVC's `vtdataroot` subPath).
-    #[arg(long, env = "VTSNAP_VTDATAROOT", default_value = "/vt/vtdataroot")]
+    #[arg(long, env = restore_pod::ENV_VTDATAROOT, default_value = restore_pod::VTDATAROOT)]
     vtdataroot: PathBuf,
 
     /// This tablet's UID, padded (0000000101) or not (101).
-    #[arg(long, env = "VTSNAP_TABLET_UID")]
+    #[arg(long, env = restore_pod::ENV_TABLET_UID)]
     tablet_uid: TabletUid,
 
     /// Use this new server-id instead of a random one in [100, 2^31).

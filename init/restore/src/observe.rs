@@ -14,7 +14,7 @@ use vtsnap_core::naming::TabletUid;
 
 use crate::beneath::{Kind, Meta, Root};
 use crate::binlog::{self, LastBinlog};
-use crate::decide::is_numbered_log;
+use crate::decide::{LogDir, MoveSource, TopDirLink, is_numbered_log};
 use crate::journal::{self, Journal};
 use crate::mycnf::{self, MyCnf};
 use crate::refusal::Refusal;
@@ -27,47 +27,7 @@ pub const TOP_LEVEL_DIRS: [&str; 4] = ["data", "innodb", "relay-logs", "bin-logs
 /// Where vitess-operator mounts the volume; my.cnf's datadir tells the mount actually
 /// used, so this only classifies a symlink met before that is known (a symlinked my.cnf,
 /// or anything a resumed run finds: the journal does not record the mount).
-pub const POD_MOUNT: &str = "/vt/vtdataroot";
-
-/// A tablet-directory child that is a symlink into `<top>/vt_<old>` on the volume.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopDirLink {
-    /// The link, e.g. `vt_0000000101/data`.
-    pub link: VolPath,
-    /// The link's text, e.g. `/vt/vtdataroot/data/vt_0000000101`.
-    pub target_text: String,
-    /// Where it points on the volume, e.g. `data/vt_0000000101`.
-    pub target: VolPath,
-}
-
-/// A log directory (binlogs or relay logs) and the log files in it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogDir {
-    pub dir: VolPath,
-    /// The log base name from my.cnf, e.g. `vt-0000000101-bin`.
-    pub base: String,
-    /// File names in `dir` that start with `<base>.` (numbered logs, index, state).
-    pub files: Vec<String>,
-}
-
-/// Everything the planner needs to move tablet `from` onto this volume.
-#[derive(Debug, Clone)]
-pub struct MoveSource {
-    pub from: TabletUid,
-    pub mount: String,
-    pub mycnf: VolPath,
-    pub old_server_id: Option<u32>,
-    pub top_links: Vec<TopDirLink>,
-    pub binlogs: Option<LogDir>,
-    pub binlog_index: Option<VolPath>,
-    pub last_binlog: Option<(VolPath, LastBinlog)>,
-    pub relay_logs: Option<LogDir>,
-    /// Relay-log bookkeeping files that exist: the relay index (if outside `relay_logs`)
-    /// and the relay-log info file.
-    pub relay_files: Vec<VolPath>,
-    pub auto_cnf: Option<VolPath>,
-    pub restore_in_progress: bool,
-}
+pub const POD_MOUNT: &str = vtsnap_core::restore_pod::VTDATAROOT;
 
 /// What the volume holds, as far as the restore is concerned.
 #[derive(Debug, Clone)]

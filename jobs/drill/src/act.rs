@@ -238,7 +238,7 @@ pub async fn write_record(
     snapshot: &str,
     record: &DrillRecord,
 ) -> Result<(), DrillError> {
-    let api = vtsnap_core::snapshot::api(kube, namespace);
+    let api = vtsnap_core::reconcile::apis::volume_snapshots(kube, namespace);
     let patch = json!({"metadata": {"annotations": {ANN_DRILL: record.render()}}});
     api.patch(snapshot, &PatchParams::default(), &Patch::Merge(&patch))
         .await

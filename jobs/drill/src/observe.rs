@@ -89,7 +89,7 @@ pub async fn observe(
     }
     .map(|p| p.purged);
 
-    let snaps = snapshot::api(kube, ns);
+    let snaps = vtsnap_core::reconcile::apis::volume_snapshots(kube, ns);
     let of_shard = format!(
         "{MANAGED_BY}={},{}={},{}={},{}={}",
         vtsnap_core::labels::MANAGED_BY_VTSNAP,

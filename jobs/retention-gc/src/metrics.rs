@@ -1,21 +1,13 @@
 //! The GC run's Prometheus metrics, as a textfile (a CronJob's pod is gone before a scrape).
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::registry::Registry;
 
+use vtsnap_core::metrics::ShardLabels;
+
 use crate::decide::CoverageState;
 use crate::report::GcReport;
-
-/// One shard.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct ShardLabels {
-    namespace: String,
-    cluster: String,
-    keyspace: String,
-    shard: String,
-}
 
 /// The metrics of one run, for [`vtsnap_core::metrics::write_textfile`].
 pub fn registry(r: &GcReport, now_seconds: i64) -> Registry {

@@ -188,7 +188,7 @@ pub async fn list(
         if let Some(s) = &safe_shard {
             pairs.push((snapshot::LABEL_SHARD, s));
         }
-        let api = snapshot::api(&kube, &c.namespace);
+        let api = vtsnap_core::reconcile::apis::volume_snapshots(&kube, &c.namespace);
         let lp = ListParams::default().labels(&labels::selector(&pairs));
         let objs = vtsnap_core::reconcile::list::all(&api, &lp)
             .await

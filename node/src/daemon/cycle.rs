@@ -9,7 +9,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use vtsnap_core::fence::{Fence, NodeState};
 
-use super::decide::decide;
+use super::decide::{LeaseSeen, decide};
 use super::leases::Leases;
 use super::observe::lease_key;
 use super::{Daemon, registry};
@@ -75,7 +75,7 @@ impl Daemon {
             // Absent from the store: confirmed gone by a fresh read before anything is released.
             match self.read_lease(&e.lease).await {
                 Ok(None) => {
-                    let steps = decide(None, false, Some(&e));
+                    let steps = decide(LeaseSeen::Gone, Some(&e));
                     completed &= self.run_steps(None, &e.lease.clone(), steps).await;
                 }
                 Ok(Some(fresh)) => {
@@ -150,8 +150,7 @@ impl Daemon {
             }
         }
         let steps = decide(
-            Some(&f),
-            f.expired(Timestamp::now()),
+            LeaseSeen::at(&f, Timestamp::now()),
             self.reg.get(key).as_ref(),
         );
         self.run_steps(Some(&f), key, steps).await

@@ -2,6 +2,7 @@
 //! holds for it, and whether it expired — the steps to take. Pure; level-triggered: the
 //! same inputs always give the same steps, so running them again is harmless.
 
+use k8s_openapi::jiff::Timestamp;
 use vtsnap_core::fence::{Fence, NodeState, Request};
 
 use super::metrics::Cause;
@@ -48,9 +49,35 @@ pub enum LeaseAfter {
     Untouched,
 }
 
-/// The steps for one lease. `fence` is `None` when the lease is gone.
-pub fn decide(fence: Option<&Fence>, expired: bool, entry: Option<&Entry>) -> Vec<Step> {
-    let Some(f) = fence else {
+/// A fence lease as the helper finds it.
+#[derive(Debug, Clone, Copy)]
+pub enum LeaseSeen<'a> {
+    /// Deleted (or never there).
+    Gone,
+    /// Renewed in time.
+    Live(&'a Fence),
+    /// Its holder stopped renewing it (`renewTime + leaseDurationSeconds` is past).
+    Expired(&'a Fence),
+}
+
+impl<'a> LeaseSeen<'a> {
+    /// `fence` as it stands at `now`.
+    pub fn at(fence: &'a Fence, now: Timestamp) -> Self {
+        if fence.expired(now) {
+            Self::Expired(fence)
+        } else {
+            Self::Live(fence)
+        }
+    }
+}
+
+/// The steps for one lease.
+pub fn decide(lease: LeaseSeen<'_>, entry: Option<&Entry>) -> Vec<Step> {
+    let f = match lease {
+        LeaseSeen::Gone => None,
+        LeaseSeen::Live(f) | LeaseSeen::Expired(f) => Some(f),
+    };
+    let Some(f) = f else {
         // Deleted: the job is gone or finished. Undo what we hold, and restore the tablet.
         return entry
             .map(|_| {
@@ -62,7 +89,7 @@ pub fn decide(fence: Option<&Fence>, expired: bool, entry: Option<&Entry>) -> Ve
             })
             .unwrap_or_default();
     };
-    if expired {
+    if matches!(lease, LeaseSeen::Expired(_)) {
         // The dead-man's switch: recover the whole fence (docs/design.md §5.4), then remove it.
         return vec![Step::Release {
             cause: Cause::Expiry,
@@ -198,7 +225,7 @@ mod tests {
     #[test]
     fn a_new_hold_checks_then_stops_then_freezes() {
         assert_eq!(
-            decide(Some(&fence(Request::Hold, None)), false, None),
+            decide(LeaseSeen::Live(&fence(Request::Hold, None)), None),
             vec![
                 Step::CheckTarget,
                 Step::StopMysqld,
@@ -212,8 +239,7 @@ mod tests {
     fn a_hold_in_place_needs_nothing() {
         assert!(
             decide(
-                Some(&fence(Request::Hold, Some(NodeState::Held))),
-                false,
+                LeaseSeen::Live(&fence(Request::Hold, Some(NodeState::Held))),
                 Some(&entry(true, true))
             )
             .is_empty()
@@ -225,8 +251,7 @@ mod tests {
         // Stopped and recorded, but the freeze had not happened yet.
         assert_eq!(
             decide(
-                Some(&fence(Request::Hold, Some(NodeState::Stopped))),
-                false,
+                LeaseSeen::Live(&fence(Request::Hold, Some(NodeState::Stopped))),
                 Some(&entry(true, false))
             ),
             vec![Step::FreezeCgroup, Step::Report(NodeState::Held, None)]
@@ -239,11 +264,11 @@ mod tests {
         let mut e = entry(true, false);
         e.mysqld_down = false;
         assert_eq!(
-            decide(Some(&fence(Request::Stop, None)), false, Some(&e)),
+            decide(LeaseSeen::Live(&fence(Request::Stop, None)), Some(&e)),
             vec![Step::StopMysqld, Step::Report(NodeState::Stopped, None)]
         );
         assert_eq!(
-            decide(Some(&fence(Request::Hold, None)), false, Some(&e)),
+            decide(LeaseSeen::Live(&fence(Request::Hold, None)), Some(&e)),
             vec![
                 Step::StopMysqld,
                 Step::FreezeCgroup,
@@ -255,8 +280,7 @@ mod tests {
     #[test]
     fn expiry_and_deletion_release_and_restore() {
         let expired = decide(
-            Some(&fence(Request::Hold, Some(NodeState::Held))),
-            true,
+            LeaseSeen::Expired(&fence(Request::Hold, Some(NodeState::Held))),
             Some(&entry(true, true)),
         );
         assert_eq!(
@@ -269,10 +293,10 @@ mod tests {
         );
         // Even with nothing held here: the job may have drained the tablet and died.
         assert_eq!(
-            decide(Some(&fence(Request::Stop, None)), true, None).len(),
+            decide(LeaseSeen::Expired(&fence(Request::Stop, None)), None).len(),
             1
         );
-        let gone = decide(None, false, Some(&entry(true, true)));
+        let gone = decide(LeaseSeen::Gone, Some(&entry(true, true)));
         assert_eq!(
             gone,
             vec![Step::Release {
@@ -281,15 +305,14 @@ mod tests {
                 lease: LeaseAfter::Untouched,
             }]
         );
-        assert!(decide(None, false, None).is_empty());
+        assert!(decide(LeaseSeen::Gone, None).is_empty());
     }
 
     #[test]
     fn a_release_request_is_node_local() {
         assert_eq!(
             decide(
-                Some(&fence(Request::Release, Some(NodeState::Held))),
-                false,
+                LeaseSeen::Live(&fence(Request::Release, Some(NodeState::Held))),
                 Some(&entry(true, true))
             ),
             vec![Step::Release {
@@ -300,8 +323,7 @@ mod tests {
         );
         assert!(
             decide(
-                Some(&fence(Request::Release, Some(NodeState::Released))),
-                false,
+                LeaseSeen::Live(&fence(Request::Release, Some(NodeState::Released))),
                 None
             )
             .is_empty()
@@ -313,8 +335,7 @@ mod tests {
         let mut e = entry(true, false);
         e.watchdog_released = true;
         let steps = decide(
-            Some(&fence(Request::Hold, Some(NodeState::Held))),
-            false,
+            LeaseSeen::Live(&fence(Request::Hold, Some(NodeState::Held))),
             Some(&e),
         );
         assert!(
@@ -327,8 +348,7 @@ mod tests {
     fn a_refusal_is_final_for_the_lease() {
         assert!(
             decide(
-                Some(&fence(Request::Hold, Some(NodeState::Refused))),
-                false,
+                LeaseSeen::Live(&fence(Request::Hold, Some(NodeState::Refused))),
                 None
             )
             .is_empty()
@@ -338,21 +358,20 @@ mod tests {
     #[test]
     fn a_probe_is_answered_once_whatever_the_answer() {
         assert_eq!(
-            decide(Some(&fence(Request::Probe, None)), false, None),
+            decide(LeaseSeen::Live(&fence(Request::Probe, None)), None),
             vec![Step::Probe]
         );
         // A stale answer to an earlier request is no answer to the probe.
         assert_eq!(
             decide(
-                Some(&fence(Request::Probe, Some(NodeState::Released))),
-                false,
+                LeaseSeen::Live(&fence(Request::Probe, Some(NodeState::Released))),
                 None
             ),
             vec![Step::Probe]
         );
         for done in [NodeState::Probed, NodeState::Refused] {
             assert!(
-                decide(Some(&fence(Request::Probe, Some(done))), false, None).is_empty(),
+                decide(LeaseSeen::Live(&fence(Request::Probe, Some(done))), None).is_empty(),
                 "{done:?}"
             );
         }
@@ -361,7 +380,7 @@ mod tests {
     #[test]
     fn an_fsfreeze_freezes_once_and_reports_once() {
         assert_eq!(
-            decide(Some(&fence(Request::Fsfreeze, None)), false, None),
+            decide(LeaseSeen::Live(&fence(Request::Fsfreeze, None)), None),
             vec![
                 Step::CheckTarget,
                 Step::FreezeFs,
@@ -372,13 +391,15 @@ mod tests {
         frozen.fs_frozen = Some("/vol".into());
         // Frozen but not yet reported (a restarted helper): report only, never freeze twice.
         assert_eq!(
-            decide(Some(&fence(Request::Fsfreeze, None)), false, Some(&frozen)),
+            decide(
+                LeaseSeen::Live(&fence(Request::Fsfreeze, None)),
+                Some(&frozen)
+            ),
             vec![Step::Report(NodeState::Fsfrozen, None)]
         );
         assert!(
             decide(
-                Some(&fence(Request::Fsfreeze, Some(NodeState::Fsfrozen))),
-                false,
+                LeaseSeen::Live(&fence(Request::Fsfreeze, Some(NodeState::Fsfrozen))),
                 Some(&frozen)
             )
             .is_empty()

@@ -6,7 +6,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use vtsnap_core::fence::{self, Fence, NodeState};
 
-use super::decide::decide;
+use super::decide::{LeaseSeen, decide};
 use super::{Daemon, pods, registry};
 
 impl Daemon {
@@ -34,7 +34,7 @@ impl Daemon {
         if lost && entry.is_none() {
             return true;
         }
-        !decide(Some(&f), f.expired(Timestamp::now()), entry.as_ref()).is_empty()
+        !decide(LeaseSeen::at(&f, Timestamp::now()), entry.as_ref()).is_empty()
     }
 
     /// A fresh read of lease `key` (`namespace/name`): `None` if it is gone or no longer

@@ -53,11 +53,11 @@ mod write;
 
 pub use fault::{Fault, FaultAction, is, storm_every_other, storm_without_end};
 pub use http_front::HttpFront;
-pub use patch::merge_patch;
 pub use reply::FakeBody;
 pub use request::{Logged, RequestInfo, Verb};
 pub use route::FakeKubeService;
 pub use selector::{FieldSelector, LabelSelector};
+pub use store::merge_patch;
 
 use std::sync::{Arc, Mutex};
 

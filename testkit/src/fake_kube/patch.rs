@@ -6,27 +6,7 @@ use serde_json::{Value, json};
 use super::FakeKube;
 use super::reply::{Reply, err, json_reply, not_found, stale};
 use super::request::RequestInfo;
-use super::store::{Key, State};
-
-/// RFC 7386 JSON merge patch.
-pub fn merge_patch(target: &mut Value, patch: &Value) {
-    if let Value::Object(p) = patch {
-        if !target.is_object() {
-            *target = json!({});
-        }
-        if let Value::Object(t) = target {
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-    } else {
-        *target = patch.clone();
-    }
-}
+use super::store::{Key, State, merge_patch};
 
 impl FakeKube {
     /// PUT: the body replaces the object, unless it names a stale resourceVersion.

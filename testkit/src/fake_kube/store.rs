@@ -9,8 +9,27 @@ use serde_json::{Value, json};
 
 use super::FakeKube;
 use super::fault::{Fault, Observer, Predicate};
-use super::patch::merge_patch;
 use super::request::{Logged, RequestInfo};
+
+/// RFC 7386 JSON merge patch.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    if let Value::Object(p) = patch {
+        if !target.is_object() {
+            *target = json!({});
+        }
+        if let Value::Object(t) = target {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+    } else {
+        *target = patch.clone();
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(super) struct Key {

@@ -4,10 +4,10 @@
 use serde_json::{Value, json};
 
 use super::FakeKube;
-use super::patch::merge_patch;
 use super::reply::{Reply, err, json_reply, not_found};
 use super::request::RequestInfo;
 use super::selector::LabelSelector;
+use super::store::merge_patch;
 use super::store::{Key, State, now};
 
 impl FakeKube {

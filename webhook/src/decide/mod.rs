@@ -298,3 +298,16 @@ pub fn decide(
         }
     }
 }
+
+/// What a JSON value is, in the words a refusal names it with.
+pub(crate) fn kind_of(v: &Value) -> String {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+    .to_owned()
+}

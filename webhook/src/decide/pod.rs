@@ -11,7 +11,7 @@
 use serde_json::{Value, json};
 use vtsnap_core::config::ResolvedRestore;
 use vtsnap_core::k8s_names::{self, untrusted};
-use vtsnap_core::labels;
+use vtsnap_core::{labels, restore_pod};
 
 use super::restore::ANN_RESTORE_NODE;
 use super::{Code, Decision, EventNote, Settings, Severity, name_of};
@@ -32,18 +32,19 @@ pub fn data_claim(pod: &Value) -> Option<String> {
 }
 
 /// The init container: the tablet's data volume mounted as `mysqld` mounts it, the UID
-/// from the Pod's own label, as the pods' user (999).
+/// from the Pod's own label, as the pods' user (`vtsnap_core::restore_pod`, which
+/// `vtsnap-restore` reads too).
 pub fn restore_container(image: &str) -> Value {
     json!({
         "name": RESTORE_CONTAINER,
         "image": image,
-        "args": ["--vtdataroot", "/vt/vtdataroot"],
+        "args": ["--vtdataroot", restore_pod::VTDATAROOT],
         "env": [
-            {"name": "VTSNAP_TABLET_UID", "valueFrom": {"fieldRef": {"fieldPath": format!("metadata.labels['{}']", labels::TABLET_UID)}}},
-            {"name": "VTSNAP_LOG_FORMAT", "value": "json"},
+            {"name": restore_pod::ENV_TABLET_UID, "valueFrom": {"fieldRef": {"fieldPath": format!("metadata.labels['{}']", labels::TABLET_UID)}}},
+            {"name": restore_pod::ENV_LOG_FORMAT, "value": "json"},
         ],
-        "volumeMounts": [{"name": labels::DATA_VOLUME, "mountPath": "/vt/vtdataroot", "subPath": "vtdataroot"}],
-        "securityContext": {"runAsUser": 999, "runAsGroup": 999, "allowPrivilegeEscalation": false},
+        "volumeMounts": [{"name": labels::DATA_VOLUME, "mountPath": restore_pod::VTDATAROOT, "subPath": restore_pod::VTDATAROOT_SUBPATH}],
+        "securityContext": {"runAsUser": restore_pod::POD_USER, "runAsGroup": restore_pod::POD_USER, "allowPrivilegeEscalation": false},
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
     })
 }

@@ -382,7 +382,7 @@ pub fn requested_bytes(pvc: &Value) -> Result<u128, String> {
         )),
         Some(other) => Err(format!(
             "{FIELD} is {}, not a quantity string",
-            crate::admission::kind_of(other)
+            super::kind_of(other)
         )),
     }
 }

@@ -6,17 +6,21 @@
 //! out: only a connection whose review is being decided is never closed early.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 use tokio::time::Instant;
-
-use super::metrics::ConnectionMetrics;
 
 /// The bounds on every connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -330,6 +334,76 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+impl EncodeLabelValue for CloseReason {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> std::fmt::Result {
+        encoder.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: CloseReason,
+}
+
+/// Connection counters for `/metrics`.
+#[derive(Debug)]
+pub struct ConnectionMetrics {
+    open: Gauge<u64, AtomicU64>,
+    closed: Family<ReasonLabel, Counter>,
+}
+
+impl Default for ConnectionMetrics {
+    fn default() -> Self {
+        let m = Self {
+            open: Gauge::default(),
+            closed: Family::default(),
+        };
+        // Every reason is exported from the start, at 0.
+        for reason in CloseReason::ALL {
+            let _ = m.closed.get_or_create(&ReasonLabel { reason });
+        }
+        m
+    }
+}
+
+impl ConnectionMetrics {
+    /// Connections served now.
+    pub fn open(&self) -> u64 {
+        self.open.get()
+    }
+
+    /// Connections the server closed for `reason` so far.
+    pub fn closed(&self, reason: CloseReason) -> u64 {
+        self.closed.get_or_create(&ReasonLabel { reason }).get()
+    }
+
+    pub(crate) fn count_close(&self, reason: CloseReason) {
+        self.closed.get_or_create(&ReasonLabel { reason }).inc();
+    }
+
+    /// Registers both families under the names `/metrics` has always shown.
+    pub(crate) fn register(&self, r: &mut prometheus_client::registry::Registry) {
+        r.register(
+            "vtsnap_admission_connections_open",
+            "Connections served now",
+            self.open.clone(),
+        );
+        r.register(
+            "vtsnap_admission_connections_closed",
+            "Connections the server closed, by why",
+            self.closed.clone(),
+        );
+    }
+
+    pub(crate) fn opened(&self) {
+        self.open.inc();
+    }
+
+    pub(crate) fn left(&self) {
+        self.open.dec();
     }
 }
 

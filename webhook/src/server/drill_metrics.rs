@@ -6,44 +6,12 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use vtsnap_core::k8s_names::label_value;
+use vtsnap_core::metrics::ShardLabels;
 use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::{DrillRecord, DrillResult, DrillSeen, Rto};
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct ShardLabels {
-    namespace: String,
-    cluster: String,
-    keyspace: String,
-    /// The key range as Vitess prints it (`-80`), as the drill's own textfile labels it.
-    shard: String,
-}
-
-impl ShardLabels {
-    /// `None` if a part is not a label value (at most 63 characters of a small set): the
-    /// API server never stores such a label, and no unbounded value gets into a series.
-    fn of(s: &ShardRef) -> Option<Self> {
-        let parts = [
-            s.namespace.as_str(),
-            &s.cluster,
-            &s.keyspace,
-            &s.shard.safe_name(),
-        ];
-        if parts.iter().any(|p| label_value(p).is_err()) {
-            return None;
-        }
-        Some(Self {
-            namespace: s.namespace.clone(),
-            cluster: s.cluster.clone(),
-            keyspace: s.keyspace.clone(),
-            shard: s.shard.to_string(),
-        })
-    }
-}
 
 /// What the gauges show of one shard.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

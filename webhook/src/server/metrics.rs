@@ -1,17 +1,15 @@
 //! The webhook's `/metrics`: one prometheus-client registry, served as OpenMetrics text.
 
-use std::fmt::Write as _;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use k8s_openapi::jiff::Timestamp;
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::connections::CloseReason;
+use super::connections::ConnectionMetrics;
 use super::drill_metrics::DrillMetrics;
 use crate::cache::Caches;
 use crate::decide::Decision;
@@ -20,62 +18,6 @@ use crate::observe::Inventory;
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct DecisionLabel {
     decision: String,
-}
-
-impl EncodeLabelValue for CloseReason {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> std::fmt::Result {
-        encoder.write_str(self.as_str())
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct ReasonLabel {
-    reason: CloseReason,
-}
-
-/// Connection counters for `/metrics`.
-#[derive(Debug)]
-pub struct ConnectionMetrics {
-    open: Gauge<u64, AtomicU64>,
-    closed: Family<ReasonLabel, Counter>,
-}
-
-impl Default for ConnectionMetrics {
-    fn default() -> Self {
-        let m = Self {
-            open: Gauge::default(),
-            closed: Family::default(),
-        };
-        // Every reason is exported from the start, at 0.
-        for reason in CloseReason::ALL {
-            let _ = m.closed.get_or_create(&ReasonLabel { reason });
-        }
-        m
-    }
-}
-
-impl ConnectionMetrics {
-    /// Connections served now.
-    pub fn open(&self) -> u64 {
-        self.open.get()
-    }
-
-    /// Connections the server closed for `reason` so far.
-    pub fn closed(&self, reason: CloseReason) -> u64 {
-        self.closed.get_or_create(&ReasonLabel { reason }).get()
-    }
-
-    pub(crate) fn count_close(&self, reason: CloseReason) {
-        self.closed.get_or_create(&ReasonLabel { reason }).inc();
-    }
-
-    pub(crate) fn opened(&self) {
-        self.open.inc();
-    }
-
-    pub(crate) fn left(&self) {
-        self.open.dec();
-    }
 }
 
 /// Everything `/metrics` shows.
@@ -143,16 +85,7 @@ impl Metrics {
             "VolumeSnapshots in the cache",
             self.snapshots_cached.clone(),
         );
-        r.register(
-            "vtsnap_admission_connections_open",
-            "Connections served now",
-            self.connections.open.clone(),
-        );
-        r.register(
-            "vtsnap_admission_connections_closed",
-            "Connections the server closed, by why",
-            self.connections.closed.clone(),
-        );
+        self.connections.register(r);
         self.drills.register(r);
         // Process-wide: the Kubernetes client's retries (docs/design.md §3.8).
         vtsnap_core::metrics::register_api_retries(r);
@@ -196,6 +129,7 @@ impl Metrics {
 
 #[cfg(test)]
 mod tests {
+    use super::super::connections::CloseReason;
     use super::*;
 
     #[test]

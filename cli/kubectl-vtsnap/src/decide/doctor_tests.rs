@@ -3,6 +3,8 @@
 
 use serde_json::json;
 
+use vtsnap_core::config::Config;
+
 use super::*;
 
 const NOW: &str = "2026-12-01T12:00:00Z";

@@ -6,3 +6,4 @@ pub mod fields;
 pub mod schedules;
 pub mod status;
 pub mod storage;
+pub mod world;

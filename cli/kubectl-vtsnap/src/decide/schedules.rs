@@ -10,11 +10,9 @@ use vtsnap_core::naming::safe_shard_name;
 use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 use vtsnap_snapshot::schedule::names::{ANN_SHARD, ShardKey};
 
-use super::doctor::{Check, World};
 use super::fields::{label, s};
-
-/// `(namespace, cluster, keyspace, shard)` of a VitessCluster's spec.
-pub type SpecShard = (String, String, String, String);
+pub use super::world::SpecShard;
+use super::world::{Check, World};
 
 /// `(namespace, cluster, keyspace, shard safe name)` a snapshot CronJob is for, among the
 /// configured `(namespace, cluster)`s. The CronJobs live in the install's namespace, so the

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::doctor::{Check, World};
 use super::fields::{policy_of, s};
+use super::world::{Check, World};
 
 pub(super) const DEFAULT_CLASS: &str = "snapshot.storage.kubernetes.io/is-default-class";
 

@@ -187,7 +187,7 @@ impl<'a> Actor<'a> {
         match step {
             Step::CheckOnlinePreconditions => {
                 let facts = online_facts(&self.ctx.vtctld, &alias).await?;
-                let violations = crash_safety(facts.mariadb, &facts.values);
+                let violations = crash_safety(facts.flavor, &facts.values);
                 if !violations.is_empty() {
                     return Err(RunError::OnlinePrecondition {
                         alias: t.alias.clone(),
@@ -425,17 +425,13 @@ impl<'a> Actor<'a> {
     }
 
     fn snapshots(&self) -> Api<DynamicObject> {
-        snapshot::api(&self.kube, &self.ctx.shard.namespace)
+        vtsnap_core::reconcile::apis::volume_snapshots(&self.kube, &self.ctx.shard.namespace)
     }
 
     async fn create_snapshot(&mut self) -> Result<String, RunError> {
         let t = &self.plan.target.target;
         let at = Timestamp::now();
-        let flavor = if super::decide::is_mariadb(&self.version) {
-            "mariadb"
-        } else {
-            "mysql"
-        };
+        let flavor = vtsnap_core::mysql_version::Flavor::of_version(&self.version).as_str();
         let owner = match self.ctx.policy.deletion_policy.when_deleted {
             Lifecycle::Delete => self
                 .cluster_uid()

@@ -9,13 +9,14 @@ use kube::api::Api;
 use vtsnap_core::config::{Config, ConfiguredShard, ResolvedPolicy, ShardLookupError};
 use vtsnap_core::discover;
 use vtsnap_core::fence::{Fence, lease_name};
+use vtsnap_core::mysql_version::Flavor;
 use vtsnap_core::naming::TabletAlias;
 use vtsnap_core::shard::{Shard, ShardRef};
 use vtsnap_core::vtctld::client::CallLimits;
 use vtsnap_core::vtctld::{VtctldClient, VtctldError};
 
 use super::decide::semi_sync::{self, PrimaryAcks};
-use super::decide::{ObservedFence, crash_safety_variables, is_mariadb};
+use super::decide::{ObservedFence, crash_safety_variables};
 use super::error::RunError;
 
 /// What a run works on, resolved from the config and flags.
@@ -107,7 +108,7 @@ pub struct OnlineFacts {
     pub version: String,
     /// The GTID position before the cut: the snapshot's lower bound.
     pub lower_bound: String,
-    pub mariadb: bool,
+    pub flavor: Flavor,
     /// The values of [`crash_safety_variables`], in order.
     pub values: Vec<Option<String>>,
 }
@@ -121,10 +122,10 @@ pub async fn online_facts(
         .get_full_status(alias)
         .await
         .map_err(RunError::VtctldUnavailable)?;
-    let mariadb = is_mariadb(&fs.version);
+    let flavor = Flavor::of_version(&fs.version);
     let q = format!(
         "SELECT {}",
-        crash_safety_variables(mariadb)
+        crash_safety_variables(flavor)
             .iter()
             .map(|(v, _)| format!("@@global.{v}"))
             .collect::<Vec<_>>()
@@ -140,7 +141,7 @@ pub async fn online_facts(
             .map(|s| s.position)
             .unwrap_or_default(),
         version: fs.version,
-        mariadb,
+        flavor,
         values: r.rows.first().map(|row| row.cells()).unwrap_or_default(),
     })
 }

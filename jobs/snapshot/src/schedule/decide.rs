@@ -23,54 +23,7 @@ use vtsnap_core::naming::KeyRange;
 use vtsnap_core::schedule::{Staggered, assign};
 
 use super::names::{self, Kind, NameForm, ShardKey};
-
-/// The chart's rendered CronJobs and the per-shard overrides of their values.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Template {
-    /// The ConfigMap that carries it: owner of every CronJob made from it.
-    pub configmap: String,
-    pub configmap_uid: String,
-    /// Where the CronJobs are made (the ConfigMap's namespace).
-    pub namespace: String,
-    /// The release's full name: the CronJobs are `<fullname>-snap-<cluster>-<keyspace>-<shard>`
-    /// and `<fullname>-drill-…`.
-    pub fullname: String,
-    pub snapshot: KindTemplate,
-    /// `None`: the chart's drills are off.
-    pub drill: Option<KindTemplate>,
-}
-
-impl Template {
-    pub fn of_kind(&self, kind: Kind) -> Option<&KindTemplate> {
-        match kind {
-            Kind::Snapshot => Some(&self.snapshot),
-            Kind::Drill => self.drill.as_ref(),
-        }
-    }
-}
-
-/// One kind's CronJob as the chart renders it, and the chart's per-shard overrides.
-#[derive(Debug, Clone, PartialEq)]
-pub struct KindTemplate {
-    pub cronjob: Value,
-    pub overrides: Vec<Override>,
-}
-
-/// `snapshot.shards[]` (or `drill.shards[]`) of the chart's values: one shard's mode,
-/// schedule or suspension.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Override {
-    pub cluster: String,
-    pub keyspace: String,
-    pub shard: String,
-    #[serde(default)]
-    pub mode: Option<Mode>,
-    #[serde(default)]
-    pub schedule: Option<String>,
-    #[serde(default)]
-    pub suspend: Option<bool>,
-}
+pub use super::names::{KindTemplate, Override, Template};
 
 /// What vtctld said of a shard no longer in the spec.
 #[derive(Debug, Clone, PartialEq, Eq)]

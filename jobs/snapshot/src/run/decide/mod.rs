@@ -8,6 +8,7 @@ pub use recovery::{FenceRecovery, ObservedFence};
 
 use serde::Serialize;
 use vtsnap_core::config::{Mode, ResolvedPolicy, WaitFor};
+use vtsnap_core::mysql_version::Flavor;
 use vtsnap_core::select::{self, Refusal, Target};
 use vtsnap_core::shard::Shard;
 use vtsnap_core::vtctld::TabletType;
@@ -251,27 +252,22 @@ impl std::fmt::Display for Violation {
 
 /// The variables an online snapshot's crash safety rests on (docs/design.md §5.2), and the values
 /// that satisfy each. MariaDB has no `gtid_mode`: its GTIDs are always on.
-pub fn crash_safety_variables(mariadb: bool) -> Vec<(&'static str, &'static [&'static str])> {
+pub fn crash_safety_variables(flavor: Flavor) -> Vec<(&'static str, &'static [&'static str])> {
     let mut v: Vec<(&'static str, &'static [&'static str])> = vec![
         ("sync_binlog", &["1"]),
         ("innodb_flush_log_at_trx_commit", &["1"]),
         ("log_bin", &["1", "ON"]),
     ];
-    if !mariadb {
+    if flavor == Flavor::Mysql {
         v.push(("gtid_mode", &["ON"]));
     }
     v
 }
 
-/// Is a server whose `version` string is this MariaDB?
-pub fn is_mariadb(version: &str) -> bool {
-    version.to_ascii_lowercase().contains("mariadb")
-}
-
 /// Checks the fetched values (in the order of [`crash_safety_variables`]; a missing value
 /// counts as empty) and returns every variable that does not hold.
-pub fn crash_safety(mariadb: bool, values: &[Option<String>]) -> Vec<Violation> {
-    crash_safety_variables(mariadb)
+pub fn crash_safety(flavor: Flavor, values: &[Option<String>]) -> Vec<Violation> {
+    crash_safety_variables(flavor)
         .into_iter()
         .enumerate()
         .filter_map(|(i, (variable, needs))| {

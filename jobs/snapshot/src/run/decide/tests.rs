@@ -225,10 +225,10 @@ fn the_unwind_is_the_reverse_of_what_was_pushed_with_each_undo_once() {
 #[test]
 fn crash_safety_names_every_variable_that_does_not_hold() {
     let ok = |v: &[&str]| v.iter().map(|s| Some((*s).to_owned())).collect::<Vec<_>>();
-    assert!(crash_safety(false, &ok(&["1", "1", "ON", "ON"])).is_empty());
-    assert!(crash_safety(true, &ok(&["1", "1", "1"])).is_empty());
-    assert!(crash_safety(false, &ok(&["1", "1", "on", "on"])).is_empty());
-    let bad = crash_safety(false, &ok(&["0", "2", "OFF", "OFF"]));
+    assert!(crash_safety(Flavor::Mysql, &ok(&["1", "1", "ON", "ON"])).is_empty());
+    assert!(crash_safety(Flavor::Mariadb, &ok(&["1", "1", "1"])).is_empty());
+    assert!(crash_safety(Flavor::Mysql, &ok(&["1", "1", "on", "on"])).is_empty());
+    let bad = crash_safety(Flavor::Mysql, &ok(&["0", "2", "OFF", "OFF"]));
     let names: Vec<_> = bad.iter().map(|v| v.variable).collect();
     assert_eq!(
         names,
@@ -242,8 +242,11 @@ fn crash_safety_names_every_variable_that_does_not_hold() {
     assert_eq!(bad[0].to_string(), "sync_binlog=0 (needs 1)");
     assert_eq!(bad[2].to_string(), "log_bin=OFF (needs 1 or ON)");
     // MariaDB is never asked for gtid_mode; a missing answer is a violation, not a pass.
-    let missing = crash_safety(true, &[Some("1".into())]);
+    let missing = crash_safety(Flavor::Mariadb, &[Some("1".into())]);
     let names: Vec<_> = missing.iter().map(|v| v.variable).collect();
     assert_eq!(names, ["innodb_flush_log_at_trx_commit", "log_bin"]);
-    assert!(is_mariadb("10.11.6-MariaDB-log") && !is_mariadb("8.0.36"));
+    assert!(
+        Flavor::of_version("10.11.6-MariaDB-log") == Flavor::Mariadb
+            && Flavor::of_version("8.0.36") == Flavor::Mysql
+    );
 }
