@@ -13,14 +13,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use vtsnap_core::naming::TabletUid;
 use vtsnap_node::cgroup::{Cgroup, Roots};
 use vtsnap_node::mysqlctl::{
     MysqlCtl, Started, mysqld_answers, start_unless_running, wait_for_mysqld,
 };
 use vtsnap_testkit::fake_mysqlctld::FakeMysqlctld;
-use vtsnap_testkit::layout::TabletLayout;
-use vtsnap_testkit::mariadb::{self, MariaDb};
+use vtsnap_testkit::mariadb::SupervisedTablet;
 
 /// Every 500 ms, calls `Start` unless mysqld runs (its pid file is there, as `mysqld_safe`
 /// checks, or it answers), and notes whether mysqld ever answered.
@@ -93,26 +91,12 @@ impl Drop for Thaw {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_mysqld_stays_down_and_an_unheld_one_is_restarted() {
-    let dir = tempfile::Builder::new()
-        .prefix("vtsnap-node-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let root = dir.path().join("vtdataroot");
-    let socket_dir = dir.path().join("socket");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::create_dir_all(&socket_dir).unwrap();
-    let uid = TabletUid::new(101);
-    let layout = TabletLayout {
-        flavor: mariadb::flavor(),
-        ..TabletLayout::mariadb(101)
-    };
-    layout.write_skeleton(&root).unwrap();
-    let db = MariaDb::start_supervised(&root, &socket_dir, uid).await;
-    let fake = FakeMysqlctld::new(&socket_dir, &root.join(uid.tablet_dir_name()));
+    let t = SupervisedTablet::start("vtsnap-node-", 101).await;
+    let fake = FakeMysqlctld::new(&t.socket_dir, &t.tablet_dir);
     let _serving = fake.serve().await;
     let mysqld_sock = fake.mysql_socket();
-    let pid_file = root.join(uid.tablet_dir_name()).join("mysql.pid");
-    let ctl = MysqlCtl::new(&socket_dir.join("mysqlctl.sock")).unwrap();
+    let pid_file = t.tablet_dir.join("mysql.pid");
+    let ctl = MysqlCtl::new(&t.socket_dir.join("mysqlctl.sock")).unwrap();
     assert!(
         mysqld_answers(&mysqld_sock).await,
         "mysqld must be up at the start"
@@ -123,7 +107,7 @@ async fn a_held_mysqld_stays_down_and_an_unheld_one_is_restarted() {
     assert!(!mysqld_answers(&mysqld_sock).await);
 
     // hold: freeze the container's cgroup, found from the container ID.
-    let (pid, cg) = Cgroup::containing(&Roots::default(), db.id())
+    let (pid, cg) = Cgroup::containing(&Roots::default(), t.db.id())
         .unwrap()
         .expect("no process of the container found");
     assert!(pid > 1);
@@ -163,7 +147,7 @@ async fn a_held_mysqld_stays_down_and_an_unheld_one_is_restarted() {
         fake.calls()
     );
 
-    db.remove().await;
+    t.db.remove().await;
 }
 
 /// A release is done when mysqld answers, not when mysqlctld replies: the real one replies
@@ -171,27 +155,13 @@ async fn a_held_mysqld_stays_down_and_an_unheld_one_is_restarted() {
 /// either: it runs on to its reply.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_ends_when_mysqld_answers_and_lets_start_reply_later() {
-    let dir = tempfile::Builder::new()
-        .prefix("vtsnap-node-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let root = dir.path().join("vtdataroot");
-    let socket_dir = dir.path().join("socket");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::create_dir_all(&socket_dir).unwrap();
-    let uid = TabletUid::new(102);
-    let layout = TabletLayout {
-        flavor: mariadb::flavor(),
-        ..TabletLayout::mariadb(102)
-    };
-    layout.write_skeleton(&root).unwrap();
-    let _db = MariaDb::start_supervised(&root, &socket_dir, uid).await;
-    let fake = FakeMysqlctld::new(&socket_dir, &root.join(uid.tablet_dir_name()))
+    let t = SupervisedTablet::start("vtsnap-node-", 102).await;
+    let fake = FakeMysqlctld::new(&t.socket_dir, &t.tablet_dir)
         .with_start_timeout(Duration::from_secs(120))
         .with_start_reply_after(Duration::from_secs(5));
     let _serving = fake.serve().await;
     let mysqld_sock = fake.mysql_socket();
-    let ctl_sock = socket_dir.join("mysqlctl.sock");
+    let ctl_sock = t.socket_dir.join("mysqlctl.sock");
     MysqlCtl::new(&ctl_sock)
         .unwrap()
         .shutdown(Duration::from_secs(120))

@@ -490,6 +490,47 @@ fn record_started(id: &str) {
         .push(id.to_owned());
 }
 
+/// A MariaDB server under its container's supervisor, laid out as vitess-operator lays
+/// out tablet `uid`, in a fresh directory under `/var/tmp`: what the fake mysqlctld
+/// serves. Removed (container, then directory) when dropped.
+#[derive(Debug)]
+pub struct SupervisedTablet {
+    pub uid: TabletUid,
+    pub db: MariaDb,
+    /// The Pod's `/vt/socket` on the host.
+    pub socket_dir: PathBuf,
+    /// `<vtdataroot>/vt_<uid>` on the host.
+    pub tablet_dir: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl SupervisedTablet {
+    pub async fn start(prefix: &str, uid: u32) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let root = dir.path().join("vtdataroot");
+        let socket_dir = dir.path().join("socket");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&socket_dir).unwrap();
+        let layout = crate::layout::TabletLayout {
+            flavor: flavor(),
+            ..crate::layout::TabletLayout::mariadb(uid)
+        };
+        layout.write_skeleton(&root).unwrap();
+        let uid = TabletUid::new(uid);
+        let db = MariaDb::start_supervised(&root, &socket_dir, uid).await;
+        Self {
+            uid,
+            db,
+            tablet_dir: root.join(uid.tablet_dir_name()),
+            socket_dir,
+            _dir: dir,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;

@@ -20,11 +20,9 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use vtsnap_core::naming::TabletUid;
 use vtsnap_node::mysqlctl::{MysqlCtl, MysqlCtlError, mysqld_answers};
 use vtsnap_testkit::fake_mysqlctld::{FakeMysqlctld, Serving};
-use vtsnap_testkit::layout::TabletLayout;
-use vtsnap_testkit::mariadb::{self, MariaDb};
+use vtsnap_testkit::mariadb::SupervisedTablet;
 use vtsnap_testkit::vitess::{CloneSupport, Durability, Orchestrator, VitessOptions, VitessShard};
 
 /// How long a Shutdown or Start may take, and how long an awaited event may take to come.
@@ -51,59 +49,38 @@ trait Subject {
 struct Fake {
     fake: FakeMysqlctld,
     _serving: Serving,
-    db: MariaDb,
-    socket_dir: PathBuf,
-    tablet_dir: PathBuf,
-    _dir: tempfile::TempDir,
+    tablet: SupervisedTablet,
 }
 
 impl Fake {
     async fn start() -> Self {
-        let dir = tempfile::Builder::new()
-            .prefix("vtsnap-contract-")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        let root = dir.path().join("vtdataroot");
-        let socket_dir = dir.path().join("socket");
-        std::fs::create_dir_all(&root).unwrap();
-        std::fs::create_dir_all(&socket_dir).unwrap();
-        let uid = TabletUid::new(101);
-        let layout = TabletLayout {
-            flavor: mariadb::flavor(),
-            ..TabletLayout::mariadb(101)
-        };
-        layout.write_skeleton(&root).unwrap();
-        let db = MariaDb::start_supervised(&root, &socket_dir, uid).await;
-        let tablet_dir = root.join(uid.tablet_dir_name());
+        let tablet = SupervisedTablet::start("vtsnap-contract-", 101).await;
         // No supervisor restart: the real mysqlctld has none.
-        let fake = FakeMysqlctld::new(&socket_dir, &tablet_dir);
+        let fake = FakeMysqlctld::new(&tablet.socket_dir, &tablet.tablet_dir);
         let serving = fake.serve().await;
         Self {
             fake,
             _serving: serving,
-            db,
-            socket_dir,
-            tablet_dir,
-            _dir: dir,
+            tablet,
         }
     }
 }
 
 impl Subject for Fake {
     fn socket_dir(&self) -> &Path {
-        &self.socket_dir
+        &self.tablet.socket_dir
     }
     async fn sql(&self) -> Result<(), String> {
-        self.db.try_query("SELECT 1").await.map(|_| ())
+        self.tablet.db.try_query("SELECT 1").await.map(|_| ())
     }
     fn error_log(&self) -> String {
-        std::fs::read_to_string(self.tablet_dir.join("error.log")).unwrap_or_default()
+        std::fs::read_to_string(self.tablet.tablet_dir.join("error.log")).unwrap_or_default()
     }
     fn story(&self) -> String {
         format!(
             "fake mysqlctld's calls: {:?}; mysqld container {}",
             self.fake.calls(),
-            self.db.id()
+            self.tablet.db.id()
         )
     }
 }

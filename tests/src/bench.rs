@@ -191,9 +191,15 @@ fn tail(s: &str) -> String {
     lines[lines.len().saturating_sub(15)..].join("\n")
 }
 
+/// What `p` takes on its disk, in MiB rounded up (as `du --block-size=1M` prints it).
 fn du_mib(p: &Path) -> u64 {
+    du_bytes(p).div_ceil(1 << 20)
+}
+
+/// What `p` takes on its disk, in bytes (`du -s`); 0 if `du` cannot tell.
+pub fn du_bytes(p: &Path) -> u64 {
     std::process::Command::new("du")
-        .args(["-s", "--block-size=1M"])
+        .args(["-s", "--block-size=1"])
         .arg(p)
         .output()
         .ok()

@@ -33,6 +33,26 @@ fn mib(bytes: f64) -> String {
     format!("{:.0} MiB", bytes / f64::from(1u32 << 20))
 }
 
+/// A table's header row and its rule.
+fn table_head<'a>(out: &mut String, columns: impl IntoIterator<Item = &'a str>) {
+    let (mut head, mut rule) = (String::from("|"), String::from("|"));
+    for c in columns {
+        let _ = write!(head, " {c} |");
+        rule.push_str("---|");
+    }
+    let _ = writeln!(out, "{head}\n{rule}");
+}
+
+/// The largest of `f` over the size's runs (0 without runs).
+fn worst_of(z: &SizeRecord, f: impl Fn(&VitessRun) -> u64) -> u64 {
+    z.runs.iter().map(f).max().unwrap_or(0)
+}
+
+/// The cold window's step columns.
+fn step_columns() -> impl Iterator<Item = &'static str> {
+    WINDOW_STEPS.iter().map(|(column, _)| *column)
+}
+
 fn method(out: &mut String, rec: &BenchRecord) {
     let sizes: Vec<String> = rec
         .sizes
@@ -106,11 +126,17 @@ fn ratios(out: &mut String, rec: &BenchRecord) {
         out,
         "## vtsnap against each peer\n\nEach ratio is the peer's time over vtsnap's, taken within a run (same data, same replica, same minute), then the median over runs: how many times faster vtsnap is.\n"
     );
-    let _ = writeln!(
+    table_head(
         out,
-        "| data | runs | out of service: builtin `Backup` ÷ cold snapshot | out of service: online snapshot | new replica: `--restore-from-backup` ÷ vtsnap | new replica: `--restore-with-clone` ÷ vtsnap |"
+        [
+            "data",
+            "runs",
+            "out of service: builtin `Backup` ÷ cold snapshot",
+            "out of service: online snapshot",
+            "new replica: `--restore-from-backup` ÷ vtsnap",
+            "new replica: `--restore-with-clone` ÷ vtsnap",
+        ],
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|");
     for z in &rec.sizes {
         let _ = writeln!(
             out,
@@ -131,11 +157,21 @@ fn backups(out: &mut String, rec: &BenchRecord) {
         out,
         "## Backup: how long the replica is out of service\n\nMedians over runs. `read`/`written`: the disk's bytes over the command.\n"
     );
-    let _ = writeln!(
+    table_head(
         out,
-        "| data | cold: out of service | cold: total | online: out of service | online: total | builtin: out of service | builtin: total | builtin: stored | builtin: read | builtin: written |"
+        [
+            "data",
+            "cold: out of service",
+            "cold: total",
+            "online: out of service",
+            "online: total",
+            "builtin: out of service",
+            "builtin: total",
+            "builtin: stored",
+            "builtin: read",
+            "builtin: written",
+        ],
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
     for z in &rec.sizes {
         let _ = writeln!(
             out,
@@ -168,17 +204,18 @@ fn fence(out: &mut String, rec: &BenchRecord) {
         out,
         "## The cold fence window, step by step\n\nEach step's time is from the job's own record (`step_timings`), medians over runs, in milliseconds. mysqld's own shutdown and start are read from its error log (the shutdown request to `Shutdown complete`, the server's start to `ready for connections`). **vtsnap's overhead = window − mysqld's shutdown − mysqld's start − the driver's cut**: the node helper's hand-offs, the real RPCs to vtctld, vttablet and mysqlctld, the hold and the VolumeSnapshot's creation. The last rows give each step's share of it. Target: at most {OVERHEAD_TARGET_MS} ms, flat in data size.\n\nMuch of the shutdown and start steps' excess is Vitess's own path, not vtsnap's: mysqlctld runs `mysqladmin shutdown` and looks for the pid file every 100 ms; its `Start` runs the `mysqld_safe` script before mysqld. To show how much, each run also calls mysqlctld's `Shutdown` and `Start` directly (the node helper's client calls, nothing else of vtsnap) on the replica it provisioned from the snapshot, and reads mysqld's own times for that restart from its error log: *mysqlctld's shutdown + start paths* is what those calls took beyond mysqld's own, and **vtsnap's own** is the overhead less that: the node helper's hand-offs through the fence lease, vtctld's and vttablet's RPCs (drain, StopReplication, the position, StartReplication, the type back), the hold and the VolumeSnapshot's creation.\n"
     );
-    let mut head = String::from("| data |");
-    let mut rule = String::from("|---|");
-    for (column, _) in WINDOW_STEPS {
-        let _ = write!(head, " {column} |");
-        rule.push_str("---|");
-    }
-    head.push_str(
-        " **window** | mysqld shutdown | mysqld start | **overhead** (max) | at target | of it mysqlctld's shutdown + start paths | **vtsnap's own** (max) |",
+    table_head(
+        out,
+        std::iter::once("data").chain(step_columns()).chain([
+            "**window**",
+            "mysqld shutdown",
+            "mysqld start",
+            "**overhead** (max)",
+            "at target",
+            "of it mysqlctld's shutdown + start paths",
+            "**vtsnap's own** (max)",
+        ]),
     );
-    rule.push_str("---|---|---|---|---|---|---|");
-    let _ = writeln!(out, "{head}\n{rule}");
     for z in &rec.sizes {
         let mut row = format!("| {} |", gib_label(z));
         for (_, prefix) in WINDOW_STEPS {
@@ -188,18 +225,8 @@ fn fence(out: &mut String, rec: &BenchRecord) {
                 med_ms(z, |r| r.cold_window.step_ms(prefix))
             );
         }
-        let worst = z
-            .runs
-            .iter()
-            .map(|r| r.cold_window.overhead_ms())
-            .max()
-            .unwrap_or(0);
-        let own_worst = z
-            .runs
-            .iter()
-            .map(VitessRun::vtsnap_own_ms)
-            .max()
-            .unwrap_or(0);
+        let worst = worst_of(z, |r| r.cold_window.overhead_ms());
+        let own_worst = worst_of(z, VitessRun::vtsnap_own_ms);
         let _ = writeln!(
             out,
             "{row} **{:.0}** | {:.0} | {:.0} | **{:.0}** ({worst}) | {} | {:.0} + {:.0} | **{:.0}** ({own_worst}) |",
@@ -217,13 +244,7 @@ fn fence(out: &mut String, rec: &BenchRecord) {
         out,
         "\nThe overhead's share of each step (the step less mysqld's own part or the driver's cut), medians in milliseconds:\n"
     );
-    let mut head = String::from("| data |");
-    let mut rule = String::from("|---|");
-    for (column, _) in WINDOW_STEPS {
-        let _ = write!(head, " {column} |");
-        rule.push_str("---|");
-    }
-    let _ = writeln!(out, "{head}\n{rule}");
+    table_head(out, std::iter::once("data").chain(step_columns()));
     for z in &rec.sizes {
         let mut row = format!("| {} |", gib_label(z));
         for (i, _) in WINDOW_STEPS.iter().enumerate() {
@@ -246,9 +267,9 @@ fn provisioning(out: &mut String, rec: &BenchRecord) {
         out,
         "## Provisioning a new replica\n\nFrom nothing to a REPLICA holding the primary's position at the start; medians over runs; each path's phases in the order they ran.\n"
     );
-    let _ = writeln!(
+    table_head(
         out,
-        "| data | path | phases | **total** | read | written |\n|---|---|---|---|---|---|"
+        ["data", "path", "phases", "**total**", "read", "written"],
     );
     for z in &rec.sizes {
         let paths: [(&str, PathOf); 3] = [
@@ -299,12 +320,7 @@ fn targets(out: &mut String, rec: &BenchRecord) {
     let online = med_ms(z, |r| r.online.out_of_service_ms);
     let restore = z.median(VitessRun::restore_ratio);
     let clone = z.median(VitessRun::clone_ratio);
-    let worst = z
-        .runs
-        .iter()
-        .map(|r| r.cold_window.overhead_ms())
-        .max()
-        .unwrap_or(0);
+    let worst = worst_of(z, |r| r.cold_window.overhead_ms());
     let grow = [
         VitessRun::backup_ratio as fn(&VitessRun) -> f64,
         VitessRun::restore_ratio,
@@ -345,12 +361,7 @@ fn targets(out: &mut String, rec: &BenchRecord) {
         if grow { "yes" } else { "no" },
         met(grow)
     );
-    let own = z
-        .runs
-        .iter()
-        .map(VitessRun::vtsnap_own_ms)
-        .max()
-        .unwrap_or(0);
+    let own = worst_of(z, VitessRun::vtsnap_own_ms);
     let _ = writeln!(
         out,
         "| the fence overhead (window − mysqld's own − the cut) ≤ {OVERHEAD_TARGET_MS} ms | {worst} ms (worst run) | {} |",

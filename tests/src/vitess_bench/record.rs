@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 use vtsnap_snapshot::run::StepTiming;
 
+use crate::bench::median;
+
 /// One step of `vtsnap-snapshot run` and its time (its `step_timings`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Step {
@@ -230,19 +232,6 @@ pub struct BenchRecord {
     pub total_s: f64,
 }
 
-pub fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 impl SizeRecord {
     /// Median over runs of `f`.
     pub fn median(&self, f: impl Fn(&VitessRun) -> f64) -> f64 {
@@ -335,13 +324,6 @@ mod tests {
         assert_eq!(r.mysqlctld.shutdown_excess_ms(), 30);
         assert_eq!(r.mysqlctld.start_excess_ms(), 40);
         assert_eq!(r.vtsnap_own_ms(), 240 - 30 - 40);
-    }
-
-    #[test]
-    fn medians_of_odd_and_even_counts() {
-        assert!((median(vec![3.0, 1.0, 2.0]) - 2.0).abs() < 1e-9);
-        assert!((median(vec![4.0, 1.0, 2.0, 3.0]) - 2.5).abs() < 1e-9);
-        assert!(median(vec![]).is_nan());
     }
 
     #[test]

@@ -18,7 +18,7 @@ use vtsnap_testkit::vitess::{KEYSPACE, NewTablet, Placement, SHARD, TabletRole};
 
 use super::measure::{Disk, DiskBytes, TypeSampler, mysqld_restart};
 use super::record::{Backup, ColdWindow, MysqlctldDirect, Phase, Provisioned, Step, VitessRun};
-use crate::bench::drop_page_cache;
+use crate::bench::{drop_page_cache, du_bytes};
 use crate::demo::run_options;
 use crate::vitess_lab::VitessLab;
 use vtsnap_node::mysqlctl::{MysqlCtl, start_unless_running};
@@ -428,20 +428,4 @@ fn remove_backups(lab: &VitessLab) {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
-}
-
-fn du_bytes(p: &Path) -> u64 {
-    std::process::Command::new("du")
-        .args(["-s", "--block-size=1"])
-        .arg(p)
-        .output()
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
 }

@@ -11,9 +11,9 @@
 use serde_json::{Value, json};
 use vtsnap_core::config::ResolvedRestore;
 use vtsnap_core::k8s_names::{self, untrusted};
+use vtsnap_core::restored::ANN_RESTORE_NODE;
 use vtsnap_core::{labels, restore_pod};
 
-use super::restore::ANN_RESTORE_NODE;
 use super::{Code, Decision, EventNote, Settings, Severity, name_of};
 use crate::patch;
 
