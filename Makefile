@@ -125,7 +125,7 @@ bench-check:
 	cargo test -p vtsnap-restore --bench binlog_size -- --quick
 	cargo test -p vtsnap-gc --bench plan_scaling -- --quick
 	cargo test -p vtsnap-admission --bench review_latency -- --quick
-	cargo test -p vtsnap-node --bench reaction -- --quick
+	cargo test -p vtsnap-lab --bench node_reaction -- --quick
 
 # docs/design.md §8's start-up (first API request) and node-helper footprint, on release binaries.
 bench-startup:
@@ -137,7 +137,7 @@ bench:
 	cargo bench -p vtsnap-restore --bench binlog_size
 	cargo bench -p vtsnap-gc --bench plan_scaling
 	cargo bench -p vtsnap-admission --bench review_latency
-	cargo bench -p vtsnap-node --bench reaction
+	cargo bench -p vtsnap-lab --bench node_reaction
 
 # The Helm chart: lint, render with each charts/vtsnap/ci/*-values.yaml into target/chart/,
 # and bad values refused with a message naming them (helm is built by `make tools`).

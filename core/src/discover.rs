@@ -1,6 +1,7 @@
 //! Shard discovery: read the tablet Pods and PVCs (Kubernetes) and the shard record,
 //! tablets and replication positions (vtctld) — `observe` — then join them by tablet
 //! alias into a [`Shard`] — `build`, pure. Anything that does not line up is an [`Issue`].
+//! Restore injection and the drill read the shard's MySQL versions instead: [`versions`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -11,10 +12,13 @@ use kube::api::{Api, ListParams};
 use crate::labels;
 use crate::naming::{TabletAlias, TabletUid};
 use crate::shard::{Issue, PodInfo, Replication, Shard, ShardRef, Tablet};
+use crate::tablet_volume::data_claim;
 use crate::vtctld::messages::replicationdata::STATE_RUNNING;
 use crate::vtctld::messages::topodata;
 use crate::vtctld::messages::vtctldata::ShardReplicationPositionsResponse;
 use crate::vtctld::{TabletType, VtctldClient, VtctldError};
+
+pub mod versions;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {
@@ -226,15 +230,7 @@ fn pod_info(p: &Pod) -> PodInfo {
 }
 
 fn claim_name(p: &Pod) -> Option<String> {
-    p.spec
-        .as_ref()?
-        .volumes
-        .as_ref()?
-        .iter()
-        .find(|v| v.name == labels::DATA_VOLUME)?
-        .persistent_volume_claim
-        .as_ref()
-        .map(|c| c.claim_name.clone())
+    data_claim(p.spec.as_ref()?.volumes.as_deref()?).map(str::to_owned)
 }
 
 /// Joins what was observed into a [`Shard`]. Pure.

@@ -3,6 +3,10 @@
 
 /// Where the init container mounts the tablet's data volume: vitess-operator's `mysqld`
 /// container mounts the same subPath there (pkg/operator/vttablet/datastore.go).
+/// The init container's name in the tablet Pod (and in the drill's Pod, which restores the
+/// same way).
+pub const CONTAINER: &str = "vtsnap-restore";
+
 pub const VTDATAROOT: &str = "/vt/vtdataroot";
 
 /// The data volume's subPath that holds the vtdataroot.

@@ -1,10 +1,25 @@
 //! The value a shard discovery produces: what Kubernetes and vtctld say about each tablet,
 //! joined by tablet alias, plus everything that did not line up (reported, never fatal).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
-use crate::naming::{KeyRange, TabletAlias};
+use crate::k8s_names::{NameError, dns_label, escape_controls};
+use crate::labels;
+use crate::naming::{KeyRange, SafeNameError, TabletAlias};
+use crate::reconcile::ObjectKey;
 use crate::vtctld::TabletType;
+
+/// The labels every object vtsnap makes for a shard carries (VolumeSnapshots, CronJobs,
+/// Jobs, drill objects): its cluster, keyspace and label-safe key range.
+pub const LABEL_CLUSTER: &str = "vtsnap.io/cluster";
+pub const LABEL_KEYSPACE: &str = "vtsnap.io/keyspace";
+/// The shard's SafeName (`-80` → `x-80`).
+pub const LABEL_SHARD: &str = "vtsnap.io/shard";
+
+/// The longest `namespace/cluster/keyspace/shard` read from a record.
+const MAX_PATH_BYTES: usize = 512;
 
 /// One shard of one VitessCluster: the one shard identity of every program (the snapshot
 /// job's target, the GC's retention group, the webhook's and vtbackup-storage's index key).
@@ -26,6 +41,190 @@ impl std::fmt::Display for ShardRef {
             self.namespace, self.cluster, self.keyspace, self.shard
         )
     }
+}
+
+impl ShardRef {
+    /// The shard `keyspace`/`shard` of the VitessCluster `cluster`.
+    pub fn new(cluster: &ObjectKey, in_cluster: KeyspaceShard) -> Self {
+        Self {
+            namespace: cluster.namespace.clone(),
+            cluster: cluster.name.clone(),
+            keyspace: in_cluster.keyspace,
+            shard: in_cluster.shard,
+        }
+    }
+
+    /// The VitessCluster it belongs to.
+    pub fn cluster_key(&self) -> ObjectKey {
+        ObjectKey::new(&self.namespace, &self.cluster)
+    }
+
+    /// The shard within its cluster.
+    pub fn keyspace_shard(&self) -> KeyspaceShard {
+        KeyspaceShard {
+            keyspace: self.keyspace.clone(),
+            shard: self.shard.clone(),
+        }
+    }
+
+    /// The key range's label-safe name (`-80` → `x-80`).
+    pub fn safe_name(&self) -> String {
+        self.shard.safe_name()
+    }
+
+    /// [`LABEL_CLUSTER`], [`LABEL_KEYSPACE`] and [`LABEL_SHARD`] with their values.
+    pub fn labels(&self) -> [(&'static str, String); 3] {
+        [
+            (LABEL_CLUSTER, self.cluster.clone()),
+            (LABEL_KEYSPACE, self.keyspace.clone()),
+            (LABEL_SHARD, self.safe_name()),
+        ]
+    }
+
+    /// The label selector of this shard's objects.
+    pub fn label_selector(&self) -> String {
+        self.labels()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Whether `labels` name this shard.
+    pub fn labelled_on(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.labels()
+            .iter()
+            .all(|(k, v)| labels.get(*k).is_some_and(|l| l == v))
+    }
+
+    /// The shard an object in `namespace` names by vtsnap's labels.
+    pub fn from_labels(
+        namespace: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<Self, ShardLabelError> {
+        Self::from_label_set(LabelSet::Vtsnap, namespace, labels)
+    }
+
+    /// The shard an object in `namespace` names by the labels of `set`.
+    pub fn from_label_set(
+        set: LabelSet,
+        namespace: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<Self, ShardLabelError> {
+        let [cluster_key, keyspace_key, shard_key] = set.keys();
+        let get = |label: &'static str| {
+            labels
+                .get(label)
+                .filter(|v| !v.is_empty())
+                .ok_or(ShardLabelError::Missing { label })
+        };
+        let (cluster, keyspace, safe) = (get(cluster_key)?, get(keyspace_key)?, get(shard_key)?);
+        let shard = KeyRange::from_safe_name(safe).map_err(|source| ShardLabelError::Shard {
+            label: shard_key,
+            value: escape_controls(safe).into_owned(),
+            source,
+        })?;
+        Ok(Self {
+            namespace: namespace.to_owned(),
+            cluster: cluster.clone(),
+            keyspace: keyspace.clone(),
+            shard,
+        })
+    }
+
+    /// Reads `namespace/cluster/keyspace/shard` (as [`Display`](std::fmt::Display) prints
+    /// it) strictly: four parts, a DNS-label namespace, a key range as Vitess prints it.
+    pub fn parse_path(text: &str) -> Result<Self, ShardPathError> {
+        let bad = |why: ShardPathProblem| ShardPathError {
+            text: escape_controls(text).into_owned(),
+            why,
+        };
+        let parts: Vec<&str> = text.split('/').collect();
+        let [namespace, cluster, keyspace, shard] = parts.as_slice() else {
+            return Err(bad(ShardPathProblem::Shape));
+        };
+        dns_label(namespace).map_err(|e| bad(ShardPathProblem::Namespace(e)))?;
+        if cluster.is_empty()
+            || keyspace.is_empty()
+            || !text.is_ascii()
+            || text.len() > MAX_PATH_BYTES
+        {
+            return Err(bad(ShardPathProblem::EmptyOrNotAscii));
+        }
+        let shard = shard
+            .parse::<KeyRange>()
+            .map_err(|e| bad(ShardPathProblem::Shard(e.to_string())))?;
+        Ok(Self {
+            namespace: (*namespace).to_owned(),
+            cluster: (*cluster).to_owned(),
+            keyspace: (*keyspace).to_owned(),
+            shard,
+        })
+    }
+}
+
+/// Whose labels name a shard: vtsnap's on what it makes, vitess-operator's on tablet Pods
+/// and PVCs (`planetscale.com/{cluster,keyspace,shard}`, the shard by its safe name too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabelSet {
+    Vtsnap,
+    Operator,
+}
+
+impl LabelSet {
+    /// The cluster, keyspace and shard label keys.
+    pub fn keys(self) -> [&'static str; 3] {
+        match self {
+            LabelSet::Vtsnap => [LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD],
+            LabelSet::Operator => [labels::CLUSTER, labels::KEYSPACE, labels::SHARD],
+        }
+    }
+}
+
+/// A shard within its VitessCluster (the spec's keyspace and key range).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct KeyspaceShard {
+    pub keyspace: String,
+    pub shard: KeyRange,
+}
+
+impl std::fmt::Display for KeyspaceShard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.keyspace, self.shard)
+    }
+}
+
+/// Why an object's labels name no shard.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShardLabelError {
+    #[error("no {label} label")]
+    Missing { label: &'static str },
+    #[error("{label} \"{value}\" is not a shard's safe name: {source}")]
+    Shard {
+        label: &'static str,
+        value: String,
+        source: SafeNameError,
+    },
+}
+
+/// Why a `namespace/cluster/keyspace/shard` record was refused (control characters escaped).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?}: {why}")]
+pub struct ShardPathError {
+    pub text: String,
+    pub why: ShardPathProblem,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShardPathProblem {
+    #[error("not namespace/cluster/keyspace/shard")]
+    Shape,
+    #[error("namespace: {0}")]
+    Namespace(NameError),
+    #[error("empty or not ASCII")]
+    EmptyOrNotAscii,
+    #[error("shard: {0}")]
+    Shard(String),
 }
 
 /// A shard as a person names it (`--cluster`, `--keyspace`, `--shard`, and
@@ -219,5 +418,78 @@ mod tests {
         let bad = serde_json::json!({"namespace": "vitess", "cluster": "example",
             "keyspace": "commerce", "shard": "x-80"});
         assert!(serde_json::from_value::<ShardRef>(bad).is_err());
+    }
+    #[test]
+    fn a_shard_record_is_read_strictly() {
+        assert_eq!(
+            ShardRef::parse_path("vitess/main/commerce/-80").unwrap(),
+            shard("vitess", "main", "-80")
+        );
+        for bad in [
+            "vitess/main/commerce",
+            "vitess/main/commerce/-80/x",
+            "Vitess/main/commerce/-80",
+            "vitess//commerce/-80",
+            "vitess/main//-80",
+            "vitess/mäin/commerce/-80",
+            "vitess/main/commerce/zz",
+        ] {
+            assert!(ShardRef::parse_path(bad).is_err(), "{bad}");
+        }
+        // At most 512 bytes.
+        let long = |n: usize| format!("vitess/{}/commerce/-80", "c".repeat(n));
+        let fits = 512 - long(0).len();
+        assert!(ShardRef::parse_path(&long(fits)).is_ok());
+        assert!(ShardRef::parse_path(&long(fits + 1)).is_err());
+    }
+
+    #[test]
+    fn labels_name_the_shard_and_read_back() {
+        let s = shard("vitess", "example", "-80");
+        let labels: BTreeMap<String, String> = s
+            .labels()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        assert_eq!(labels[LABEL_SHARD], "x-80");
+        assert_eq!(ShardRef::from_labels("vitess", &labels).unwrap(), s);
+        assert!(s.labelled_on(&labels));
+        assert_eq!(
+            s.label_selector(),
+            "vtsnap.io/cluster=example,vtsnap.io/keyspace=commerce,vtsnap.io/shard=x-80"
+        );
+        let mut other = labels.clone();
+        other.insert(LABEL_SHARD.into(), "80-x".into());
+        assert!(!s.labelled_on(&other));
+        let mut bad = labels.clone();
+        bad.insert(LABEL_SHARD.into(), "-80".into());
+        assert!(matches!(
+            ShardRef::from_labels("vitess", &bad),
+            Err(ShardLabelError::Shard {
+                label: LABEL_SHARD,
+                ..
+            })
+        ));
+        let operator: BTreeMap<String, String> = LabelSet::Operator
+            .keys()
+            .into_iter()
+            .zip(["example", "commerce", "x-80"])
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        assert_eq!(
+            ShardRef::from_label_set(LabelSet::Operator, "vitess", &operator).unwrap(),
+            s
+        );
+        assert!(ShardRef::from_labels("vitess", &operator).is_err());
+        let mut missing = labels;
+        missing.remove(LABEL_KEYSPACE);
+        assert_eq!(
+            ShardRef::from_labels("vitess", &missing),
+            Err(ShardLabelError::Missing {
+                label: LABEL_KEYSPACE
+            })
+        );
+        assert_eq!(s.cluster_key(), ObjectKey::new("vitess", "example"));
+        assert_eq!(ShardRef::new(&s.cluster_key(), s.keyspace_shard()), s);
     }
 }

@@ -18,6 +18,7 @@ use crate::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
 use crate::naming::join_with_limit;
 use crate::shard::ShardRef;
 
+pub mod choice;
 mod drill;
 mod gtid;
 mod read;
@@ -27,17 +28,15 @@ pub use drill::{
     DrillSeen, MAX_REASON_BYTES, MAX_RECORD_BYTES, MAX_UID_BYTES, Rto, standing,
 };
 pub use gtid::{GtidError, GtidFlavor, parse_position};
-pub use read::{Layout, ReadError, TimeProblem, VolumeSnapshot};
+pub use read::{Layout, ReadError, SnapshotRead, TimeProblem, VolumeSnapshot};
 pub use source::{MAX_POOL_INDEX, SourceMismatch};
 
 pub const GROUP: &str = "snapshot.storage.k8s.io";
 pub const VERSION: &str = "v1";
 pub const PLURAL: &str = "volumesnapshots";
 
-pub const LABEL_CLUSTER: &str = "vtsnap.io/cluster";
-pub const LABEL_KEYSPACE: &str = "vtsnap.io/keyspace";
-/// The shard's SafeName (`-80` → `x-80`).
-pub const LABEL_SHARD: &str = "vtsnap.io/shard";
+// The shard labels are every shard object's, not only a snapshot's.
+pub use crate::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 pub const LABEL_TABLET_UID: &str = "vtsnap.io/tablet-uid";
 pub const LABEL_MODE: &str = "vtsnap.io/mode";
 pub const LABEL_PHASE: &str = "vtsnap.io/phase";

@@ -11,7 +11,8 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::naming::{MAX_SAFE_NAME_LEN, safe_name_len};
+use crate::naming::{KeyRange, MAX_SAFE_NAME_LEN, safe_name_len};
+use crate::shard::KeyspaceShard;
 
 /// The most shards one partitioning, and one VitessCluster in all, may define. The operator's
 /// CRD allows `parts` up to 2^31 - 1, but every shard is at least one tablet Pod and a
@@ -236,6 +237,26 @@ pub fn cluster_shards(cluster: &Value) -> Result<BTreeSet<(String, String)>, Spe
         .collect())
 }
 
+/// The shards of a VitessCluster object's spec, typed. A shard name that is not a key range
+/// (never one the operator's partitionings produce) refuses the spec like any malformed part.
+pub fn spec_shards(cluster: &Value) -> Result<BTreeSet<KeyspaceShard>, SpecError> {
+    shards_with_templates(cluster)?
+        .into_iter()
+        .map(|(keyspace, shard, _)| match shard.parse::<KeyRange>() {
+            Ok(shard) => Ok(KeyspaceShard { keyspace, shard }),
+            Err(e) => Err(SpecError {
+                path: "spec.keyspaces".into(),
+                expected: "key ranges as Vitess prints them",
+                found: Some(format!(
+                    "{} (keyspace {}): {e}",
+                    quoted(&shard),
+                    quoted(&keyspace)
+                )),
+            }),
+        })
+        .collect()
+}
+
 /// The shard's first tablet pool (what vtbackup Pods are built from), if the spec defines
 /// the shard and it has a pool. `shard` is the key range as Vitess prints it (`-80`).
 pub fn first_pool<'a>(
@@ -357,6 +378,32 @@ mod tests {
         let c = json!({"spec": {"keyspaces": [{"name": long_name, "partitionings": [{"equal": {"parts": 70_000}}]}]}});
         let m = cluster_shards(&c).unwrap_err().to_string();
         assert!(m.contains("(100000 bytes)") && m.len() < 300, "{m}");
+    }
+
+    #[test]
+    fn typed_shards_are_the_same_shards_and_a_bad_range_refuses_the_spec() {
+        let c = serde_json::json!({"spec": {"keyspaces": [
+            {"name": "commerce", "partitionings": [{"equal": {"parts": 4}}]},
+            {"name": "customer", "partitionings": [{"custom": {"shards": [{"keyRange": {"start": "", "end": "40"}}, {"keyRange": {"start": "40", "end": ""}}]}}]}
+        ]}});
+        let typed: Vec<String> = spec_shards(&c)
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let plain: Vec<String> = cluster_shards(&c)
+            .unwrap()
+            .into_iter()
+            .map(|(k, s)| format!("{k}/{s}"))
+            .collect();
+        assert_eq!(typed, plain);
+        // A start after its end is no key range, though each bound is hex.
+        let c = serde_json::json!({"spec": {"keyspaces": [
+            {"name": "customer", "partitionings": [{"custom": {"shards": [{"keyRange": {"start": "80", "end": "40"}}]}}]}
+        ]}});
+        assert!(cluster_shards(&c).is_ok());
+        let e = spec_shards(&c).unwrap_err().to_string();
+        assert!(e.contains("\"80-40\"") && e.contains("customer"), "{e}");
     }
 
     #[test]

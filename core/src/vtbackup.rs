@@ -184,14 +184,9 @@ impl BackupObject {
         }
     }
 
-    /// What a Pod (`pod` true) or PVC is; `None` for anything else, and for an object whose
-    /// signals conflict (see [`Self::identify`]).
-    pub fn classify(obj: &Value, pod: bool) -> Option<Self> {
-        let kind = if pod {
-            ObjectKind::Pod
-        } else {
-            ObjectKind::PersistentVolumeClaim
-        };
+    /// What a Pod or PVC is; `None` for anything else, and for an object whose signals
+    /// conflict (see [`Self::identify`]).
+    pub fn classify(obj: &Value, kind: ObjectKind) -> Option<Self> {
         match Self::identify(obj, kind) {
             Identity::Backup(b) => Some(b),
             Identity::Other | Identity::Conflicting { .. } => None,
@@ -440,30 +435,39 @@ mod tests {
     fn objects_are_told_apart_by_their_labels() {
         let p = pod();
         assert_eq!(
-            BackupObject::classify(&p, true),
+            BackupObject::classify(&p, ObjectKind::Pod),
             Some(BackupObject::InitPod)
         );
         assert_eq!(
-            BackupObject::classify(&p, false),
+            BackupObject::classify(&p, ObjectKind::PersistentVolumeClaim),
             Some(BackupObject::InitPvc)
         );
         let sched = json!({"metadata": {"labels": {"backup.planetscale.com/type": "update", "planetscale.com/backup-schedule": "s"}}});
         assert_eq!(
-            BackupObject::classify(&sched, false),
+            BackupObject::classify(&sched, ObjectKind::PersistentVolumeClaim),
             Some(BackupObject::ScheduledPvc)
         );
         assert_eq!(
-            BackupObject::classify(&sched, true),
+            BackupObject::classify(&sched, ObjectKind::Pod),
             None,
             "scheduled Job pods are not changed"
         );
         let no_schedule =
             json!({"metadata": {"labels": {"backup.planetscale.com/type": "update"}}});
-        assert_eq!(BackupObject::classify(&no_schedule, false), None);
+        assert_eq!(
+            BackupObject::classify(&no_schedule, ObjectKind::PersistentVolumeClaim),
+            None
+        );
         let tablet = json!({"metadata": {"labels": {"planetscale.com/component": "vttablet", "backup.planetscale.com/type": "init"}}});
-        assert_eq!(BackupObject::classify(&tablet, true), None);
-        assert_eq!(BackupObject::classify(&tablet, false), None);
-        assert_eq!(BackupObject::classify(&json!({}), false), None);
+        assert_eq!(BackupObject::classify(&tablet, ObjectKind::Pod), None);
+        assert_eq!(
+            BackupObject::classify(&tablet, ObjectKind::PersistentVolumeClaim),
+            None
+        );
+        assert_eq!(
+            BackupObject::classify(&json!({}), ObjectKind::PersistentVolumeClaim),
+            None
+        );
     }
 
     fn pvc() -> Value {
@@ -503,7 +507,10 @@ mod tests {
                 why
             }
         );
-        assert_eq!(BackupObject::classify(&tablet, false), None);
+        assert_eq!(
+            BackupObject::classify(&tablet, ObjectKind::PersistentVolumeClaim),
+            None
+        );
         // Each tablet label alone is a tablet's signal.
         let sched = json!({"metadata": {"labels": {"backup.planetscale.com/type": "update", "planetscale.com/backup-schedule": "s"}}});
         for l in TABLET_LABELS {

@@ -289,10 +289,10 @@ async fn without_a_watch_the_wait_still_sees_the_answer_by_polling() {
     let kube = FakeKube::new();
     // 403, as a Role without `watch` answers: the open fails and is counted.
     kube.fault(Fault::on(is(Verb::Watch, "leases")).status(403).times(100));
-    let before = vtsnap_core::wake::fallbacks();
+    let before = vtsnap_core::reconcile::watch::fallbacks();
     let took = answered_after(&kube, ANSWER_AT).await;
     assert!(
-        vtsnap_core::wake::fallbacks() > before,
+        vtsnap_core::reconcile::watch::fallbacks() > before,
         "the refused watch was not counted as a fallback"
     );
     assert!(

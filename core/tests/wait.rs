@@ -1,6 +1,7 @@
 //! Waiting on one object against the fake Kubernetes API: broken watches are watched
-//! again, a lasting refusal ends the wait, the limit judges one last read, and every
-//! watch asks the server to end it before the client's read timeout would.
+//! again, a lasting refusal ends the wait, the limit judges one last read, every watch
+//! asks the server to end it before the client's read timeout would, and the wait reads
+//! with GET and WATCH only (a Role without `list` suffices).
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -162,7 +163,7 @@ async fn every_watch_asks_the_server_to_end_it_before_the_read_timeout() {
 
 #[tokio::test]
 async fn a_lasting_refusal_ends_the_wait() {
-    for (verb, code) in [(Verb::List, 403), (Verb::Watch, 401)] {
+    for (verb, code) in [(Verb::Get, 403), (Verb::Watch, 401)] {
         let kube = with_counter(0);
         kube.fault(Fault::on(is(verb, "configmaps")).status(code).always());
         let got = wait_for_five(&api(&kube), Duration::from_secs(20)).await;
@@ -185,19 +186,19 @@ async fn a_lasting_refusal_ends_the_wait() {
 #[tokio::test]
 async fn a_refusal_that_clears_is_waited_past() {
     let kube = with_counter(5);
-    kube.fault(Fault::on(is(Verb::List, "configmaps")).status(403).times(2));
+    kube.fault(Fault::on(is(Verb::Get, "configmaps")).status(403).times(2));
     let got = wait_for_five(&api(&kube), Duration::from_secs(120)).await;
     assert!(matches!(&got, Waited::Met(Some(_))), "{got:?}");
-    assert_eq!(requests(&kube, Verb::List), 3);
+    assert_eq!(requests(&kube, Verb::Get), 3);
 }
 
 #[tokio::test]
 async fn a_server_error_is_not_a_refusal() {
     let kube = with_counter(5);
-    kube.fault(Fault::on(is(Verb::List, "configmaps")).status(500).times(4));
+    kube.fault(Fault::on(is(Verb::Get, "configmaps")).status(500).times(4));
     let got = wait_for_five(&api(&kube), Duration::from_secs(120)).await;
     assert!(matches!(got, Waited::Met(Some(_))), "{got:?}");
-    assert_eq!(requests(&kube, Verb::List), 5);
+    assert_eq!(requests(&kube, Verb::Get), 5);
 }
 
 #[tokio::test]
@@ -216,7 +217,7 @@ async fn the_limit_returns_the_object_as_read_then() {
 
 /// Watches failing until the limit: the last read decides (present or absent, the
 /// condition held or not), a timeout names the watches' error, and the pauses between
-/// watches grow (a hot loop would list dozens of times).
+/// watches grow (a hot loop would read dozens of times).
 #[tokio::test]
 async fn the_last_read_is_judged_by_the_condition() {
     type Cond = fn(Option<&ConfigMap>) -> bool;
@@ -233,7 +234,7 @@ async fn the_last_read_is_judged_by_the_condition() {
             kube.put_json("", "configmaps", counter(start));
         }
         kube.fault(
-            Fault::on(is(Verb::List, "configmaps"))
+            Fault::on(is(Verb::Watch, "configmaps"))
                 .action(FaultAction::Drop)
                 .always(),
         );
@@ -248,14 +249,15 @@ async fn the_last_read_is_judged_by_the_condition() {
                 last,
                 watch_error: Some(e),
             } if !met => {
-                assert!(e.contains("list"), "{case}: {e}");
+                assert!(e.contains("watch"), "{case}: {e}");
                 assert_eq!(last.present().is_some(), start.is_some(), "{case}");
                 assert!(!matches!(last, Read::Unreadable(_)), "{case}");
             }
             other => panic!("{case}: {other:?}"),
         }
-        let lists = requests(&kube, Verb::List);
-        assert!((1..=6).contains(&lists), "{case}: {lists} lists in 1 s");
+        let reads = requests(&kube, Verb::Get);
+        assert!((1..=6).contains(&reads), "{case}: {reads} reads in 1 s");
+        assert_eq!(requests(&kube, Verb::List), 0, "{case}");
     }
 }
 
@@ -277,4 +279,70 @@ async fn a_wait_for_absence_ends_on_the_deletion() {
     let got = wait_for_absence(&api(&kube)).await;
     assert_eq!(got, Waited::Met(None));
     assert!(requests(&kube, Verb::Watch) >= 1, "ended before watching");
+}
+
+/// The snapshot job may get and watch its lease but not list leases
+/// (charts/vtsnap/files/rbac.yaml): a wait must never need `list`.
+#[tokio::test]
+async fn a_wait_needs_no_list() {
+    let kube = with_counter(0);
+    kube.fault(Fault::on(is(Verb::List, "configmaps")).status(403).always());
+    kube.fault(Fault::on(is(Verb::Watch, "configmaps")).then_change(|k| {
+        k.put_json("", "configmaps", counter(5));
+    }));
+    let got = wait_for_five(&api(&kube), Duration::from_secs(20)).await;
+    assert!(matches!(&got, Waited::Met(Some(_))), "{got:?}");
+    assert_eq!(requests(&kube, Verb::List), 0, "{:?}", kube.log());
+}
+
+/// A watch from a resourceVersion the server no longer keeps (410 Gone) reads the object
+/// again and watches from there, at once: it is neither a refusal nor a broken watch.
+#[tokio::test(start_paused = true)]
+async fn a_version_too_old_is_read_again() {
+    let kube = with_counter(0);
+    kube.fault(
+        Fault::on(is(Verb::Watch, "configmaps"))
+            .status(410)
+            .times(1),
+    );
+    kube.fault(
+        Fault::on(is(Verb::Watch, "configmaps"))
+            .nth(2)
+            .then_change(|k| {
+                k.put_json("", "configmaps", counter(5));
+            }),
+    );
+    let start = tokio::time::Instant::now();
+    let got = wait_for_five(&api(&kube), Duration::from_secs(20)).await;
+    assert!(matches!(&got, Waited::Met(Some(_))), "{got:?}");
+    assert_eq!(requests(&kube, Verb::Get), 2, "{:?}", kube.log());
+    assert_eq!(requests(&kube, Verb::Watch), 2, "{:?}", kube.log());
+    assert!(
+        start.elapsed() < Duration::from_millis(200),
+        "paused after a 410"
+    );
+}
+
+/// A watch the server ends (its timeout) is watched again from where it ended, at once and
+/// without reading again.
+#[tokio::test(start_paused = true)]
+async fn a_watch_the_server_ends_resumes_where_it_ended() {
+    let kube = with_counter(0);
+    let k = kube.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        k.drop_watches();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        k.put_json("", "configmaps", counter(5));
+    });
+    let start = tokio::time::Instant::now();
+    let got = wait_for_five(&api(&kube), Duration::from_secs(20)).await;
+    assert!(matches!(&got, Waited::Met(Some(_))), "{got:?}");
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(600) && took < Duration::from_millis(650),
+        "{took:?}"
+    );
+    assert_eq!(requests(&kube, Verb::Get), 1, "{:?}", kube.log());
+    assert_eq!(requests(&kube, Verb::Watch), 2, "{:?}", kube.log());
 }

@@ -81,7 +81,7 @@ async fn cycles(h: &Handle, n: u64) {
 }
 
 fn events(kube: &FakeKube, reason: &str) -> Vec<Value> {
-    kube.list_json("", "events")
+    kube.events()
         .into_iter()
         .filter(|e| e["reason"] == reason)
         .collect()
@@ -157,9 +157,9 @@ async fn a_truncated_registry_is_moved_aside_reported_and_its_complete_entries_s
     cycles(&h, 3).await;
     let ev = events(&kube, "HoldRegistryCorrupt");
     assert_eq!(ev.len(), 1, "{ev:?}");
-    assert_eq!(ev[0]["involvedObject"]["kind"], "Node");
-    assert_eq!(ev[0]["involvedObject"]["name"], "node-a");
-    let message = ev[0]["message"].as_str().unwrap();
+    assert_eq!(ev[0]["regarding"]["kind"], "Node");
+    assert_eq!(ev[0]["regarding"]["name"], "node-a");
+    let message = ev[0]["note"].as_str().unwrap();
     assert!(
         message.contains(aside[0].file_name().unwrap().to_str().unwrap()),
         "{message}"

@@ -151,12 +151,12 @@ fn mentions(calls: &[String], alias: &TabletAlias) -> Vec<String> {
 }
 
 fn events(kube: &FakeKube, kind: &str, name: &str) -> Vec<Value> {
-    kube.list_json("", "events")
+    kube.events()
         .into_iter()
         .filter(|e| {
             e["reason"] == "HoldRecordUnreadable"
-                && e["involvedObject"]["kind"] == kind
-                && e["involvedObject"]["name"] == name
+                && e["regarding"]["kind"] == kind
+                && e["regarding"]["name"] == name
         })
         .collect()
 }
@@ -227,7 +227,7 @@ async fn unreadable_registry_entries_are_kept_reported_and_never_guessed() {
     let on_node = events(&rig.kube, "Node", "node-a");
     assert_eq!(on_node.len(), 1, "{on_node:?}");
     assert!(
-        on_node[0]["message"]
+        on_node[0]["note"]
             .as_str()
             .unwrap()
             .contains("vitess/bad-alias")

@@ -14,7 +14,9 @@ use std::time::Duration;
 use vtsnap_core::coverage::Exactness;
 use vtsnap_core::naming::TabletUid;
 use vtsnap_core::snapshot::{DrillRecord, GtidFlavor, Rto, VolumeSnapshot};
-use vtsnap_drill::check::{self, CheckReport, Expectation, ProbeOptions};
+use vtsnap_drill::check::{self, CheckReport};
+use vtsnap_drill::decide::verdict::Expectation;
+use vtsnap_drill::observe::server::ProbeOptions;
 use vtsnap_testkit::mariadb::MariaDb;
 
 use crate::demo::take_snapshot;

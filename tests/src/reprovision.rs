@@ -4,8 +4,8 @@
 //!
 //! FAKES, because neither runs here: vitess-operator (it makes the Pod and the PVC again
 //! under their names) and vttablet's restore from the regular backup (a logical dump of
-//! the primary, taken with its GTID position, stands in for the backup). The webhook's
-//! rule is the real one (`vtsnap_admission::decide::choose`).
+//! the primary, taken with its GTID position, stands in for the backup). Restore
+//! injection's rule is the real one (`vtsnap_core::snapshot::choice::choose`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,10 +14,10 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use vtsnap_admission::decide::{Rejection, choose};
 use vtsnap_core::config::{Config, resolve_in};
 use vtsnap_core::mysql_version::Series;
 use vtsnap_core::restored::ANN_RESTORED_FROM;
+use vtsnap_core::snapshot::choice::{Rejection, choose};
 use vtsnap_core::snapshot::{GROUP, VolumeSnapshot};
 use vtsnap_core::vtctld::messages::replicationdata::Status;
 use vtsnap_core::vtctld::messages::topodata::TabletType;
@@ -40,7 +40,7 @@ pub struct ForcedTablet {
     pub io_error: String,
 }
 
-/// What the webhook's rule would give a new tablet of the lab's shard now: the snapshot's
+/// What restore injection's rule would give a new tablet of the lab's shard now: the snapshot's
 /// name, or every snapshot with the reason it was passed over.
 pub async fn offered(lab: &Lab) -> Result<String, Vec<(String, Rejection)>> {
     let cfg = Config::from_yaml(&lab.config("")).unwrap();

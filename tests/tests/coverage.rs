@@ -11,11 +11,12 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
-use vtsnap_admission::decide::Rejection;
 use vtsnap_core::config::Config;
 use vtsnap_core::snapshot::ANN_UNUSABLE;
+use vtsnap_core::snapshot::choice::Rejection;
 use vtsnap_gc::act::{GcOptions, run};
 use vtsnap_gc::decide::CoverageState;
 use vtsnap_gc::report::GcReport;
@@ -70,7 +71,7 @@ async fn a_snapshot_the_primary_purged_past_is_marked_unusable_on_real_mariadb()
     assert_eq!(newest_covered.as_deref(), Some(name.as_str()));
     assert!(not_covered.is_empty() && r.run.marked_unusable.is_empty());
     assert_eq!(r.run.plan.keep[0].reason.as_str(), "newest-covered");
-    // The webhook's rule offers it.
+    // Restore injection's rule offers it.
     assert_eq!(
         offered(&lab).await.map_err(|r| format!("{r:?}")),
         Ok(name.clone())
@@ -126,7 +127,7 @@ async fn a_snapshot_the_primary_purged_past_is_marked_unusable_on_real_mariadb()
         .unwrap();
     let why = obj.metadata.annotations.unwrap_or_default()[ANN_UNUSABLE].clone();
     assert!(why.contains("purged"), "{why}");
-    // The webhook's rule passes over it now, for that reason.
+    // Restore injection's rule passes over it now, for that reason.
     let passed_over = offered(&lab).await.unwrap_err();
     assert!(
         passed_over
@@ -179,7 +180,8 @@ async fn a_snapshot_the_primary_purged_past_is_marked_unusable_on_real_mariadb()
         "{:?}",
         r.run.plan.restores
     );
-    // One Event trail, on the snapshot: marked once, its tablet re-provisioned once.
+    // One Event trail, on the snapshot: marked once, its tablet re-provisioned once (read
+    // as events.k8s.io Events, which the in-memory API serves and the real one too).
     let events: Vec<Event> = Api::<Event>::namespaced(lab.cp.client(), ns)
         .list(&ListParams::default())
         .await
@@ -189,8 +191,8 @@ async fn a_snapshot_the_primary_purged_past_is_marked_unusable_on_real_mariadb()
         events
             .iter()
             .filter(|e| e.reason.as_deref() == Some(reason))
-            .filter(|e| e.involved_object.name.as_deref() == Some(object))
-            .map(|e| e.message.clone().unwrap_or_default())
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(object))
+            .map(|e| e.note.clone().unwrap_or_default())
             .collect()
     };
     let marked = about("SnapshotUnusable", &name);

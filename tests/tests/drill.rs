@@ -11,7 +11,7 @@ use std::time::Duration;
 use vtsnap_core::config::Config;
 use vtsnap_core::naming::TabletUid;
 use vtsnap_drill::act;
-use vtsnap_drill::check::Failure;
+use vtsnap_drill::decide::verdict::Failure;
 use vtsnap_gc::act::GcOptions;
 use vtsnap_lab::demo::take_snapshot;
 use vtsnap_lab::drill::{damaged_cold_snapshot, drill};

@@ -396,7 +396,7 @@ async fn without_vtorc_the_put_back_leaves_the_tablet_replicating() {
     })
     .await;
     assert!(
-        vtsnap_gc::restores::is_binlog_purged(&io_error),
+        vtsnap_gc::decide::failed_restores::is_binlog_purged(&io_error),
         "the GC reads this as purged binlogs: {io_error}"
     );
     let start = Instant::now();

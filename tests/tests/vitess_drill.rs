@@ -29,7 +29,7 @@ use vtsnap_core::config::Config;
 use vtsnap_core::naming::TabletUid;
 use vtsnap_core::shard::ShardName;
 use vtsnap_core::snapshot::DrillResult;
-use vtsnap_drill::check::Failure;
+use vtsnap_drill::decide::verdict::Failure;
 use vtsnap_lab::demo::run_options;
 use vtsnap_lab::timeline::Timeline;
 use vtsnap_lab::vitess_demo::{drill, drill_with};

@@ -15,14 +15,17 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
-use serde_json::Value;
 use vtsnap_core::cli::MAX_WATCH_SECONDS;
 use vtsnap_core::labels;
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::shard::ShardRef;
-use vtsnap_core::snapshot::{self, ANN_DRILL, DrillOf, DrillRecord, DrillSeen, VolumeSnapshot};
+use vtsnap_core::snapshot::choice::ShardState;
+use vtsnap_core::snapshot::{
+    self, ANN_DRILL, DrillOf, DrillRecord, DrillSeen, SnapshotRead, VolumeSnapshot,
+};
 
-use crate::observe::{Inventory, ShardState, SnapshotRead, snapshot_of};
+use crate::inventory::Inventory;
+use crate::observe::{FirstPoolUnknown, PvcRead, PvcTemplate};
 
 /// The shard states, written by the vtctld refresh and read by every review.
 pub type ShardStates = Arc<RwLock<BTreeMap<ShardRef, ShardState>>>;
@@ -390,7 +393,7 @@ impl Inventory for Caches {
         objects
             .iter()
             .filter_map(|o| serde_json::to_value(&**o).ok())
-            .filter(|v| snapshot_of(v, shard))
+            .filter(|v| VolumeSnapshot::is_of_shard(v, shard))
             .map(|v| VolumeSnapshot::read(&v))
             .collect()
     }
@@ -399,16 +402,28 @@ impl Inventory for Caches {
         self.shard_states.read().ok()?.get(shard).cloned()
     }
 
-    fn cluster(&self, namespace: &str, name: &str) -> Option<Value> {
-        let n = self.namespaces.get(namespace)?;
-        let o = n.clusters.find(|o| name_is(&o.metadata, name))?;
-        serde_json::to_value(&*o).ok()
+    fn first_pool_template(&self, shard: &ShardRef) -> Result<PvcTemplate, FirstPoolUnknown> {
+        let no_cluster = || FirstPoolUnknown::NoCluster {
+            cluster: shard.cluster.clone(),
+        };
+        let n = self
+            .namespaces
+            .get(&shard.namespace)
+            .ok_or_else(no_cluster)?;
+        let o = n
+            .clusters
+            .find(|o| name_is(&o.metadata, &shard.cluster))
+            .ok_or_else(no_cluster)?;
+        let cluster = serde_json::to_value(&*o).map_err(|e| FirstPoolUnknown::Unreadable {
+            detail: e.to_string(),
+        })?;
+        PvcTemplate::first_pool(&cluster, shard)
     }
 
-    fn pvc(&self, namespace: &str, name: &str) -> Option<Value> {
+    fn pvc(&self, namespace: &str, name: &str) -> Option<PvcRead> {
         let n = self.namespaces.get(namespace)?;
         let o = n.pvcs.find(|o| name_is(&o.metadata, name))?;
-        serde_json::to_value(&*o).ok()
+        Some(Ok((*o).clone()))
     }
 }
 

@@ -7,15 +7,18 @@
 //! - vtbackup Pods and PVCs get the configured scratch storage and the hashes the storage
 //!   reconciler reads.
 //!
-//! observe (caches, vtctld refresh) → decide ([`decide`], pure) → act (the patch in the
-//! response) → report (audit annotation, Event, metrics, log line).
+//! observe ([`observe`]: the review's object typed; [`inventory`]: caches, vtctld refresh)
+//! → decide ([`decide`], pure, on types) → act (the patch in the answer: [`patch`],
+//! [`admission`]) → report ([`report`]: audit annotation, Event, metrics, log line).
 
 pub mod admission;
 pub mod cache;
 pub mod decide;
+pub mod inventory;
 pub mod observe;
 pub mod offline;
 pub mod patch;
+pub mod report;
 pub mod review;
 pub mod server;
 pub mod tablets;

@@ -229,12 +229,20 @@ fn main() -> ExitCode {
                 shards.as_deref(),
                 now,
             ) {
-                Ok((response, d)) => {
+                Ok((answer, d)) => {
                     for n in &d.notes {
                         eprintln!("decision: {}: {}", n.code.as_str(), n.message);
                     }
-                    println!("{response}");
-                    Exit::Ok
+                    match answer.to_json() {
+                        Ok(json) => {
+                            println!("{json}");
+                            Exit::Ok
+                        }
+                        Err(e) => {
+                            eprintln!("vtsnap-admission review: {e}");
+                            Exit::Failed
+                        }
+                    }
                 }
                 Err(e) => {
                     eprintln!("vtsnap-admission review: {e}");

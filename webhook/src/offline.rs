@@ -7,10 +7,12 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 use vtsnap_core::config::Config;
 use vtsnap_core::input::{Accept, ReadError, read_bounded};
+use vtsnap_core::snapshot::choice::ShardState;
 
-use crate::admission;
+use crate::admission::{self, Answer, AnswerError};
 use crate::decide::{Decision, Settings};
-use crate::observe::{Dump, ShardState};
+use crate::inventory::Dump;
+use crate::observe::Review;
 use crate::review::review;
 
 /// The largest input file read (a dump of a large cluster is big; a review is small).
@@ -28,6 +30,8 @@ pub enum OfflineError {
         path: String,
         source: admission::ReviewError,
     },
+    #[error("{path}: the server would answer 500: {source}")]
+    Answer { path: String, source: AnswerError },
 }
 
 /// A JSON input file, read bounded; a pipe (`--objects <(kubectl get …)`) is accepted.
@@ -49,7 +53,7 @@ pub fn offline_review(
     request: &Path,
     shards: Option<&Path>,
     now: Timestamp,
-) -> Result<(Value, Decision), OfflineError> {
+) -> Result<(Answer, Decision), OfflineError> {
     let list = read_json(objects, "a dump", MAX_INPUT)?;
     let mut dump = Dump::from_list(&list).map_err(|reason| OfflineError::Input {
         path: objects.display().to_string(),
@@ -72,12 +76,20 @@ pub fn offline_review(
         "an AdmissionReview",
         u64::try_from(admission::MAX_BODY).unwrap_or(u64::MAX),
     )?;
-    let body = serde_json::to_vec(&raw).unwrap_or_default();
+    let body = serde_json::to_vec(&raw).map_err(|e| OfflineError::Input {
+        path: request.display().to_string(),
+        reason: format!("not re-encodable: {e}"),
+    })?;
     let req = admission::parse(&body).map_err(|source| OfflineError::Review {
         path: request.display().to_string(),
         source,
     })?;
-    Ok(review(&req, config, settings, &dump, now))
+    review(&req, &Review::observe(&req), config, settings, &dump, now).map_err(|source| {
+        OfflineError::Answer {
+            path: request.display().to_string(),
+            source,
+        }
+    })
 }
 
 #[cfg(test)]

@@ -1,10 +1,17 @@
-//! JSON Patch (RFC 6902) operations, as an AdmissionReview response carries them.
+//! JSON Patch (RFC 6902) operations, as an AdmissionReview response carries them: the
+//! output of a decision, written here from typed values.
 //!
 //! Built against the object as it was sent: `add` of a map entry first makes sure the map
 //! exists (a Pod without annotations has no `metadata.annotations`).
 
+use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde_json::{Value, json};
+use vtsnap_core::snapshot::GROUP;
+use vtsnap_core::{labels, restore_pod};
+
+use crate::observe::PvcTemplate;
 
 /// One operation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -27,16 +34,26 @@ pub fn escape(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
 }
 
-/// The operations, in order, that set `obj.<map_path>[key] = value` (`map_path` a JSON
-/// pointer such as `/metadata/annotations`), creating the map when it is absent or null.
-pub fn set_entry(obj: &Value, map_path: &str, key: &str, value: Value) -> Vec<Op> {
+/// Whether the map or list an operation adds to is in the object as sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    Present,
+    Absent,
+}
+
+impl Holder {
+    fn of(present: bool) -> Self {
+        if present { Self::Present } else { Self::Absent }
+    }
+}
+
+fn entry(map: Holder, map_path: &str, key: &str, value: Value) -> Vec<Op> {
     let mut ops = Vec::new();
-    match obj.pointer(map_path) {
-        Some(Value::Object(_)) => {}
-        _ => ops.push(Op::Add {
+    if map == Holder::Absent {
+        ops.push(Op::Add {
             path: map_path.to_owned(),
             value: json!({}),
-        }),
+        });
     }
     ops.push(Op::Add {
         path: format!("{map_path}/{}", escape(key)),
@@ -45,17 +62,113 @@ pub fn set_entry(obj: &Value, map_path: &str, key: &str, value: Value) -> Vec<Op
     ops
 }
 
-/// The operations that append `value` to the list at `list_path`, creating it if absent.
-pub fn append(obj: &Value, list_path: &str, value: Value) -> Vec<Op> {
-    match obj.pointer(list_path) {
-        Some(Value::Array(_)) => vec![Op::Add {
+fn push(list: Holder, list_path: &str, value: Value) -> Vec<Op> {
+    match list {
+        Holder::Present => vec![Op::Add {
             path: format!("{list_path}/-"),
             value,
         }],
-        _ => vec![Op::Add {
+        Holder::Absent => vec![Op::Add {
             path: list_path.to_owned(),
             value: json!([value]),
         }],
+    }
+}
+
+/// The operations, in order, that set `obj.<map_path>[key] = value` (`map_path` a JSON
+/// pointer such as `/metadata/annotations`), creating the map when it is absent or null.
+pub fn set_entry(obj: &Value, map_path: &str, key: &str, value: Value) -> Vec<Op> {
+    let map = Holder::of(obj.pointer(map_path).is_some_and(Value::is_object));
+    entry(map, map_path, key, value)
+}
+
+/// The operations that append `value` to the list at `list_path`, creating it if absent.
+pub fn append(obj: &Value, list_path: &str, value: Value) -> Vec<Op> {
+    push(
+        Holder::of(obj.pointer(list_path).is_some_and(Value::is_array)),
+        list_path,
+        value,
+    )
+}
+
+/// The operations that set each annotation, in order, on an object with `meta`.
+pub fn annotate(meta: &ObjectMeta, entries: &[(&str, String)]) -> Vec<Op> {
+    let mut map = Holder::of(meta.annotations.is_some());
+    let mut ops = Vec::new();
+    for (key, value) in entries {
+        ops.extend(entry(map, "/metadata/annotations", key, json!(value)));
+        map = Holder::Present;
+    }
+    ops
+}
+
+/// A new PVC's `dataSource` and `dataSourceRef`: the VolumeSnapshot `snapshot`.
+pub fn restore_from(snapshot: &str) -> Vec<Op> {
+    let source = json!({"apiGroup": GROUP, "kind": "VolumeSnapshot", "name": snapshot});
+    vec![
+        Op::Add {
+            path: "/spec/dataSource".into(),
+            value: source.clone(),
+        },
+        Op::Add {
+            path: "/spec/dataSourceRef".into(),
+            value: source,
+        },
+    ]
+}
+
+/// The init container: the tablet's data volume mounted as `mysqld` mounts it, the UID
+/// from the Pod's own label, as the pods' user (`vtsnap_core::restore_pod`, which
+/// `vtsnap-restore` reads too).
+pub fn restore_container(image: &str) -> Value {
+    json!({
+        "name": restore_pod::CONTAINER,
+        "image": image,
+        "args": ["--vtdataroot", restore_pod::VTDATAROOT],
+        "env": [
+            {"name": restore_pod::ENV_TABLET_UID, "valueFrom": {"fieldRef": {"fieldPath": format!("metadata.labels['{}']", labels::TABLET_UID)}}},
+            {"name": restore_pod::ENV_LOG_FORMAT, "value": "json"},
+        ],
+        "volumeMounts": [{"name": labels::DATA_VOLUME, "mountPath": restore_pod::VTDATAROOT, "subPath": restore_pod::VTDATAROOT_SUBPATH}],
+        "securityContext": {"runAsUser": restore_pod::POD_USER, "runAsGroup": restore_pod::POD_USER, "allowPrivilegeEscalation": false},
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+    })
+}
+
+/// The restore init container of `image`, appended to the Pod's init containers.
+pub fn add_restore_container(spec: &PodSpec, image: &str) -> Vec<Op> {
+    push(
+        Holder::of(spec.init_containers.is_some()),
+        "/spec/initContainers",
+        restore_container(image),
+    )
+}
+
+/// The Pod's `nodeSelector` entry `key=node`.
+pub fn pin(spec: &PodSpec, key: &str, node: &str) -> Vec<Op> {
+    entry(
+        Holder::of(spec.node_selector.is_some()),
+        "/spec/nodeSelector",
+        key,
+        json!(node),
+    )
+}
+
+/// The Pod's volume at `index` (its data volume) made an emptyDir of the same name.
+pub fn empty_dir(index: usize) -> Op {
+    Op::Replace {
+        path: format!("/spec/volumes/{index}"),
+        value: json!({"name": labels::DATA_VOLUME, "emptyDir": {}}),
+    }
+}
+
+/// The PVC's spec (`current`) set to `template`: replaced, or added where there is none (a
+/// JSON patch cannot replace a member that is not there).
+pub fn set_spec(current: Option<&PersistentVolumeClaimSpec>, template: &PvcTemplate) -> Op {
+    let (path, value) = ("/spec".to_owned(), template.json().clone());
+    match current {
+        Some(_) => Op::Replace { path, value },
+        None => Op::Add { path, value },
     }
 }
 
@@ -143,6 +256,26 @@ mod tests {
         )
         .unwrap();
         assert_eq!(got["metadata"]["annotations"], json!({"k": "v"}));
+    }
+
+    #[test]
+    fn annotations_from_typed_metadata_are_what_set_entry_makes_one_by_one() {
+        for obj in [
+            json!({"metadata": {"name": "p"}}),
+            json!({"metadata": {"annotations": null}}),
+            json!({"metadata": {"annotations": {"a": "b"}}}),
+        ] {
+            let meta: ObjectMeta = serde_json::from_value(obj["metadata"].clone()).unwrap();
+            let entries = [("vtsnap.io/a", "1".to_owned()), ("b", "2".to_owned())];
+            let mut by_hand = Vec::new();
+            let mut stepped = obj.clone();
+            for (k, v) in &entries {
+                let ops = set_entry(&stepped, "/metadata/annotations", k, json!(v));
+                stepped = apply(&stepped, &ops).unwrap();
+                by_hand.extend(ops);
+            }
+            assert_eq!(annotate(&meta, &entries), by_hand, "{obj}");
+        }
     }
 
     #[test]

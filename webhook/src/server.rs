@@ -7,13 +7,13 @@
 //! it, then is answered 503); the TLS handshake, an idle kept-alive connection and each whole request (head,
 //! body, decision, answer) have deadlines; at most `max_connections` are served, and at the
 //! cap the one that has waited longest on its client is closed for the newcomer, so a
-//! flood of stalled connections cannot keep probes or reviews out. Events go through a
-//! bounded queue to a task of their own: a review never waits for the API server.
+//! flood of stalled connections cannot keep probes or reviews out. What a review leaves
+//! besides its answer (metrics, log line, Event) is [`crate::report`]'s.
 
 pub mod budget;
 mod connections;
 mod drill_metrics;
-mod metrics;
+pub mod metrics;
 
 pub use budget::{BodyBudget, BudgetError, Exhausted};
 pub use connections::ConnectionMetrics;
@@ -34,31 +34,20 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
-use serde_json::Value;
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use vtsnap_core::config::Config;
-use vtsnap_core::events::{self, Subject};
 
 use crate::admission::{self, MAX_BODY};
 use crate::cache::Caches;
-use crate::decide::{EventNote, Kind, Settings};
-use crate::observe::Inventory;
-use crate::review::{Overlay, review};
+use crate::decide::Settings;
+use crate::inventory::{Inventory, Overlay};
+use crate::observe::Review;
+use crate::report::{self, EventQueue, Refused};
+use crate::review::review;
 
 /// How long a cache miss may wait for a PVC read before the Pod is decided without it.
 const PVC_READ_TIMEOUT: Duration = Duration::from_secs(1);
-const EVENT_QUEUE: usize = 256;
-const COMPONENT: &str = "vtsnap-admission";
-
-/// An Event to record.
-#[derive(Debug)]
-struct EventJob {
-    namespace: String,
-    subject: Subject,
-    note: EventNote,
-}
 
 /// What every request handler shares.
 pub struct App {
@@ -67,7 +56,7 @@ pub struct App {
     pub caches: Caches,
     pub client: kube::Client,
     pub metrics: Metrics,
-    events: mpsc::Sender<EventJob>,
+    events: EventQueue,
 }
 
 impl std::fmt::Debug for App {
@@ -86,22 +75,7 @@ impl App {
         caches: Caches,
         client: kube::Client,
     ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
-        let (tx, mut rx) = mpsc::channel::<EventJob>(EVENT_QUEUE);
-        let events_client = client.clone();
-        let task = tokio::spawn(async move {
-            while let Some(job) = rx.recv().await {
-                events::emit(
-                    &events_client,
-                    COMPONENT,
-                    &job.namespace,
-                    &job.subject,
-                    job.note.reason,
-                    &job.note.message,
-                    job.note.warning,
-                )
-                .await;
-            }
-        });
+        let (events, task) = EventQueue::start(client.clone());
         (
             Arc::new(Self {
                 config,
@@ -109,7 +83,7 @@ impl App {
                 caches,
                 client,
                 metrics: Metrics::default(),
-                events: tx,
+                events,
             }),
             task,
         )
@@ -117,18 +91,15 @@ impl App {
 
     /// A Pod's data PVC when the cache does not have it yet (the operator creates the
     /// PVC first, but the watch may lag): one GET, bounded.
-    async fn pvc_for(&self, req: &admission::Request) -> Option<Value> {
-        if req.kind != Some(Kind::Pod) || req.operation != "CREATE" {
+    async fn pvc_for(&self, observed: &Review) -> Option<PersistentVolumeClaim> {
+        let claim = observed.pod_data_claim()?;
+        if self.caches.pvc(&observed.namespace, claim).is_some() {
             return None;
         }
-        let claim = crate::decide::data_claim_of(&req.object)?;
-        if self.caches.pvc(&req.namespace, &claim).is_some() {
-            return None;
-        }
-        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &req.namespace);
-        match tokio::time::timeout(PVC_READ_TIMEOUT, api.get_opt(&claim)).await {
-            Ok(Ok(Some(p))) => serde_json::to_value(p).ok(),
-            Ok(Ok(None)) => None,
+        let api: Api<PersistentVolumeClaim> =
+            Api::namespaced(self.client.clone(), &observed.namespace);
+        match tokio::time::timeout(PVC_READ_TIMEOUT, api.get_opt(claim)).await {
+            Ok(Ok(p)) => p,
             Ok(Err(e)) => {
                 tracing::warn!(pvc = %claim, error = %e, "reading the Pod's PVC failed");
                 None
@@ -140,53 +111,40 @@ impl App {
         }
     }
 
+    /// read → observe (a PVC the caches lack read here) → decide and answer → report.
     async fn mutate(&self, body: &[u8]) -> Response<Full<Bytes>> {
         let req = match admission::parse(body) {
             Ok(r) => r,
             Err(e) => {
-                self.metrics.bad_review();
-                tracing::warn!(error = %e, "unreadable AdmissionReview");
+                report::refused(&self.metrics, &Refused::Unreadable(&e));
                 return text(
                     StatusCode::BAD_REQUEST,
                     &format!("unreadable AdmissionReview: {e}\n"),
                 );
             }
         };
-        let extra = self.pvc_for(&req).await;
+        let observed = Review::observe(&req);
+        let extra = self.pvc_for(&observed).await;
         let overlay = Overlay::new(&self.caches, extra);
-        let (response, decision) = review(
+        let answered = review(
             &req,
+            &observed,
             &self.config,
             &self.settings,
             &overlay,
             Timestamp::now(),
-        );
-        self.metrics.count(&decision);
-        tracing::info!(
-            uid = %req.uid, namespace = %req.namespace, name = crate::decide::name_of(&req.object),
-            decision = %decision.codes(), patch_ops = decision.patch.len(), "reviewed"
-        );
-        if let Some(note) = decision.event.clone().filter(|_| !req.dry_run) {
-            let subject = Subject {
-                api_version: "v1".into(),
-                kind: match req.kind {
-                    Some(Kind::Pod) => "Pod",
-                    _ => "PersistentVolumeClaim",
-                }
-                .into(),
-                name: crate::decide::name_of(&req.object).to_owned(),
-                uid: None,
-            };
-            let job = EventJob {
-                namespace: req.namespace.clone(),
-                subject,
-                note,
-            };
-            if self.events.try_send(job).is_err() {
-                self.metrics.event_dropped();
+        )
+        .and_then(|(answer, d)| Ok((answer.to_json()?, d)));
+        match answered {
+            Ok((answer, decision)) => {
+                report::reviewed(&self.metrics, &self.events, &req, &decision);
+                with_type(StatusCode::OK, "application/json", answer)
+            }
+            Err(e) => {
+                report::unanswered(&e);
+                text(StatusCode::INTERNAL_SERVER_ERROR, &format!("{e}\n"))
             }
         }
-        json(StatusCode::OK, &response)
     }
 
     /// Answers one request; `slot` is told when the request has been read.
@@ -209,10 +167,11 @@ impl App {
                     // The reservation is kept until the answer is made: the parse is in it.
                     Ok(b) => self.mutate(&b).await,
                     Err(e) => {
-                        self.metrics.bad_review();
-                        if let BodyError::Budget(x) = &e {
-                            tracing::warn!(error = %x, "review refused: the body budget is exhausted");
-                        }
+                        let why = match &e {
+                            BodyError::Budget(x) => Refused::BudgetExhausted(x),
+                            BodyError::TooLarge | BodyError::Unreadable(_) => Refused::Body,
+                        };
+                        report::refused(&self.metrics, &why);
                         text(e.status(), &format!("{e}\n"))
                     }
                 }
@@ -235,10 +194,10 @@ impl App {
                     .read()
                     .map(|m| m.values().cloned().collect())
                     .unwrap_or_default();
-                json(
-                    StatusCode::OK,
-                    &serde_json::to_value(states).unwrap_or_default(),
-                )
+                match serde_json::to_string(&states) {
+                    Ok(body) => with_type(StatusCode::OK, "application/json", body),
+                    Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, &format!("{e}\n")),
+                }
             }
             (_, "/mutate" | "/healthz" | "/readyz" | "/metrics" | "/debug/shards") => {
                 text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n")
@@ -306,10 +265,6 @@ async fn read_body(
 
 fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
     with_type(status, "text/plain; charset=utf-8", body.to_owned())
-}
-
-fn json(status: StatusCode, v: &Value) -> Response<Full<Bytes>> {
-    with_type(status, "application/json", v.to_string())
 }
 
 fn with_type(

@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 use tokio_rustls::client::TlsStream;
 use vtsnap_admission::cache::Caches;
 use vtsnap_admission::decide::Settings;
-use vtsnap_admission::observe::Inventory;
+use vtsnap_admission::inventory::Inventory;
 use vtsnap_admission::server::{App, BodyBudget, Limits, serve_budgeted};
 use vtsnap_admission::tls::{Reloading, server_config};
 use vtsnap_core::config::Config;

@@ -16,12 +16,13 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use vtsnap_admission::cache::Caches;
 use vtsnap_admission::decide::Settings;
-use vtsnap_admission::observe::{Inventory, ShardState, TabletVersion};
+use vtsnap_admission::inventory::Inventory;
 use vtsnap_admission::patch::{Op, apply};
 use vtsnap_admission::server::{App, serve};
 use vtsnap_admission::tls::{Reloading, server_config};
 use vtsnap_core::config::Config;
 use vtsnap_core::shard::ShardRef;
+use vtsnap_core::snapshot::choice::{ShardState, TabletVersion};
 use vtsnap_testkit::fake_kube::FakeKube;
 use vtsnap_testkit::https::{TestCert, request};
 use vtsnap_testkit::operator_objects::{operator_shard, pvc_template};
@@ -163,7 +164,7 @@ fn patch_of(response: &Value) -> Vec<Op> {
 }
 
 fn events(kube: &FakeKube) -> Vec<Value> {
-    kube.list_json("", "events")
+    kube.events()
 }
 
 #[tokio::test]
@@ -198,8 +199,8 @@ async fn a_review_over_https_gets_the_patch_and_the_event_is_recorded() {
         .into_iter()
         .find(|e| e["reason"] == "RestoreInjected")
         .unwrap();
-    assert_eq!(ev["involvedObject"]["kind"], "PersistentVolumeClaim");
-    assert_eq!(ev["involvedObject"]["name"], pvc["metadata"]["name"]);
+    assert_eq!(ev["regarding"]["kind"], "PersistentVolumeClaim");
+    assert_eq!(ev["regarding"]["name"], pvc["metadata"]["name"]);
 
     // The tablet's Pod gets the restore init container.
     let pod = operator_shard().tablet("replica", 4).pod();
@@ -253,12 +254,7 @@ async fn a_dry_run_records_no_event_and_a_skip_says_why() {
     )
     .await;
     // Events are recorded in order: the dry run's would be there by now.
-    let about = |e: &Value| {
-        e["involvedObject"]["name"]
-            .as_str()
-            .unwrap_or("")
-            .to_owned()
-    };
+    let about = |e: &Value| e["regarding"]["name"].as_str().unwrap_or("").to_owned();
     let all = events(&w.kube);
     assert!(
         all.iter()
@@ -271,7 +267,7 @@ async fn a_dry_run_records_no_event_and_a_skip_says_why() {
         .unwrap();
     assert_eq!(about(ev), pvc["metadata"]["name"].as_str().unwrap());
     assert!(
-        ev["message"].as_str().unwrap().contains("the PVC asks for"),
+        ev["note"].as_str().unwrap().contains("the PVC asks for"),
         "{ev}"
     );
 }

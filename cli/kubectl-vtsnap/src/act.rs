@@ -3,19 +3,25 @@
 
 use std::time::Duration;
 
+use std::collections::BTreeSet;
+
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams, LogParams, PostParams};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use vtsnap_core::api_error::message;
 use vtsnap_core::config::Mode;
 use vtsnap_core::k8s_names::{NameError, dns_label, escape_controls, label_value};
 use vtsnap_core::naming::KeyRange;
-use vtsnap_core::reconcile::{Waited, list, wait_until};
-use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
+use vtsnap_core::reconcile::{ObjectKey, Waited, list, wait_until};
+use vtsnap_core::shard::ShardRef;
+use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, mode_label};
 
 use crate::decide::doctor::Install;
+use crate::decide::schedules::cron_shard;
+use crate::observe::read::snapshot_cron_of;
 
 /// Labels the ad-hoc Job carries besides its CronJob's.
 pub const LABEL_TRIGGER: &str = "vtsnap.io/trigger";
@@ -118,6 +124,18 @@ impl std::str::FromStr for ShardArg {
     }
 }
 
+impl ShardArg {
+    /// The shard, once the namespace of its cluster is known.
+    pub fn at(&self, namespace: &str) -> ShardRef {
+        ShardRef {
+            namespace: namespace.to_owned(),
+            cluster: self.cluster.clone(),
+            keyspace: self.keyspace.clone(),
+            shard: self.shard.clone(),
+        }
+    }
+}
+
 impl std::fmt::Display for ShardArg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}/{}", self.cluster, self.keyspace, self.shard)
@@ -174,50 +192,49 @@ pub struct Outcome {
 /// The Job a CronJob would start now, as pure data: its template, vtsnap's trigger
 /// label, the manual-instantiation annotation, an ownerReference to the CronJob and, with
 /// `mode`, `--mode` on the snapshot container.
-pub fn job_from(cron: &Value, mode: Option<Mode>) -> Value {
-    let name = cron
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
+pub fn job_from(cron: &CronJob, mode: Option<Mode>) -> Job {
+    let name = cron.metadata.name.clone().unwrap_or_default();
+    let template = cron.spec.as_ref().map(|s| &s.job_template);
+    let mut meta = template
+        .and_then(|t| t.metadata.clone())
         .unwrap_or_default();
-    let mut meta = cron
-        .pointer("/spec/jobTemplate/metadata")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
     // `<cron>-<suffix>`: at most 63 characters with the API server's 5.
     let prefix: String = name.chars().take(52).collect();
-    meta["generateName"] = json!(format!("{}-", prefix.trim_end_matches('-')));
-    meta["namespace"] = cron["metadata"]["namespace"].clone();
-    meta["labels"][LABEL_TRIGGER] = json!(TRIGGER_KUBECTL);
-    meta["annotations"]["cronjob.kubernetes.io/instantiate"] = json!("manual");
-    meta["ownerReferences"] = json!([{
-        "apiVersion": "batch/v1", "kind": "CronJob", "name": name,
-        "uid": cron["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true,
+    meta.generate_name = Some(format!("{}-", prefix.trim_end_matches('-')));
+    meta.namespace.clone_from(&cron.metadata.namespace);
+    meta.labels
+        .get_or_insert_default()
+        .insert(LABEL_TRIGGER.into(), TRIGGER_KUBECTL.into());
+    meta.annotations
+        .get_or_insert_default()
+        .insert("cronjob.kubernetes.io/instantiate".into(), "manual".into());
+    meta.owner_references = Some(vec![OwnerReference {
+        api_version: "batch/v1".into(),
+        kind: "CronJob".into(),
+        uid: cron.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+        name,
     }]);
-    let mut spec = cron
-        .pointer("/spec/jobTemplate/spec")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
+    let mut spec = template.and_then(|t| t.spec.clone()).unwrap_or_default();
     if let Some(mode) = mode
-        && let Some(containers) = spec
-            .pointer_mut("/template/spec/containers")
-            .and_then(Value::as_array_mut)
+        && let Some(pod) = spec.template.spec.as_mut()
     {
-        let mode = if mode == Mode::Online {
-            "online"
-        } else {
-            "cold"
-        };
-        for c in containers.iter_mut().filter(|c| c["name"] == "snapshot") {
-            let mut args: Vec<Value> = c["args"].as_array().cloned().unwrap_or_default();
+        for c in pod.containers.iter_mut().filter(|c| c.name == "snapshot") {
+            let mut args = c.args.take().unwrap_or_default();
             if let Some(i) = args.iter().position(|a| a == "--mode") {
                 args.drain(i..(i + 2).min(args.len()));
             }
-            args.retain(|a| !a.as_str().is_some_and(|s| s.starts_with("--mode=")));
-            args.extend([json!("--mode"), json!(mode)]);
-            c["args"] = Value::Array(args);
+            args.retain(|a| !a.starts_with("--mode="));
+            args.extend(["--mode".to_owned(), mode_label(mode).to_owned()]);
+            c.args = Some(args);
         }
     }
-    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec})
+    Job {
+        metadata: meta,
+        spec: Some(spec),
+        status: None,
+    }
 }
 
 /// Which of a cluster's namespaces `backup` means, when the config names its cluster in
@@ -245,17 +262,17 @@ async fn find_cron(
         .await
         .map_err(api_err("list the snapshot CronJobs"))?;
     if let Some(only) = only.filter(|_| found.len() > 1) {
-        let clusters: Vec<(&str, &str)> = only
+        let clusters: BTreeSet<ObjectKey> = only
             .config
             .clusters
             .iter()
-            .map(|c| (c.namespace.as_str(), c.name.as_str()))
+            .map(|c| ObjectKey::new(&c.namespace, &c.name))
             .collect();
+        let wanted = shard.at(only.namespace);
+        // A CronJob whose shard record does not read stands for no shard.
         found.retain(|c| {
-            serde_json::to_value(c).is_ok_and(|v| {
-                crate::decide::schedules::cron_shard(clusters.iter().copied(), &v)
-                    .is_some_and(|(ns, ..)| ns == only.namespace)
-            })
+            snapshot_cron_of(c.clone())
+                .is_ok_and(|c| cron_shard(&clusters, &c).as_ref() == Some(&wanted))
         });
     }
     match found.len() {
@@ -294,15 +311,7 @@ pub async fn backup(
     only: Option<&InNamespace<'_>>,
 ) -> Result<Outcome, BackupError> {
     let cron = find_cron(kube, install, shard, only).await?;
-    let cron_value = serde_json::to_value(&cron).map_err(|e| BackupError::Api {
-        doing: "read the CronJob".into(),
-        cause: e.to_string(),
-    })?;
-    let job: Job =
-        serde_json::from_value(job_from(&cron_value, mode)).map_err(|e| BackupError::Api {
-            doing: "build the Job".into(),
-            cause: e.to_string(),
-        })?;
+    let job = job_from(&cron, mode);
     let jobs: Api<Job> = Api::namespaced(kube.clone(), &install.namespace);
     let created = jobs
         .create(&PostParams::default(), &job)
@@ -435,6 +444,8 @@ pub fn run_summary(log: &str) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -453,11 +464,17 @@ mod tests {
         assert_eq!(run_summary(r#"{"outcome":"x","steps":"no"}"#), None);
     }
 
-    fn cron() -> Value {
-        json!({"metadata": {"name": "vtsnap-snap-example-commerce-x-x", "namespace": "vtsnap", "uid": "u-1"},
+    fn cron() -> CronJob {
+        serde_json::from_value(json!({"metadata": {"name": "vtsnap-snap-example-commerce-x-x", "namespace": "vtsnap", "uid": "u-1"},
             "spec": {"jobTemplate": {"metadata": {"labels": {"vtsnap.io/cluster": "example"}},
                 "spec": {"backoffLimit": 0, "template": {"spec": {"containers": [
-                    {"name": "snapshot", "args": ["run", "--cluster", "example", "--mode", "cold"]}]}}}}}})
+                    {"name": "snapshot", "args": ["run", "--cluster", "example", "--mode", "cold"]}]}}}}}}))
+        .unwrap()
+    }
+
+    /// The Job as JSON, as it is sent.
+    fn job_json(cron: &CronJob, mode: Option<Mode>) -> Value {
+        serde_json::to_value(job_from(cron, mode)).unwrap()
     }
 
     #[test]
@@ -484,6 +501,8 @@ mod tests {
             .parse::<ShardArg>()
             .map(|a| a.keyspace);
         assert_eq!(e, Ok("com_merce-2".to_owned()), "a Vitess keyspace name");
+        // Placed in its cluster's namespace, it is the shard every program names.
+        assert_eq!(a.at("vitess").to_string(), "vitess/example/commerce/-80");
     }
 
     #[test]
@@ -539,7 +558,7 @@ mod tests {
 
     #[test]
     fn a_job_from_a_cronjob_is_its_template_with_vtsnap_s_marks() {
-        let j = job_from(&cron(), None);
+        let j = job_json(&cron(), None);
         assert_eq!(
             j["metadata"]["generateName"],
             "vtsnap-snap-example-commerce-x-x-"
@@ -557,15 +576,15 @@ mod tests {
             json!(["run", "--cluster", "example", "--mode", "cold"])
         );
         // --online replaces the mode, whatever the template said.
-        let j = job_from(&cron(), Some(Mode::Online));
+        let j = job_json(&cron(), Some(Mode::Online));
         assert_eq!(
             j["spec"]["template"]["spec"]["containers"][0]["args"],
             json!(["run", "--cluster", "example", "--mode", "online"])
         );
         // A long CronJob name still gives a valid name.
         let mut long = cron();
-        long["metadata"]["name"] = json!("x".repeat(52));
-        let g = job_from(&long, None)["metadata"]["generateName"]
+        long.metadata.name = Some("x".repeat(52));
+        let g = job_json(&long, None)["metadata"]["generateName"]
             .as_str()
             .unwrap_or_default()
             .to_owned();

@@ -144,7 +144,7 @@ pub fn status(st: &Status, format: Format, colour: Colour) -> String {
     for s in &st.shards {
         let newest = s.newest.as_ref();
         let row: [String; 13] = [
-            format!("{}/{}/{}/{}", s.namespace, s.cluster, s.keyspace, s.shard),
+            s.shard.to_string(),
             newest.map_or_else(|| "-".to_owned(), |n| n.name.clone()),
             newest.map_or_else(|| "-".to_owned(), |n| age(n.age_seconds)),
             newest.map_or_else(|| "-".to_owned(), |n| n.mode.clone()),
@@ -236,10 +236,15 @@ mod tests {
         use crate::decide::status::ShardStatus;
         Status {
             shards: vec![ShardStatus {
-                namespace: "vitess".into(),
-                cluster: "example".into(),
-                keyspace: "commerce".into(),
-                shard: "-".into(),
+                shard: vtsnap_core::shard::ShardRef {
+                    namespace: "vitess".into(),
+                    cluster: "example".into(),
+                    keyspace: "commerce".into(),
+                    shard: vtsnap_core::naming::KeyRange {
+                        start: String::new(),
+                        end: String::new(),
+                    },
+                },
                 newest: None,
                 ready_snapshots: 0,
                 coverage: Coverage::NoneCovered,

@@ -7,7 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kubectl_vtsnap::decide::status::{Seen, status};
+use kubectl_vtsnap::decide::status::status;
+use kubectl_vtsnap::observe::read::{StatusObjects, status_seen};
 use kubectl_vtsnap::report::{self, Colour, Format};
 use serde_json::Value;
 use vtsnap_core::config::Config;
@@ -39,7 +40,7 @@ fn status_of_the_demo_state_matches_its_golden_outputs() {
     let state: Value =
         serde_json::from_str(&std::fs::read_to_string(golden("demo_state.json")).unwrap()).unwrap();
     let config = Config::from_yaml(state["config"].as_str().unwrap()).unwrap();
-    let seen = Seen {
+    let objects = StatusObjects {
         snapshots: list(&state, "snapshots"),
         cronjobs: list(&state, "cronjobs"),
         jobs: list(&state, "jobs"),
@@ -47,9 +48,12 @@ fn status_of_the_demo_state_matches_its_golden_outputs() {
         tablet_pvcs: list(&state, "tablet_pvcs"),
         tablet_pods: list(&state, "tablet_pods"),
         node_helpers: list(&state, "node_helpers"),
+    };
+    let seen = status_seen(
+        &objects,
         // What the GC's decider says of the commerce shard's primary: 60 hours of binlogs
         // left for the newest covered snapshot.
-        coverage: vec![ShardCoverage {
+        vec![ShardCoverage {
             namespace: "vitess".into(),
             cluster: "example".into(),
             keyspace: "commerce".into(),
@@ -61,7 +65,7 @@ fn status_of_the_demo_state_matches_its_golden_outputs() {
                 warning: None,
             },
         }],
-    };
+    );
     let now = state["now"].as_str().unwrap().parse().unwrap();
     let st = status(&config, &seen, now);
     check(

@@ -11,8 +11,7 @@ use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 
 use super::*;
 use crate::fence::put_back::{TabletChanges, describe, put_tablet_back_at};
-use crate::reconcile::{Change, Outcome, ReplaceError, replace_with_retry};
-use crate::wake::Wake;
+use crate::reconcile::{Change, Outcome, ReplaceError, Wake, replace_with_retry};
 
 /// What the job asks for in a new fence.
 #[derive(Debug, Clone)]

@@ -5,7 +5,9 @@
 //! - [`apis`]: the VitessCluster and VolumeSnapshot APIs (dynamic, one definition each);
 //! - [`replace_with_retry`]: the one GET → change → replace loop, read again on 409;
 //! - [`Report`] and [`ActError`]: what a run did and what failed, typed;
-//! - [`wait_until`]: a wait on one object's watch that outlives broken watches.
+//! - [`watch`]: one watch of one object (GET, then watch by name; never a list), shared by
+//!   [`wait_until`] (a wait until a condition holds, outliving broken watches) and
+//!   [`Wake`] (a poll's nap that ends at the object's next change).
 //!
 //! The shard key is [`crate::shard::ShardRef`].
 
@@ -16,9 +18,13 @@ mod read;
 mod replace;
 mod report;
 mod wait;
+mod wake;
+pub mod watch;
 
 pub use key::ObjectKey;
 pub use read::Read;
 pub use replace::{Change, Outcome, ReplaceError, replace_with_retry};
-pub use report::{ActError, Completeness, Report};
-pub use wait::{Refusal, Waited, wait_until};
+pub use report::{ActError, Completeness, ErrorLine, Report};
+pub use wait::{Waited, wait_until};
+pub use wake::Wake;
+pub use watch::Refusal;

@@ -71,6 +71,14 @@ impl<P: Serialize> Report<P> {
     }
 }
 
+/// Why a run ended without doing its work, in its JSON line: a stable code (alerts key on
+/// it) and the message. Every program's line that carries one error carries this.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ErrorLine {
+    pub code: &'static str,
+    pub message: String,
+}
+
 /// Whether a run covered everything it was asked to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Completeness {

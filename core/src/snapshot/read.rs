@@ -51,6 +51,9 @@ impl Layout {
     }
 }
 
+/// A snapshot as read from its object: unreadable ones are kept, with their reason.
+pub type SnapshotRead = Result<VolumeSnapshot, ReadError>;
+
 /// One of vtsnap's VolumeSnapshots, as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VolumeSnapshot {
@@ -216,6 +219,33 @@ impl VolumeSnapshot {
             .and_then(|l| l.get(MANAGED_BY))
             .and_then(Value::as_str)
             == Some(MANAGED_BY_VTSNAP)
+    }
+
+    /// Whether a snapshot object (one of vtsnap's or not) carries the labels of `shard`, in
+    /// its namespace.
+    pub fn is_of_shard(obj: &Value, shard: &crate::shard::ShardRef) -> bool {
+        let label = |k: &str| {
+            obj.pointer("/metadata/labels")
+                .and_then(|l| l.get(k))
+                .and_then(Value::as_str)
+        };
+        obj.pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            == shard.namespace
+            && label(LABEL_CLUSTER) == Some(&shard.cluster)
+            && label(LABEL_KEYSPACE) == Some(&shard.keyspace)
+            && label(LABEL_SHARD) == Some(&shard.shard.safe_name())
+    }
+
+    /// The shard it is of.
+    pub fn shard_ref(&self) -> crate::shard::ShardRef {
+        crate::shard::ShardRef {
+            namespace: self.namespace.clone(),
+            cluster: self.cluster.clone(),
+            keyspace: self.keyspace.clone(),
+            shard: self.shard.clone(),
+        }
     }
 
     /// Reads a VolumeSnapshot object (as the API or `kubectl get -o json` gives it).

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{Event, PersistentVolume, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use vtsnap_core::config::Config;
-use vtsnap_core::events::{Subject, emit};
+use vtsnap_core::events::{EventType, Events, Subject};
 use vtsnap_core::fence::client::{
     FenceClientError, FenceSpec, acquire, delete_if_unchanged, renew,
 };
@@ -151,18 +151,21 @@ async fn events_are_found_by_a_field_selector_on_their_object() {
     let kube = RealKube::from_env().await;
     let ns = kube.namespace("events").await;
     let client = kube.client();
+    let events = Events::new(client.clone(), "vtsnap-snapshot");
     for (pod, reason) in [("tablet-a", "Fenced"), ("tablet-b", "Unfenced")] {
-        emit(
-            &client,
-            "vtsnap-snapshot",
-            &ns.name,
-            &Subject::pod(pod, ""),
-            reason,
-            &format!("{reason} {pod}"),
-            false,
-        )
-        .await;
+        events
+            .publish(
+                &Subject::pod(&ns.name, pod, ""),
+                EventType::Normal,
+                "Fence",
+                reason,
+                &format!("{reason} {pod}"),
+            )
+            .await;
     }
+    // Written as events.k8s.io/v1 Events, read here (as `kubectl describe` reads them) as
+    // core/v1 ones: the same objects, `note` as `message`, `reportingController` as
+    // `reportingComponent`.
     let api: Api<Event> = Api::namespaced(client, &ns.name);
     let lp = ListParams::default().fields("involvedObject.kind=Pod,involvedObject.name=tablet-a");
     let found = api.list(&lp).await.unwrap().items;
@@ -171,11 +174,10 @@ async fn events_are_found_by_a_field_selector_on_their_object() {
         .map(|e| e.reason.clone().unwrap_or_default())
         .collect();
     assert_eq!(reasons, ["Fenced"], "{found:?}");
+    assert_eq!(found[0].message.as_deref(), Some("Fenced tablet-a"));
+    assert_eq!(found[0].type_.as_deref(), Some("Normal"));
     assert_eq!(
-        found[0]
-            .source
-            .as_ref()
-            .and_then(|s| s.component.as_deref()),
+        found[0].reporting_component.as_deref(),
         Some("vtsnap-snapshot")
     );
 }

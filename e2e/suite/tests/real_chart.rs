@@ -22,7 +22,7 @@ use vtsnap_core::shard::ShardName;
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
-use vtsnap_admission::observe::Inventory as _;
+use vtsnap_admission::inventory::Inventory as _;
 use vtsnap_core::config::{Config, Mode};
 use vtsnap_gc::act::{GcOptions, run as gc_run};
 use vtsnap_snapshot::run::{RunOptions, run as snapshot_run};
@@ -324,7 +324,7 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
     // Its waits were woken by watches its Role allows: a refused watch falls back to
     // polling, which still passes but lengthens the fence window.
     assert_eq!(
-        vtsnap_core::wake::fallbacks(),
+        vtsnap_core::reconcile::watch::fallbacks(),
         0,
         "vtsnap-snapshot as its account fell back from a watch to polling (its Role lacks watch)"
     );

@@ -19,7 +19,7 @@ use vtsnap_core::shard::{ShardName, ShardRef};
 use vtsnap_core::snapshot::{ANN_DRILL, DrillOf, DrillResult, GROUP, VolumeSnapshot};
 use vtsnap_drill::act;
 use vtsnap_drill::decide::Refusal;
-use vtsnap_drill::objects::{self, Owner, Settings, Target};
+use vtsnap_drill::decide::objects::{self, Owner, Settings, Target};
 use vtsnap_drill::report::Outcome;
 use vtsnap_drill::run::{RunOptions, run};
 use vtsnap_testkit::operator_objects::{operator_shard, pvc_template};

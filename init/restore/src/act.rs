@@ -10,13 +10,27 @@ use std::path::Path;
 
 use serde::Serialize;
 use vtsnap_core::fault;
+use vtsnap_core::mycnf::{self, MyCnf, replace_uid_refs};
 
-use crate::beneath::Root;
+use crate::beneath::{OpenFor, Root};
 use crate::binlog;
-use crate::decide::{Plan, Step};
+use crate::decide::Decision;
+use crate::decide::plan::{Plan, Start, Step};
 use crate::durable::{self, Renamed};
 use crate::journal::{self, Journal};
-use crate::mycnf::{self, MyCnf, replace_uid_refs};
+
+/// Whether a run changes the volume (`--dry-run` does not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Apply,
+    DryRun,
+}
+
+impl Mode {
+    pub fn from_dry_run(dry_run: bool) -> Self {
+        if dry_run { Self::DryRun } else { Self::Apply }
+    }
+}
 
 /// What happened to one step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -91,7 +105,7 @@ fn run_step(root: &Root, plan: &Plan, step: &Step) -> io::Result<StepResult> {
             Ok(done(durable::retarget_symlink(root, link, target)?))
         }
         Step::PatchBinlogCheckpoints { file, offsets } => {
-            let (f, _) = root.open_file(file, true)?;
+            let (f, _) = root.open_file(file, OpenFor::Writing)?;
             let n = binlog::patch_checkpoints(
                 &f,
                 &file.display().to_string(),
@@ -129,15 +143,29 @@ fn run_step(root: &Root, plan: &Plan, step: &Step) -> io::Result<StepResult> {
     }
 }
 
-/// Executes `plan` on the volume at `root`. With `resumed`, the journal is already there.
-pub fn apply(root: &Root, plan: &Plan, resumed: bool) -> Result<Vec<StepReport>, ApplyError> {
+/// Carries out what was decided on the volume at `root`; a dry run only lists the steps.
+pub fn act(root: &Root, decision: &Decision, mode: Mode) -> Result<Vec<StepReport>, ApplyError> {
+    match (decision, mode) {
+        (Decision::Leave { .. }, _) => Ok(Vec::new()),
+        (Decision::Move { plan, .. }, Mode::DryRun) => Ok(planned(plan)),
+        (Decision::Move { plan, start }, Mode::Apply) => {
+            let resumed = *start == Start::Resume;
+            let span = tracing::info_span!("move", from = %plan.from, to = %plan.to, resumed);
+            let _g = span.enter();
+            apply(root, plan, *start)
+        }
+    }
+}
+
+/// Executes `plan` on the volume at `root`. A resumed plan's journal is already there.
+pub fn apply(root: &Root, plan: &Plan, start: Start) -> Result<Vec<StepReport>, ApplyError> {
     let journal_err = |source| ApplyError {
         index: 0,
         op: "journal",
         path: journal::JOURNAL_NAME.to_owned(),
         source,
     };
-    if !resumed {
+    if start == Start::Fresh {
         journal::write(root, &Journal::new(plan.clone())).map_err(journal_err)?;
     }
     fault::point("restore.journal-written");

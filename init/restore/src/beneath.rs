@@ -98,6 +98,23 @@ fn names(rel: &Path) -> io::Result<Vec<&OsStr>> {
         .collect()
 }
 
+/// What a regular file is opened for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenFor {
+    Reading,
+    /// Reading and writing.
+    Writing,
+}
+
+/// How a directory is held while walking to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DirHandle {
+    /// `O_PATH`: enough to walk on and to name entries by.
+    PathOnly,
+    /// Open for reading: to list it or fsync it.
+    Readable,
+}
+
 /// Splits `rel` into its parent and its last name.
 fn split(rel: &Path) -> io::Result<(&Path, &OsStr)> {
     let name = rel
@@ -129,9 +146,9 @@ impl Root {
         &self.dir
     }
 
-    /// Opens directory `rel` ("" is the root) without following any symlink; `readable`
-    /// for listing or fsync, else an `O_PATH` handle (needs only search permission).
-    fn walk(&self, rel: &Path, readable: bool) -> io::Result<OwnedFd> {
+    /// Opens directory `rel` ("" is the root) without following any symlink: readable
+    /// for listing or fsync, or an `O_PATH` handle (needs only search permission).
+    fn walk(&self, rel: &Path, handle: DirHandle) -> io::Result<OwnedFd> {
         let mut cur = rustix::fs::openat(
             &self.fd,
             ".",
@@ -160,7 +177,7 @@ impl Root {
                 Err(e) => return Err(e.into()),
             };
         }
-        if readable {
+        if handle == DirHandle::Readable {
             return Ok(rustix::fs::openat(
                 &cur,
                 ".",
@@ -173,7 +190,7 @@ impl Root {
 
     fn parent(&self, rel: &Path) -> io::Result<(OwnedFd, OsString)> {
         let (parent, name) = split(rel)?;
-        Ok((self.walk(parent, false)?, name.to_owned()))
+        Ok((self.walk(parent, DirHandle::PathOnly)?, name.to_owned()))
     }
 
     /// What is at `rel` (the entry itself, not a symlink's target); `None` if nothing is.
@@ -195,7 +212,7 @@ impl Root {
 
     /// The names in directory `rel`, sorted.
     pub fn list(&self, rel: &Path) -> io::Result<Vec<OsString>> {
-        let fd = self.walk(rel, true)?;
+        let fd = self.walk(rel, DirHandle::Readable)?;
         let mut out = Vec::new();
         for entry in rustix::fs::Dir::read_from(&fd)? {
             let entry = entry?;
@@ -210,7 +227,7 @@ impl Root {
 
     /// Opens the regular file `rel` for reading (or reading and writing). A symlink, a
     /// FIFO, a device or a directory is an error, and opening never blocks.
-    pub fn open_file(&self, rel: &Path, write: bool) -> io::Result<(File, Meta)> {
+    pub fn open_file(&self, rel: &Path, open: OpenFor) -> io::Result<(File, Meta)> {
         let (dir, name) = self.parent(rel)?;
         // Look before opening: opening some devices has side effects.
         let st = rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW)?;
@@ -228,7 +245,10 @@ impl Root {
         if kind != Kind::File {
             return Err(not_file(kind));
         }
-        let access = if write { OFlags::RDWR } else { OFlags::RDONLY };
+        let access = match open {
+            OpenFor::Reading => OFlags::RDONLY,
+            OpenFor::Writing => OFlags::RDWR,
+        };
         let fd = rustix::fs::openat(
             &dir,
             &name,
@@ -245,7 +265,7 @@ impl Root {
 
     /// Reads the regular file `rel` if it is at most `max` bytes.
     pub fn read_small(&self, rel: &Path, max: u64) -> io::Result<(Vec<u8>, Meta)> {
-        let (f, meta) = self.open_file(rel, false)?;
+        let (f, meta) = self.open_file(rel, OpenFor::Reading)?;
         let too_large = |len: u64| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -320,14 +340,14 @@ impl Root {
 
     /// Flushes directory `rel` so the renames and removals in it survive a crash.
     pub fn sync_dir(&self, rel: &Path) -> io::Result<()> {
-        Ok(rustix::fs::fsync(self.walk(rel, true)?)?)
+        Ok(rustix::fs::fsync(self.walk(rel, DirHandle::Readable)?)?)
     }
 
     /// Whether this process may write `rel` (a directory: create, rename and remove
     /// entries in it; a file: change its contents), by its effective ids.
     pub fn writable(&self, rel: &Path) -> io::Result<bool> {
         let (dir, name) = if rel.as_os_str().is_empty() {
-            (self.walk(rel, false)?, OsString::from("."))
+            (self.walk(rel, DirHandle::PathOnly)?, OsString::from("."))
         } else {
             self.parent(rel)?
         };
@@ -367,10 +387,22 @@ mod tests {
         symlink(out.join("f"), vol.join("a/flink")).unwrap();
         let root = Root::open(&vol).unwrap();
 
-        assert!(root.open_file(Path::new("a/link/f"), false).is_err());
-        assert!(root.open_file(Path::new("a/flink"), false).is_err());
-        assert!(root.open_file(Path::new("../out/f"), false).is_err());
-        assert!(root.open_file(Path::new("/etc/passwd"), false).is_err());
+        assert!(
+            root.open_file(Path::new("a/link/f"), OpenFor::Reading)
+                .is_err()
+        );
+        assert!(
+            root.open_file(Path::new("a/flink"), OpenFor::Reading)
+                .is_err()
+        );
+        assert!(
+            root.open_file(Path::new("../out/f"), OpenFor::Reading)
+                .is_err()
+        );
+        assert!(
+            root.open_file(Path::new("/etc/passwd"), OpenFor::Reading)
+                .is_err()
+        );
         assert!(root.create_new(Path::new("a/flink")).is_err());
         assert!(root.create_new(Path::new("a/link/new")).is_err());
         assert_eq!(

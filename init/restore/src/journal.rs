@@ -11,16 +11,15 @@ use std::io;
 use std::path::{Component, Path};
 
 use serde::{Deserialize, Serialize};
+use vtsnap_core::mycnf::replace_uid_refs;
 use vtsnap_core::naming::TabletUid;
 
 use crate::beneath::{Kind, Root};
-use crate::decide::{Plan, Step, may_remove};
+pub use crate::decide::plan::JOURNAL_NAME;
+use crate::decide::plan::{Plan, SERVER_ID_END, SERVER_ID_MIN, Step, may_remove};
 use crate::durable;
-use crate::mycnf::replace_uid_refs;
 use crate::refusal::Refusal;
-use crate::{SERVER_ID_END, SERVER_ID_MIN};
 
-pub const JOURNAL_NAME: &str = ".vtsnap-restore.journal";
 const VERSION: u32 = 1;
 /// The largest journal read; a plan of 100,000 binlogs is about 20 MiB.
 pub const MAX_LEN: u64 = 64 << 20;
@@ -216,7 +215,7 @@ pub fn remove(root: &Root) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decide::RemoveWhy;
+    use crate::decide::plan::RemoveWhy;
     use std::path::PathBuf;
 
     fn plan(steps: Vec<Step>) -> Plan {

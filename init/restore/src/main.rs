@@ -3,10 +3,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use vtsnap_core::cli::CommonArgs;
-use vtsnap_core::exit::Exit;
 use vtsnap_core::naming::TabletUid;
 use vtsnap_core::restore_pod;
-use vtsnap_restore::{Action, Options, RestoreError, run};
+use vtsnap_restore::act::Mode;
+use vtsnap_restore::{Options, report, run};
 
 /// Make a tablet volume cloned from another tablet's snapshot belong to this tablet.
 ///
@@ -50,15 +50,7 @@ struct Cli {
 
 fn main() -> ExitCode {
     // The last stdout line is a JSON summary, usage errors included.
-    let cli: Cli = match vtsnap_core::cli::parse(|_, message| {
-        let line = serde_json::json!({
-            "action": Action::Failed,
-            "dry_run": false,
-            "to_uid": null,
-            "error": { "code": "usage", "message": message },
-        });
-        println!("{line}");
-    }) {
+    let cli: Cli = match vtsnap_core::cli::parse(|_, message| report::bad_flags(message)) {
         Ok(c) => c,
         Err(exit) => return exit.into(),
     };
@@ -69,29 +61,10 @@ fn main() -> ExitCode {
         server_id: cli.server_id,
         dry_run: cli.dry_run,
     };
-    match run(&opts) {
-        Ok(outcome) => {
-            tracing::info!(
-                action = outcome.action.as_str(),
-                steps = outcome.steps.len(),
-                "restore finished"
-            );
-            println!("{}", serde_json::to_string(&outcome).unwrap_or_default());
-            Exit::Ok
-        }
-        Err(e) => report_error(&opts, &e),
-    }
+    report::end(
+        &run(&opts),
+        Mode::from_dry_run(opts.dry_run),
+        opts.tablet_uid,
+    )
     .into()
-}
-
-fn report_error(opts: &Options, e: &RestoreError) -> Exit {
-    tracing::error!(error = %e, code = e.code(), "restore did not complete");
-    let line = serde_json::json!({
-        "action": if e.exit() == Exit::Refused { Action::Refused } else { Action::Failed },
-        "dry_run": opts.dry_run,
-        "to_uid": opts.tablet_uid,
-        "error": { "code": e.code(), "message": e.to_string() },
-    });
-    println!("{line}");
-    e.exit()
 }

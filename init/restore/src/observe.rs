@@ -1,4 +1,7 @@
-//! Observe: read the volume into a plain value. Reads only; never changes anything.
+//! Observe: read the volume (the tablet directories, my.cnf, binlogs, a journal an
+//! earlier run left), the new server-id's randomness and this process's identity into
+//! [`Observed`]. Reads only; never changes anything. The pre-flight's later questions
+//! about the volume are answered here too, by [`LiveVolume`].
 //!
 //! The volume is the directory the tablet pod mounts at `/vt/vtdataroot` (PVC subPath
 //! `vtdataroot`). Paths inside my.cnf and inside symlinks are container paths under that
@@ -6,40 +9,127 @@
 //! leaves it.
 
 use std::ffi::OsString;
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use rustix::process::{getegid, geteuid, getgroups};
+use vtsnap_core::mycnf::{self, MyCnf};
 use vtsnap_core::naming::TabletUid;
-
-use crate::beneath::{Kind, Meta, Root};
-use crate::binlog::{self, LastBinlog};
-use crate::decide::{LogDir, MoveSource, TopDirLink, is_numbered_log};
-use crate::journal::{self, Journal};
-use crate::mycnf::{self, MyCnf};
-use crate::refusal::Refusal;
 pub use vtsnap_core::volume::{VolPath, Volume};
+
+use crate::beneath::{Kind, Meta, OpenFor, Root};
+use crate::binlog::{self, LastBinlog};
+use crate::decide::plan::{
+    LogDir, LogFile, MoveSource, SERVER_ID_END, SERVER_ID_MIN, TopDirLink, relay_log_file,
+};
+use crate::decide::preflight::{Process, VolumeView, wrong_kind};
+use crate::decide::{Found, NewServerId, Observed, POD_MOUNT};
+use crate::journal;
+use crate::refusal::Refusal;
 
 /// Directories under the tablet directory that Vitess may turn into symlinks to
 /// `$VTDATAROOT/<name>/vt_<uid>` (`go/vt/mysqlctl/mycnf_gen.go`, `TopLevelDirs`).
 pub const TOP_LEVEL_DIRS: [&str; 4] = ["data", "innodb", "relay-logs", "bin-logs"];
 
-/// Where vitess-operator mounts the volume; my.cnf's datadir tells the mount actually
-/// used, so this only classifies a symlink met before that is known (a symlinked my.cnf,
-/// or anything a resumed run finds: the journal does not record the mount).
-pub const POD_MOUNT: &str = vtsnap_core::restore_pod::VTDATAROOT;
+/// Why the volume could not be observed.
+#[derive(Debug, thiserror::Error)]
+pub enum ObserveError {
+    #[error("bad usage: --vtdataroot {} is not a directory ({source})", path.display())]
+    NotADirectory { path: PathBuf, source: io::Error },
+    #[error("refusing to change the volume: {0}")]
+    Refused(#[from] Refusal),
+    #[error("cannot pick a random server-id: {0}")]
+    Random(#[source] io::Error),
+}
 
-/// What the volume holds, as far as the restore is concerned.
-#[derive(Debug, Clone)]
-pub enum Observed {
-    /// No tablet directory: a fresh volume, normal provisioning.
-    Empty,
-    /// Only this tablet's own directory: a same-UID replacement.
-    Own { restore_in_progress: bool },
-    /// An interrupted earlier run left its journal: finish it.
-    Resume(Journal),
-    /// Exactly one other tablet's directory.
-    Move(Box<MoveSource>),
+/// Reads the volume at `vtdataroot` for tablet `mine`; `server_id` is the one asked for
+/// by flag, else one is drawn at random for a move.
+pub fn observe(
+    vtdataroot: &Path,
+    mine: TabletUid,
+    server_id: Option<u32>,
+) -> Result<Observed<LiveVolume>, ObserveError> {
+    let root = Root::open(vtdataroot).map_err(|source| ObserveError::NotADirectory {
+        path: vtdataroot.to_path_buf(),
+        source,
+    })?;
+    let found = found(&root, mine, server_id)?;
+    Ok(Observed {
+        mine,
+        found,
+        volume: LiveVolume::new(root),
+    })
+}
+
+/// A random server-id in [100, 2^31) that differs from `old`.
+pub fn random_server_id(old: Option<u32>) -> io::Result<u32> {
+    let mut f = std::fs::File::open("/dev/urandom")?;
+    loop {
+        let mut b = [0u8; 4];
+        f.read_exact(&mut b)?;
+        let id = SERVER_ID_MIN + u32::from_le_bytes(b) % (SERVER_ID_END - SERVER_ID_MIN);
+        if Some(id) != old {
+            return Ok(id);
+        }
+    }
+}
+
+/// The volume as it is, for the pre-flight's questions ([`VolumeView`]), and the handle
+/// act changes it through.
+#[derive(Debug)]
+pub struct LiveVolume {
+    root: Root,
+    vol: Volume,
+    process: Process,
+}
+
+impl LiveVolume {
+    pub fn new(root: Root) -> Self {
+        let process = Process {
+            uid: geteuid().as_raw(),
+            gid: getegid().as_raw(),
+            // Unknown groups grant nothing: the pre-flight then refuses rather than fails.
+            groups: getgroups()
+                .map(|g| g.iter().map(|g| g.as_raw()).collect())
+                .unwrap_or_default(),
+        };
+        Self {
+            vol: Volume::new(root.path()),
+            root,
+            process,
+        }
+    }
+
+    pub fn root(&self) -> &Root {
+        &self.root
+    }
+}
+
+impl VolumeView for LiveVolume {
+    fn entry(&self, rel: &Path) -> Result<Option<Meta>, Refusal> {
+        lstat(&self.root, rel)
+    }
+
+    fn writable(&self, rel: &Path) -> Result<bool, Refusal> {
+        self.root.writable(rel).map_err(|e| unreadable(rel, &e))
+    }
+
+    fn contents(&self, rel: &Path, max: u64) -> Result<Vec<u8>, Refusal> {
+        let (bytes, _) = self
+            .root
+            .read_small(rel, max)
+            .map_err(|e| unreadable(rel, &e))?;
+        Ok(bytes)
+    }
+
+    fn escape(&self, mount: &str, rel: &Path) -> Option<Refusal> {
+        self.vol.resolve(mount, rel).err().map(Refusal::from)
+    }
+
+    fn process(&self) -> &Process {
+        &self.process
+    }
 }
 
 fn unreadable(path: &Path, e: &io::Error) -> Refusal {
@@ -57,19 +147,11 @@ fn list_dir(root: &Root, rel: &Path) -> Result<Vec<OsString>, Refusal> {
     root.list(rel).map_err(|e| unreadable(rel, &e))
 }
 
-/// Why the entry at `rel` (of kind `found`) is not the `expected` kind: a symlink that
-/// leaves the volume or loops is named as such, anything else is the wrong type.
-pub fn wrong_kind(vol: &Volume, mount: &str, rel: &Path, found: Kind, expected: Kind) -> Refusal {
-    if found == Kind::Symlink
-        && let Err(e) = vol.resolve(mount, rel)
-    {
-        return e.into();
-    }
-    Refusal::WrongFileType {
-        path: rel.display().to_string(),
-        found: found.as_str(),
-        expected: expected.as_str(),
-    }
+/// [`wrong_kind`], telling a symlink that leaves the volume seen from `mount`.
+fn mismatch(vol: &Volume, mount: &str, rel: &Path, found: Kind, expected: Kind) -> Refusal {
+    wrong_kind(rel, found, expected, || {
+        vol.resolve(mount, rel).err().map(Refusal::from)
+    })
 }
 
 /// The entry at `rel` if it is of kind `want`; `None` if absent; refused if it is
@@ -84,7 +166,7 @@ fn expect(
     match lstat(root, rel)? {
         None => Ok(None),
         Some(m) if m.kind == want => Ok(Some(m)),
-        Some(m) => Err(wrong_kind(vol, mount, rel, m.kind, want)),
+        Some(m) => Err(mismatch(vol, mount, rel, m.kind, want)),
     }
 }
 
@@ -98,10 +180,10 @@ fn utf8(dir: &Path, name: &OsString) -> Result<String, Refusal> {
         })
 }
 
-/// Reads the volume. `mine` is the UID of the tablet this pod runs.
-pub fn observe(root: &Root, mine: TabletUid) -> Result<Observed, Refusal> {
+/// Reads what the volume holds. `mine` is the UID of the tablet this pod runs.
+fn found(root: &Root, mine: TabletUid, server_id: Option<u32>) -> Result<Found, ObserveError> {
     if let Some(j) = journal::read(root)? {
-        return Ok(Observed::Resume(j));
+        return Ok(Found::Resume(j.plan));
     }
     let names = list_dir(root, Path::new(""))?;
     let mut tablets = Vec::new();
@@ -119,21 +201,32 @@ pub fn observe(root: &Root, mine: TabletUid) -> Result<Observed, Refusal> {
     let others: Vec<TabletUid> = tablets.iter().copied().filter(|u| *u != mine).collect();
     let has_mine = tablets.contains(&mine);
     match (has_mine, others.as_slice()) {
-        (false, []) => Ok(Observed::Empty),
+        (false, []) => Ok(Found::Empty),
         (true, []) => {
             let rip = Path::new(&mine.tablet_dir_name()).join("restore_in_progress");
-            Ok(Observed::Own {
+            Ok(Found::Own {
                 restore_in_progress: lstat(root, &rip)?.is_some(),
             })
         }
         (true, [other, ..]) => Err(Refusal::BothPresent {
             old: *other,
             new: mine,
-        }),
-        (false, [one]) => observe_move(root, *one, mine).map(|m| Observed::Move(Box::new(m))),
+        }
+        .into()),
+        (false, [one]) => {
+            let source = Box::new(observe_move(root, *one, mine)?);
+            let server_id = match server_id {
+                Some(id) => NewServerId::Given(id),
+                None => NewServerId::Drawn(
+                    random_server_id(source.old_server_id).map_err(ObserveError::Random)?,
+                ),
+            };
+            Ok(Found::Move { source, server_id })
+        }
         (false, several) => Err(Refusal::SeveralTablets {
             uids: several.to_vec(),
-        }),
+        }
+        .into()),
     }
 }
 
@@ -183,7 +276,7 @@ fn read_mycnf(root: &Root, vol: &Volume, path: &Path) -> Result<MyCnf, Refusal> 
             });
         }
         Some(m) if m.kind != Kind::File => {
-            return Err(wrong_kind(vol, POD_MOUNT, path, m.kind, Kind::File));
+            return Err(mismatch(vol, POD_MOUNT, path, m.kind, Kind::File));
         }
         Some(m) if m.len > mycnf::MAX_LEN as u64 => {
             return Err(bad_cnf(
@@ -453,30 +546,6 @@ fn observe_move(root: &Root, from: TabletUid, to: TabletUid) -> Result<MoveSourc
     })
 }
 
-/// How the move treats a file named `<log base>.<suffix>` in a log directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogFile {
-    /// Part of the log: the move acts on it.
-    Keep,
-    /// The server's own bookkeeping of the log: left as it is.
-    Skip,
-    /// Not part of any log: the setting names something else.
-    NotALog,
-}
-
-/// Sorts a file whose name starts with `<base>.` in the relay-log directory. Besides the
-/// numbered logs and the index, MySQL writes `<index>_crash_safe` and `<base>.~rec~`
-/// while it rewrites the index (`sql/binlog.cc`), and the info file may share the base.
-pub fn relay_log_file(name: &str, base: &str) -> LogFile {
-    if is_numbered_log(name, base) || name == format!("{base}.index") {
-        return LogFile::Keep;
-    }
-    match name.strip_prefix(base).and_then(|r| r.strip_prefix('.')) {
-        Some("index_crash_safe" | "~rec~" | "info") => LogFile::Skip,
-        _ => LogFile::NotALog,
-    }
-}
-
 /// Scans the binlog the index lists last; a crash image needs its checkpoints patched.
 fn last_binlog(
     root: &Root,
@@ -506,34 +575,9 @@ fn last_binlog(
         });
     }
     let (file, _) = root
-        .open_file(&path, false)
+        .open_file(&path, OpenFor::Reading)
         .map_err(|e| unreadable(&path, &e))?;
     let scan = binlog::scan_last(&file, &path.display().to_string(), prefix)
         .map_err(|e| bad(&path, e.to_string()))?;
     Ok(Some((path, scan)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn relay_log_files_are_sorted_by_suffix() {
-        let b = "vt-0000000101-relay-bin";
-        for (name, want) in [
-            ("vt-0000000101-relay-bin.000001", LogFile::Keep),
-            ("vt-0000000101-relay-bin.index", LogFile::Keep),
-            ("vt-0000000101-relay-bin.index_crash_safe", LogFile::Skip),
-            ("vt-0000000101-relay-bin.~rec~", LogFile::Skip),
-            ("vt-0000000101-relay-bin.info", LogFile::Skip),
-            ("vt-0000000101-relay-bin.", LogFile::NotALog),
-            ("vt-0000000101-relay-bin.00a1", LogFile::NotALog),
-            ("vt-0000000101-relay-bin.ibd", LogFile::NotALog),
-            ("vt-0000000101-relay-bin.index.bak", LogFile::NotALog),
-        ] {
-            assert_eq!(relay_log_file(name, b), want, "{name}");
-        }
-        assert_eq!(relay_log_file("t0.ibd", "t0"), LogFile::NotALog);
-        assert_eq!(relay_log_file("my.cnf", "my"), LogFile::NotALog);
-    }
 }

@@ -13,12 +13,13 @@ use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::{Value, json};
 use vtsnap_core::coverage::Coverage;
-use vtsnap_core::events::{self, Subject};
+use vtsnap_core::events::{EventType, Events, Subject};
 use vtsnap_core::reconcile::{Refusal, Waited, wait_until};
 use vtsnap_core::snapshot::{ANN_DRILL, DrillOf, DrillRecord, DrillResult};
 
+use crate::decide::outcome::{self, WaitEnd, Watched};
 use crate::error::DrillError;
-use crate::outcome::{self, Watched};
+use crate::observe::pod::{PodStatus, unschedulable};
 
 /// The component name of the drill's Events.
 pub const COMPONENT: &str = "vtsnap-drill";
@@ -30,22 +31,6 @@ pub struct Done {
     pub record: Option<DrillRecord>,
     /// What could not be removed (the garbage collector will, through the owner).
     pub left: Vec<String>,
-}
-
-fn value_of<K: serde::Serialize>(k: Option<&K>) -> Option<Value> {
-    k.and_then(|k| serde_json::to_value(k).ok())
-}
-
-fn unschedulable(pod: Option<&Value>) -> Option<String> {
-    pod?.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| {
-            c.get("type").and_then(Value::as_str) == Some("PodScheduled")
-                && c.get("status").and_then(Value::as_str) == Some("False")
-        })
-        .and_then(|c| c.get("message").and_then(Value::as_str))
-        .map(str::to_owned)
 }
 
 /// Runs one drill: `pvc` and `pod` (named `name`) restore `snapshot` in `namespace`.
@@ -120,25 +105,23 @@ pub async fn drill(
         }
     };
     let left = limit.saturating_sub(started.elapsed());
-    let ended = |p: Option<&Pod>| value_of(p).is_some_and(|v| outcome::finished(&v));
-    let (last, timed_out) = if pvc_bound_ms.is_some() {
+    let ended = |p: Option<&Pod>| p.is_some_and(|p| outcome::finished(&PodStatus::read(p)));
+    let (last, wait) = if pvc_bound_ms.is_some() {
         match wait_until(&pods, name, left, ended).await {
-            Waited::Met(pod) => (pod, false),
-            Waited::TimedOut { last, .. } => (last.present().cloned(), true),
+            Waited::Met(pod) => (pod, WaitEnd::Finished),
+            Waited::TimedOut { last, .. } => (last.present().cloned(), WaitEnd::Deadline),
             Waited::Refused(r) => {
                 made.clean_up(&mut done).await;
                 return Err(refused("Pod", r, done));
             }
         }
     } else {
-        (pods.get_opt(name).await.ok().flatten(), true)
+        (pods.get_opt(name).await.ok().flatten(), WaitEnd::Deadline)
     };
-    let last = value_of(last.as_ref());
     done.steps.push(
-        if timed_out {
-            "deadline"
-        } else {
-            "pod-finished"
+        match wait {
+            WaitEnd::Deadline => "deadline",
+            WaitEnd::Finished => "pod-finished",
         }
         .into(),
     );
@@ -146,9 +129,9 @@ pub async fn drill(
         outcome::record(
             &Watched {
                 pvc_bound_ms,
-                unschedulable: unschedulable(last.as_ref()),
-                pod: last,
-                timed_out,
+                unschedulable: last.as_ref().and_then(unschedulable),
+                pod: last.as_ref().map(PodStatus::read),
+                wait,
             },
             record_for,
             Timestamp::now(),
@@ -246,10 +229,11 @@ pub async fn write_record(
             snapshot: format!("{namespace}/{snapshot}"),
             source,
         })?;
-    let (reason, message, warning) = match record.result {
+    let (type_, reason, message) = match record.result {
         DrillResult::Passed => {
             let rto = record.rto.unwrap_or_default();
             (
+                EventType::Normal,
                 "DrillPassed",
                 format!(
                     "restored and checked: RTO {} ms (PVC bound {} ms, restore {} ms, mysqld ready {} ms)",
@@ -258,27 +242,25 @@ pub async fn write_record(
                     rto.restore_ms,
                     rto.mysqld_ready_ms
                 ),
-                false,
             )
         }
         DrillResult::Failed => (
+            EventType::Warning,
             "DrillFailed",
             format!(
                 "the restore drill failed: {}",
                 record.reason.as_deref().unwrap_or_default()
             ),
-            true,
         ),
     };
-    events::emit(
-        kube,
-        COMPONENT,
-        namespace,
-        &Subject::snapshot(snapshot),
-        reason,
-        &message,
-        warning,
-    )
-    .await;
+    Events::new(kube.clone(), COMPONENT)
+        .publish(
+            &Subject::snapshot(namespace, snapshot),
+            type_,
+            "RecordDrill",
+            reason,
+            &message,
+        )
+        .await;
     Ok(())
 }

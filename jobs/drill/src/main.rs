@@ -11,12 +11,14 @@ use vtsnap_core::exit::Exit;
 use vtsnap_core::naming::TabletUid;
 use vtsnap_core::shard::ShardName;
 use vtsnap_core::snapshot::parse_position;
-use vtsnap_drill::check::{self, Expectation, ProbeOptions};
-use vtsnap_drill::metrics;
-use vtsnap_drill::objects::{Owner, Settings, defaults};
-use vtsnap_drill::report::Summary;
+use vtsnap_drill::check;
+use vtsnap_drill::decide;
+use vtsnap_drill::decide::objects::{Owner, Settings, defaults};
+use vtsnap_drill::decide::verdict::Expectation;
+use vtsnap_drill::observe::server::{self, ProbeOptions};
+use vtsnap_drill::observe::{self, dump};
+use vtsnap_drill::report::{Summary, metrics};
 use vtsnap_drill::run::{self, RunOptions};
-use vtsnap_drill::{decide, observe, offline};
 
 /// Restore drills: prove that a shard's snapshot restores, and measure how long it takes.
 #[derive(Debug, Parser)]
@@ -276,12 +278,12 @@ fn plan_offline(d: &DrillArgs, objects: &Path, shard_state: Option<&Path>) -> Ex
         Ok(c) => c,
         Err(e) => return usage(e.to_string()),
     };
-    let list = match offline::read_json(objects, "a dump") {
+    let list = match dump::read_json(objects, "a dump") {
         Ok(v) => v,
         Err(e) => return usage(format!("--objects: {e}")),
     };
     let state = match shard_state.map(|p| {
-        offline::read_json(p, "a shard state").and_then(|v| {
+        dump::read_json(p, "a shard state").and_then(|v| {
             serde_json::from_value(v)
                 .map_err(|e| format!("{}: not a shard state: {e}", p.display()))
         })
@@ -290,7 +292,7 @@ fn plan_offline(d: &DrillArgs, objects: &Path, shard_state: Option<&Path>) -> Ex
         Some(Ok(s)) => Some(s),
         Some(Err(e)) => return usage(format!("--shard-state: {e}")),
     };
-    let observed = match offline::from_dump(&configured, &list, state, d.snapshot.clone()) {
+    let observed = match dump::from_dump(&configured, &list, state, d.snapshot.clone()) {
         Ok(o) => o,
         Err(e) => return usage(format!("--objects {}: {e}", objects.display())),
     };
@@ -408,7 +410,7 @@ fn run_check(
     }
     if then == Then::ShutDown
         && report.mysqld_ready_ms.is_some()
-        && let Err(e) = runtime.block_on(check::shutdown(opts))
+        && let Err(e) = runtime.block_on(server::shutdown(opts))
     {
         tracing::warn!(error = %e, "mysqld was not shut down; the Pod's deadline ends it");
     }

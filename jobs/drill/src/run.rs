@@ -7,9 +7,9 @@ use vtsnap_core::config::Config;
 use vtsnap_core::shard::ShardName;
 
 use crate::act;
+use crate::decide::objects::{Owner, Settings};
 use crate::decide::{self, Plan};
 use crate::error::DrillError;
-use crate::objects::{Owner, Settings};
 use crate::observe;
 use crate::report::{Outcome, Summary};
 

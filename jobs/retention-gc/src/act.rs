@@ -13,17 +13,17 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 use vtsnap_core::config::Config;
-use vtsnap_core::events::{self, Subject};
+use vtsnap_core::events::{EventType, Events, Subject};
 use vtsnap_core::fence::client as fence_client;
 use vtsnap_core::reconcile::{
     ActError, Change, Completeness, ObjectKey, ReplaceError, apis, replace_with_retry,
 };
 use vtsnap_core::snapshot;
 
+use crate::decide::failed_restores::{MarkUnusable, Reprovision};
 use crate::decide::{CoverageState, OwnerChange, Plan, plan};
 use crate::observe::{Inventory, Observed, observe};
 use crate::report::{self, GcRun};
-use crate::restores::{MarkUnusable, Reprovision};
 
 pub use crate::report::GcReport;
 
@@ -53,18 +53,22 @@ pub async fn run(config: &Config, opts: &GcOptions, kube: kube::Client) -> GcRep
     let p = plan(config, &inv, now, only);
     let mut report = GcReport::new(GcRun::new(opts.dry_run, p.clone(), unreadable));
     if !opts.dry_run {
+        let events = Events::new(kube.clone(), COMPONENT);
         recover_fences(&kube, &p, opts.node_timeout, &mut report).await;
-        delete_snapshots(&kube, &p, &inv, &mut report).await;
-        act_on_restores(&kube, &p, &inv, &mut report).await;
+        delete_snapshots(&kube, &events, &p, &inv, &mut report).await;
+        act_on_restores(&kube, &events, &p, &inv, &mut report).await;
         sync_owners(&kube, &p, &mut report).await;
-        warn_coverage(&kube, &p, &inv).await;
-        warn_not_reprovisioned(&kube, &p).await;
-        warn_not_replicating(&kube, &p).await;
+        warn_coverage(&events, &p, &inv).await;
+        warn_not_reprovisioned(&events, &p).await;
+        warn_not_replicating(&events, &p).await;
     }
     report::log(&p, opts.dry_run);
     report.finish(complete);
     report
 }
+
+/// The `reportingController` of the GC's Events.
+const COMPONENT: &str = "vtsnap-gc";
 
 /// Recovers expired fences (the node helper puts the tablet back); a lease gone meanwhile
 /// is done.
@@ -91,11 +95,17 @@ async fn recover_fences(kube: &kube::Client, p: &Plan, timeout: Duration, report
 
 /// Deletes the planned snapshots, each with an Event on its VitessCluster; one deleted by
 /// someone else meanwhile is done.
-async fn delete_snapshots(kube: &kube::Client, p: &Plan, inv: &Inventory, report: &mut GcReport) {
-    let owner_of: BTreeMap<(&str, &str), &str> = inv
+async fn delete_snapshots(
+    kube: &kube::Client,
+    events: &Events,
+    p: &Plan,
+    inv: &Inventory,
+    report: &mut GcReport,
+) {
+    let owner_of: BTreeMap<ObjectKey, &str> = inv
         .snapshots
         .iter()
-        .map(|s| ((s.namespace.as_str(), s.name.as_str()), s.cluster.as_str()))
+        .map(|s| (ObjectKey::new(&s.namespace, &s.name), s.cluster.as_str()))
         .collect();
     for d in &p.delete {
         let key = ObjectKey::new(&d.namespace, &d.name);
@@ -105,21 +115,20 @@ async fn delete_snapshots(kube: &kube::Client, p: &Plan, inv: &Inventory, report
         {
             Ok(_) => {
                 report.run.deleted.push(key.to_string());
-                if let Some(cluster) = owner_of.get(&(d.namespace.as_str(), d.name.as_str())) {
+                if let Some(cluster) = owner_of.get(&key) {
                     let uid = inv
                         .clusters
-                        .get(&(d.namespace.clone(), (*cluster).to_owned()))
+                        .get(&ObjectKey::new(&d.namespace, *cluster))
                         .map(|c| c.uid.as_str());
-                    events::emit(
-                        kube,
-                        "vtsnap-gc",
-                        &d.namespace,
-                        &Subject::vitess_cluster(cluster, uid),
-                        "SnapshotDeleted",
-                        &format!("deleted VolumeSnapshot {} ({})", d.name, d.reason),
-                        false,
-                    )
-                    .await;
+                    events
+                        .publish(
+                            &Subject::vitess_cluster(&d.namespace, cluster, uid),
+                            EventType::Normal,
+                            "DeleteSnapshot",
+                            "SnapshotDeleted",
+                            &format!("deleted VolumeSnapshot {} ({})", d.name, d.reason),
+                        )
+                        .await;
                 }
             }
             Err(kube::Error::Api(s)) if s.code == 404 => report.run.deleted.push(key.to_string()),
@@ -257,23 +266,28 @@ async fn sync_owner(kube: &kube::Client, c: &OwnerChange, edit: OwnerEdit) -> Re
 
 /// Marks snapshots unusable, then un-sticks restores: a stuck restore whose snapshot could
 /// not be marked is left for the next run (the recreated PVC would pick it again).
-async fn act_on_restores(kube: &kube::Client, p: &Plan, inv: &Inventory, report: &mut GcReport) {
+async fn act_on_restores(
+    kube: &kube::Client,
+    events: &Events,
+    p: &Plan,
+    inv: &Inventory,
+    report: &mut GcReport,
+) {
     let mut failed_marks = BTreeSet::new();
     for m in &p.restores.mark_unusable {
         let key = ObjectKey::new(&m.namespace, &m.snapshot);
         match mark_unusable(kube, m).await {
             Ok(()) => {
                 report.run.marked_unusable.push(key.to_string());
-                events::emit(
-                    kube,
-                    "vtsnap-gc",
-                    &m.namespace,
-                    &Subject::snapshot(&m.snapshot),
-                    "SnapshotUnusable",
-                    &m.message,
-                    true,
-                )
-                .await;
+                events
+                    .publish(
+                        &Subject::snapshot(&m.namespace, &m.snapshot),
+                        EventType::Warning,
+                        "MarkUnusable",
+                        "SnapshotUnusable",
+                        &m.message,
+                    )
+                    .await;
             }
             Err(e) => {
                 report.errors.push(ActError::new(
@@ -285,10 +299,10 @@ async fn act_on_restores(kube: &kube::Client, p: &Plan, inv: &Inventory, report:
             }
         }
     }
-    let cluster_of: BTreeMap<(&str, &str), &str> = inv
+    let cluster_of: BTreeMap<ObjectKey, &str> = inv
         .restored
         .iter()
-        .map(|r| ((r.namespace.as_str(), r.name.as_str()), r.cluster.as_str()))
+        .map(|r| (ObjectKey::new(&r.namespace, &r.name), r.cluster.as_str()))
         .collect();
     for u in &p.restores.unstick {
         if failed_marks.contains(&ObjectKey::new(&u.namespace, &u.snapshot)) {
@@ -305,24 +319,23 @@ async fn act_on_restores(kube: &kube::Client, p: &Plan, inv: &Inventory, report:
         match done {
             Ok(()) => {
                 report.run.unstuck.push(key.to_string());
-                if let Some(cluster) = cluster_of.get(&(u.namespace.as_str(), u.pvc.as_str())) {
+                if let Some(cluster) = cluster_of.get(&ObjectKey::new(&u.namespace, &u.pvc)) {
                     let uid = inv
                         .clusters
-                        .get(&(u.namespace.clone(), (*cluster).to_owned()))
+                        .get(&ObjectKey::new(&u.namespace, *cluster))
                         .map(|c| c.uid.as_str());
-                    events::emit(
-                        kube,
-                        "vtsnap-gc",
-                        &u.namespace,
-                        &Subject::vitess_cluster(cluster, uid),
-                        "RestoreUnstuck",
-                        &format!(
-                            "Pod and PVC {} deleted after {}s Pending: snapshot {} restores only on node {}; the operator recreates them",
-                            u.pvc, u.pending_seconds, u.snapshot, u.node
-                        ),
-                        true,
-                    )
-                    .await;
+                    events
+                        .publish(
+                            &Subject::vitess_cluster(&u.namespace, cluster, uid),
+                            EventType::Warning,
+                            "UnstickRestore",
+                            "RestoreUnstuck",
+                            &format!(
+                                "Pod and PVC {} deleted after {}s Pending: snapshot {} restores only on node {}; the operator recreates them",
+                                u.pvc, u.pending_seconds, u.snapshot, u.node
+                            ),
+                        )
+                        .await;
                 }
             }
             Err(e) => report
@@ -355,19 +368,18 @@ async fn act_on_restores(kube: &kube::Client, p: &Plan, inv: &Inventory, report:
         match done {
             Ok(()) => {
                 report.run.reprovisioned.push(key.to_string());
-                events::emit(
-                    kube,
-                    "vtsnap-gc",
-                    &r.namespace,
-                    &Subject::snapshot(&r.snapshot),
-                    "TabletReprovisioned",
-                    &format!(
-                        "Pod and PVC {} deleted: restored from {}, it cannot catch up ({}); the operator recreates them and vttablet restores from the regular backup",
-                        r.pvc, r.snapshot, r.io_error
-                    ),
-                    true,
-                )
-                .await;
+                events
+                    .publish(
+                        &Subject::snapshot(&r.namespace, &r.snapshot),
+                        EventType::Warning,
+                        "ReprovisionTablet",
+                        "TabletReprovisioned",
+                        &format!(
+                            "Pod and PVC {} deleted: restored from {}, it cannot catch up ({}); the operator recreates them and vttablet restores from the regular backup",
+                            r.pvc, r.snapshot, r.io_error
+                        ),
+                    )
+                    .await;
             }
             Err(e) => {
                 report
@@ -400,42 +412,40 @@ async fn record_reprovisioned(kube: &kube::Client, r: &Reprovision) -> Result<()
 }
 
 /// A Warning Event on each snapshot whose restored tablet is left as it is.
-async fn warn_not_reprovisioned(kube: &kube::Client, p: &Plan) {
+async fn warn_not_reprovisioned(events: &Events, p: &Plan) {
     for n in &p.restores.not_reprovisioned {
-        events::emit(
-            kube,
-            "vtsnap-gc",
-            &n.namespace,
-            &Subject::snapshot(&n.snapshot),
-            "TabletNotReprovisioned",
-            &format!(
-                "the tablet of PVC {} restored from it cannot catch up and is not re-provisioned: {}",
-                n.pvc, n.why
-            ),
-            true,
-        )
-        .await;
+        events
+            .publish(
+                &Subject::snapshot(&n.namespace, &n.snapshot),
+                EventType::Warning,
+                "ReprovisionTablet",
+                "TabletNotReprovisioned",
+                &format!(
+                    "the tablet of PVC {} restored from it cannot catch up and is not re-provisioned: {}",
+                    n.pvc, n.why
+                ),
+            )
+            .await;
     }
 }
 
 /// A Warning Event on each snapshot whose restored tablet nothing started replicating.
-async fn warn_not_replicating(kube: &kube::Client, p: &Plan) {
+async fn warn_not_replicating(events: &Events, p: &Plan) {
     for n in &p.restores.not_replicating {
-        events::emit(
-            kube,
-            "vtsnap-gc",
-            &n.namespace,
-            &Subject::snapshot(&n.snapshot),
-            "TabletNotReplicating",
-            &n.message(),
-            true,
-        )
-        .await;
+        events
+            .publish(
+                &Subject::snapshot(&n.namespace, &n.snapshot),
+                EventType::Warning,
+                "CheckReplication",
+                "TabletNotReplicating",
+                &n.message(),
+            )
+            .await;
     }
 }
 
 /// A Warning Event on the VitessCluster for each shard whose coverage is at risk.
-async fn warn_coverage(kube: &kube::Client, p: &Plan, inv: &Inventory) {
+async fn warn_coverage(events: &Events, p: &Plan, inv: &Inventory) {
     for c in &p.coverage {
         let CoverageState::Known {
             warning: Some(w), ..
@@ -445,17 +455,16 @@ async fn warn_coverage(kube: &kube::Client, p: &Plan, inv: &Inventory) {
         };
         let uid = inv
             .clusters
-            .get(&(c.namespace.clone(), c.cluster.clone()))
+            .get(&ObjectKey::new(&c.namespace, &c.cluster))
             .map(|k| k.uid.as_str());
-        events::emit(
-            kube,
-            "vtsnap-gc",
-            &c.namespace,
-            &Subject::vitess_cluster(&c.cluster, uid),
-            "CoverageAtRisk",
-            &format!("{}/{}: {w}", c.keyspace, c.shard),
-            true,
-        )
-        .await;
+        events
+            .publish(
+                &Subject::vitess_cluster(&c.namespace, &c.cluster, uid),
+                EventType::Warning,
+                "CheckCoverage",
+                "CoverageAtRisk",
+                &format!("{}/{}: {w}", c.keyspace, c.shard),
+            )
+            .await;
     }
 }

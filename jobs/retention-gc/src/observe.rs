@@ -16,17 +16,15 @@ use vtsnap_core::config::Config;
 use vtsnap_core::coverage::Exactness;
 use vtsnap_core::input;
 use vtsnap_core::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
-use vtsnap_core::naming::{KeyRange, TabletAlias};
-use vtsnap_core::reconcile::{Read, apis, list};
+use vtsnap_core::naming::KeyRange;
+use vtsnap_core::reconcile::{ObjectKey, Read, apis, list};
 use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::{
     LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, ReadError, VolumeSnapshot,
 };
-use vtsnap_core::vtctld::client::CallLimits;
-use vtsnap_core::vtctld::messages::replicationdata::STATE_STOPPED;
-use vtsnap_core::vtctld::{TabletType, VtctldClient};
 
 mod binlogs;
+mod catch_up;
 mod objects;
 
 pub use vtsnap_core::coverage::PrimaryBinlogs;
@@ -278,35 +276,43 @@ pub struct Cluster {
 pub struct LeaseRef {
     pub namespace: String,
     pub name: String,
-    pub expired: bool,
+    pub expiry: Expiry,
+}
+
+/// Whether a fence lease's holder still renews it, as of the time it was read at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// Renewed within its duration: its holder may still be at work.
+    Live,
+    /// Not renewed within its duration: its holder is gone.
+    Expired,
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct Inventory {
     pub snapshots: Vec<Snap>,
-    /// `(namespace, snapshot name)` that a Pending PVC names as its data source.
-    pub in_use: BTreeSet<(String, String)>,
+    /// The snapshots a Pending PVC names as its data source.
+    pub in_use: BTreeSet<ObjectKey>,
     /// Namespaces with a Pending PVC whose data source cannot be read ([`Scope::Any`]: a
     /// PVC whose own namespace is unknown): no snapshot there is deleted.
     pub in_use_unknown: BTreeSet<Scope>,
     pub leases: Vec<LeaseRef>,
-    /// Keyed by `(namespace, name)`.
-    pub clusters: BTreeMap<(String, String), Cluster>,
+    pub clusters: BTreeMap<ObjectKey, Cluster>,
     /// VitessClusters that could not be read, or were seen twice: never used, even if
     /// a readable copy comes along.
-    pub unusable_clusters: BTreeSet<(String, String)>,
+    pub unusable_clusters: BTreeSet<ObjectKey>,
     /// vtsnap's snapshots and leases that could not be read.
     pub unreadable: Vec<UnreadableObject>,
     /// Tablet PVCs restored from a snapshot (readable ones; others are not watched).
     pub restored: Vec<RestoredPvc>,
-    /// Tablet Pods by `(namespace, name)`.
-    pub pods: BTreeMap<(String, String), PodInfo>,
-    /// The last replication IO error vtctld reported for restored tablets, by their PVC's
-    /// `(namespace, name)` (observed by `run`; none from a dump).
-    pub catch_up: BTreeMap<(String, String), String>,
+    /// Tablet Pods.
+    pub pods: BTreeMap<ObjectKey, PodInfo>,
+    /// The last replication IO error vtctld reported for restored tablets, by their PVC
+    /// (observed by `run`; none from a dump).
+    pub catch_up: BTreeMap<ObjectKey, String>,
     /// Restored tablets (by PVC) of type REPLICA or RDONLY whose replication is stopped
     /// without an error: nothing started it (vttablet leaves that to VTOrc).
-    pub not_replicating: BTreeSet<(String, String)>,
+    pub not_replicating: BTreeSet<ObjectKey>,
     /// What each shard's primary purged from its binlogs, for catch-up coverage
     /// (observed by `run`; none from a dump, so coverage is unknown there).
     pub binlogs: BTreeMap<ShardRef, Read<PrimaryBinlogs>>,
@@ -383,7 +389,7 @@ impl Inventory {
             .and_then(Value::as_str)
             .and_then(|t| t.parse().ok());
         self.pods.insert(
-            (ns, name),
+            ObjectKey::new(ns, name),
             PodInfo {
                 uid,
                 resource_version: s(v, "/metadata/resourceVersion"),
@@ -414,11 +420,11 @@ impl Inventory {
     /// `unreadable` and left out: its shards count as existing and its snapshots' owners
     /// are left as they are.
     pub fn add_cluster(&mut self, v: &Value) {
-        let key = (s(v, "/metadata/namespace"), s(v, "/metadata/name"));
+        let key = ObjectKey::new(s(v, "/metadata/namespace"), s(v, "/metadata/name"));
         let read = Cluster::read(v).and_then(|(key, c)| {
             if self.clusters.remove(&key).is_some() || self.unusable_clusters.contains(&key) {
                 return Err(Unreadable::ClusterDuplicate {
-                    cluster: format!("{}/{}", key.0, key.1),
+                    cluster: key.to_string(),
                 });
             }
             Ok((key, c))
@@ -563,7 +569,7 @@ pub async fn observe(
             }
         }
     }
-    observe_catch_up(kube, config, &mut seen.inventory).await;
+    catch_up::observe_catch_up(kube, config, &mut seen.inventory).await;
     binlogs::observe_binlogs(kube, config, &mut seen.inventory).await;
     seen
 }
@@ -635,86 +641,6 @@ async fn observe_namespace(
         |v| part.add_pod(v),
     )
     .await
-}
-
-/// Asks vtctld how the replication of each restored, running tablet goes: its last IO
-/// error, if any. Only tablets whose snapshot still exists are asked, usable or not (a
-/// PVC may be forced onto an unusable one by hand): a tablet restored from a snapshot
-/// the retention has since deleted is an ordinary replica by now, not vtsnap's to
-/// re-provision. An error here leaves the tablet out (no action is taken on an unknown).
-async fn observe_catch_up(kube: &kube::Client, config: &Config, inv: &mut Inventory) {
-    let present: BTreeSet<(&str, &str)> = inv
-        .snapshots
-        .iter()
-        .map(|s| (s.namespace.as_str(), s.name.as_str()))
-        .collect();
-    let mut by_cluster: BTreeMap<(String, String), Vec<(String, TabletAlias)>> = BTreeMap::new();
-    for r in &inv.restored {
-        let running = inv
-            .pods
-            .get(&(r.namespace.clone(), r.name.clone()))
-            .is_some_and(|p| p.phase == "Running");
-        if !(r.bound && running && present.contains(&(r.namespace.as_str(), r.snapshot.as_str()))) {
-            continue;
-        }
-        if let Some(alias) = &r.tablet {
-            by_cluster
-                .entry((r.namespace.clone(), r.cluster.clone()))
-                .or_default()
-                .push((r.name.clone(), alias.clone()));
-        }
-    }
-    for ((ns, cluster), tablets) in by_cluster {
-        let Some(cl) = config.cluster_in(&ns, &cluster) else {
-            continue;
-        };
-        let vtctld = match vtsnap_core::discover::vtctld_endpoint(kube, &ns, &cluster, &cl.vtctld)
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|e| VtctldClient::new(&e, CallLimits::default()).map_err(|e| e.to_string()))
-        {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::warn!(cluster = %format!("{ns}/{cluster}"), error = %e, "no vtctld: restored tablets are not checked");
-                continue;
-            }
-        };
-        for (pvc, alias) in tablets {
-            match vtctld.get_full_status(&alias).await {
-                Ok(st) => {
-                    let stopped = st.replication_status.as_ref().is_some_and(|r| {
-                        // stopped, not connecting or unknown: nothing is trying
-                        r.io_state == STATE_STOPPED
-                            && r.sql_state == STATE_STOPPED
-                            && r.last_io_error.is_empty()
-                            && r.last_sql_error.is_empty()
-                    });
-                    let io = st
-                        .replication_status
-                        .map(|r| r.last_io_error)
-                        .unwrap_or_default();
-                    if !io.is_empty() {
-                        inv.catch_up.insert((ns.clone(), pvc.clone()), io);
-                    }
-                    // A drained tablet's replication is stopped on purpose (a snapshot's
-                    // fence); only a serving type's is a restore nothing started.
-                    if stopped && serving_type(&vtctld, &alias).await {
-                        inv.not_replicating.insert((ns.clone(), pvc));
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(tablet = %alias, error = %e, "GetFullStatus failed: not checked")
-                }
-            }
-        }
-    }
-}
-
-/// Whether vtctld says the tablet is a REPLICA or an RDONLY (a read that fails: no).
-async fn serving_type(vtctld: &VtctldClient, alias: &TabletAlias) -> bool {
-    vtctld.get_tablet(alias).await.is_ok_and(|t| {
-        t.r#type == TabletType::Replica as i32 || t.r#type == TabletType::Rdonly as i32
-    })
 }
 
 #[cfg(test)]

@@ -89,7 +89,7 @@ async fn a_snapshot_the_primary_purged_past_is_marked_before_any_restore() {
     assert!(why.contains(&format!("{UUID}:101-150")), "{why}");
     let event = w
         .kube
-        .list_json("", "events")
+        .events()
         .into_iter()
         .find(|e| e["reason"] == "SnapshotUnusable")
         .expect("an Event");

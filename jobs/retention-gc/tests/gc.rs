@@ -81,11 +81,11 @@ async fn retention_deletes_beyond_max_count() {
     assert_eq!(r.exit_code, 0, "{r:?}");
     assert_eq!(r.run.deleted, ["vitess/snap-0003", "vitess/snap-0004"]);
     assert_eq!(kube.list_json(GROUP, PLURAL).len(), 3);
-    let events: Vec<Value> = kube.list_json("", "events");
+    let events: Vec<Value> = kube.events();
     assert_eq!(events.len(), 2);
     for e in events {
         assert_eq!(
-            (e["involvedObject"]["kind"].as_str(), e["reason"].as_str()),
+            (e["regarding"]["kind"].as_str(), e["reason"].as_str()),
             (Some("VitessCluster"), Some("SnapshotDeleted"))
         );
     }

@@ -104,7 +104,7 @@ impl World {
 
     fn event(&self, reason: &str) -> Option<Value> {
         self.kube
-            .list_json("", "events")
+            .events()
             .into_iter()
             .find(|e| e["reason"] == reason)
     }
@@ -130,7 +130,7 @@ async fn a_stuck_node_local_restore_marks_its_snapshot_then_its_pod_and_pvc_go()
     assert!(!w.has("pods") && !w.has("persistentvolumeclaims"));
     assert_eq!(w.event("SnapshotUnusable").unwrap()["type"], "Warning");
     assert!(
-        w.event("RestoreUnstuck").unwrap()["message"]
+        w.event("RestoreUnstuck").unwrap()["note"]
             .as_str()
             .unwrap()
             .contains("node-2")
@@ -486,8 +486,8 @@ async fn a_restored_replica_nothing_started_is_named_and_left_alone() {
     assert_eq!(r.exit_code, 0, "{r:?}");
     let e = w.event("TabletNotReplicating").expect("a Warning Event");
     assert_eq!(e["type"], "Warning");
-    assert_eq!(e["involvedObject"]["name"], "s-1");
-    let msg = e["message"].as_str().unwrap();
+    assert_eq!(e["regarding"]["name"], "s-1");
+    let msg = e["note"].as_str().unwrap();
     assert!(
         msg.contains(&w.tablet.alias.to_string()) && msg.contains("VTOrc"),
         "{msg}"

@@ -346,7 +346,8 @@ fn run_run(
 
 /// The JSON line of a run that stopped before it started (usage, config, API client).
 fn print_early_summary(exit: Exit, code: &'static str, message: &str, dry_run: bool) {
-    use vtsnap_snapshot::run::{ErrorReport, Outcome, Summary};
+    use vtsnap_core::reconcile::ErrorLine;
+    use vtsnap_snapshot::run::{Outcome, Summary};
     let outcome = match exit {
         Exit::Usage => Outcome::Usage,
         Exit::Refused => Outcome::Refused,
@@ -357,7 +358,7 @@ fn print_early_summary(exit: Exit, code: &'static str, message: &str, dry_run: b
         outcome,
         exit_code: exit.code(),
         dry_run,
-        error: Some(ErrorReport {
+        error: Some(ErrorLine {
             code,
             message: message.to_owned(),
         }),

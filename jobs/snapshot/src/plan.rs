@@ -1,46 +1,16 @@
-//! `plan`: observe the shard, decide the target, report. Changes nothing.
+//! `plan`: the run's own observe (the config's shard, its vtctld, its tablets) and its own
+//! target decision ([`crate::run::decide::select`]), printed. Changes nothing; fails with
+//! the run's errors, codes and exit codes.
 
 use serde::Serialize;
-use vtsnap_core::config::{Config, ConfiguredShard, LookupError, ResolvedPolicy, ShardLookupError};
-use vtsnap_core::discover::{self, DiscoverError};
-use vtsnap_core::select::{self, Refusal, Target};
+use vtsnap_core::config::{Config, ResolvedPolicy};
 use vtsnap_core::shard::ShardName;
 use vtsnap_core::shard::{Issue, Shard, ShardRef};
-use vtsnap_core::vtctld::client::CallLimits;
-use vtsnap_core::vtctld::{VtctldClient, VtctldError};
 
+use crate::run::RunError;
+use crate::run::decide::select::{self, Refusal, Target};
+use crate::run::observe;
 use vtsnap_core::exit::Exit;
-
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    #[error(transparent)]
-    Lookup(#[from] LookupError),
-    #[error("--shard {shard:?}: {reason}")]
-    BadShard { shard: String, reason: String },
-    #[error(transparent)]
-    Discover(#[from] DiscoverError),
-    #[error(transparent)]
-    Vtctld(#[from] VtctldError),
-}
-
-impl PlanError {
-    pub fn exit(&self) -> Exit {
-        match self {
-            Self::Lookup(_) | Self::BadShard { .. } => Exit::Usage,
-            Self::Discover(_) | Self::Vtctld(_) => Exit::Failed,
-        }
-    }
-
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Lookup(_) => "unknown-cluster",
-            Self::BadShard { .. } => "bad-shard",
-            Self::Discover(DiscoverError::Vtctld(_)) | Self::Vtctld(_) => "vtctld-unavailable",
-            Self::Discover(DiscoverError::NoVtctld { .. }) => "no-vtctld",
-            Self::Discover(DiscoverError::Kube { .. }) => "kubernetes-unavailable",
-        }
-    }
-}
 
 /// One row of the tablet table.
 #[derive(Debug, Clone, Serialize)]
@@ -111,40 +81,20 @@ fn rows(shard: &Shard) -> Vec<TabletRow> {
         .collect()
 }
 
-/// Decide: the target for an observed shard under a resolved policy. Pure.
-pub fn decide(shard: &Shard, policy: &ResolvedPolicy) -> Result<Target, Refusal> {
-    select::select(shard, &policy.snapshot.target)
-}
-
-/// Observes the shard and plans a snapshot of it.
+/// Observes the shard as a run does and reports the target a run would take.
 pub async fn plan(
     config: &Config,
     name: &ShardName,
     kube: kube::Client,
-) -> Result<PlanReport, PlanError> {
-    let ConfiguredShard {
-        shard: shard_ref,
-        policy,
-        vtctld: setting,
-    } = config.shard(name).map_err(|e| match e {
-        ShardLookupError::Cluster(l) => PlanError::Lookup(l),
-        ShardLookupError::BadShard { shard, reason } => PlanError::BadShard { shard, reason },
-    })?;
-    let span = tracing::info_span!("plan", shard = %shard_ref);
-    let _g = span.enter();
-
+) -> Result<PlanReport, RunError> {
     // observe
-    let endpoint =
-        discover::vtctld_endpoint(&kube, &shard_ref.namespace, &name.cluster, &setting).await?;
-    let vtctld = VtctldClient::new(&endpoint, CallLimits::default())?;
-    let observed = discover::observe(&kube, &vtctld, &shard_ref).await?;
-    let found = discover::build(&shard_ref, &observed);
-    for issue in &found.issues {
-        tracing::warn!(?issue, "shard issue");
-    }
+    let ctx = observe::context(config, name, &kube).await?;
+    let span = tracing::info_span!("plan", shard = %ctx.shard);
+    let _g = span.enter();
+    let found = observe::shard(&ctx, &kube).await?;
 
     // decide
-    let decision = decide(&found, &policy);
+    let decision = select::select(&found, &ctx.policy.snapshot.target);
 
     // report
     let (target, refusal) = match decision {
@@ -159,9 +109,9 @@ pub async fn plan(
         ),
     };
     Ok(PlanReport {
-        shard: shard_ref,
-        vtctld: endpoint,
-        policy,
+        vtctld: ctx.vtctld.endpoint().to_owned(),
+        shard: ctx.shard,
+        policy: ctx.policy,
         tablets: rows(&found),
         target,
         refusal,

@@ -11,7 +11,8 @@ use serde_json::Value;
 use vtsnap_core::config::Config;
 use vtsnap_core::exit::Exit;
 use vtsnap_core::vtctld::TabletType;
-use vtsnap_snapshot::plan::{PlanError, PlanReport, plan};
+use vtsnap_snapshot::plan::{PlanReport, plan};
+use vtsnap_snapshot::run::RunError;
 use vtsnap_testkit::fake_kube::FakeKube;
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
 use vtsnap_testkit::fixtures::{ShardFixture, shard};
@@ -310,7 +311,7 @@ async fn vtctld_unreachable_is_an_error_never_a_target() {
     assert_eq!(e.exit(), Exit::Failed);
     assert_eq!(e.code(), "vtctld-unavailable");
     assert!(
-        matches!(e, PlanError::Discover(_) | PlanError::Vtctld(_)),
+        matches!(e, RunError::Discovery(_) | RunError::VtctldUnavailable(_)),
         "{e}"
     );
 }

@@ -6,6 +6,5 @@
 
 pub mod act;
 pub mod decide;
-pub mod effective;
 pub mod observe;
 pub mod report;

@@ -9,15 +9,17 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
+use kube::core::admission::Operation;
 use serde_json::{Value, json};
-use vtsnap_admission::decide::{Kind as ReviewKind, Review, Settings, decide};
-use vtsnap_admission::observe::Dump;
+use vtsnap_admission::decide::{Settings, decide};
+use vtsnap_admission::inventory::Dump;
+use vtsnap_admission::observe::{Kind as ReviewKind, NewObject, Review};
 use vtsnap_admission::patch::apply;
 use vtsnap_core::config::Config;
+use vtsnap_core::reconcile::ObjectKey;
 use vtsnap_testkit::operator_objects::{operator_shard, pvc_template, with_extra_volume};
 use vtsnap_vtbackup_storage::decide::{Action, Kind, Plan, Reason, plan};
-use vtsnap_vtbackup_storage::effective::BOUND_BY_CONTROLLER;
-use vtsnap_vtbackup_storage::observe::{ANN_REPLACED_FOR, Read, World, group};
+use vtsnap_vtbackup_storage::observe::{ANN_REPLACED_FOR, BOUND_BY_CONTROLLER, Read, World, group};
 
 const BASE: &str = "clusters:\n- name: example\n  namespace: vitess\n";
 
@@ -66,10 +68,9 @@ fn created(cfg: &Config, cluster: &Value, obj: &Value, pod: bool) -> Value {
     };
     let d = decide(
         &Review {
-            kind: Some(kind),
-            operation: "CREATE",
-            namespace: "vitess",
-            object: obj,
+            operation: Operation::Create,
+            namespace: "vitess".into(),
+            object: Some(NewObject::read(kind, obj, "vitess")),
         },
         cfg,
         &settings,
@@ -118,19 +119,22 @@ fn phase(mut pod: Value, phase: &str) -> Value {
     pod
 }
 
-fn world(o: &Objects, pool_extra: Value) -> World {
-    World {
-        shards: group(
+fn world(cfg: &Config, o: &Objects, pool_extra: Value) -> World {
+    world_with(cfg, o, Read::Present(vitess_cluster(pool_extra)))
+}
+
+/// The world of `o` whose VitessCluster was read as `cluster`.
+fn world_with(cfg: &Config, o: &Objects, cluster: Read<Value>) -> World {
+    World::new(
+        cfg,
+        group(
             &o.pod.clone().into_iter().collect::<Vec<_>>(),
             &o.pvc.clone().into_iter().collect::<Vec<_>>(),
         ),
-        clusters: BTreeMap::from([(
-            ("vitess".into(), "example".into()),
-            Read::Present(vitess_cluster(pool_extra)),
-        )]),
-        default_class: Read::Present(Some("standard".into())),
-        unlisted: Vec::new(),
-    }
+        &BTreeMap::from([(ObjectKey::new("vitess", "example"), cluster)]),
+        Read::Present(Some("standard".into())),
+        Vec::new(),
+    )
 }
 
 /// `(kind, action, reason)` of every step.
@@ -152,7 +156,7 @@ fn objects_made_by_the_webhook_are_up_to_date_under_every_policy() {
         let cfg = config(policy);
         let mut o = made_under(&cfg, json!({}));
         o.pod = o.pod.map(|p| phase(p, "Pending"));
-        let p = plan(&cfg, &world(&o, json!({})), None);
+        let p = plan(&cfg, &world(&cfg, &o, json!({})), None);
         assert_eq!(
             steps(&p),
             [
@@ -164,7 +168,7 @@ fn objects_made_by_the_webhook_are_up_to_date_under_every_policy() {
         // Once the Pod is gone, the PVC is as wanted too.
         o.pod = None;
         assert_eq!(
-            steps(&plan(&cfg, &world(&o, json!({})), None)),
+            steps(&plan(&cfg, &world(&cfg, &o, json!({})), None)),
             [(Pvc, Keep, Reason::UpToDate)],
             "{policy:?}"
         );
@@ -175,7 +179,11 @@ fn objects_made_by_the_webhook_are_up_to_date_under_every_policy() {
 fn pvc_to_empty_dir_replaces_the_pod_then_the_pvc() {
     let mut o = made_under(&config(""), json!({}));
     o.pod = o.pod.map(|p| phase(p, "Pending"));
-    let p = plan(&config(EMPTY_DIR), &world(&o, json!({})), None);
+    let p = plan(
+        &config(EMPTY_DIR),
+        &world(&config(EMPTY_DIR), &o, json!({})),
+        None,
+    );
     assert_eq!(
         steps(&p),
         [
@@ -188,6 +196,7 @@ fn pvc_to_empty_dir_replaces_the_pod_then_the_pvc() {
     let p = plan(
         &config(EMPTY_DIR),
         &world(
+            &config(EMPTY_DIR),
             &Objects {
                 pod: again.pod.map(|p| phase(p, "Pending")),
                 ..again
@@ -209,7 +218,7 @@ fn pvc_to_empty_dir_replaces_the_pod_then_the_pvc() {
 fn empty_dir_to_pvc_replaces_the_pod_then_the_placeholder() {
     let mut o = made_under(&config(EMPTY_DIR), json!({}));
     o.pod = o.pod.map(|p| phase(p, "Failed"));
-    let p = plan(&config(""), &world(&o, json!({})), None);
+    let p = plan(&config(""), &world(&config(""), &o, json!({})), None);
     assert_eq!(
         steps(&p),
         [
@@ -223,7 +232,11 @@ fn empty_dir_to_pvc_replaces_the_pod_then_the_placeholder() {
 fn a_custom_template_change_replaces_pod_and_pvc() {
     let mut o = made_under(&config(CHEAP), json!({}));
     o.pod = o.pod.map(|p| phase(p, "Pending"));
-    let p = plan(&config(CHEAPER), &world(&o, json!({})), None);
+    let p = plan(
+        &config(CHEAPER),
+        &world(&config(CHEAPER), &o, json!({})),
+        None,
+    );
     assert_eq!(
         steps(&p),
         [
@@ -235,7 +248,11 @@ fn a_custom_template_change_replaces_pod_and_pvc() {
     let mut o = made_under(&config(""), json!({}));
     o.pod = o.pod.map(|p| phase(p, "Pending"));
     assert_eq!(
-        steps(&plan(&config(CHEAP), &world(&o, json!({})), None))[1],
+        steps(&plan(
+            &config(CHEAP),
+            &world(&config(CHEAP), &o, json!({})),
+            None
+        ))[1],
         (Pvc, DeletePvc, Reason::TemplateChanged)
     );
 }
@@ -246,7 +263,7 @@ fn an_effective_volume_change_replaces_the_pod_and_keeps_an_unchanged_pvc() {
     o.pod = o.pod.map(|p| phase(p, "Pending"));
     // The pool now overrides the data volume with a hostPath (extraVolumes).
     let extra = json!({"extraVolumes": [{"name": "persistent-volume-claim", "hostPath": {"path": "/scratch"}}]});
-    let p = plan(&config(""), &world(&o, extra.clone()), None);
+    let p = plan(&config(""), &world(&config(""), &o, extra.clone()), None);
     assert_eq!(
         steps(&p),
         [
@@ -258,6 +275,7 @@ fn an_effective_volume_change_replaces_the_pod_and_keeps_an_unchanged_pvc() {
     // The replacement has the hostPath and is up to date; the PVC was never touched.
     let again = made_under(&config(""), extra.clone());
     let w = world(
+        &config(""),
         &Objects {
             pod: again.pod.map(|p| phase(p, "Pending")),
             pvc: o.pvc.clone(),
@@ -278,7 +296,11 @@ fn a_running_initial_backup_is_never_interrupted() {
     let mut o = made_under(&config(""), json!({}));
     o.pod = o.pod.map(|p| phase(p, "Running"));
     for policy in [EMPTY_DIR, CHEAP, ""] {
-        let p = plan(&config(policy), &world(&o, json!({})), None);
+        let p = plan(
+            &config(policy),
+            &world(&config(policy), &o, json!({})),
+            None,
+        );
         assert_eq!(
             steps(&p),
             [
@@ -303,7 +325,11 @@ fn empty_dir_frees_an_initial_backup_pending_on_an_unbindable_inherited_pvc() {
         pod: Some(pod),
         pvc: Some(pvc),
     };
-    let p = plan(&config(EMPTY_DIR), &world(&o, json!({})), None);
+    let p = plan(
+        &config(EMPTY_DIR),
+        &world(&config(EMPTY_DIR), &o, json!({})),
+        None,
+    );
     assert_eq!(
         steps(&p),
         [
@@ -344,7 +370,7 @@ fn hashless_objects_that_already_match_are_adopted_counting_kubernetes_defaults(
         "standard",
     );
     let o = legacy("Pending", pvc);
-    let p = plan(&config(""), &world(&o, json!({})), None);
+    let p = plan(&config(""), &world(&config(""), &o, json!({})), None);
     assert_eq!(
         steps(&p),
         [
@@ -360,7 +386,7 @@ fn hashless_objects_that_already_match_are_adopted_counting_kubernetes_defaults(
     );
     let o = legacy("Running", pvc);
     assert_eq!(
-        steps(&plan(&config(""), &world(&o, json!({})), None))[0],
+        steps(&plan(&config(""), &world(&config(""), &o, json!({})), None))[0],
         (Pod, Keep, Reason::RunningBackupPreserved)
     );
 }
@@ -376,7 +402,7 @@ fn single_hash_objects_are_adopted_like_hashless_ones() {
         .remove("vtsnap.io/vtbackup-pvc-template-hash");
     *pod = phase(pod.clone(), "Pending");
     o.pvc.as_mut().unwrap()["metadata"]["annotations"] = json!({});
-    let p = plan(&config(""), &world(&o, json!({})), None);
+    let p = plan(&config(""), &world(&config(""), &o, json!({})), None);
     assert_eq!(
         steps(&p),
         [
@@ -397,7 +423,11 @@ fn an_explicit_empty_storage_class_is_not_the_default_class() {
         defaulted(operator_shard().vtbackup_init_pvc(&template), ""),
     );
     assert_eq!(
-        steps(&plan(&config(empty_class), &world(&o, json!({})), None))[1],
+        steps(&plan(
+            &config(empty_class),
+            &world(&config(empty_class), &o, json!({})),
+            None
+        ))[1],
         (Pvc, Adopt, Reason::LegacyMatches)
     );
     // Given the default class: not what "" asks for.
@@ -406,7 +436,11 @@ fn an_explicit_empty_storage_class_is_not_the_default_class() {
         defaulted(operator_shard().vtbackup_init_pvc(&template), "standard"),
     );
     o.pod = None;
-    let p = plan(&config(empty_class), &world(&o, json!({})), None);
+    let p = plan(
+        &config(empty_class),
+        &world(&config(empty_class), &o, json!({})),
+        None,
+    );
     assert_eq!(
         steps(&p),
         [(Pvc, DeletePvc, Reason::LegacyDiffers)],
@@ -421,7 +455,7 @@ fn a_user_prebound_volume_is_not_a_controller_binding() {
     pvc["spec"]["storageClassName"] = json!("standard");
     let mut o = legacy("Succeeded", pvc);
     o.pod = None;
-    let p = plan(&config(""), &world(&o, json!({})), None);
+    let p = plan(&config(""), &world(&config(""), &o, json!({})), None);
     assert_eq!(steps(&p), [(Pvc, DeletePvc, Reason::LegacyDiffers)]);
     assert!(
         p.shards[0].objects[0].message.contains("set by hand"),
@@ -439,7 +473,7 @@ fn uncertain_reads_keep_everything_and_retry() {
             "standard",
         ),
     );
-    let mut w = world(&o, json!({}));
+    let mut w = world(&config(EMPTY_DIR), &o, json!({}));
     w.shards[0].pvc = Read::Unreadable("PVCs in vitess: 503".into());
     let p = plan(&config(EMPTY_DIR), &w, None);
     assert_eq!(
@@ -451,7 +485,7 @@ fn uncertain_reads_keep_everything_and_retry() {
     );
     assert!(p.blocked());
     // A Pod that could not be read: nothing happens to the PVC either.
-    let mut w = world(&o, json!({}));
+    let mut w = world(&config(EMPTY_DIR), &o, json!({}));
     w.shards[0].pod = Read::Unreadable("Pods in vitess: timeout".into());
     let p = plan(&config(EMPTY_DIR), &w, None);
     assert_eq!(
@@ -462,11 +496,7 @@ fn uncertain_reads_keep_everything_and_retry() {
         ]
     );
     // The VitessCluster (the first pool) cannot be read, or the default class.
-    let mut w = world(&o, json!({}));
-    w.clusters.insert(
-        ("vitess".into(), "example".into()),
-        Read::Unreadable("500".into()),
-    );
+    let w = world_with(&config(""), &o, Read::Unreadable("500".into()));
     assert_eq!(
         steps(&plan(&config(""), &w, None)),
         [
@@ -474,14 +504,12 @@ fn uncertain_reads_keep_everything_and_retry() {
             (Pvc, Wait, Reason::DesiredUnknown)
         ]
     );
-    let mut w = world(&o, json!({}));
-    w.clusters
-        .insert(("vitess".into(), "example".into()), Read::Absent);
+    let w = world_with(&config(""), &o, Read::Absent);
     assert_eq!(
         steps(&plan(&config(""), &w, None))[0].2,
         Reason::DesiredUnknown
     );
-    let mut w = world(&o, json!({}));
+    let mut w = world(&config(""), &o, json!({}));
     w.default_class = Read::Unreadable("StorageClasses: 403".into());
     assert_eq!(
         steps(&plan(&config(""), &w, None)),
@@ -489,7 +517,7 @@ fn uncertain_reads_keep_everything_and_retry() {
     );
     // With the class named in the template the default class does not matter.
     let o = legacy("Pending", defaulted(operator_shard().vtbackup_init_pvc(&json!({"storageClassName": "cheap", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}})), "cheap"));
-    let mut w = world(&o, json!({}));
+    let mut w = world(&config(CHEAP), &o, json!({}));
     w.default_class = Read::Unreadable("StorageClasses: 403".into());
     assert_eq!(steps(&plan(&config(CHEAP), &w, None))[0].1, Adopt);
 }
@@ -499,12 +527,12 @@ fn a_replacement_that_does_not_converge_is_not_replaced_again() {
     let mut o = made_under(&config(""), json!({}));
     o.pod = o.pod.map(|p| phase(p, "Pending"));
     let extra = json!({"extraVolumes": [{"name": "persistent-volume-claim", "hostPath": {"path": "/scratch"}}]});
-    let p = plan(&config(""), &world(&o, extra.clone()), None);
+    let p = plan(&config(""), &world(&config(""), &o, extra.clone()), None);
     let guard = p.shards[0].desired.as_ref().unwrap().guard();
     // The operator ignored the extraVolumes (older than v2.17.0): the new Pod still has
     // the PVC volume. The guard the first replacement left on the PVC stops a loop.
     o.pvc.as_mut().unwrap()["metadata"]["annotations"][ANN_REPLACED_FOR] = json!(guard);
-    let p = plan(&config(""), &world(&o, extra), None);
+    let p = plan(&config(""), &world(&config(""), &o, extra), None);
     assert_eq!(
         steps(&p)[0],
         (Pod, Wait, Reason::ReplacementDidNotConverge),
@@ -518,7 +546,7 @@ fn a_pvc_being_deleted_frees_itself_of_a_pod_that_is_not_running() {
     let mut o = made_under(&config(""), json!({}));
     o.pod = o.pod.map(|p| phase(p, "Pending"));
     o.pvc.as_mut().unwrap()["metadata"]["deletionTimestamp"] = json!("2026-12-01T00:00:00Z");
-    let p = plan(&config(""), &world(&o, json!({})), None);
+    let p = plan(&config(""), &world(&config(""), &o, json!({})), None);
     assert_eq!(
         steps(&p)[0],
         (Pod, DeletePod, Reason::PvcBeingReplaced),
@@ -527,7 +555,7 @@ fn a_pvc_being_deleted_frees_itself_of_a_pod_that_is_not_running() {
     // Running: kept even so.
     o.pod = o.pod.map(|p| phase(p, "Running"));
     assert_eq!(
-        steps(&plan(&config(""), &world(&o, json!({})), None))[0],
+        steps(&plan(&config(""), &world(&config(""), &o, json!({})), None))[0],
         (Pod, Keep, Reason::RunningBackupPreserved)
     );
 }
@@ -537,15 +565,16 @@ fn scheduled_backups_tablets_and_other_clusters_are_not_touched() {
     let s = operator_shard();
     let sched = s.scheduled_backup_pvc("daily", 1_800_000_000, &pool_template());
     let tablet = s.tablet("replica", 1).pvc(&pool_template());
-    let w = World {
-        shards: group(&[s.tablet("replica", 1).pod()], &[sched, tablet]),
-        clusters: BTreeMap::new(),
-        default_class: Read::Present(None),
-        unlisted: Vec::new(),
-    };
+    let w = World::new(
+        &config(EMPTY_DIR),
+        group(&[s.tablet("replica", 1).pod()], &[sched, tablet]),
+        &BTreeMap::new(),
+        Read::Present(None),
+        Vec::new(),
+    );
     assert!(plan(&config(EMPTY_DIR), &w, None).shards.is_empty());
     let o = made_under(&config(""), json!({}));
-    let w = world(&o, json!({}));
+    let w = world(&config(""), &o, json!({}));
     assert!(plan(&config(""), &w, Some("other")).shards.is_empty());
     let other = Config::from_yaml("clusters:\n- name: other\n  namespace: vitess\n").unwrap();
     assert!(plan(&other, &w, None).shards.is_empty());
@@ -558,7 +587,11 @@ fn a_legacy_pod_whose_data_volume_differs_is_replaced() {
         "standard",
     );
     let o = legacy("Pending", pvc.clone());
-    let p = plan(&config(EMPTY_DIR), &world(&o, json!({})), None);
+    let p = plan(
+        &config(EMPTY_DIR),
+        &world(&config(EMPTY_DIR), &o, json!({})),
+        None,
+    );
     assert_eq!(
         steps(&p)[0],
         (Pod, DeletePod, Reason::LegacyDiffers),
@@ -567,7 +600,7 @@ fn a_legacy_pod_whose_data_volume_differs_is_replaced() {
     // The PVC fits the template, but the pool's extraVolumes replace the data volume.
     let extra = json!({"extraVolumes": [{"name": "persistent-volume-claim", "hostPath": {"path": "/scratch"}}]});
     let o = legacy("Pending", pvc);
-    let p = plan(&config(""), &world(&o, extra), None);
+    let p = plan(&config(""), &world(&config(""), &o, extra), None);
     assert_eq!(
         steps(&p)[0],
         (Pod, DeletePod, Reason::LegacyDiffers),
@@ -579,7 +612,7 @@ fn a_legacy_pod_whose_data_volume_differs_is_replaced() {
 fn an_unreadable_pvc_beside_an_up_to_date_pod_waits_and_keeps_the_pod() {
     let mut o = made_under(&config(""), json!({}));
     o.pod = o.pod.map(|p| phase(p, "Pending"));
-    let mut w = world(&o, json!({}));
+    let mut w = world(&config(""), &o, json!({}));
     w.shards[0].pvc = Read::Unreadable("PVCs in vitess: 503".into());
     let p = plan(&config(""), &w, None);
     assert_eq!(
@@ -598,7 +631,7 @@ fn only_an_adopted_pod_lets_its_pvc_be_adopted() {
     let mut o = made_under(&config(""), json!({}));
     o.pod = o.pod.map(|p| phase(p, "Pending"));
     o.pvc.as_mut().unwrap()["metadata"]["annotations"] = json!({});
-    let p = plan(&config(""), &world(&o, json!({})), None);
+    let p = plan(&config(""), &world(&config(""), &o, json!({})), None);
     assert_eq!(
         steps(&p),
         [
@@ -614,7 +647,7 @@ fn only_an_adopted_pod_lets_its_pvc_be_adopted() {
     );
     let desired = plan(
         &config(""),
-        &world(&legacy("Pending", pvc.clone()), json!({})),
+        &world(&config(""), &legacy("Pending", pvc.clone()), json!({})),
         None,
     )
     .shards[0]
@@ -625,7 +658,7 @@ fn only_an_adopted_pod_lets_its_pvc_be_adopted() {
         json!(desired.template_hash);
     let p = plan(
         &config(""),
-        &world(&legacy("Pending", pvc), json!({})),
+        &world(&config(""), &legacy("Pending", pvc), json!({})),
         None,
     );
     assert_eq!(

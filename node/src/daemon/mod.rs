@@ -43,6 +43,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
+use vtsnap_core::events::Events;
 
 use leases::Leases;
 use metrics::Metrics;
@@ -54,6 +55,7 @@ const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(500);
 struct Daemon {
     cfg: DaemonConfig,
     kube: kube::Client,
+    events: Events,
     reg: Registry,
     metrics: Metrics,
     /// Tests only (see `TestHooks`); always false otherwise.
@@ -138,6 +140,7 @@ async fn start_with(
     };
     let d = Daemon {
         cfg,
+        events: Events::new(kube.clone(), report::EVENT_COMPONENT),
         kube,
         reg,
         metrics: metrics.clone(),

@@ -7,13 +7,13 @@ use std::sync::atomic::Ordering;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
-use vtsnap_core::events::{self, Subject};
+use vtsnap_core::events::{EventType, Subject};
 use vtsnap_core::fence::{ANN_NODE_ERROR, ANN_NODE_STATE, Fence, NodeState};
 
 use super::{Daemon, registry};
 
-/// The `source.component` of the Events this helper records.
-const EVENT_COMPONENT: &str = "vtsnap-node";
+/// The `reportingController` of the Events this helper records.
+pub(super) const EVENT_COMPONENT: &str = "vtsnap-node";
 
 /// The annotation the probe result is written to.
 pub const ANN_NODE_PROBE: &str = "vtsnap.io/node-probe";
@@ -97,25 +97,15 @@ impl Daemon {
         if self.set_aside_announced.swap(true, Ordering::SeqCst) {
             return;
         }
-        events::emit(
-            &self.kube,
-            EVENT_COMPONENT,
-            "default",
-            &self.node_subject(),
-            "HoldRegistryCorrupt",
-            &problem.to_string(),
-            true,
-        )
-        .await;
-    }
-
-    fn node_subject(&self) -> Subject {
-        Subject {
-            api_version: "v1".into(),
-            kind: "Node".into(),
-            name: self.cfg.node.clone(),
-            uid: None,
-        }
+        self.events
+            .publish(
+                &Subject::node(&self.cfg.node),
+                EventType::Warning,
+                "ReadRegistry",
+                "HoldRegistryCorrupt",
+                &problem.to_string(),
+            )
+            .await;
     }
 
     /// Reports each unreadable registry entry once per start: an error log and a Warning
@@ -137,28 +127,19 @@ impl Daemon {
                 continue;
             }
             tracing::error!(lease = %key, error = %problem, "hold registry entry unreadable: kept, not released, not restored; fix or remove it by hand");
-            let (namespace, subject) = match key.split_once('/') {
-                Some((ns, name)) if leases.contains(key) => (
-                    ns.to_owned(),
-                    Subject {
-                        api_version: "coordination.k8s.io/v1".into(),
-                        kind: "Lease".into(),
-                        name: name.into(),
-                        uid: None,
-                    },
-                ),
-                _ => ("default".to_owned(), self.node_subject()),
+            let about = match key.split_once('/') {
+                Some((ns, name)) if leases.contains(key) => Subject::lease(ns, name),
+                _ => Subject::node(&self.cfg.node),
             };
-            events::emit(
-                &self.kube,
-                EVENT_COMPONENT,
-                &namespace,
-                &subject,
-                "HoldRecordUnreadable",
-                &problem.to_string(),
-                true,
-            )
-            .await;
+            self.events
+                .publish(
+                    &about,
+                    EventType::Warning,
+                    "ReadRegistry",
+                    "HoldRecordUnreadable",
+                    &problem.to_string(),
+                )
+                .await;
         }
     }
 }

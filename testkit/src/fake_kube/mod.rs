@@ -7,7 +7,9 @@
 //! a stale update or a duplicate create; 404; label and field selectors; merge, strategic
 //! (treated as merge) and JSON patch; the `status` subresource (the main resource keeps
 //! its status, `/status` changes only status); paginated LIST with continue tokens; watch
-//! streams from a resourceVersion; finalizers and deletionTimestamp; generateName.
+//! streams from a resourceVersion; finalizers and deletionTimestamp; generateName;
+//! events.k8s.io/v1 Events validated as the real server validates them (the fields kube's
+//! Recorder must fill, a note of at most 1 KiB, only `series` changing on a repeat).
 //!
 //! Where it differs from a real kube-apiserver (found by running the same code against
 //! the real control plane of `make cluster-up`; the real-API tier in `e2e/suite` covers
@@ -21,6 +23,9 @@
 //!   and no schema validation of custom resources (a VolumeSnapshot without a source is
 //!   accepted);
 //! - strategic-merge and apply patches are applied as merge patches;
+//! - an events.k8s.io/v1 Event is not also served as a core/v1 Event (a real server keeps
+//!   both in one store, `regarding` read as `involvedObject`, `note` as `message`,
+//!   `reportingController` as `reportingComponent`): tests read [`FakeKube::events`];
 //! - a paginated LIST reads live state page by page (a real server serves every page from
 //!   the snapshot of the first page's resourceVersion);
 //! - PVCs are Bound and Pods Ready because the fixture says so; nothing provisions, binds
@@ -37,7 +42,8 @@
 //!
 //! Files: `request` (what a request asks), `fault`, `route` (a request's way through),
 //! `store` (the objects and direct access), one per verb family (`list`, `watch`,
-//! `write` for create and delete, `patch` for update and patch), `reply`, `selector`.
+//! `write` for create and delete, `patch` for update and patch), `reply`, `selector`,
+//! `validate` (what the real server refuses of an Event).
 
 mod fault;
 mod http_front;
@@ -48,6 +54,7 @@ mod request;
 mod route;
 mod selector;
 mod store;
+mod validate;
 mod watch;
 mod write;
 

@@ -4,9 +4,10 @@
 use serde_json::{Value, json};
 
 use super::FakeKube;
-use super::reply::{Reply, err, json_reply, not_found, stale};
+use super::reply::{Reply, err, invalid, json_reply, not_found, stale};
 use super::request::RequestInfo;
 use super::store::{Key, State, merge_patch};
+use super::validate;
 
 impl FakeKube {
     /// PUT: the body replaces the object, unless it names a stale resourceVersion.
@@ -60,6 +61,12 @@ impl FakeKube {
         let status_only = info.subresource.as_deref() == Some("status");
         let mut merged = keep_status_apart(current, new, status_only);
         keep_server_fields(current, &mut merged);
+        if validate::applies(info) {
+            let errs = validate::event_update(current, &merged);
+            if !errs.is_empty() {
+                return invalid(info, key, &errs);
+            }
+        }
         if !status_only && current.get("spec") != merged.get("spec") {
             let g = current
                 .pointer("/metadata/generation")

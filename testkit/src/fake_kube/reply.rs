@@ -40,6 +40,21 @@ pub(super) fn not_found(info: &RequestInfo, key: &Key) -> Reply {
     )
 }
 
+/// The answer to a write the API server's validation refuses, naming each field.
+pub(super) fn invalid(info: &RequestInfo, key: &Key, errors: &[String]) -> Reply {
+    err(
+        422,
+        "Invalid",
+        format!(
+            "{}.{} {:?} is invalid: [{}]",
+            info.plural,
+            info.group,
+            key.name,
+            errors.join(", ")
+        ),
+    )
+}
+
 /// The answer to a write that names a resourceVersion other than the stored one.
 pub(super) fn stale(rv: &str) -> Reply {
     err(

@@ -194,6 +194,12 @@ impl FakeKube {
             .collect()
     }
 
+    /// The events.k8s.io/v1 Events recorded so far (what kube's Recorder writes), sorted
+    /// by namespace and name.
+    pub fn events(&self) -> Vec<Value> {
+        self.list_json("events.k8s.io", "events")
+    }
+
     /// Removes an object directly (no finalizers, not logged).
     pub fn remove(&self, group: &str, plural: &str, namespace: &str, name: &str) -> Option<Value> {
         let key = Key::new(group, plural, namespace, name);

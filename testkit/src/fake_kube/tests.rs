@@ -380,3 +380,60 @@ async fn faults_can_fail_every_matching_request() {
     fake.clear_faults();
     assert!(a.get("a").await.is_ok());
 }
+
+#[tokio::test]
+async fn kubes_recorder_writes_events_and_counts_a_repeat_in_their_series() {
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use kube::runtime::events::{Event, EventType, Recorder};
+    let fake = FakeKube::new();
+    let recorder = Recorder::new(fake.client(), "vtsnap-test".into());
+    let about = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some("tablet-a".into()),
+        namespace: Some("ns".into()),
+        ..ObjectReference::default()
+    };
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "Fenced".into(),
+        note: Some("fenced".into()),
+        action: "Fence".into(),
+        secondary: None,
+    };
+    recorder.publish(&event, &about).await.unwrap();
+    recorder.publish(&event, &about).await.unwrap();
+    let events = fake.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["series"]["count"], 2);
+    assert_eq!(events[0]["note"], "fenced");
+    let verbs: Vec<_> = fake.log().iter().map(|l| l.info.verb).collect();
+    assert_eq!(verbs, [Verb::Create, Verb::Patch]);
+}
+
+#[tokio::test]
+async fn an_event_the_real_server_would_refuse_is_refused() {
+    use k8s_openapi::api::events::v1::Event;
+    let fake = FakeKube::new();
+    let api: Api<Event> = Api::namespaced(fake.client(), "ns");
+    // An old-style Event sent to events.k8s.io: no action, no reporting controller.
+    let old_style: Event = serde_json::from_value(json!({
+        "metadata": {"name": "e-1"},
+        "eventTime": "2026-12-01T10:00:00.000000Z",
+        "reason": "Fenced", "type": "Normal", "deprecatedCount": 1,
+        "regarding": {"kind": "Pod", "name": "tablet-a", "namespace": "ns"}
+    }))
+    .unwrap();
+    let e = api
+        .create(&PostParams::default(), &old_style)
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = e else {
+        panic!("not an API error: {e}")
+    };
+    assert_eq!(status.code, 422);
+    for field in ["reportingController", "action", "deprecatedCount"] {
+        assert!(status.message.contains(field), "{}", status.message);
+    }
+    assert!(fake.events().is_empty());
+}

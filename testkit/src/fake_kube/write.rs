@@ -4,11 +4,12 @@
 use serde_json::{Value, json};
 
 use super::FakeKube;
-use super::reply::{Reply, err, json_reply, not_found};
+use super::reply::{Reply, err, invalid, json_reply, not_found};
 use super::request::RequestInfo;
 use super::selector::LabelSelector;
 use super::store::merge_patch;
 use super::store::{Key, State, now};
+use super::validate;
 
 impl FakeKube {
     pub(super) fn create(
@@ -45,6 +46,12 @@ impl FakeKube {
         }
         if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
+        }
+        if validate::applies(info) {
+            let errs = validate::event_create(&obj);
+            if !errs.is_empty() {
+                return invalid(info, &key, &errs);
+            }
         }
         Self::stamp(st, &mut obj, true);
         st.objects.insert(key.clone(), obj.clone());

@@ -8,7 +8,8 @@ use libfuzzer_sys::fuzz_target;
 use std::time::Duration;
 use vtsnap_admission::admission;
 use vtsnap_admission::decide::Settings;
-use vtsnap_admission::observe::Dump;
+use vtsnap_admission::inventory::Dump;
+use vtsnap_admission::observe::Review;
 use vtsnap_admission::patch::apply;
 use vtsnap_admission::review::review;
 use vtsnap_core::config::Config;
@@ -27,13 +28,23 @@ fuzz_target!(|data: &[u8]| {
         restore_image: Some("vtsnap/vtsnap-restore:fuzz".into()),
         shard_state_max_age: Duration::from_secs(300),
     };
+    // The object as sent (what the patch applies to).
+    let sent = serde_json::from_slice::<serde_json::Value>(data)
+        .ok()
+        .and_then(|v| v.pointer("/request/object").cloned())
+        .unwrap_or(serde_json::Value::Null);
     // The object may also be read as one of the inventory's (a snapshot, a PVC).
     let mut dump = Dump::default();
-    dump.add(req.object.clone());
-    let now = "2026-12-01T12:00:00Z".parse().unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-    let (response, decision) = review(&req, &config, &settings, &dump, now);
-    assert_eq!(response["response"]["allowed"], serde_json::json!(true));
+    dump.add(sent.clone());
+    let now = "2026-12-01T12:00:00Z"
+        .parse()
+        .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+    let observed = Review::observe(&req);
+    let Ok((answer, decision)) = review(&req, &observed, &config, &settings, &dump, now) else {
+        panic!("an answer that cannot be encoded");
+    };
+    assert!(answer.response().allowed);
     if !decision.patch.is_empty() {
-        assert!(apply(&req.object, &decision.patch).is_ok(), "{decision:?}");
+        assert!(apply(&sent, &decision.patch).is_ok(), "{decision:?}");
     }
 });

@@ -1,5 +1,6 @@
-//! The decisions, pure: `(object, policy, inventory) → JSON patch + reasons`. Nothing here
-//! does I/O; the server and the offline `review` call [`decide`] with what they observed.
+//! The decisions, pure: `(observed review, policy, inventory) → JSON patch + reasons`,
+//! made on typed values ([`crate::observe`]). Nothing here does I/O or reads JSON; the
+//! server and the offline `review` call [`decide`] with what they observed.
 
 mod pod;
 mod restore;
@@ -9,35 +10,36 @@ mod vtbackup;
 mod tests;
 #[cfg(test)]
 mod tests_hostile;
+#[cfg(test)]
+mod tests_pod;
+#[cfg(test)]
+mod tests_vtbackup;
 
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
+use kube::core::admission::Operation;
 use serde::Serialize;
-use serde_json::Value;
 use vtsnap_core::config::{Config, resolve_in};
 use vtsnap_core::k8s_names::escape_controls;
-use vtsnap_core::labels;
-use vtsnap_core::naming::KeyRange;
-use vtsnap_core::shard::ShardRef;
-use vtsnap_core::vtbackup::{BackupObject, Identity, ObjectKind};
+use vtsnap_core::vtbackup::{BackupObject, Identity};
 
-pub use pod::{RESTORE_CONTAINER, data_claim as data_claim_of, restore_container};
-pub use restore::{
-    ANN_RESTORE_NODE, ANN_RESTORE_REASON, ANN_RESTORED_FROM, Choice, Rejection, choose,
-    requested_bytes, shard_series,
-};
-
-use crate::observe::Inventory;
+use crate::inventory::Inventory;
+use crate::observe::{Body, Review, Storage, desired_init};
 use crate::patch::Op;
 
 /// Why the webhook did what it did, one code per part of a decision (kebab-case in the
 /// response's audit annotation, the PVC's annotation and the logs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr, strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Code {
     /// Not an object vtsnap changes (another kind, operation or component).
     NotVtsnaps,
+    /// The object does not read as its kind (only a hand-made review can send such).
+    ObjectUnreadable,
     /// The object's cluster is not in the config.
     ClusterNotConfigured,
     /// The object's labels do not name a shard vtsnap can read.
@@ -84,11 +86,8 @@ pub enum Code {
 }
 
 impl Code {
-    pub fn as_str(self) -> String {
-        serde_json::to_value(self)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default()
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 
@@ -159,23 +158,6 @@ impl Decision {
     }
 }
 
-/// The kinds of object the webhook is registered for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    PersistentVolumeClaim,
-    Pod,
-}
-
-/// The review request, as the decision needs it.
-#[derive(Debug, Clone, Copy)]
-pub struct Review<'a> {
-    /// `None`: a kind the webhook does not change.
-    pub kind: Option<Kind>,
-    pub operation: &'a str,
-    pub namespace: &'a str,
-    pub object: &'a Value,
-}
-
 /// The webhook's own settings that decisions depend on.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -184,32 +166,6 @@ pub struct Settings {
     pub restore_image: Option<String>,
     /// Shard states older than this are not trusted.
     pub shard_state_max_age: Duration,
-}
-
-fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.pointer("/metadata/labels")
-        .and_then(|l| l.get(key))
-        .and_then(Value::as_str)
-}
-
-pub fn name_of(obj: &Value) -> &str {
-    obj.pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
-
-/// The shard an object's operator labels name.
-fn shard_of(obj: &Value, namespace: &str) -> Result<ShardRef, String> {
-    let need = |k: &str| label(obj, k).ok_or_else(|| format!("label {k} is missing"));
-    let safe = need(labels::SHARD)?;
-    let shard =
-        KeyRange::from_safe_name(safe).map_err(|e| format!("label {}: {e}", labels::SHARD))?;
-    Ok(ShardRef {
-        namespace: namespace.to_owned(),
-        cluster: need(labels::CLUSTER)?.to_owned(),
-        keyspace: need(labels::KEYSPACE)?.to_owned(),
-        shard,
-    })
 }
 
 /// What a vtbackup object's labels say it is, in words.
@@ -223,23 +179,25 @@ fn claimed_as(claimed: BackupObject) -> &'static str {
 
 /// The decision for one review.
 pub fn decide(
-    review: &Review<'_>,
+    review: &Review,
     config: &Config,
     settings: &Settings,
     inventory: &dyn Inventory,
     now: Timestamp,
 ) -> Decision {
-    let obj = review.object;
-    let Some(kind) = review.kind.filter(|_| review.operation == "CREATE") else {
+    let Some(object) = review
+        .object
+        .as_ref()
+        .filter(|_| review.operation == Operation::Create)
+    else {
         return Decision::note(Code::NotVtsnaps, "only Pod and PVC creation is changed");
     };
-    let tablet = label(obj, labels::COMPONENT) == Some(labels::COMPONENT_VTTABLET);
-    let object_kind = match kind {
-        Kind::Pod => ObjectKind::Pod,
-        Kind::PersistentVolumeClaim => ObjectKind::PersistentVolumeClaim,
+    let object = match object {
+        Ok(o) => o,
+        Err(e) => return Decision::note(Code::ObjectUnreadable, e.to_string()),
     };
-    let backup = match BackupObject::identify(obj, object_kind) {
-        Identity::Backup(b) => Some(b),
+    let backup = match &object.backup {
+        Identity::Backup(b) => Some(*b),
         Identity::Other => None,
         // Neither a tablet's nor a vtbackup object for certain: left as it is.
         Identity::Conflicting { claimed, why } => {
@@ -247,17 +205,17 @@ pub fn decide(
                 Code::BackupObjectConflicting,
                 format!(
                     "its labels call it {}, but {why}; left unchanged",
-                    claimed_as(claimed)
+                    claimed_as(*claimed)
                 ),
             );
         }
     };
-    if !tablet && backup.is_none() {
+    if !object.is_tablet() && backup.is_none() {
         return Decision::note(Code::NotVtsnaps, "neither a tablet's nor a vtbackup object");
     }
-    let shard = match shard_of(obj, review.namespace) {
+    let shard = match &object.shard {
         Ok(s) => s,
-        Err(why) => return Decision::note(Code::LabelsUnreadable, why),
+        Err(why) => return Decision::note(Code::LabelsUnreadable, why.to_string()),
     };
     let Some(cluster) = config.cluster_in(&shard.namespace, &shard.cluster) else {
         return Decision::note(
@@ -275,39 +233,25 @@ pub fn decide(
         );
     }
     let policy = resolve_in(cluster, &shard.keyspace, &shard.shard.to_string());
-    match (kind, backup) {
-        (Kind::PersistentVolumeClaim, None) => restore::tablet_pvc(
-            obj,
-            &shard,
+    match (&object.body, backup) {
+        (Body::Pvc(pvc), None) => restore::tablet_pvc(
+            object,
+            pvc,
+            shard,
             &policy.restore,
-            label(obj, labels::TABLET_TYPE).unwrap_or(""),
             settings,
             inventory,
             now,
         ),
-        (Kind::Pod, None) => pod::tablet_pod(
-            obj,
-            &policy.restore,
-            label(obj, labels::TABLET_TYPE).unwrap_or(""),
-            settings,
-            inventory.pvc(review.namespace, &pod::data_claim(obj).unwrap_or_default()),
-        ),
+        (Body::Pod(pod), None) => {
+            let pvc = pod
+                .data_claim()
+                .and_then(|claim| inventory.pvc(&review.namespace, claim));
+            pod::tablet_pod(object, pod, &policy.restore, settings, pvc)
+        }
         (_, Some(b)) => {
-            let first_pool = inventory.cluster(&shard.namespace, &shard.cluster);
-            vtbackup::vtbackup(obj, b, &shard, &policy.vtbackup, first_pool.as_ref())
+            let desired = desired_init(&policy.vtbackup, inventory.first_pool_template(shard));
+            vtbackup::vtbackup(object, b, &Storage::of(&policy.vtbackup), desired)
         }
     }
-}
-
-/// What a JSON value is, in the words a refusal names it with.
-pub(crate) fn kind_of(v: &Value) -> String {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-    .to_owned()
 }

@@ -1,364 +1,34 @@
 //! Restore injection: a new tablet PVC of an opted-in pool gets `dataSourceRef` (and
-//! `dataSource`) to the newest snapshot of its shard that is usable:
-//! - ready (`readyToUse`), not `failed`, not marked unusable by the GC;
-//! - with no impossible time (in the future, or out of order, beyond clock skew);
-//! - younger than `restore.maxSnapshotAge` (its cut, else its creation);
-//! - of the volume layout vtsnap writes;
-//! - of the same flavor and MySQL `major.minor` as every tablet of the shard that vtctld
-//!   reported a version for (the primary among them);
-//! - with a `restoreSize` that fits the PVC's requested storage;
-//! - taken of a tablet PVC of the shard its labels name;
-//! - for node-local drivers, with a known source node that a `nodeSelector` can name
-//!   (the Pod is pinned there);
-//! - under `restore.requireDrill`, whose last drill passed (`vtsnap.io/drill`, at a time
-//!   that can be true).
+//! `dataSource`) to the newest usable snapshot of its shard, chosen by the rule the drill
+//! proves (`vtsnap_core::snapshot::choice`).
 //!
-//! Nothing usable: the PVC is left as created (normal provisioning) and an Event says why.
-
-use std::collections::BTreeSet;
+//! The PVC is left as created (normal provisioning) and an Event says why when vtctld's
+//! word on the shard is missing or stale, when the tablet was re-provisioned after a
+//! restore that could not catch up, or when no snapshot is usable.
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use serde::Serialize;
-use serde_json::{Value, json};
 use vtsnap_core::config::ResolvedRestore;
 use vtsnap_core::k8s_names::untrusted;
-use vtsnap_core::mysql_version::Series;
 use vtsnap_core::naming::TabletUid;
-use vtsnap_core::quantity;
 use vtsnap_core::shard::ShardRef;
-use vtsnap_core::snapshot::{
-    ANN_MYSQL_FLAVOR, ANN_MYSQL_VERSION, DrillResult, GROUP, Layout, Phase, VolumeSnapshot,
-};
+use vtsnap_core::snapshot::SnapshotRead;
+use vtsnap_core::snapshot::choice::{SeriesUnknown, choose, shard_series};
 
-use super::pod::unpinnable;
-use super::{Code, Decision, EventNote, Settings, Severity, name_of};
-use crate::observe::{Inventory, ShardState, SnapshotRead};
-use crate::patch::{self, Op};
+use super::{Code, Decision, EventNote, Settings, Severity};
+use crate::inventory::Inventory;
+use crate::observe::{NewObject, NewPvc};
+use crate::patch;
 
-pub use vtsnap_core::restored::{ANN_RESTORE_NODE, ANN_RESTORE_REASON, ANN_RESTORED_FROM};
+use vtsnap_core::restored::{ANN_RESTORE_NODE, ANN_RESTORE_REASON, ANN_RESTORED_FROM};
 
-/// Why a snapshot was passed over.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case", tag = "reason")]
-pub enum Rejection {
-    Unreadable {
-        detail: String,
-    },
-    NotReady,
-    Failed,
-    MarkedUnusable {
-        why: String,
-    },
-    /// A time it records cannot be true (in the future, out of order).
-    ImpossibleTime {
-        detail: String,
-    },
-    TooOld {
-        age_seconds: i64,
-    },
-    AgeUnknown,
-    /// No `vtsnap.io/layout` (an unknown one does not read at all).
-    LayoutUnknown,
-    NoFlavor,
-    NoVersion,
-    /// The recorded flavor or version does not read, or they disagree.
-    SeriesUnreadable {
-        detail: String,
-    },
-    OtherSeries {
-        snapshot: String,
-        shard: String,
-    },
-    SizeUnknown,
-    SizeUnreadable {
-        detail: String,
-    },
-    TooSmall {
-        restore_bytes: u128,
-        requested_bytes: u128,
-    },
-    /// Taken of a volume that is not a tablet PVC of the labelled shard.
-    SourceNotOfShard {
-        detail: String,
-    },
-    SourceNodeUnknown,
-    /// The source node cannot be a `nodeSelector` value (node-local restore).
-    SourceNodeUnpinnable {
-        node: String,
-        detail: String,
-    },
-    /// `restore.requireDrill` and no drill of it passed; `discounted`: why the record it
-    /// carries counts for nothing (made for another snapshot, before its cut, …).
-    NotDrilled {
-        #[serde(skip_serializing_if = "Option::is_none")]
-        discounted: Option<String>,
-    },
-    /// `restore.requireDrill` and its last drill failed.
-    DrillFailed {
-        why: String,
-    },
-}
-
-impl Rejection {
-    /// In words, as the Event and the audit annotation say it.
-    pub fn words(&self) -> String {
-        match self {
-            Self::Unreadable { detail } => format!("unreadable ({detail})"),
-            Self::NotReady => "not ready".into(),
-            Self::Failed => "failed".into(),
-            Self::MarkedUnusable { why } => format!("marked unusable: {}", untrusted(why)),
-            Self::ImpossibleTime { detail } => format!("impossible time: {detail}"),
-            Self::TooOld { age_seconds } => format!("too old ({}h)", age_seconds / 3600),
-            Self::AgeUnknown => "no cut or creation time".into(),
-            Self::LayoutUnknown => "no vtsnap.io/layout recorded".into(),
-            Self::NoFlavor => format!("no MySQL flavor recorded ({ANN_MYSQL_FLAVOR})"),
-            Self::NoVersion => format!("no MySQL version recorded ({ANN_MYSQL_VERSION})"),
-            Self::SeriesUnreadable { detail } => detail.clone(),
-            Self::OtherSeries { snapshot, shard } => format!("{snapshot}, the shard runs {shard}"),
-            Self::SizeUnknown => "no restoreSize".into(),
-            Self::SizeUnreadable { detail } => format!("restoreSize unreadable: {detail}"),
-            Self::TooSmall {
-                restore_bytes,
-                requested_bytes,
-            } => format!("needs {restore_bytes} bytes, the PVC asks for {requested_bytes}"),
-            Self::SourceNotOfShard { detail } => {
-                format!("not taken of a tablet PVC of this shard: {detail}")
-            }
-            Self::SourceNodeUnknown => "no source node recorded (node-local restore)".into(),
-            Self::SourceNodeUnpinnable { node, detail } => format!(
-                "source node {} cannot be pinned with a nodeSelector ({detail}; node-local restore)",
-                untrusted(node)
-            ),
-            Self::NotDrilled { discounted: None } => {
-                "no passed drill (restore.requireDrill)".into()
-            }
-            Self::NotDrilled {
-                discounted: Some(why),
-            } => format!("no passed drill: {} (restore.requireDrill)", untrusted(why)),
-            Self::DrillFailed { why } => {
-                format!(
-                    "its drill failed: {} (restore.requireDrill)",
-                    untrusted(why)
-                )
-            }
-        }
-    }
-}
-
-/// The snapshot chosen.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Choice {
-    pub name: String,
-    pub cut: Timestamp,
-    pub series: String,
-    pub restore_bytes: u128,
-    pub source_node: Option<String>,
-}
-
-/// When the point in time was taken: the recorded cut, else the snapshot's creation.
-fn cut_of(s: &VolumeSnapshot) -> Option<Timestamp> {
-    s.cut_time
-        .or_else(|| {
-            s.status
-                .creation_time
-                .as_deref()
-                .and_then(|t| t.parse().ok())
-        })
-        .or(s.created)
-}
-
-fn series_of(s: &VolumeSnapshot) -> Result<Series, Rejection> {
-    let flavor = s.mysql_flavor.as_deref().ok_or(Rejection::NoFlavor)?;
-    let version = s.mysql_version.as_deref().ok_or(Rejection::NoVersion)?;
-    Series::recorded(flavor, version).map_err(|e| Rejection::SeriesUnreadable {
-        detail: e.to_string(),
-    })
-}
-
-/// Judges one snapshot.
-fn judge(
-    read: &SnapshotRead,
-    shard: Series,
-    policy: &ResolvedRestore,
-    requested: u128,
-    now: Timestamp,
-) -> Result<Choice, (String, Rejection)> {
-    let s = match read {
-        Ok(s) => s,
-        Err(e) => {
-            return Err((
-                String::new(),
-                Rejection::Unreadable {
-                    detail: e.to_string(),
-                },
-            ));
-        }
-    };
-    let reject = |r| Err((s.name.clone(), r));
-    if s.phase == Some(Phase::Failed) {
-        return reject(Rejection::Failed);
-    }
-    if !s.status.is_ready() {
-        return reject(Rejection::NotReady);
-    }
-    if let Some(why) = &s.unusable {
-        return reject(Rejection::MarkedUnusable { why: why.clone() });
-    }
-    if let Some(p) = s.impossible_time(now) {
-        return reject(Rejection::ImpossibleTime {
-            detail: p.to_string(),
-        });
-    }
-    let Some(cut) = cut_of(s) else {
-        return reject(Rejection::AgeUnknown);
-    };
-    let age = now.duration_since(cut);
-    let max =
-        SignedDuration::try_from(policy.max_snapshot_age.get()).unwrap_or(SignedDuration::MAX);
-    if age >= max {
-        return reject(Rejection::TooOld {
-            age_seconds: age.as_secs(),
-        });
-    }
-    if s.layout != Some(Layout::V1) {
-        return reject(Rejection::LayoutUnknown);
-    }
-    let series = match series_of(s) {
-        Ok(series) => series,
-        Err(r) => return reject(r),
-    };
-    if series != shard {
-        return reject(Rejection::OtherSeries {
-            snapshot: series.to_string(),
-            shard: shard.to_string(),
-        });
-    }
-    let Some(size) = s.status.restore_size.as_deref() else {
-        return reject(Rejection::SizeUnknown);
-    };
-    let restore_bytes = match quantity::bytes(size) {
-        Ok(b) => b,
-        Err(e) => {
-            return reject(Rejection::SizeUnreadable {
-                detail: e.to_string(),
-            });
-        }
-    };
-    if restore_bytes > requested {
-        return reject(Rejection::TooSmall {
-            restore_bytes,
-            requested_bytes: requested,
-        });
-    }
-    if let Err(e) = s.source_of_its_shard() {
-        return reject(Rejection::SourceNotOfShard {
-            detail: e.to_string(),
-        });
-    }
-    if policy.node_local {
-        let node = s.source_node.as_deref().unwrap_or_default();
-        if node.is_empty() {
-            return reject(Rejection::SourceNodeUnknown);
-        }
-        if let Some(detail) = unpinnable(node) {
-            return reject(Rejection::SourceNodeUnpinnable {
-                node: node.to_owned(),
-                detail,
-            });
-        }
-    }
-    if policy.require_drill
-        && let Some(r) = undrilled(s, now)
-    {
-        return reject(r);
-    }
-    Ok(Choice {
-        name: s.name.clone(),
-        cut,
-        series: series.to_string(),
-        restore_bytes,
-        source_node: s.source_node.clone(),
-    })
-}
-
-/// Why a snapshot has no drill that proves it restores, if it has none.
-fn undrilled(s: &VolumeSnapshot, now: Timestamp) -> Option<Rejection> {
-    match s.drill(now) {
-        Some(Ok(d)) if d.result == DrillResult::Passed => None,
-        Some(Ok(d)) => Some(Rejection::DrillFailed {
-            why: d.reason.clone().unwrap_or_default(),
-        }),
-        Some(Err(why)) => Some(Rejection::NotDrilled {
-            discounted: Some(why.to_string()),
-        }),
-        None => Some(Rejection::NotDrilled { discounted: None }),
-    }
-}
-
-/// The newest usable snapshot (by cut; the name breaks a tie), or why none is.
-pub fn choose(
-    snapshots: &[SnapshotRead],
-    shard: Series,
-    policy: &ResolvedRestore,
-    requested: u128,
-    now: Timestamp,
-) -> Result<Choice, Vec<(String, Rejection)>> {
-    let mut usable = Vec::new();
-    let mut rejected = Vec::new();
-    for s in snapshots {
-        match judge(s, shard, policy, requested, now) {
-            Ok(c) => usable.push(c),
-            Err(r) => rejected.push(r),
-        }
-    }
-    usable
-        .into_iter()
-        .max_by(|a, b| a.cut.cmp(&b.cut).then_with(|| a.name.cmp(&b.name)))
-        .ok_or(rejected)
-}
-
-/// The shard's series from vtctld's last word: every tablet that reported a version must
-/// agree, and the primary must be among them.
-pub fn shard_series(state: &ShardState) -> Result<Series, (Code, String)> {
-    let Some(primary) = &state.primary else {
-        return Err((
-            Code::ShardHasNoPrimary,
-            "the shard has no primary to catch up from".into(),
-        ));
-    };
-    let mut seen = BTreeSet::new();
-    let mut primary_reported = false;
-    for t in &state.tablets {
-        let Some(v) = &t.version else { continue };
-        let Some(s) = Series::parse(v) else {
-            return Err((
-                Code::ShardVersionUnknown,
-                format!(
-                    "tablet {} reports version {v:?}, which does not read as major.minor",
-                    t.alias
-                ),
-            ));
-        };
-        primary_reported |= &t.alias == primary;
-        seen.insert(s);
-    }
-    if !primary_reported {
-        return Err((
-            Code::ShardVersionUnknown,
-            format!("the primary {primary} did not report its MySQL version"),
-        ));
-    }
-    let mut it = seen.into_iter();
-    match (it.next(), it.next()) {
-        (Some(s), None) => Ok(s),
-        (Some(a), Some(b)) => Err((
-            Code::ShardVersionsDiffer,
-            format!("the shard's tablets run {a} and {b} (an upgrade in progress?)"),
-        )),
-        (None, _) => Err((
-            Code::ShardVersionUnknown,
-            "no tablet reported a version".into(),
-        )),
+/// The code of the answer when the shard's series is not known.
+fn series_code(why: &SeriesUnknown) -> Code {
+    match why {
+        SeriesUnknown::NoPrimary => Code::ShardHasNoPrimary,
+        SeriesUnknown::SeriesDiffer { .. } => Code::ShardVersionsDiffer,
+        SeriesUnknown::VersionUnreadable { .. }
+        | SeriesUnknown::PrimaryUnreported { .. }
+        | SeriesUnknown::NoneReported => Code::ShardVersionUnknown,
     }
 }
 
@@ -371,29 +41,11 @@ fn skipped(d: &mut Decision, code: Code, message: String, pvc: &str) {
     d.push(code, message);
 }
 
-/// The PVC's requested storage in bytes, or what is wrong with it.
-pub fn requested_bytes(pvc: &Value) -> Result<u128, String> {
-    const FIELD: &str = "spec.resources.requests.storage";
-    match pvc.pointer("/spec/resources/requests/storage") {
-        None | Some(Value::Null) => Err(format!("{FIELD} is missing")),
-        Some(Value::String(q)) => quantity::bytes(q).map_err(|e| format!("{FIELD}: {e}")),
-        Some(Value::Number(n)) => Err(format!(
-            "{FIELD} is the number {n}, not a quantity string (\"{n}\")"
-        )),
-        Some(other) => Err(format!(
-            "{FIELD} is {}, not a quantity string",
-            super::kind_of(other)
-        )),
-    }
-}
-
 /// The PVC's tablet, if a snapshot of the shard records that it was re-provisioned, and
 /// that snapshot.
-fn reprovisioned(pvc: &Value, snapshots: &[SnapshotRead]) -> Option<(TabletUid, String)> {
-    let uid: TabletUid = pvc
-        .pointer("/metadata/labels")?
-        .get(vtsnap_core::labels::TABLET_UID)?
-        .as_str()?
+fn reprovisioned(object: &NewObject, snapshots: &[SnapshotRead]) -> Option<(TabletUid, String)> {
+    let uid: TabletUid = object
+        .label(vtsnap_core::labels::TABLET_UID)?
         .parse()
         .ok()?;
     snapshots
@@ -405,10 +57,10 @@ fn reprovisioned(pvc: &Value, snapshots: &[SnapshotRead]) -> Option<(TabletUid, 
 
 /// The decision for a new tablet PVC.
 pub fn tablet_pvc(
-    pvc: &Value,
+    object: &NewObject,
+    pvc: &NewPvc,
     shard: &ShardRef,
     policy: &ResolvedRestore,
-    pool: &str,
     settings: &Settings,
     inventory: &dyn Inventory,
     now: Timestamp,
@@ -419,28 +71,33 @@ pub fn tablet_pvc(
             "restore is not enabled for this shard",
         );
     }
+    let pool = match &object.pool {
+        Ok(p) => p,
+        Err(why) => return Decision::note(Code::LabelsUnreadable, why.to_string()),
+    };
     if !policy.opts_in(pool) {
         return Decision::note(
             Code::PoolNotOptedIn,
             format!("pool {pool:?} is not in restore.pools {:?}", policy.pools),
         );
     }
-    let name = name_of(pvc);
+    let name = object.name();
     let mut d = Decision::default();
-    if ["dataSource", "dataSourceRef"].iter().any(|f| {
-        pvc.pointer(&format!("/spec/{f}"))
-            .is_some_and(|v| !v.is_null())
-    }) {
+    if pvc
+        .spec
+        .as_ref()
+        .is_some_and(|s| s.data_source.is_some() || s.data_source_ref.is_some())
+    {
         d.push(
             Code::HasDataSource,
             "the PVC already names a data source (the pool's template sets one): left as it is",
         );
         return d;
     }
-    let requested = match requested_bytes(pvc) {
-        Ok(b) => b,
+    let requested = match &pvc.requested {
+        Ok(b) => *b,
         Err(why) => {
-            skipped(&mut d, Code::SizeUnreadable, why, name);
+            skipped(&mut d, Code::SizeUnreadable, why.to_string(), name);
             return d;
         }
     };
@@ -479,13 +136,13 @@ pub fn tablet_pvc(
     }
     let series = match shard_series(&state) {
         Ok(s) => s,
-        Err((code, why)) => {
-            skipped(&mut d, code, why, name);
+        Err(why) => {
+            skipped(&mut d, series_code(&why), why.to_string(), name);
             return d;
         }
     };
     let snapshots = inventory.snapshots(shard);
-    if let Some((uid, from)) = reprovisioned(pvc, &snapshots) {
+    if let Some((uid, from)) = reprovisioned(object, &snapshots) {
         skipped(
             &mut d,
             Code::TabletReprovisioned,
@@ -517,15 +174,7 @@ pub fn tablet_pvc(
             skipped(&mut d, Code::NoUsableSnapshot, why, name);
         }
         Ok(c) => {
-            let source = json!({"apiGroup": GROUP, "kind": "VolumeSnapshot", "name": c.name});
-            d.patch.push(Op::Add {
-                path: "/spec/dataSource".into(),
-                value: source.clone(),
-            });
-            d.patch.push(Op::Add {
-                path: "/spec/dataSourceRef".into(),
-                value: source,
-            });
+            d.patch.extend(patch::restore_from(&c.name));
             let reason = format!(
                 "newest usable snapshot of shard {shard}: cut {}, {}, {} bytes ≤ the PVC's {requested}",
                 c.cut, c.series, c.restore_bytes
@@ -539,12 +188,7 @@ pub fn tablet_pvc(
             {
                 annotations.push((ANN_RESTORE_NODE, node.clone()));
             }
-            let mut obj = pvc.clone();
-            for (k, v) in annotations {
-                let ops = patch::set_entry(&obj, "/metadata/annotations", k, json!(v));
-                obj = patch::apply(&obj, &ops).unwrap_or(obj);
-                d.patch.extend(ops);
-            }
+            d.patch.extend(patch::annotate(&object.meta, &annotations));
             d.event = Some(EventNote::new(
                 "RestoreInjected",
                 format!(

@@ -1,27 +1,28 @@
-//! Every injection rule and every row of the vtbackup table (docs/design.md §9), on objects shaped as
-//! vitess-operator makes them (`vtsnap_testkit::operator_objects`).
+//! What the webhook makes of the restore rule's choice for a new tablet PVC — the patch,
+//! the codes, the Event — on objects shaped as vitess-operator makes them
+//! (`vtsnap_testkit::operator_objects`), and the fixtures the other decision tests share.
+//! The rule's own cases are core's (`vtsnap_core::snapshot::choice`'s tests). Tablet Pods
+//! are in `tests_pod`, vtbackup objects in `tests_vtbackup`.
 
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use proptest::prelude::*;
 use serde_json::{Value, json};
 use vtsnap_core::config::Config;
+use vtsnap_core::shard::ShardRef;
+use vtsnap_core::snapshot::choice::{ShardState, TabletVersion};
 use vtsnap_core::snapshot::{
-    ANN_CUT_TIME, ANN_SOURCE_PVC, ANN_SOURCE_TABLET, ANN_UNUSABLE, LABEL_TABLET_UID,
-};
-use vtsnap_core::vtbackup::{
-    ANN_DATA_VOLUME_HASH, ANN_TEMPLATE_HASH, PLACEHOLDER_CLASS, data_volume, placeholder_spec,
-    template_hash,
+    ANN_CUT_TIME, ANN_SOURCE_PVC, ANN_SOURCE_TABLET, ANN_UNUSABLE, LABEL_TABLET_UID, SnapshotRead,
 };
 use vtsnap_testkit::operator_objects::{
-    OperatorShard, VtsnapSnapshot, operator_shard, pvc_template, with_extra_mount,
-    with_extra_volume,
+    OperatorShard, VtsnapSnapshot, operator_shard, pvc_template,
 };
 
 use super::*;
-use crate::observe::{Dump, ShardState, TabletVersion};
-use crate::patch::{Op, apply};
+use crate::inventory::Dump;
+use crate::observe::{FirstPoolUnknown, Kind, NewObject, PvcRead, PvcTemplate};
+use crate::patch::apply;
+use vtsnap_core::restored::{ANN_RESTORE_NODE, ANN_RESTORE_REASON, ANN_RESTORED_FROM};
 
 const NOW: &str = "2026-12-01T12:00:00Z";
 
@@ -147,12 +148,12 @@ pub(super) fn inventory(snaps: &[Snap]) -> Dump {
     d
 }
 
-pub(super) fn review_of<'a>(kind: Kind, obj: &'a Value) -> Review<'a> {
+/// The review of the creation of `obj` in `vitess`, observed.
+pub(super) fn review_of(kind: Kind, obj: &Value) -> Review {
     Review {
-        kind: Some(kind),
-        operation: "CREATE",
-        namespace: "vitess",
-        object: obj,
+        operation: Operation::Create,
+        namespace: "vitess".into(),
+        object: Some(NewObject::read(kind, obj, "vitess")),
     }
 }
 
@@ -181,6 +182,15 @@ pub(super) fn restored_from(d: &Decision, obj: &Value) -> Option<String> {
     after["spec"]["dataSourceRef"]["name"]
         .as_str()
         .map(str::to_owned)
+}
+
+#[test]
+fn each_code_is_named_as_its_serialized_form() {
+    use strum::VariantArray as _;
+    for code in Code::VARIANTS {
+        assert_eq!(serde_json::to_value(code).unwrap(), json!(code.as_str()));
+    }
+    assert_eq!(Code::NotVtsnaps.as_str(), "not-vtsnaps");
 }
 
 #[test]
@@ -330,45 +340,6 @@ fn every_injection_rule_passes_over_the_snapshot_that_breaks_it() {
         "{:?}",
         d.notes
     );
-}
-
-#[test]
-fn the_age_limit_and_the_size_fit_are_exact_at_their_bounds() {
-    let d = decide_pvc(
-        &enabled(),
-        &inventory(&[snap("s", 47.99)]),
-        &new_pvc("64Gi"),
-    );
-    assert_eq!(
-        codes(&d),
-        [Code::RestoredFromSnapshot],
-        "just younger than 48h, exactly the size"
-    );
-    let d = decide_pvc(&enabled(), &inventory(&[snap("s", 48.0)]), &new_pvc("64Gi"));
-    assert_eq!(codes(&d), [Code::NoUsableSnapshot], "48h is too old");
-    let d = decide_pvc(
-        &enabled(),
-        &inventory(&[snap("s", 1.0)]),
-        &new_pvc("68719476735"),
-    );
-    assert_eq!(codes(&d), [Code::NoUsableSnapshot], "one byte short");
-    let cfg = config("  restore: {enabled: true, maxSnapshotAge: 6h}\n");
-    let d = decide_pvc(
-        &cfg,
-        &inventory(&[snap("s", 6.5), snap("t", 5.5)]),
-        &new_pvc("64Gi"),
-    );
-    assert_eq!(restored_from(&d, &new_pvc("64Gi")).as_deref(), Some("t"));
-}
-
-#[test]
-fn ties_on_the_cut_go_to_the_later_name() {
-    let d = decide_pvc(
-        &enabled(),
-        &inventory(&[snap("s-a", 3.0), snap("s-b", 3.0)]),
-        &new_pvc("100Gi"),
-    );
-    assert_eq!(restored_from(&d, &new_pvc("100Gi")).as_deref(), Some("s-b"));
 }
 
 #[test]
@@ -522,13 +493,13 @@ fn objects_vtsnap_does_not_change_are_left_alone() {
     let inv = inventory(&[snap("s", 1.0)]);
     let pvc = new_pvc("100Gi");
     let mut r = review_of(Kind::PersistentVolumeClaim, &pvc);
-    r.operation = "UPDATE";
+    r.operation = Operation::Update;
     assert_eq!(
         codes(&decide(&r, &enabled(), &settings(), &inv, now())),
         [Code::NotVtsnaps]
     );
     let r = Review {
-        kind: None,
+        object: None,
         ..review_of(Kind::Pod, &pvc)
     };
     assert_eq!(
@@ -573,16 +544,16 @@ fn nothing_is_decided_before_the_caches_are_filled() {
         fn synced(&self) -> bool {
             false
         }
-        fn snapshots(&self, s: &ShardRef) -> Vec<crate::observe::SnapshotRead> {
+        fn snapshots(&self, s: &ShardRef) -> Vec<SnapshotRead> {
             self.0.snapshots(s)
         }
         fn shard_state(&self, s: &ShardRef) -> Option<ShardState> {
             self.0.shard_state(s)
         }
-        fn cluster(&self, n: &str, c: &str) -> Option<Value> {
-            self.0.cluster(n, c)
+        fn first_pool_template(&self, s: &ShardRef) -> Result<PvcTemplate, FirstPoolUnknown> {
+            self.0.first_pool_template(s)
         }
-        fn pvc(&self, n: &str, p: &str) -> Option<Value> {
+        fn pvc(&self, n: &str, p: &str) -> Option<PvcRead> {
             self.0.pvc(n, p)
         }
     }
@@ -598,700 +569,6 @@ fn nothing_is_decided_before_the_caches_are_filled() {
     assert_eq!(
         (codes(&d), d.patch.len()),
         (vec![Code::InventoryNotSynced], 0)
-    );
-}
-
-// ---- node-local restores -------------------------------------------------------------
-
-pub(super) fn node_local() -> Config {
-    config("  restore: {enabled: true, nodeLocal: true, nodeLabel: topology.topolvm.io/node}\n")
-}
-
-#[test]
-fn node_local_snapshots_record_their_node_and_pin_the_pod_there() {
-    let inv = inventory(&[snap("s", 1.0)]);
-    let pvc = new_pvc("100Gi");
-    let d = decide_pvc(&node_local(), &inv, &pvc);
-    let stored = apply(&pvc, &d.patch).unwrap();
-    assert_eq!(
-        stored["metadata"]["annotations"][ANN_RESTORE_NODE],
-        "node-2"
-    );
-    // The Pod of that PVC.
-    let mut inv = inv;
-    inv.add(stored);
-    let pod = operator_shard().tablet("replica", 4).pod();
-    let d = decide(
-        &review_of(Kind::Pod, &pod),
-        &node_local(),
-        &settings(),
-        &inv,
-        now(),
-    );
-    assert_eq!(
-        codes(&d),
-        [Code::RestoreContainerAdded, Code::PinnedToSourceNode],
-        "{d:#?}"
-    );
-    let after = apply(&pod, &d.patch).unwrap();
-    assert_eq!(
-        after["spec"]["nodeSelector"],
-        json!({"topology.topolvm.io/node": "node-2"})
-    );
-    // The operator's own affinity is not touched (it would see a change as drift).
-    assert_eq!(after["spec"]["affinity"], pod["spec"]["affinity"]);
-    // A snapshot that does not say where it was cut cannot be restored node-locally.
-    let d = decide_pvc(
-        &node_local(),
-        &inventory(&[Snap {
-            node: "",
-            ..snap("s", 1.0)
-        }]),
-        &pvc,
-    );
-    assert_eq!(codes(&d), [Code::NoUsableSnapshot]);
-    assert!(d.notes[0].message.contains("no source node recorded"));
-}
-
-#[test]
-fn pinning_respects_a_selector_the_pod_already_has_and_needs_the_pvc() {
-    let pvc = {
-        let p = new_pvc("100Gi");
-        let d = decide_pvc(&node_local(), &inventory(&[snap("s", 1.0)]), &p);
-        apply(&p, &d.patch).unwrap()
-    };
-    let mut inv = inventory(&[]);
-    inv.add(pvc);
-    let mut pod = operator_shard().tablet("replica", 4).pod();
-    pod["spec"]["nodeSelector"] = json!({"topology.topolvm.io/node": "node-2", "disk": "ssd"});
-    let d = decide(
-        &review_of(Kind::Pod, &pod),
-        &node_local(),
-        &settings(),
-        &inv,
-        now(),
-    );
-    assert!(codes(&d).contains(&Code::PinnedToSourceNode));
-    assert!(d.patch.iter().all(|op| !op.path().contains("nodeSelector")));
-    pod["spec"]["nodeSelector"]["topology.topolvm.io/node"] = json!("node-7");
-    let d = decide(
-        &review_of(Kind::Pod, &pod),
-        &node_local(),
-        &settings(),
-        &inv,
-        now(),
-    );
-    assert!(codes(&d).contains(&Code::NodeSelectorConflict), "{d:#?}");
-    assert!(d.patch.iter().all(|op| !op.path().contains("nodeSelector")));
-    // The PVC is not known: the Pod is not pinned (the GC un-sticks it if it stays Pending).
-    let pod = operator_shard().tablet("replica", 4).pod();
-    let d = decide(
-        &review_of(Kind::Pod, &pod),
-        &node_local(),
-        &settings(),
-        &inventory(&[]),
-        now(),
-    );
-    assert!(codes(&d).contains(&Code::RestorePvcUnknown), "{d:#?}");
-    // Not node-local: the PVC is not consulted at all.
-    let d = decide(
-        &review_of(Kind::Pod, &pod),
-        &enabled(),
-        &settings(),
-        &inventory(&[]),
-        now(),
-    );
-    assert_eq!(codes(&d), [Code::RestoreContainerAdded]);
-}
-
-// ---- the restore init container ------------------------------------------------------
-
-#[test]
-fn tablet_pods_of_opted_in_pools_get_the_restore_init_container_last() {
-    let pod = operator_shard().tablet("replica", 4).pod();
-    let d = decide(
-        &review_of(Kind::Pod, &pod),
-        &enabled(),
-        &settings(),
-        &inventory(&[]),
-        now(),
-    );
-    let after = apply(&pod, &d.patch).unwrap();
-    let inits: Vec<&str> = after["spec"]["initContainers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        inits,
-        ["init-vt-root", "init-mysql-socket", RESTORE_CONTAINER]
-    );
-    let c = &after["spec"]["initContainers"][2];
-    assert_eq!(c, &restore_container("vtsnap/vtsnap-restore:0.1.0"));
-    assert_eq!(
-        c["volumeMounts"][0],
-        json!({"name": "persistent-volume-claim", "mountPath": "/vt/vtdataroot", "subPath": "vtdataroot"})
-    );
-    assert_eq!(
-        c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
-        "metadata.labels['planetscale.com/tablet-uid']"
-    );
-    // Only that: the operator's containers, volumes and affinity are as it made them.
-    let mut without = after.clone();
-    without["spec"]["initContainers"]
-        .as_array_mut()
-        .unwrap()
-        .pop();
-    assert_eq!(without, pod);
-
-    // Already in the pool's initContainers: nothing added.
-    let mut has = pod.clone();
-    has["spec"]["initContainers"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"name": RESTORE_CONTAINER, "image": "mine"}));
-    let d = decide(
-        &review_of(Kind::Pod, &has),
-        &enabled(),
-        &settings(),
-        &inventory(&[]),
-        now(),
-    );
-    assert_eq!(
-        (codes(&d), d.patch.len()),
-        (vec![Code::RestoreContainerPresent], 0)
-    );
-    // No image configured: nothing added, and the note says what to do.
-    let s = Settings {
-        restore_image: None,
-        ..settings()
-    };
-    let d = decide(
-        &review_of(Kind::Pod, &pod),
-        &enabled(),
-        &s,
-        &inventory(&[]),
-        now(),
-    );
-    assert_eq!((codes(&d), d.patch.len()), (vec![Code::NoRestoreImage], 0));
-    // Not opted in, or no data volume.
-    let d = decide(
-        &review_of(Kind::Pod, &pod),
-        &config(""),
-        &settings(),
-        &inventory(&[]),
-        now(),
-    );
-    assert_eq!((codes(&d), d.patch.len()), (vec![Code::RestoreDisabled], 0));
-    let d = decide(
-        &review_of(Kind::Pod, &pod),
-        &config("  restore: {enabled: true, pools: [rdonly]}\n"),
-        &settings(),
-        &inventory(&[]),
-        now(),
-    );
-    assert_eq!(codes(&d), [Code::PoolNotOptedIn]);
-    let mut no_pvc = pod.clone();
-    no_pvc["spec"]["volumes"] = json!([{"name": "vt-root", "emptyDir": {}}]);
-    let d = decide(
-        &review_of(Kind::Pod, &no_pvc),
-        &enabled(),
-        &settings(),
-        &inventory(&[]),
-        now(),
-    );
-    assert_eq!(codes(&d), [Code::NoDataVolume]);
-    // A Pod without any init container gets the list.
-    let mut bare = pod.clone();
-    bare["spec"]
-        .as_object_mut()
-        .unwrap()
-        .remove("initContainers");
-    let d = decide(
-        &review_of(Kind::Pod, &bare),
-        &enabled(),
-        &settings(),
-        &inventory(&[]),
-        now(),
-    );
-    assert_eq!(
-        apply(&bare, &d.patch).unwrap()["spec"]["initContainers"][0]["name"],
-        RESTORE_CONTAINER
-    );
-}
-
-// ---- vtbackup storage (docs/design.md §9's table) ---------------------------------------------
-
-fn vitess_cluster(first_pool: &Value) -> Value {
-    json!({"apiVersion": "planetscale.com/v2", "kind": "VitessCluster",
-        "metadata": {"name": "example", "namespace": "vitess", "uid": "vc-1"},
-        "spec": {"keyspaces": [{"name": "commerce", "partitionings": [{"equal": {"parts": 1, "shardTemplate": {
-            "tabletPools": [{"cell": "zone1", "type": "replica", "replicas": 3, "dataVolumeClaimTemplate": first_pool}]}}}]}]}})
-}
-
-pub(super) fn with_cluster(first_pool: &Value) -> Dump {
-    let mut d = inventory(&[]);
-    d.add(vitess_cluster(first_pool));
-    d
-}
-
-pub(super) fn vtbackup_config(block: &str) -> Config {
-    config(&format!("  vtbackup: {block}\n"))
-}
-
-fn own_template() -> Value {
-    json!({"storageClassName": "cheap-disk", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}})
-}
-
-fn annotation<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
-    v["metadata"]["annotations"][k].as_str()
-}
-
-#[test]
-fn inherited_storage_changes_nothing_and_stamps_the_first_pools_template() {
-    let pool = pvc_template("100Gi");
-    let inv = with_cluster(&pool);
-    let cfg = config("");
-    let s = operator_shard();
-    let pod = s.vtbackup_init_pod();
-    let d = decide(&review_of(Kind::Pod, &pod), &cfg, &settings(), &inv, now());
-    assert_eq!(codes(&d), [Code::InheritFirstPool]);
-    let after = apply(&pod, &d.patch).unwrap();
-    assert_eq!(
-        after["spec"], pod["spec"],
-        "the Pod's storage is the operator's"
-    );
-    assert_eq!(
-        annotation(&after, ANN_TEMPLATE_HASH),
-        Some(template_hash(&pool).as_str())
-    );
-    assert_eq!(
-        annotation(&after, ANN_DATA_VOLUME_HASH),
-        Some(data_volume(&pod).unwrap().hash().as_str())
-    );
-    let pvc = s.vtbackup_init_pvc(&pool);
-    let d = decide(
-        &review_of(Kind::PersistentVolumeClaim, &pvc),
-        &cfg,
-        &settings(),
-        &inv,
-        now(),
-    );
-    let after = apply(&pvc, &d.patch).unwrap();
-    assert_eq!(after["spec"], pool);
-    assert_eq!(
-        annotation(&after, ANN_TEMPLATE_HASH),
-        Some(template_hash(&pool).as_str())
-    );
-    let sched = s.scheduled_backup_pvc("daily", 1_800_000_000, &pool);
-    let d = decide(
-        &review_of(Kind::PersistentVolumeClaim, &sched),
-        &cfg,
-        &settings(),
-        &inv,
-        now(),
-    );
-    assert_eq!(
-        (codes(&d), d.patch.len()),
-        (vec![Code::InheritFirstPool], 0)
-    );
-    // Without the VitessCluster the first pool's template is unknown: no template hash.
-    let d = decide(
-        &review_of(Kind::Pod, &pod),
-        &cfg,
-        &settings(),
-        &inventory(&[]),
-        now(),
-    );
-    assert_eq!(
-        codes(&d),
-        [Code::InheritFirstPool, Code::FirstPoolTemplateUnknown]
-    );
-    let after = apply(&pod, &d.patch).unwrap();
-    assert!(annotation(&after, ANN_TEMPLATE_HASH).is_none());
-    assert!(annotation(&after, ANN_DATA_VOLUME_HASH).is_some());
-}
-
-#[test]
-fn a_vtbackup_pvc_without_a_spec_gets_the_placeholder_added() {
-    // Found by the review fuzzer: a JSON patch cannot replace a member that is missing.
-    let pool = pvc_template("100Gi");
-    let inv = with_cluster(&pool);
-    let cfg = vtbackup_config("{useEmptyDirForInitialBackup: true}");
-    let mut pvc = operator_shard().vtbackup_init_pvc(&pool);
-    pvc.as_object_mut().unwrap().remove("spec");
-    let d = decide(
-        &review_of(Kind::PersistentVolumeClaim, &pvc),
-        &cfg,
-        &settings(),
-        &inv,
-        now(),
-    );
-    assert!(
-        matches!(&d.patch[0], Op::Add { path, .. } if path == "/spec"),
-        "{:?}",
-        d.patch
-    );
-    let after = apply(&pvc, &d.patch).unwrap();
-    assert_eq!(after["spec"], placeholder_spec());
-}
-
-#[test]
-fn an_empty_dir_initial_backup_gets_an_empty_dir_and_a_placeholder_pvc() {
-    let pool = pvc_template("100Gi");
-    let inv = with_cluster(&pool);
-    let cfg = vtbackup_config("{useEmptyDirForInitialBackup: true}");
-    let s = operator_shard();
-    let pod = s.vtbackup_init_pod();
-    let d = decide(&review_of(Kind::Pod, &pod), &cfg, &settings(), &inv, now());
-    assert_eq!(codes(&d), [Code::EmptyDirForInitialBackup]);
-    let after = apply(&pod, &d.patch).unwrap();
-    assert_eq!(
-        after["spec"]["volumes"][1],
-        json!({"name": "persistent-volume-claim", "emptyDir": {}})
-    );
-    assert_eq!(after["spec"]["volumes"][0], pod["spec"]["volumes"][0]);
-    assert_eq!(
-        after["spec"]["containers"], pod["spec"]["containers"],
-        "the mount stays, on the emptyDir now"
-    );
-    assert_eq!(
-        annotation(&after, ANN_DATA_VOLUME_HASH),
-        Some(data_volume(&after).unwrap().hash().as_str()),
-        "the hash is of the effective volume"
-    );
-    assert_ne!(
-        annotation(&after, ANN_DATA_VOLUME_HASH),
-        Some(data_volume(&pod).unwrap().hash().as_str())
-    );
-    assert_eq!(
-        annotation(&after, ANN_TEMPLATE_HASH),
-        Some(template_hash(&placeholder_spec()).as_str())
-    );
-
-    let pvc = s.vtbackup_init_pvc(&pool);
-    let d = decide(
-        &review_of(Kind::PersistentVolumeClaim, &pvc),
-        &cfg,
-        &settings(),
-        &inv,
-        now(),
-    );
-    assert_eq!(codes(&d), [Code::PlaceholderPvc]);
-    assert!(
-        matches!(&d.patch[0], Op::Replace { path, .. } if path == "/spec"),
-        "{:?}",
-        d.patch
-    );
-    let after = apply(&pvc, &d.patch).unwrap();
-    assert_eq!(after["spec"], placeholder_spec());
-    assert_eq!(after["spec"]["storageClassName"], PLACEHOLDER_CLASS);
-    assert_eq!(
-        after["metadata"]["labels"], pvc["metadata"]["labels"],
-        "still the operator's PVC"
-    );
-    assert_eq!(
-        annotation(&after, ANN_TEMPLATE_HASH),
-        Some(template_hash(&placeholder_spec()).as_str())
-    );
-
-    // Scheduled backups keep the first pool's template.
-    let sched = s.scheduled_backup_pvc("daily", 1_800_000_000, &pool);
-    let d = decide(
-        &review_of(Kind::PersistentVolumeClaim, &sched),
-        &cfg,
-        &settings(),
-        &inv,
-        now(),
-    );
-    assert_eq!(
-        (codes(&d), d.patch.len()),
-        (vec![Code::InheritFirstPool], 0)
-    );
-    // Tablets' PVCs are not vtbackup's.
-    let tablet = s.tablet("replica", 1).pvc(&pool);
-    let d = decide(
-        &review_of(Kind::PersistentVolumeClaim, &tablet),
-        &cfg,
-        &settings(),
-        &inv,
-        now(),
-    );
-    assert_eq!((codes(&d), d.patch.len()), (vec![Code::RestoreDisabled], 0));
-}
-
-#[test]
-fn a_data_volume_the_pools_extra_volumes_chose_is_kept() {
-    let cfg = vtbackup_config("{useEmptyDirForInitialBackup: true}");
-    let inv = with_cluster(&pvc_template("100Gi"));
-    let s = operator_shard();
-    // extraVolumes replaced the data volume by name.
-    let pod = with_extra_volume(
-        s.vtbackup_init_pod(),
-        json!({"name": "persistent-volume-claim", "hostPath": {"path": "/scratch"}}),
-    );
-    let d = decide(&review_of(Kind::Pod, &pod), &cfg, &settings(), &inv, now());
-    assert_eq!(codes(&d), [Code::DataVolumeOverridden]);
-    let after = apply(&pod, &d.patch).unwrap();
-    assert_eq!(after["spec"], pod["spec"]);
-    assert_eq!(
-        annotation(&after, ANN_DATA_VOLUME_HASH),
-        Some(data_volume(&pod).unwrap().hash().as_str())
-    );
-    // extraVolumeMounts put /vt/vtdataroot on another volume.
-    let pod = with_extra_mount(
-        with_extra_volume(
-            s.vtbackup_init_pod(),
-            json!({"name": "scratch", "emptyDir": {"sizeLimit": "20Gi"}}),
-        ),
-        json!({"name": "scratch", "mountPath": "/vt/vtdataroot"}),
-    );
-    let d = decide(&review_of(Kind::Pod, &pod), &cfg, &settings(), &inv, now());
-    assert_eq!(codes(&d), [Code::DataVolumeOverridden]);
-    assert_eq!(apply(&pod, &d.patch).unwrap()["spec"], pod["spec"]);
-    // No vtbackup container mounting the data root.
-    let mut odd = s.vtbackup_init_pod();
-    odd["spec"]["containers"][0]["name"] = json!("other");
-    let d = decide(&review_of(Kind::Pod, &odd), &cfg, &settings(), &inv, now());
-    assert_eq!((codes(&d), d.patch.len()), (vec![Code::NoDataMount], 0));
-}
-
-#[test]
-fn a_vtbackup_template_becomes_the_spec_of_initial_and_scheduled_backup_pvcs() {
-    let pool = pvc_template("100Gi");
-    let inv = with_cluster(&pool);
-    let cfg = vtbackup_config(
-        "{dataVolumeClaimTemplate: {storageClassName: cheap-disk, accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}}}",
-    );
-    let s = operator_shard();
-    let want_hash = template_hash(&own_template());
-    let pod = s.vtbackup_init_pod();
-    let d = decide(&review_of(Kind::Pod, &pod), &cfg, &settings(), &inv, now());
-    assert_eq!(codes(&d), [Code::VtbackupTemplate]);
-    let after = apply(&pod, &d.patch).unwrap();
-    assert_eq!(after["spec"], pod["spec"]);
-    assert_eq!(
-        annotation(&after, ANN_TEMPLATE_HASH),
-        Some(want_hash.as_str())
-    );
-    for pvc in [
-        s.vtbackup_init_pvc(&pool),
-        s.scheduled_backup_pvc("daily", 1_800_000_000, &pool),
-    ] {
-        let d = decide(
-            &review_of(Kind::PersistentVolumeClaim, &pvc),
-            &cfg,
-            &settings(),
-            &inv,
-            now(),
-        );
-        assert_eq!(codes(&d), [Code::VtbackupTemplate]);
-        let after = apply(&pvc, &d.patch).unwrap();
-        assert_eq!(after["spec"], own_template());
-        assert_eq!(
-            annotation(&after, ANN_TEMPLATE_HASH),
-            Some(want_hash.as_str())
-        );
-        assert_eq!(after["metadata"]["name"], pvc["metadata"]["name"]);
-    }
-    // The more specific level's choice replaces the other (an emptyDir shard in a
-    // template cluster).
-    let cfg = config(
-        "  vtbackup: {dataVolumeClaimTemplate: {resources: {requests: {storage: 10Gi}}}}\n  keyspaces:\n    commerce:\n      vtbackup: {useEmptyDirForInitialBackup: true}\n",
-    );
-    let d = decide(
-        &review_of(Kind::PersistentVolumeClaim, &s.vtbackup_init_pvc(&pool)),
-        &cfg,
-        &settings(),
-        &inv,
-        now(),
-    );
-    assert_eq!(codes(&d), [Code::PlaceholderPvc]);
-}
-
-// ---- a property: whatever the snapshots, the one chosen is usable and the newest ------
-
-fn arb_snap() -> impl Strategy<Value = (f64, bool, bool, u8, u8, bool)> {
-    (
-        0.0f64..100.0,
-        any::<bool>(),
-        any::<bool>(),
-        0u8..3,
-        60u8..70,
-        any::<bool>(),
-    )
-}
-
-proptest! {
-    #[test]
-    fn the_chosen_snapshot_is_usable_and_no_usable_one_is_newer(specs in proptest::collection::vec(arb_snap(), 0..12)) {
-        let versions = ["8.0.36", "8.4.3", "10.11.18-MariaDB"];
-        let snaps: Vec<Snap> = specs.iter().enumerate().map(|(i, (age, ready, failed, v, size_gi, unusable))| Snap {
-            ready: *ready,
-            phase: if *failed { "failed" } else if *ready { "ready" } else { "cut" },
-            version: versions[usize::from(*v)],
-            flavor: if *v == 2 { "mariadb" } else { "mysql" },
-            size: Some(Box::leak(format!("{size_gi}Gi").into_boxed_str())),
-            unusable: unusable.then_some("purged"),
-            ..snap(&format!("s{i:02}"), *age)
-        }).collect();
-        let usable = |s: &Snap| s.ready && s.phase == "ready" && s.unusable.is_none()
-            && s.age_h < 48.0 && s.version == "8.0.36" && s.size.is_some_and(|z| z.trim_end_matches("Gi").parse::<u32>().unwrap() <= 64);
-        let pvc = new_pvc("64Gi");
-        let d = decide_pvc(&enabled(), &inventory(&snaps), &pvc);
-        match restored_from(&d, &pvc) {
-            Some(name) => {
-                let chosen = snaps.iter().find(|s| s.name == name).unwrap();
-                prop_assert!(usable(chosen), "chose an unusable snapshot {name}");
-                prop_assert!(snaps.iter().filter(|s| usable(s)).all(|s| s.age_h >= chosen.age_h - 1e-6 || s.name == name));
-            }
-            None => prop_assert!(!snaps.iter().any(usable), "left alone though one was usable: {d:?}"),
-        }
-    }
-}
-
-/// `restore.requireDrill`: only a snapshot whose last drill passed (at a time that can be
-/// true) is offered; without it, drills change nothing.
-#[test]
-fn require_drill_offers_only_snapshots_whose_drill_passed() {
-    // Each record names its own snapshot (`uid-<name>`, cut `age_h` hours ago).
-    let record = |name: &str, age_h: f64, h: f64, result: &str| {
-        let (at, cut) = (hours_ago(h), hours_ago(age_h));
-        Some(format!(
-            r#"{{"result":"{result}","at":"{at}","snapshotUid":"uid-{name}","cut":"{cut}","rto":{{"pvcBoundMs":1,"restoreMs":2,"mysqldReadyMs":3}}}}"#
-        ))
-        .map(|r| {
-            if result == "failed" {
-                r.replace(r#""rto""#, r#""reason":"table shop.orders: corrupt","rto""#)
-            } else {
-                r
-            }
-        })
-    };
-    let snaps = || {
-        vec![
-            Snap {
-                drill: record("s-failed", 1.0, 0.5, "failed"),
-                ..snap("s-failed", 1.0)
-            },
-            snap("s-undrilled", 2.0),
-            Snap {
-                drill: record("s-future", 3.0, -1.0, "passed"),
-                ..snap("s-future", 3.0)
-            },
-            Snap {
-                drill: record("s-drilled", 5.0, 4.0, "passed"),
-                ..snap("s-drilled", 5.0)
-            },
-            snap("s-old", 6.0),
-        ]
-    };
-    let pvc = new_pvc("100Gi");
-    let required = config("  restore: {enabled: true, requireDrill: true}\n");
-    let d = decide_pvc(&required, &inventory(&snaps()), &pvc);
-    assert_eq!(
-        restored_from(&d, &pvc).as_deref(),
-        Some("s-drilled"),
-        "{d:#?}"
-    );
-    // Off (the default): the newest usable one, drilled or not.
-    let d = decide_pvc(&enabled(), &inventory(&snaps()), &pvc);
-    assert_eq!(
-        restored_from(&d, &pvc).as_deref(),
-        Some("s-failed"),
-        "{d:#?}"
-    );
-    // None passed: the PVC is left as created and the Event names each reason.
-    let mut none = snaps();
-    none.retain(|s| s.name != "s-drilled");
-    let d = decide_pvc(&required, &inventory(&none), &pvc);
-    assert_eq!(codes(&d), [Code::NoUsableSnapshot]);
-    let msg = &d.notes[0].message;
-    for want in [
-        "s-failed: its drill failed: \"table shop.orders: corrupt\" (restore.requireDrill)",
-        "s-undrilled: no passed drill (restore.requireDrill)",
-        "s-future: no passed drill: \"its record is dated",
-    ] {
-        assert!(msg.contains(want), "{want}: {msg}");
-    }
-}
-
-/// Round three, item 1: with `restore.requireDrill`, a record dated before its snapshot
-/// existed, or copied from another snapshot, proves nothing: the older snapshot whose own
-/// drill passed is offered instead of the newer one carrying such a record.
-#[test]
-fn require_drill_ignores_records_not_made_for_the_snapshot() {
-    let passed = |name: &str, cut_h: f64, at: &str| {
-        Some(format!(
-            r#"{{"result":"passed","at":"{at}","snapshotUid":"uid-{name}","cut":"{}"}}"#,
-            hours_ago(cut_h)
-        ))
-    };
-    let older = passed("s-older", 5.0, &hours_ago(4.0).to_string());
-    let pvc = new_pvc("100Gi");
-    let required = config("  restore: {enabled: true, requireDrill: true}\n");
-    for (newest, want) in [
-        // Dated 2020, long before the snapshot was cut.
-        (
-            passed("s-newest", 1.0, "2020-01-01T00:00:00Z"),
-            "before the snapshot's cut",
-        ),
-        // s-older's record, copied verbatim.
-        (older.clone(), "made for another snapshot"),
-        // A record of an earlier version that names no snapshot.
-        (
-            Some(r#"{"result":"passed","at":"2026-11-29T11:00:00Z"}"#.into()),
-            "missing field `snapshotUid`",
-        ),
-    ] {
-        let snaps = vec![
-            Snap {
-                drill: newest,
-                ..snap("s-newest", 1.0)
-            },
-            Snap {
-                drill: older.clone(),
-                ..snap("s-older", 5.0)
-            },
-        ];
-        let d = decide_pvc(&required, &inventory(&snaps), &pvc);
-        assert_eq!(
-            restored_from(&d, &pvc).as_deref(),
-            Some("s-older"),
-            "{want}: {d:#?}"
-        );
-        // Without the older one, nothing is offered, and the Event says why.
-        let d = decide_pvc(&required, &inventory(&snaps[..1]), &pvc);
-        assert_eq!(codes(&d), [Code::NoUsableSnapshot]);
-        assert!(
-            d.notes[0].message.contains(want),
-            "{want}: {:?}",
-            d.notes[0]
-        );
-        // With requireDrill off, such a record neither helps nor strands the snapshot.
-        let d = decide_pvc(&enabled(), &inventory(&snaps), &pvc);
-        assert_eq!(restored_from(&d, &pvc).as_deref(), Some("s-newest"));
-    }
-    // Round three, item 13: an unreadable record strands nothing: with requireDrill off
-    // the snapshot is offered; with it on, it is simply not drilled.
-    let snaps = vec![Snap {
-        drill: Some("{not json".into()),
-        ..snap("s-garbled", 1.0)
-    }];
-    let d = decide_pvc(&enabled(), &inventory(&snaps), &pvc);
-    assert_eq!(
-        restored_from(&d, &pvc).as_deref(),
-        Some("s-garbled"),
-        "{d:#?}"
-    );
-    let d = decide_pvc(&required, &inventory(&snaps), &pvc);
-    assert!(
-        d.notes[0]
-            .message
-            .contains("s-garbled: no passed drill: \"its record is not a drill record"),
-        "{:?}",
-        d.notes[0]
     );
 }
 

@@ -1,23 +1,24 @@
-//! Objects vtsnap did not write, or that contradict themselves: each is passed over (or
-//! left unpinned, or left without the init container) with a reason, and the object is
-//! never made invalid.
+//! Objects vtsnap did not write, or that contradict themselves: each is left unpinned,
+//! left without the init container, or left unchanged, with a reason, and the object is
+//! never made invalid. Snapshots of that kind are passed over by core's rule (its
+//! `tests_hostile`); here, what the webhook makes of that.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
-use vtsnap_core::snapshot::{
-    ANN_CUT_TIME, ANN_GTID_EXECUTED, ANN_GTID_LOWER_BOUND, ANN_LAYOUT, ANN_MYSQL_FLAVOR,
-    ANN_MYSQL_VERSION, ANN_READY_TIME, ANN_SOURCE_NODE, ANN_SOURCE_PVC, CLOCK_SKEW,
-};
+use vtsnap_core::snapshot::ANN_SOURCE_NODE;
 use vtsnap_testkit::operator_objects::{operator_shard, pvc_template};
 
 use super::tests::{
-    codes, decide_pvc, enabled, healthy_state, inventory, new_pvc, node_local, now, restored_from,
-    review_of, settings, snap, vtbackup_config, with_cluster,
+    codes, decide_pvc, enabled, healthy_state, inventory, new_pvc, now, review_of, settings, snap,
 };
+use super::tests_pod::node_local;
+use super::tests_vtbackup::{vtbackup_config, with_cluster};
 use super::*;
-use crate::observe::Dump;
+use crate::inventory::Dump;
+use crate::observe::Kind;
 use crate::patch::apply;
+use vtsnap_core::restore_pod::CONTAINER as RESTORE_CONTAINER;
+use vtsnap_core::restored::ANN_RESTORE_NODE;
 
 /// The shard's inventory holding exactly these snapshot objects.
 fn inventory_of(objects: Vec<Value>) -> Dump {
@@ -27,238 +28,6 @@ fn inventory_of(objects: Vec<Value>) -> Dump {
     }
     d.set_shard_state(healthy_state(&operator_shard(), &["8.0.36"]));
     d
-}
-
-/// `f` applied to a good snapshot `s-bad` cut an hour ago, beside `s-good` cut 20h ago:
-/// `s-good` is chosen; alone, `s-bad` is passed over with a reason containing `words`.
-fn passed_over(what: &str, f: impl Fn(&mut Value), words: &str) {
-    let bad = || {
-        let mut o = snap("s-bad", 1.0).object();
-        f(&mut o);
-        o
-    };
-    let pvc = new_pvc("100Gi");
-    let d = decide_pvc(
-        &enabled(),
-        &inventory_of(vec![bad(), snap("s-good", 20.0).object()]),
-        &pvc,
-    );
-    assert_eq!(
-        restored_from(&d, &pvc).as_deref(),
-        Some("s-good"),
-        "{what}: {d:#?}"
-    );
-    let d = decide_pvc(&enabled(), &inventory_of(vec![bad()]), &pvc);
-    assert_eq!(codes(&d), [Code::NoUsableSnapshot], "{what}: {d:#?}");
-    assert!(d.patch.is_empty(), "{what}");
-    let msg = &d.notes[0].message;
-    assert!(msg.contains(words), "{what}: {msg}");
-}
-
-fn at(t: Timestamp) -> Value {
-    json!(t.to_string())
-}
-
-fn later(secs: i64) -> Timestamp {
-    now().checked_add(SignedDuration::from_secs(secs)).unwrap()
-}
-
-/// Every time of the snapshot object set to `t`.
-fn all_times(o: &mut Value, t: Timestamp) {
-    o["metadata"]["creationTimestamp"] = at(t);
-    o["metadata"]["annotations"][ANN_CUT_TIME] = at(t);
-    o["status"]["creationTime"] = at(t);
-}
-
-// ---- times ---------------------------------------------------------------------------
-
-#[test]
-fn a_snapshot_from_the_future_is_never_chosen() {
-    // Cut a day ahead: before, it was the newest and never aged out.
-    passed_over(
-        "cut in the future",
-        |o| o["metadata"]["annotations"][ANN_CUT_TIME] = at(later(86_400)),
-        "s-bad: impossible time: vtsnap.io/cut-time",
-    );
-    passed_over(
-        "created in the future",
-        |o| all_times(o, later(7200)),
-        "s-bad: impossible time: metadata.creationTimestamp",
-    );
-    passed_over(
-        "taken in the future",
-        |o| o["status"]["creationTime"] = at(later(7200)),
-        "impossible time: status.creationTime",
-    );
-    passed_over(
-        "ready in the future",
-        |o| o["metadata"]["annotations"][ANN_READY_TIME] = at(later(7200)),
-        "impossible time: vtsnap.io/ready-time",
-    );
-}
-
-#[test]
-fn clock_skew_is_allowed_up_to_its_bound_and_not_beyond() {
-    let skew = CLOCK_SKEW.as_secs();
-    let pvc = new_pvc("100Gi");
-    let within = {
-        let mut o = snap("s-ahead", 1.0).object();
-        all_times(&mut o, later(skew));
-        o
-    };
-    let d = decide_pvc(
-        &enabled(),
-        &inventory_of(vec![within, snap("s-good", 2.0).object()]),
-        &pvc,
-    );
-    assert_eq!(
-        restored_from(&d, &pvc).as_deref(),
-        Some("s-ahead"),
-        "exactly the skew ahead: {d:#?}"
-    );
-    passed_over(
-        "one second beyond the skew",
-        |o| all_times(o, later(skew + 1)),
-        "impossible time",
-    );
-}
-
-#[test]
-fn a_cut_before_its_own_creation_is_impossible() {
-    passed_over(
-        "cut a day before the object existed",
-        |o| o["metadata"]["annotations"][ANN_CUT_TIME] = at(later(-90_000)),
-        "vtsnap.io/cut-time",
-    );
-    passed_over(
-        "ready before the cut",
-        |o| o["metadata"]["annotations"][ANN_READY_TIME] = at(later(-86_400)),
-        "is before",
-    );
-}
-
-// ---- what vtsnap did not write ------------------------------------------------------
-
-#[test]
-fn a_layout_or_position_vtsnap_does_not_write_is_passed_over() {
-    passed_over(
-        "unknown layout",
-        |o| o["metadata"]["annotations"][ANN_LAYOUT] = json!("2"),
-        "vtsnap.io/layout \"2\" is not a layout vtsnap writes",
-    );
-    passed_over(
-        "no layout",
-        |o| {
-            o["metadata"]["annotations"]
-                .as_object_mut()
-                .unwrap()
-                .remove(ANN_LAYOUT);
-        },
-        "s-bad: no vtsnap.io/layout recorded",
-    );
-    passed_over(
-        "garbage position",
-        |o| o["metadata"]["annotations"][ANN_GTID_EXECUTED] = json!("lol; DROP TABLE"),
-        "vtsnap.io/gtid-executed \"lol; DROP TABLE\" is not a GTID position",
-    );
-    passed_over(
-        "garbage lower bound",
-        |o| o["metadata"]["annotations"][ANN_GTID_LOWER_BOUND] = json!("MySQL56/u:1-100"),
-        "vtsnap.io/gtid-lower-bound",
-    );
-    passed_over(
-        "a MariaDB position on a MySQL snapshot",
-        |o| o["metadata"]["annotations"][ANN_GTID_EXECUTED] = json!("MariaDB/0-1-100"),
-        "is a MariaDB position, but vtsnap.io/mysql-flavor is mysql",
-    );
-}
-
-#[test]
-fn a_snapshot_of_another_shards_pvc_is_not_restored_into_this_one() {
-    // Labelled for `-`, taken of a tablet PVC of `-80`.
-    let other = operator_shard()
-        .named("commerce", "-80")
-        .tablet("replica", 1);
-    passed_over(
-        "another shard's PVC",
-        |o| {
-            o["spec"]["source"]["persistentVolumeClaimName"] = json!(other.name);
-            o["metadata"]["annotations"][ANN_SOURCE_PVC] = json!(other.name);
-            o["metadata"]["annotations"]["vtsnap.io/source-tablet"] =
-                json!(other.alias.to_string());
-            o["metadata"]["labels"]["vtsnap.io/tablet-uid"] = json!(other.alias.uid.to_string());
-        },
-        "not taken of a tablet PVC of this shard: source tablet",
-    );
-    passed_over(
-        "the claim and the annotation disagree",
-        |o| o["spec"]["source"]["persistentVolumeClaimName"] = json!(other.name),
-        "differs from vtsnap.io/source-pvc",
-    );
-    passed_over(
-        "a claim that is no tablet's",
-        |o| {
-            o["spec"]["source"]["persistentVolumeClaimName"] = json!("pvc-2");
-            o["metadata"]["annotations"][ANN_SOURCE_PVC] = json!("pvc-2");
-        },
-        "not taken of a tablet PVC of this shard: source PVC \"pvc-2\"",
-    );
-    passed_over(
-        "no claim",
-        |o| {
-            o.as_object_mut().unwrap().remove("spec");
-        },
-        "no spec.source.persistentVolumeClaimName",
-    );
-}
-
-#[test]
-fn each_way_the_recorded_version_fails_is_named() {
-    let cases = [
-        (
-            "no flavor",
-            ANN_MYSQL_FLAVOR,
-            None,
-            "s-bad: no MySQL flavor recorded (vtsnap.io/mysql-flavor)",
-        ),
-        (
-            "no version",
-            ANN_MYSQL_VERSION,
-            None,
-            "s-bad: no MySQL version recorded (vtsnap.io/mysql-version)",
-        ),
-        (
-            "unknown flavor",
-            ANN_MYSQL_FLAVOR,
-            Some("percona"),
-            "s-bad: flavor \"percona\" is not mysql or mariadb",
-        ),
-        (
-            "unparsable version",
-            ANN_MYSQL_VERSION,
-            Some("latest"),
-            "s-bad: version \"latest\" does not read as <major>.<minor>",
-        ),
-        (
-            "a MariaDB version on a MySQL snapshot",
-            ANN_MYSQL_VERSION,
-            Some("10.11.18-MariaDB"),
-            "s-bad: flavor mysql with version \"10.11.18-MariaDB\", which is not a mysql version",
-        ),
-    ];
-    for (what, key, value, words) in cases {
-        passed_over(
-            what,
-            |o| {
-                let ann = o["metadata"]["annotations"].as_object_mut().unwrap();
-                match value {
-                    Some(v) => ann.insert(key.into(), json!(v)),
-                    None => ann.remove(key),
-                };
-            },
-            words,
-        );
-    }
 }
 
 // ---- node-local pins ----------------------------------------------------------------

@@ -12,143 +12,118 @@
 //! PVC template they were made for, the Pod also with the hash of its effective data mount
 //! and volume source, for the storage reconciler.
 
-use serde_json::{Value, json};
-use vtsnap_core::config::VtbackupStorage;
-use vtsnap_core::shard::ShardRef;
-use vtsnap_core::vitesscluster::first_pool_template;
-use vtsnap_core::vtbackup::{
-    ANN_DATA_VOLUME_HASH, ANN_TEMPLATE_HASH, BackupObject, DataVolume, data_volume,
-    desired_init_template, placeholder_spec, template_hash,
-};
+use vtsnap_core::vtbackup::{ANN_DATA_VOLUME_HASH, ANN_TEMPLATE_HASH, BackupObject, Source};
 
-use super::{Code, Decision, name_of};
-use crate::patch::{self, Op};
+use super::{Code, Decision};
+use crate::observe::{Body, FirstPoolUnknown, NewObject, PvcTemplate, Storage, placeholder};
+use crate::patch;
 
-fn stamp(d: &mut Decision, obj: &mut Value, key: &str, value: String) {
-    let ops = patch::set_entry(obj, "/metadata/annotations", key, json!(value));
-    if let Ok(next) = patch::apply(obj, &ops) {
-        *obj = next;
-    }
-    d.patch.extend(ops);
-}
-
-fn replace_spec(d: &mut Decision, obj: &mut Value, spec: &Value) {
-    let (path, value) = ("/spec".to_owned(), spec.clone());
-    // A JSON patch cannot replace a member that is not there (an object without a spec).
-    d.patch.push(if obj.get("spec").is_some() {
-        Op::Replace { path, value }
-    } else {
-        Op::Add { path, value }
-    });
-    obj["spec"] = spec.clone();
-}
-
-/// The decision for a vtbackup Pod or PVC of `shard`. `cluster` is its VitessCluster
-/// object, if cached (the first pool's template comes from it).
+/// The decision for a vtbackup Pod or PVC. `desired` is the template its initial backup is
+/// made for (the configured one, the placeholder or the first pool's), or why it is not
+/// known.
 pub fn vtbackup(
-    obj: &Value,
+    object: &NewObject,
     what: BackupObject,
-    shard: &ShardRef,
-    storage: &VtbackupStorage,
-    cluster: Option<&Value>,
+    storage: &Storage,
+    desired: Result<PvcTemplate, FirstPoolUnknown>,
 ) -> Decision {
-    let first_pool = cluster
-        .and_then(|c| first_pool_template(c, &shard.keyspace, &shard.shard.to_string()).ok())
-        .flatten();
-    let desired = desired_init_template(storage, first_pool);
     let mut d = Decision::default();
-    let mut out = obj.clone();
-    match what {
-        BackupObject::InitPod => {
-            let name = name_of(obj).to_owned();
-            let Some(mut data) = data_volume(obj) else {
+    // Stamped last, in this order, after any change of the spec.
+    let mut stamps: Vec<(&str, String)> = Vec::new();
+    match (what, &object.body) {
+        (BackupObject::InitPod, Body::Pod(pod)) => {
+            let Some(data) = &pod.backup_data else {
                 return Decision::note(
                     Code::NoDataMount,
                     "the Pod has no vtbackup container mounting /vt/vtdataroot",
                 );
             };
-            match storage {
-                VtbackupStorage::EmptyDirForInitialBackup if data.is_default_pvc(&name) => {
-                    if let Some((i, v)) = &mut data.volume {
-                        let empty = json!({"name": v["name"], "emptyDir": {}});
-                        d.patch.push(Op::Replace {
-                            path: format!("/spec/volumes/{i}"),
-                            value: empty.clone(),
-                        });
-                        out["spec"]["volumes"][*i] = empty.clone();
-                        *v = empty;
-                    }
+            let mut shape = data.shape.clone();
+            match (storage, data.default_pvc) {
+                (Storage::EmptyDirForInitialBackup, Some(i)) => {
+                    d.patch.push(patch::empty_dir(i));
+                    shape.source = Source::EmptyDir;
                     d.push(
                         Code::EmptyDirForInitialBackup,
                         "the initial backup's /vt/vtdataroot is an emptyDir",
                     );
                 }
-                VtbackupStorage::EmptyDirForInitialBackup => d.push(
+                (Storage::EmptyDirForInitialBackup, None) => d.push(
                     Code::DataVolumeOverridden,
                     "the pool's extraVolumes/extraVolumeMounts already choose /vt/vtdataroot's volume: kept",
                 ),
-                VtbackupStorage::Template(_) => d.push(
+                (Storage::Template(_), _) => d.push(
                     Code::VtbackupTemplate,
                     "the Pod's PVC gets the vtbackup template",
                 ),
-                VtbackupStorage::InheritFirstPool => {
+                (Storage::InheritFirstPool, _) => {
                     d.push(Code::InheritFirstPool, "the first tablet pool's storage");
                 }
             }
-            stamp(
-                &mut d,
-                &mut out,
-                ANN_DATA_VOLUME_HASH,
-                DataVolume::hash(&data),
-            );
-            stamp_template(&mut d, &mut out, desired.as_ref());
+            stamps.push((ANN_DATA_VOLUME_HASH, shape.hash()));
+            stamp_template(&mut d, &mut stamps, desired);
         }
-        BackupObject::InitPvc => {
+        (BackupObject::InitPvc, Body::Pvc(pvc)) => {
             match storage {
-                VtbackupStorage::EmptyDirForInitialBackup => {
-                    replace_spec(&mut d, &mut out, &placeholder_spec());
+                Storage::EmptyDirForInitialBackup => {
+                    d.patch
+                        .push(patch::set_spec(pvc.spec.as_ref(), &placeholder()));
                     d.push(
                         Code::PlaceholderPvc,
                         "the initial backup uses an emptyDir: this PVC is a placeholder that never binds",
                     );
                 }
-                VtbackupStorage::Template(t) => {
-                    replace_spec(&mut d, &mut out, t);
+                Storage::Template(t) => {
+                    d.patch.push(patch::set_spec(pvc.spec.as_ref(), t));
                     d.push(
                         Code::VtbackupTemplate,
                         "spec from vtbackup.dataVolumeClaimTemplate",
                     );
                 }
-                VtbackupStorage::InheritFirstPool => {
+                Storage::InheritFirstPool => {
                     d.push(Code::InheritFirstPool, "the first tablet pool's template");
                 }
             }
-            stamp_template(&mut d, &mut out, desired.as_ref());
+            stamp_template(&mut d, &mut stamps, desired);
         }
-        BackupObject::ScheduledPvc => match storage {
-            VtbackupStorage::Template(t) => {
-                replace_spec(&mut d, &mut out, t);
+        (BackupObject::ScheduledPvc, Body::Pvc(pvc)) => match storage {
+            Storage::Template(t) => {
+                d.patch.push(patch::set_spec(pvc.spec.as_ref(), t));
                 d.push(
                     Code::VtbackupTemplate,
                     "spec from vtbackup.dataVolumeClaimTemplate",
                 );
-                stamp(&mut d, &mut out, ANN_TEMPLATE_HASH, template_hash(t));
+                stamps.push((ANN_TEMPLATE_HASH, t.hash()));
             }
             _ => d.push(
                 Code::InheritFirstPool,
                 "scheduled backups keep the first tablet pool's template",
             ),
         },
+        // core's `BackupObject::identify` names only a Pod as a Pod and a PVC as a PVC.
+        (_, Body::Pod(_) | Body::Pvc(_)) => {
+            return Decision::note(
+                Code::BackupObjectConflicting,
+                format!("a {} cannot be {what:?}", object.kind()),
+            );
+        }
     }
+    d.patch.extend(patch::annotate(&object.meta, &stamps));
     d
 }
 
-fn stamp_template(d: &mut Decision, out: &mut Value, desired: Option<&Value>) {
+fn stamp_template(
+    d: &mut Decision,
+    stamps: &mut Vec<(&str, String)>,
+    desired: Result<PvcTemplate, FirstPoolUnknown>,
+) {
     match desired {
-        Some(t) => stamp(d, out, ANN_TEMPLATE_HASH, template_hash(t)),
-        None => d.push(
+        Ok(t) => stamps.push((ANN_TEMPLATE_HASH, t.hash())),
+        Err(why) => d.push(
             Code::FirstPoolTemplateUnknown,
-            "the VitessCluster's first pool template is not known: no template hash stamped",
+            format!(
+                "the VitessCluster's first pool template is not known ({why}): no template hash stamped"
+            ),
         ),
     }
 }

@@ -13,7 +13,7 @@ use super::connections::ConnectionMetrics;
 use super::drill_metrics::DrillMetrics;
 use crate::cache::Caches;
 use crate::decide::Decision;
-use crate::observe::Inventory;
+use crate::inventory::Inventory;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct DecisionLabel {
@@ -93,7 +93,11 @@ impl Metrics {
     }
 
     pub(crate) fn count(&self, d: &Decision) {
-        let decision = d.notes.first().map(|n| n.code.as_str()).unwrap_or_default();
+        let decision = d
+            .notes
+            .first()
+            .map(|n| n.code.as_str().to_owned())
+            .unwrap_or_default();
         self.reviews
             .get_or_create(&DecisionLabel { decision })
             .inc();

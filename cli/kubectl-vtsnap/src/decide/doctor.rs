@@ -5,13 +5,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use serde_json::Value;
+use k8s_openapi::jiff::SignedDuration;
 use vtsnap_core::config::{Lifecycle, resolve_in};
 
-use super::fields::{pod_ready, s};
 use super::storage;
-pub use super::world::{Access, Check, Install, Level, Read, ShardMysql, WebhookSeen, World};
+pub use super::world::{
+    Access, Check, Install, Level, NotRead, Read, ShardMysql, WebhookSeen, World,
+};
 
 /// The CRDs vtsnap needs (external-snapshotter's).
 pub const SNAPSHOT_CRDS: [&str; 3] = [
@@ -225,13 +225,12 @@ fn snapshot_controller(w: &World) -> Check {
     };
     let unhandled: Vec<&str> = snaps
         .iter()
-        .filter(|v| v.get("status").is_none_or(Value::is_null))
+        .filter(|v| !v.has_status)
         .filter(|v| {
-            s(v, "/metadata/creationTimestamp")
-                .parse::<Timestamp>()
-                .is_ok_and(|t| w.now.duration_since(t) > UNHANDLED_AFTER)
+            v.created
+                .is_some_and(|t| w.now.duration_since(t) > UNHANDLED_AFTER)
         })
-        .map(|v| s(v, "/metadata/name"))
+        .map(|v| v.name.as_str())
         .collect();
     match (snaps.len(), unhandled.len()) {
         (0, _) => Check::warn(
@@ -458,7 +457,7 @@ fn node_helpers(w: &World) -> Check {
             .as_ref()
             .err()
             .or(w.node_helpers.as_ref().err())
-            .cloned()
+            .map(ToString::to_string)
             .unwrap_or_default();
         return Check::warn(
             ID,
@@ -466,15 +465,11 @@ fn node_helpers(w: &World) -> Check {
             "run doctor as a user who may list pods",
         );
     };
-    let tablet_nodes: BTreeSet<&str> = tablets
-        .iter()
-        .map(|p| s(p, "/spec/nodeName"))
-        .filter(|n| !n.is_empty())
-        .collect();
+    let tablet_nodes: BTreeSet<&str> = tablets.iter().filter_map(|p| p.node.as_deref()).collect();
     let served: BTreeSet<&str> = helpers
         .iter()
-        .filter(|p| pod_ready(p))
-        .map(|p| s(p, "/spec/nodeName"))
+        .filter(|p| p.ready)
+        .filter_map(|p| p.node.as_deref())
         .collect();
     let missing: Vec<&str> = tablet_nodes.difference(&served).copied().collect();
     if tablet_nodes.is_empty() {

@@ -1,11 +1,53 @@
 //! A healthy world passes every check; each fault a person can make is the right line.
 #![allow(clippy::unwrap_used)]
 
-use serde_json::json;
-
+use k8s_openapi::api::core::v1::PersistentVolume;
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
 use vtsnap_core::config::Config;
+use vtsnap_core::shard::ShardRef;
 
 use super::*;
+use crate::decide::objects::{
+    JobRun, PodOnNode, SnapshotClass, SnapshotCron, SnapshotHandling, TabletPvc,
+};
+use crate::observe::read;
+
+// The objects as the API gives them, read as `observe` reads them.
+
+fn as_class(v: Value) -> SnapshotClass {
+    read::snapshot_class(&v).unwrap()
+}
+
+fn as_storage(v: Value) -> StorageClass {
+    read::typed(&v).unwrap()
+}
+
+fn as_handling(v: Value) -> SnapshotHandling {
+    read::snapshot_handling(&v).unwrap()
+}
+
+fn as_cron(v: Value) -> SnapshotCron {
+    read::snapshot_cron(&v).unwrap()
+}
+
+fn as_job(v: Value) -> JobRun {
+    read::job(&v).unwrap()
+}
+
+fn as_volume(v: Value) -> PersistentVolume {
+    read::typed(&v).unwrap()
+}
+
+fn shard(namespace: &str, shard: &str) -> ShardRef {
+    ShardRef {
+        namespace: namespace.into(),
+        cluster: "example".into(),
+        keyspace: "commerce".into(),
+        shard: shard.parse().unwrap(),
+    }
+}
 
 const NOW: &str = "2026-12-01T12:00:00Z";
 
@@ -13,28 +55,30 @@ fn now() -> Timestamp {
     NOW.parse().unwrap()
 }
 
-fn pvc() -> Value {
-    json!({"metadata": {"name": "example-vttablet-zone1-0000000101-0ab1", "namespace": "vitess",
+fn pvc() -> TabletPvc {
+    read::tablet_pvc(&json!({"metadata": {"name": "example-vttablet-zone1-0000000101-0ab1", "namespace": "vitess",
         "labels": {"planetscale.com/component": "vttablet", "planetscale.com/cluster": "example",
                    "planetscale.com/keyspace": "commerce", "planetscale.com/shard": "x-x"}},
-        "spec": {"storageClassName": "fast", "volumeName": "pv-101"}})
+        "spec": {"storageClassName": "fast", "volumeName": "pv-101"}}))
+    .unwrap()
 }
 
 /// The PV of [`pvc`], pinned to `node` by a TopoLVM-like key, or usable on any node.
-fn pv(node: Option<&str>) -> Value {
+fn pv(node: Option<&str>) -> PersistentVolume {
     let mut v = json!({"metadata": {"name": "pv-101"}, "spec": {}});
     if let Some(n) = node {
         v["spec"]["nodeAffinity"] = json!({"required": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "topology.topolvm.io/node", "operator": "In", "values": [n]}]}]}});
     }
-    v
+    as_volume(v)
 }
 
-fn pod(node: &str, component: &str, ready: bool) -> Value {
-    json!({"metadata": {"name": format!("{component}-{node}"), "namespace": "vitess",
+fn pod(node: &str, component: &str, ready: bool) -> PodOnNode {
+    read::pod(&json!({"metadata": {"name": format!("{component}-{node}"), "namespace": "vitess",
         "labels": {"planetscale.com/component": component}},
         "spec": {"nodeName": node},
-        "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+        "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}}))
+    .unwrap()
 }
 
 fn healthy() -> World {
@@ -50,16 +94,16 @@ fn healthy() -> World {
         }),
         config: Ok(config),
         crds: Ok(SNAPSHOT_CRDS.iter().map(|c| (*c).to_owned()).collect()),
-        snapshot_classes: Ok(vec![json!({"metadata": {"name": "csi-snap"},
-            "driver": "csi.example.com", "deletionPolicy": "Delete"})]),
-        storage_classes: Ok(vec![json!({"metadata": {"name": "fast"},
-            "provisioner": "csi.example.com", "volumeBindingMode": "WaitForFirstConsumer"})]),
+        snapshot_classes: Ok(vec![as_class(json!({"metadata": {"name": "csi-snap"},
+            "driver": "csi.example.com", "deletionPolicy": "Delete"}))]),
+        storage_classes: Ok(vec![as_storage(json!({"metadata": {"name": "fast"},
+            "provisioner": "csi.example.com", "volumeBindingMode": "WaitForFirstConsumer"}))]),
         tablet_pvcs: Ok(vec![pvc()]),
         tablet_volumes: Ok(vec![pv(None)]),
         tablet_pods: Ok(vec![pod("node-1", "vttablet", true)]),
         node_helpers: Ok(vec![pod("node-1", "node", true)]),
-        snapshots: Ok(vec![json!({"metadata": {"name": "s-1",
-            "creationTimestamp": "2026-12-01T10:00:00Z"}, "status": {"readyToUse": true}})]),
+        snapshots: Ok(vec![as_handling(json!({"metadata": {"name": "s-1",
+            "creationTimestamp": "2026-12-01T10:00:00Z"}, "status": {"readyToUse": true}}))]),
         namespace_labels: Ok(BTreeMap::new()),
         access: vec![Access {
             program: "snapshot".into(),
@@ -76,20 +120,17 @@ fn healthy() -> World {
             ready_endpoints: Ok(1),
             cert_not_after: Ok("2027-12-01T00:00:00Z".parse().unwrap()),
         }),
-        spec_shards: Ok(vec![(
-            "vitess".into(),
-            "example".into(),
-            "commerce".into(),
-            "-".into(),
-        )]),
-        snapshot_cronjobs: Ok(vec![
+        spec_shards: Ok(vec![shard("vitess", "-")]),
+        snapshot_cronjobs: Ok(vec![as_cron(
             json!({"metadata": {"name": "vtsnap-snap-example-commerce-x-x",
             "labels": {"vtsnap.io/cluster": "example", "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-x"}}}),
-        ]),
-        reconciler_jobs: Ok(vec![json!({"metadata": {"name": "vtsnap-schedule-1",
-            "creationTimestamp": "2026-12-01T11:55:00Z"}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}})]),
+        )]),
+        reconciler_jobs: Ok(vec![as_job(
+            json!({"metadata": {"name": "vtsnap-schedule-1",
+            "creationTimestamp": "2026-12-01T11:55:00Z"}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}}),
+        )]),
         mysql: vec![ShardMysql {
-            shard: "vitess/example/commerce/-".into(),
+            shard: shard("vitess", "-"),
             max_snapshot_age: Duration::from_secs(72 * 3600),
             online: true,
             expiry: Ok(Some(Duration::from_secs(7 * 86_400))),
@@ -152,9 +193,9 @@ fn each_fault_is_the_right_line() {
         (
             "no snapshot-controller",
             Box::new(|w| {
-                w.snapshots = Ok(vec![
+                w.snapshots = Ok(vec![as_handling(
                     json!({"metadata": {"name": "s-9", "creationTimestamp": "2026-12-01T11:54:59Z"}}),
-                ])
+                )])
             }),
             "snapshot-controller",
             Level::Fail,
@@ -170,9 +211,9 @@ fn each_fault_is_the_right_line() {
         (
             "class of another driver",
             Box::new(|w| {
-                w.snapshot_classes = Ok(vec![
+                w.snapshot_classes = Ok(vec![as_class(
                     json!({"metadata": {"name": "csi-snap"}, "driver": "other.example.com", "deletionPolicy": "Delete"}),
-                ])
+                )])
             }),
             "snapshot-class",
             Level::Fail,
@@ -181,9 +222,9 @@ fn each_fault_is_the_right_line() {
         (
             "Retain",
             Box::new(|w| {
-                w.snapshot_classes = Ok(vec![
+                w.snapshot_classes = Ok(vec![as_class(
                     json!({"metadata": {"name": "csi-snap"}, "driver": "csi.example.com", "deletionPolicy": "Retain"}),
-                ])
+                )])
             }),
             "snapshot-class",
             Level::Warn,
@@ -266,12 +307,7 @@ fn each_fault_is_the_right_line() {
             "a reshard's new shard without a CronJob",
             Box::new(|w| {
                 if let Ok(s) = &mut w.spec_shards {
-                    s.push((
-                        "vitess".into(),
-                        "example".into(),
-                        "commerce".into(),
-                        "-80".into(),
-                    ));
+                    s.push(shard("vitess", "-80"));
                 }
             }),
             "schedules",
@@ -282,9 +318,9 @@ fn each_fault_is_the_right_line() {
             "the reconciler's last run failed",
             Box::new(|w| {
                 if let Ok(j) = &mut w.reconciler_jobs {
-                    j.push(json!({"metadata": {"name": "vtsnap-schedule-2",
+                    j.push(as_job(json!({"metadata": {"name": "vtsnap-schedule-2",
                         "creationTimestamp": "2026-12-01T11:59:00Z"},
-                        "status": {"conditions": [{"type": "Failed", "status": "True"}]}}));
+                        "status": {"conditions": [{"type": "Failed", "status": "True"}]}})));
                 }
             }),
             "schedules",
@@ -365,9 +401,9 @@ fn each_fault_is_the_right_line() {
             "node-local on an immediate class",
             Box::new(|w| {
                 w.config = Ok(Config::from_yaml("clusters:\n- name: example\n  namespace: vitess\n  snapshot: {volumeSnapshotClassName: csi-snap}\n  restore: {enabled: true, nodeLocal: true}\n").unwrap());
-                w.storage_classes = Ok(vec![
+                w.storage_classes = Ok(vec![as_storage(
                     json!({"metadata": {"name": "fast"}, "provisioner": "csi.example.com", "volumeBindingMode": "Immediate"}),
-                ]);
+                )]);
                 w.tablet_volumes = Ok(vec![pv(Some("node-1"))]);
             }),
             "binding-mode",
@@ -449,13 +485,17 @@ fn a_default_class_of_the_driver_serves_when_none_is_configured() {
     )
     .unwrap());
     w.snapshot_classes = Ok(vec![
-        json!({"metadata": {"name": "other-default", "annotations": {storage::DEFAULT_CLASS: "true"}}, "driver": "other.example.com", "deletionPolicy": "Delete"}),
-        json!({"metadata": {"name": "csi-default", "annotations": {storage::DEFAULT_CLASS: "true"}}, "driver": "csi.example.com", "deletionPolicy": "Delete"}),
+        as_class(
+            json!({"metadata": {"name": "other-default", "annotations": {read::DEFAULT_CLASS: "true"}}, "driver": "other.example.com", "deletionPolicy": "Delete"}),
+        ),
+        as_class(
+            json!({"metadata": {"name": "csi-default", "annotations": {read::DEFAULT_CLASS: "true"}}, "driver": "csi.example.com", "deletionPolicy": "Delete"}),
+        ),
     ]);
     assert_eq!(not_passing(&w), []);
-    w.snapshot_classes = Ok(vec![
+    w.snapshot_classes = Ok(vec![as_class(
         json!({"metadata": {"name": "csi-default"}, "driver": "csi.example.com", "deletionPolicy": "Delete"}),
-    ]);
+    )]);
     let lines = not_passing(&w);
     assert!(
         lines[0].2.contains("no default VolumeSnapshotClass"),
@@ -467,20 +507,24 @@ fn a_default_class_of_the_driver_serves_when_none_is_configured() {
 fn boundaries_and_the_right_object_of_several() {
     // A snapshot exactly 5 minutes old without a status is not yet unhandled.
     let mut w = healthy();
-    w.snapshots = Ok(vec![
+    w.snapshots = Ok(vec![as_handling(
         json!({"metadata": {"name": "s-5", "creationTimestamp": "2026-12-01T11:55:00Z"}}),
-    ]);
+    )]);
     assert_eq!(not_passing(&w), []);
     // Node-local restores: the tablets' own StorageClass is judged, not another one.
     let mut w = healthy();
     w.config = Ok(Config::from_yaml("clusters:\n- name: example\n  namespace: vitess\n  snapshot: {volumeSnapshotClassName: csi-snap}\n  restore: {enabled: true, nodeLocal: true}\n").unwrap());
     w.storage_classes = Ok(vec![
-        json!({"metadata": {"name": "other"}, "provisioner": "csi.example.com", "volumeBindingMode": "Immediate"}),
-        json!({"metadata": {"name": "fast"}, "provisioner": "csi.example.com", "volumeBindingMode": "WaitForFirstConsumer"}),
+        as_storage(
+            json!({"metadata": {"name": "other"}, "provisioner": "csi.example.com", "volumeBindingMode": "Immediate"}),
+        ),
+        as_storage(
+            json!({"metadata": {"name": "fast"}, "provisioner": "csi.example.com", "volumeBindingMode": "WaitForFirstConsumer"}),
+        ),
     ]);
     // ... and the tablets' own volume, not another one.
     w.tablet_volumes = Ok(vec![
-        json!({"metadata": {"name": "pv-other"}, "spec": {}}),
+        as_volume(json!({"metadata": {"name": "pv-other"}, "spec": {}})),
         pv(Some("node-1")),
     ]);
     assert_eq!(not_passing(&w), []);
@@ -507,9 +551,9 @@ fn only_the_newest_reconciler_run_counts() {
     if let Ok(j) = &mut w.reconciler_jobs {
         j.insert(
             0,
-            json!({"metadata": {"name": "vtsnap-schedule-0",
+            as_job(json!({"metadata": {"name": "vtsnap-schedule-0",
             "creationTimestamp": "2026-12-01T11:50:00Z"},
-            "status": {"conditions": [{"type": "Failed", "status": "True"}]}}),
+            "status": {"conditions": [{"type": "Failed", "status": "True"}]}})),
         );
     }
     assert_eq!(not_passing(&w), []);
@@ -517,10 +561,10 @@ fn only_the_newest_reconciler_run_counts() {
         && c.message
             == "each of the 1 shard(s) of the configured clusters has its snapshot CronJob"));
     // A CronJob of another shard does not stand for this one.
-    w.snapshot_cronjobs = Ok(vec![
+    w.snapshot_cronjobs = Ok(vec![as_cron(
         json!({"metadata": {"labels": {"vtsnap.io/cluster": "example",
         "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-80"}}}),
-    ]);
+    )]);
     assert_eq!(not_passing(&w)[0].0, "schedules");
 }
 
@@ -528,7 +572,9 @@ fn only_the_newest_reconciler_run_counts() {
 fn a_volume_is_pinned_only_when_every_term_allows_one_node() {
     use super::storage::pinned_node;
     let term = |key: &str, op: &str, values: &[&str]| json!({"matchExpressions": [{"key": key, "operator": op, "values": values}]});
-    let with = |terms: Vec<Value>| json!({"spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": terms}}}});
+    let with = |terms: Vec<Value>| {
+        as_volume(json!({"spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": terms}}}}))
+    };
     let host = "kubernetes.io/hostname";
     assert_eq!(
         pinned_node(&with(vec![term(host, "In", &["a"])])).as_deref(),
@@ -573,10 +619,10 @@ fn a_volume_is_pinned_only_when_every_term_allows_one_node() {
     );
     assert_eq!(pinned_node(&with(vec![])), None);
     assert_eq!(
-        pinned_node(&json!({"spec": {"local": {"path": "/d"}}})).as_deref(),
+        pinned_node(&as_volume(json!({"spec": {"local": {"path": "/d"}}}))).as_deref(),
         Some("?")
     );
-    assert_eq!(pinned_node(&json!({"spec": {}})), None);
+    assert_eq!(pinned_node(&as_volume(json!({"spec": {}}))), None);
 }
 
 #[test]
@@ -597,12 +643,11 @@ fn a_shard_s_cronjob_is_matched_by_its_namespace_and_a_second_is_named() {
         "clusters:\n- name: example\n  namespace: ns-a\n- name: example\n  namespace: ns-b\n",
     )
     .unwrap());
-    let shard = |ns: &str| (ns.into(), "example".into(), "commerce".into(), "-".into());
-    w.spec_shards = Ok(vec![shard("ns-a"), shard("ns-b")]);
+    w.spec_shards = Ok(vec![shard("ns-a", "-"), shard("ns-b", "-")]);
     let cron = |name: &str, ns: &str| {
-        json!({"metadata": {"name": name,
+        as_cron(json!({"metadata": {"name": name,
             "labels": {"vtsnap.io/cluster": "example", "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-x"},
-            "annotations": {"vtsnap.io/schedule-shard": format!("{ns}/example/commerce/-")}}})
+            "annotations": {"vtsnap.io/schedule-shard": format!("{ns}/example/commerce/-")}}}))
     };
     w.snapshot_cronjobs = Ok(vec![cron("vtsnap-snap-example-commerce-x-x", "ns-a")]);
     let c = checks(&w)
@@ -643,10 +688,10 @@ fn a_shard_s_cronjob_is_matched_by_its_namespace_and_a_second_is_named() {
         c.message
     );
     // The chart's own CronJob (no record) stands for no shard of a name in two namespaces.
-    w.snapshot_cronjobs = Ok(vec![
+    w.snapshot_cronjobs = Ok(vec![as_cron(
         json!({"metadata": {"name": "vtsnap-snap-example-commerce-x-x",
         "labels": {"vtsnap.io/cluster": "example", "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-x"}}}),
-    ]);
+    )]);
     let c = checks(&w)
         .into_iter()
         .find(|c| c.check == "schedules")

@@ -1,8 +1,8 @@
 //! The plugin's decisions, pure and tested without a client: the doctor's checks and the
-//! status table, from what `observe` read.
+//! status table, from the typed objects `observe` read.
 
 pub mod doctor;
-pub mod fields;
+pub mod objects;
 pub mod schedules;
 pub mod status;
 pub mod storage;

@@ -5,76 +5,29 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::Value;
-use vtsnap_core::naming::safe_shard_name;
-use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
-use vtsnap_snapshot::schedule::names::{ANN_SHARD, ShardKey};
+use vtsnap_core::reconcile::ObjectKey;
+use vtsnap_core::shard::ShardRef;
+use vtsnap_core::snapshot::LABEL_CLUSTER;
 
-use super::fields::{label, s};
-pub use super::world::SpecShard;
+use super::objects::{JobResult, SnapshotCron};
 use super::world::{Check, World};
 
-/// `(namespace, cluster, keyspace, shard safe name)` a snapshot CronJob is for, among the
-/// configured `(namespace, cluster)`s. The CronJobs live in the install's namespace, so the
-/// shard's namespace is the reconciler's record's; a CronJob without one (the chart's own)
-/// is its cluster's only configured namespace's, and nobody's when that cluster's name is
-/// configured in two (docs/design.md §5.8). `None` also when its labels and record disagree.
-pub fn cron_shard<'a>(
-    clusters: impl IntoIterator<Item = (&'a str, &'a str)>,
-    cron: &Value,
-) -> Option<(String, String, String, String)> {
-    let (cluster, keyspace, shard) = (
-        label(cron, LABEL_CLUSTER),
-        label(cron, LABEL_KEYSPACE),
-        label(cron, LABEL_SHARD),
-    );
-    let recorded = cron
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(ANN_SHARD))
-        .and_then(Value::as_str);
-    let namespace = match recorded {
-        Some(record) => {
-            let key = ShardKey::parse(record).ok()?;
-            let labelled = (cluster, keyspace, shard);
-            if (
-                key.cluster.as_str(),
-                key.keyspace.as_str(),
-                safe_shard_name(&key.shard).as_str(),
-            ) != labelled
-            {
-                return None;
-            }
-            key.namespace
-        }
-        None => {
-            let mut namespaces: BTreeSet<&str> = clusters
-                .into_iter()
-                .filter(|(_, name)| *name == cluster)
-                .map(|(namespace, _)| namespace)
-                .collect();
-            let only = namespaces.pop_first()?;
-            if !namespaces.is_empty() {
-                return None;
-            }
-            only.to_owned()
-        }
-    };
-    Some((
-        namespace,
-        cluster.to_owned(),
-        keyspace.to_owned(),
-        shard.to_owned(),
-    ))
-}
-
-/// A Job that ended `Failed`.
-fn failed(job: &Value) -> bool {
-    job.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "Failed" && c["status"] == "True")
-        })
+/// The shard a snapshot CronJob is for, among the configured clusters. The CronJobs live
+/// in the install's namespace, so the shard's namespace is the reconciler's record's; a
+/// CronJob without one (the chart's own) is its cluster's only configured namespace's, and
+/// nobody's when that cluster's name is configured in two (docs/design.md §5.8). `None`
+/// also when its labels and record disagree, or its labels name no shard.
+pub fn cron_shard(clusters: &BTreeSet<ObjectKey>, cron: &SnapshotCron) -> Option<ShardRef> {
+    if let Some(record) = &cron.recorded {
+        return record.labelled_on(&cron.labels).then(|| record.clone());
+    }
+    let cluster = cron.labels.get(LABEL_CLUSTER)?;
+    let mut namespaces = clusters.iter().filter(|c| &c.name == cluster);
+    let only = namespaces.next()?;
+    if namespaces.next().is_some() {
+        return None;
+    }
+    ShardRef::from_labels(&only.namespace, &cron.labels).ok()
 }
 
 pub(super) fn schedules(w: &World) -> Check {
@@ -89,51 +42,50 @@ pub(super) fn schedules(w: &World) -> Check {
             );
         }
     };
-    let mut have: BTreeMap<(String, String, String, String), Vec<&str>> = BTreeMap::new();
+    let mut have: BTreeMap<ShardRef, Vec<&str>> = BTreeMap::new();
     // The configured clusters; the spec's when the config is not valid (its own check).
-    let clusters: BTreeSet<(&str, &str)> = match &w.config {
+    let clusters: BTreeSet<ObjectKey> = match &w.config {
         Ok(config) => config
             .clusters
             .iter()
-            .map(|c| (c.namespace.as_str(), c.name.as_str()))
+            .map(|c| ObjectKey::new(&c.namespace, &c.name))
             .collect(),
-        Err(_) => shards
-            .iter()
-            .map(|(ns, cluster, _, _)| (ns.as_str(), cluster.as_str()))
-            .collect(),
+        Err(_) => shards.iter().map(ShardRef::cluster_key).collect(),
     };
     for c in crons {
-        if let Some(key) = cron_shard(clusters.iter().copied(), c) {
-            have.entry(key).or_default().push(s(c, "/metadata/name"));
+        if let Some(key) = cron_shard(&clusters, c) {
+            have.entry(key).or_default().push(&c.name);
         }
     }
     let missing: Vec<String> = shards
         .iter()
-        .filter(|(ns, cluster, keyspace, shard)| {
-            !have.contains_key(&(
-                ns.clone(),
-                cluster.clone(),
-                keyspace.clone(),
-                safe_shard_name(shard),
-            ))
-        })
-        .map(|(ns, cluster, keyspace, shard)| format!("{ns}/{cluster}/{keyspace}/{shard}"))
+        .filter(|shard| !have.contains_key(shard))
+        .map(ToString::to_string)
         .collect();
+    // Named by the label-safe shard name, as the CronJobs' labels have it.
     let twice: Vec<String> = have
         .iter()
         .filter(|(_, names)| names.len() > 1)
-        .map(|((ns, cluster, keyspace, shard), names)| {
-            format!("{ns}/{cluster}/{keyspace}/{shard} ({})", names.join(", "))
+        .map(|(shard, names)| {
+            format!(
+                "{}/{}/{}/{} ({})",
+                shard.namespace,
+                shard.cluster,
+                shard.keyspace,
+                shard.safe_name(),
+                names.join(", ")
+            )
         })
         .collect();
     // The newest reconciler Job (by creation), if it failed.
-    let last = w.reconciler_jobs.as_ref().ok().and_then(|jobs| {
-        jobs.iter()
-            .max_by_key(|j| s(j, "/metadata/creationTimestamp").to_owned())
-    });
+    let last = w
+        .reconciler_jobs
+        .as_ref()
+        .ok()
+        .and_then(|jobs| jobs.iter().max_by_key(|j| j.created));
     let last_failed = last
-        .filter(|j| failed(j))
-        .map(|j| s(j, "/metadata/name").to_owned());
+        .filter(|j| j.result == JobResult::Failed)
+        .map(|j| j.name.clone());
     if !missing.is_empty() {
         let fix = match &last_failed {
             Some(job) => format!("the schedule reconciler's last run failed: kubectl logs job/{job}"),

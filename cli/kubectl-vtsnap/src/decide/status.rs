@@ -7,31 +7,33 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::jiff::tz::TimeZone;
 use serde::Serialize;
-use serde_json::Value;
 use vtsnap_core::config::{Config, resolve_in};
 use vtsnap_core::cron::Schedule;
 use vtsnap_core::fence::lease_name;
 use vtsnap_core::k8s_names::escape_controls;
-use vtsnap_core::labels;
-use vtsnap_core::naming::{KeyRange, TabletUid};
-use vtsnap_core::restored::ANN_RESTORED_FROM;
-use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, Phase, VolumeSnapshot};
+use vtsnap_core::naming::TabletUid;
+use vtsnap_core::reconcile::ObjectKey;
+use vtsnap_core::shard::ShardRef;
+use vtsnap_core::snapshot::{Phase, VolumeSnapshot, mode_label};
 use vtsnap_gc::decide::{CoverageState, ShardCoverage};
 
-use super::fields::{label, pod_ready, s};
+use super::objects::{FenceLease, JobRun, PodOnNode, SnapshotCron, TabletPvc, Unreadable};
 
-/// What `observe` read for the status (objects as the API gives them).
+/// What `observe` read for the status.
 #[derive(Debug, Clone, Default)]
 pub struct Seen {
-    pub snapshots: Vec<Value>,
-    pub cronjobs: Vec<Value>,
-    pub jobs: Vec<Value>,
-    pub leases: Vec<Value>,
-    pub tablet_pvcs: Vec<Value>,
-    pub tablet_pods: Vec<Value>,
-    pub node_helpers: Vec<Value>,
+    pub snapshots: Vec<VolumeSnapshot>,
+    pub cronjobs: Vec<SnapshotCron>,
+    pub jobs: Vec<JobRun>,
+    pub leases: Vec<FenceLease>,
+    pub tablet_pvcs: Vec<TabletPvc>,
+    pub tablet_pods: Vec<PodOnNode>,
+    pub node_helpers: Vec<PodOnNode>,
     /// Catch-up coverage per shard, from the GC's own decider (read-only).
     pub coverage: Vec<ShardCoverage>,
+    /// Objects that did not read (a snapshot without vtsnap's labels, …): the status
+    /// passes over them.
+    pub unreadable: Vec<Unreadable>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -60,18 +62,18 @@ pub enum NextRun {
     },
 }
 
-/// When `cron` (a CronJob object) fires next after `now`.
-fn next_run(cron: &Value, now: Timestamp) -> NextRun {
-    if cron.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true) {
+/// When `cron` fires next after `now`.
+fn next_run(cron: &SnapshotCron, now: Timestamp) -> NextRun {
+    if cron.suspended {
         return NextRun::Never;
     }
-    let schedule = match Schedule::parse(s(cron, "/spec/schedule")) {
+    let schedule = match Schedule::parse(&cron.schedule) {
         Ok(sc) => sc,
         Err(e) => return NextRun::Unknown { why: e.to_string() },
     };
     // The chart's CronJobs run in UTC unless `timeZone` says otherwise; a named zone is
     // read from the system's time zone database (/usr/share/zoneinfo).
-    let tz = match s(cron, "/spec/timeZone") {
+    let tz = match cron.time_zone.as_deref().unwrap_or_default() {
         "" | "UTC" | "Etc/UTC" => TimeZone::UTC,
         name => match TimeZone::get(name) {
             Ok(tz) => tz,
@@ -148,10 +150,9 @@ pub struct Restore {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ShardStatus {
-    pub namespace: String,
-    pub cluster: String,
-    pub keyspace: String,
-    pub shard: String,
+    /// `namespace`, `cluster`, `keyspace` and `shard` (the key range) in JSON.
+    #[serde(flatten)]
+    pub shard: ShardRef,
     /// The newest ready snapshot (else the newest of any phase).
     pub newest: Option<Newest>,
     pub ready_snapshots: usize,
@@ -183,42 +184,11 @@ pub struct Status {
     pub nodes: Vec<NodeStatus>,
 }
 
-/// (namespace, cluster, keyspace, shard safe name)
-type Key = (String, String, String, String);
-
-fn job_result(j: &Value) -> &'static str {
-    let done = |t: &str| {
-        j.pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .is_some_and(|cs| cs.iter().any(|c| c["type"] == t && c["status"] == "True"))
-    };
-    if done("Complete") {
-        "succeeded"
-    } else if done("Failed") {
-        "failed"
-    } else {
-        "running"
-    }
-}
-
-/// The status of every shard of the configured clusters that has tablets, snapshots or a
-/// snapshot CronJob; problems first.
-pub fn status(config: &Config, seen: &Seen, now: Timestamp) -> Status {
-    let mut shards: BTreeMap<Key, ShardStatus> = BTreeMap::new();
-    let mut entry = |ns: &str, cluster: &str, keyspace: &str, safe: &str| -> Option<Key> {
-        config.cluster_in(ns, cluster)?;
-        let shard = KeyRange::from_safe_name(safe).ok()?;
-        let key = (
-            ns.to_owned(),
-            cluster.to_owned(),
-            keyspace.to_owned(),
-            safe.to_owned(),
-        );
-        shards.entry(key.clone()).or_insert_with(|| ShardStatus {
-            namespace: ns.to_owned(),
-            cluster: cluster.to_owned(),
-            keyspace: keyspace.to_owned(),
-            shard: shard.to_string(),
+impl ShardStatus {
+    /// A shard of which nothing is known yet.
+    fn new(shard: ShardRef) -> Self {
+        Self {
+            shard,
             newest: None,
             ready_snapshots: 0,
             coverage: Coverage::Unknown {
@@ -234,184 +204,37 @@ pub fn status(config: &Config, seen: &Seen, now: Timestamp) -> Status {
             fence: None,
             restores: Vec::new(),
             problems: Vec::new(),
-        });
-        Some(key)
-    };
-    for p in &seen.tablet_pvcs {
-        let (ns, c, k, sh) = (
-            s(p, "/metadata/namespace"),
-            label(p, labels::CLUSTER),
-            label(p, labels::KEYSPACE),
-            label(p, labels::SHARD),
-        );
-        entry(ns, c, k, sh);
+        }
     }
-    let reads: Vec<VolumeSnapshot> = seen
-        .snapshots
+}
+
+/// The status of every shard of the configured clusters that has tablets, snapshots or a
+/// snapshot CronJob; problems first.
+pub fn status(config: &Config, seen: &Seen, now: Timestamp) -> Status {
+    let configured: BTreeSet<ObjectKey> = config
+        .clusters
         .iter()
-        .filter_map(|v| VolumeSnapshot::read(v).ok())
+        .map(|c| ObjectKey::new(&c.namespace, &c.name))
         .collect();
-    for r in &reads {
-        entry(&r.namespace, &r.cluster, &r.keyspace, &r.shard.safe_name());
-    }
+    let shards: BTreeSet<ShardRef> = seen
+        .tablet_pvcs
+        .iter()
+        .map(|p| p.shard.clone())
+        .chain(seen.snapshots.iter().map(VolumeSnapshot::shard_ref))
+        .filter(|s| config.cluster_in(&s.namespace, &s.cluster).is_some())
+        .collect();
     // The snapshot CronJobs live in the install's namespace: matched by their shard's
     // namespace too (docs/design.md §5.8).
-    let mut crons: BTreeMap<Key, &Value> = BTreeMap::new();
-    for c in &seen.cronjobs {
-        let clusters = config
-            .clusters
-            .iter()
-            .map(|c| (c.namespace.as_str(), c.name.as_str()));
-        if let Some(key) = super::schedules::cron_shard(clusters, c) {
-            crons.insert(key, c);
-        }
-    }
-    let mut out_shards = Vec::new();
-    for ((ns, cluster, keyspace, safe), mut st) in shards {
-        let mine: Vec<&VolumeSnapshot> = reads
-            .iter()
-            .filter(|r| {
-                r.namespace == ns
-                    && r.cluster == cluster
-                    && r.keyspace == keyspace
-                    && r.shard.safe_name() == safe
-            })
-            .collect();
-        let is_ready = |r: &&&VolumeSnapshot| r.phase == Some(Phase::Ready);
-        st.ready_snapshots = mine.iter().filter(is_ready).count();
-        let newest = mine
-            .iter()
-            .filter(is_ready)
-            .max_by_key(|r| (r.created, r.name.clone()))
-            .or_else(|| mine.iter().max_by_key(|r| (r.created, r.name.clone())));
-        st.newest = newest.map(|r| Newest {
-            name: r.name.clone(),
-            age_seconds: r.created.map_or(0, |c| now.as_second() - c.as_second()),
-            mode: r.mode.map_or_else(
-                || "?".to_owned(),
-                |m| {
-                    serde_json::to_value(m)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned))
-                        .unwrap_or_default()
-                },
-            ),
-            phase: r
-                .phase
-                .map_or_else(|| "?".to_owned(), |p| <&str>::from(p).to_owned()),
-            unusable: r.unusable.clone(),
-        });
-        if let Some(c) = seen.coverage.iter().find(|c| {
-            c.namespace == ns
-                && c.cluster == cluster
-                && c.keyspace == keyspace
-                && KeyRange::from_safe_name(&safe).is_ok_and(|k| k.to_string() == c.shard)
-        }) {
-            st.coverage = match &c.state {
-                CoverageState::Known {
-                    newest_covered: Some(n),
-                    headroom_seconds,
-                    warning,
-                    ..
-                } => Coverage::Covered {
-                    newest_covered: n.clone(),
-                    headroom_seconds: *headroom_seconds,
-                    warning: warning.clone(),
-                },
-                CoverageState::Known {
-                    newest_covered: None,
-                    ..
-                } => Coverage::NoneCovered,
-                CoverageState::Unknown { why } => Coverage::Unknown { why: why.clone() },
-            };
-        }
-        st.last_drill = mine
-            .iter()
-            // Only records that count (made for their snapshot, not from the future):
-            // the rule the GC and the webhook apply (docs/design.md §5.9).
-            .filter_map(|r| r.counted_drill(now).map(|d| (r, d)))
-            .max_by_key(|(r, d)| (d.at, r.name.clone()))
-            .map(|(r, d)| LastDrill {
-                snapshot: r.name.clone(),
-                result: d.result.as_str(),
-                age_seconds: now.as_second() - d.at.as_second(),
-                rto_ms: d.rto.map(|t| t.total_ms()),
-                reason: d.reason.clone(),
-            });
-        if let Some(cron) =
-            crons.get(&(ns.clone(), cluster.clone(), keyspace.clone(), safe.clone()))
-        {
-            st.schedule = Some(s(cron, "/spec/schedule").to_owned());
-            st.suspended = cron.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
-            st.next_run = next_run(cron, now);
-        }
-        st.last_run = seen
-            .jobs
-            .iter()
-            .filter(|j| {
-                label(j, LABEL_CLUSTER) == cluster
-                    && label(j, LABEL_KEYSPACE) == keyspace
-                    && label(j, LABEL_SHARD) == safe
-            })
-            .max_by_key(|j| s(j, "/metadata/creationTimestamp").to_owned())
-            .map(|j| LastRun {
-                job: s(j, "/metadata/name").to_owned(),
-                result: job_result(j),
-                finished: j
-                    .pointer("/status/completionTime")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-            });
-        let lease = lease_name(&cluster, &keyspace, &safe);
-        st.fence = seen
-            .leases
-            .iter()
-            .find(|l| s(l, "/metadata/namespace") == ns && s(l, "/metadata/name") == lease)
-            .map(|l| {
-                let renewed = s(l, "/spec/renewTime").parse::<Timestamp>().ok();
-                let secs = l
-                    .pointer("/spec/leaseDurationSeconds")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0);
-                let expires = renewed.map(|r| r.as_second() + secs);
-                Fence {
-                    holder: s(l, "/spec/holderIdentity").to_owned(),
-                    since: s(l, "/spec/acquireTime").to_owned(),
-                    expires: expires
-                        .and_then(|e| Timestamp::from_second(e).ok())
-                        .map_or_else(|| "?".to_owned(), |t| t.to_string()),
-                    expired: expires.is_none_or(|e| e < now.as_second()),
-                }
-            });
-        st.restores = seen
-            .tablet_pvcs
-            .iter()
-            .filter(|p| {
-                s(p, "/metadata/namespace") == ns
-                    && label(p, labels::CLUSTER) == cluster
-                    && label(p, labels::KEYSPACE) == keyspace
-                    && label(p, labels::SHARD) == safe
-                    && s(p, "/status/phase") != "Bound"
-            })
-            .filter_map(|p| {
-                let from = p
-                    .pointer("/metadata/annotations")
-                    .and_then(|a| a.get(ANN_RESTORED_FROM))
-                    .and_then(Value::as_str)?;
-                Some(Restore {
-                    pvc: s(p, "/metadata/name").to_owned(),
-                    snapshot: from.to_owned(),
-                    phase: s(p, "/status/phase").to_owned(),
-                })
-            })
-            .collect();
-        st.problems = problems(config, &st);
-        st.problems.extend(restored_after_reprovisioning(
-            seen, &mine, &ns, &cluster, &keyspace, &safe,
-        ));
-        out_shards.push(st);
-    }
-    // Problems first; then by name.
+    let crons: BTreeMap<ShardRef, &SnapshotCron> = seen
+        .cronjobs
+        .iter()
+        .filter_map(|c| Some((super::schedules::cron_shard(&configured, c)?, c)))
+        .collect();
+    let mut out_shards: Vec<ShardStatus> = shards
+        .into_iter()
+        .map(|shard| shard_status(config, seen, &crons, shard, now))
+        .collect();
+    // Problems first; then by shard.
     out_shards.sort_by_key(|s| s.problems.is_empty());
     Status {
         shards: out_shards,
@@ -419,15 +242,129 @@ pub fn status(config: &Config, seen: &Seen, now: Timestamp) -> Status {
     }
 }
 
+fn shard_status(
+    config: &Config,
+    seen: &Seen,
+    crons: &BTreeMap<ShardRef, &SnapshotCron>,
+    shard: ShardRef,
+    now: Timestamp,
+) -> ShardStatus {
+    let mine: Vec<&VolumeSnapshot> = seen
+        .snapshots
+        .iter()
+        .filter(|r| r.shard_ref() == shard)
+        .collect();
+    let mut st = ShardStatus::new(shard);
+    let shard = &st.shard;
+    let is_ready = |r: &&&VolumeSnapshot| r.phase == Some(Phase::Ready);
+    st.ready_snapshots = mine.iter().filter(is_ready).count();
+    let newest = mine
+        .iter()
+        .filter(is_ready)
+        .max_by_key(|r| (r.created, r.name.clone()))
+        .or_else(|| mine.iter().max_by_key(|r| (r.created, r.name.clone())));
+    st.newest = newest.map(|r| Newest {
+        name: r.name.clone(),
+        age_seconds: r.created.map_or(0, |c| now.as_second() - c.as_second()),
+        mode: r.mode.map_or("?", mode_label).to_owned(),
+        phase: r.phase.map_or("?", Phase::as_str).to_owned(),
+        unusable: r.unusable.clone(),
+    });
+    if let Some(c) = seen.coverage.iter().find(|c| {
+        c.namespace == shard.namespace
+            && c.cluster == shard.cluster
+            && c.keyspace == shard.keyspace
+            && c.shard == shard.shard.to_string()
+    }) {
+        st.coverage = match &c.state {
+            CoverageState::Known {
+                newest_covered: Some(n),
+                headroom_seconds,
+                warning,
+                ..
+            } => Coverage::Covered {
+                newest_covered: n.clone(),
+                headroom_seconds: *headroom_seconds,
+                warning: warning.clone(),
+            },
+            CoverageState::Known {
+                newest_covered: None,
+                ..
+            } => Coverage::NoneCovered,
+            CoverageState::Unknown { why } => Coverage::Unknown { why: why.clone() },
+        };
+    }
+    st.last_drill = mine
+        .iter()
+        // Only records that count (made for their snapshot, not from the future):
+        // the rule the GC and the webhook apply (docs/design.md §5.9).
+        .filter_map(|r| r.counted_drill(now).map(|d| (r, d)))
+        .max_by_key(|(r, d)| (d.at, r.name.clone()))
+        .map(|(r, d)| LastDrill {
+            snapshot: r.name.clone(),
+            result: d.result.as_str(),
+            age_seconds: now.as_second() - d.at.as_second(),
+            rto_ms: d.rto.map(|t| t.total_ms()),
+            reason: d.reason.clone(),
+        });
+    if let Some(cron) = crons.get(shard) {
+        st.schedule = Some(cron.schedule.clone());
+        st.suspended = cron.suspended;
+        st.next_run = next_run(cron, now);
+    }
+    st.last_run = seen
+        .jobs
+        .iter()
+        .filter(|j| shard.labelled_on(&j.labels))
+        .max_by_key(|j| j.created)
+        .map(|j| LastRun {
+            job: j.name.clone(),
+            result: j.result.as_str(),
+            finished: j.finished.map(|t| t.to_string()),
+        });
+    st.fence = fence(seen, shard, now);
+    st.restores = seen
+        .tablet_pvcs
+        .iter()
+        .filter(|p| p.shard == *shard && p.phase.as_deref() != Some("Bound"))
+        .filter_map(|p| {
+            Some(Restore {
+                pvc: p.key.name.clone(),
+                snapshot: p.restored_from.clone()?,
+                phase: p.phase.clone().unwrap_or_default(),
+            })
+        })
+        .collect();
+    let mut problems = problems(config, &st);
+    problems.extend(restored_after_reprovisioning(seen, &mine, &st.shard));
+    st.problems = problems;
+    st
+}
+
+/// The shard's fence Lease, if one is held (in the shard's own namespace).
+fn fence(seen: &Seen, shard: &ShardRef, now: Timestamp) -> Option<Fence> {
+    let name = lease_name(&shard.cluster, &shard.keyspace, &shard.shard.safe_name());
+    let l: &FenceLease = seen
+        .leases
+        .iter()
+        .find(|l| l.key.namespace == shard.namespace && l.key.name == name)?;
+    let expires = l.renewed.map(|r| r.as_second() + l.duration_seconds);
+    Some(Fence {
+        holder: l.holder.clone().unwrap_or_default(),
+        since: l.acquired.map(|t| t.to_string()).unwrap_or_default(),
+        expires: expires
+            .and_then(|e| Timestamp::from_second(e).ok())
+            .map_or_else(|| "?".to_owned(), |t| t.to_string()),
+        expired: expires.is_none_or(|e| e < now.as_second()),
+    })
+}
+
 /// A tablet restored from a snapshot although vtsnap re-provisioned it once (a record on a
 /// snapshot of the shard names it): the GC leaves it to a person (docs/design.md §5.7).
 fn restored_after_reprovisioning(
     seen: &Seen,
     mine: &[&VolumeSnapshot],
-    ns: &str,
-    cluster: &str,
-    keyspace: &str,
-    safe: &str,
+    shard: &ShardRef,
 ) -> Vec<String> {
     let once: BTreeMap<TabletUid, Option<&str>> = mine
         .iter()
@@ -435,21 +372,14 @@ fn restored_after_reprovisioning(
         .collect();
     seen.tablet_pvcs
         .iter()
-        .filter(|p| {
-            s(p, "/metadata/namespace") == ns
-                && label(p, labels::CLUSTER) == cluster
-                && label(p, labels::KEYSPACE) == keyspace
-                && label(p, labels::SHARD) == safe
-        })
+        .filter(|p| p.shard == *shard)
         .filter_map(|p| {
-            let from = p
-                .pointer("/metadata/annotations")?
-                .get(ANN_RESTORED_FROM)?
-                .as_str()?;
-            let uid: TabletUid = label(p, labels::TABLET_UID).parse().ok()?;
+            let from = p.restored_from.as_deref()?;
+            let uid = p.tablet_uid?;
             // A record naming this very PVC is a re-provisioning not carried out yet.
             let recorded = once.get(&uid)?;
-            (*recorded != Some(s(p, "/metadata/uid"))).then(|| {
+            let this_pvc = recorded.is_some_and(|r| Some(r) == p.uid.as_deref());
+            (!this_pvc).then(|| {
                 format!(
                     "tablet {uid} was restored from snapshot {} after vtsnap re-provisioned it once: it is not re-provisioned again; check its replication",
                     escape_controls(from)
@@ -462,8 +392,8 @@ fn restored_after_reprovisioning(
 fn problems(config: &Config, st: &ShardStatus) -> Vec<String> {
     let mut out = Vec::new();
     let policy = config
-        .cluster_in(&st.namespace, &st.cluster)
-        .map(|c| resolve_in(c, &st.keyspace, &st.shard));
+        .cluster_in(&st.shard.namespace, &st.shard.cluster)
+        .map(|c| resolve_in(c, &st.shard.keyspace, &st.shard.shard.to_string()));
     match &st.newest {
         None => out.push("no snapshot".to_owned()),
         Some(_) if st.ready_snapshots == 0 => out.push("no ready snapshot".to_owned()),
@@ -526,17 +456,14 @@ fn problems(config: &Config, st: &ShardStatus) -> Vec<String> {
 
 fn nodes(seen: &Seen) -> Vec<NodeStatus> {
     let mut tablets: BTreeMap<&str, usize> = BTreeMap::new();
-    for p in &seen.tablet_pods {
-        let n = s(p, "/spec/nodeName");
-        if !n.is_empty() {
-            *tablets.entry(n).or_default() += 1;
-        }
+    for n in seen.tablet_pods.iter().filter_map(|p| p.node.as_deref()) {
+        *tablets.entry(n).or_default() += 1;
     }
     let helpers: BTreeSet<&str> = seen
         .node_helpers
         .iter()
-        .filter(|p| pod_ready(p))
-        .map(|p| s(p, "/spec/nodeName"))
+        .filter(|p| p.ready)
+        .filter_map(|p| p.node.as_deref())
         .collect();
     let mut out: Vec<NodeStatus> = tablets
         .into_iter()

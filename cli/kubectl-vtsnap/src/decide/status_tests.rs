@@ -2,11 +2,21 @@
 //! named, and such shards come first.
 #![allow(clippy::unwrap_used)]
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use vtsnap_gc::decide::{CoverageState, ShardCoverage};
 
 use super::*;
+use crate::observe::read::{StatusObjects, status_seen};
+
+/// The objects as the API gives them, read as `observe` reads them.
+fn read(objects: &StatusObjects) -> Seen {
+    status_seen(objects, Vec::new())
+}
+
+fn status_of(config: &Config, objects: &StatusObjects) -> Status {
+    status(config, &read(objects), now())
+}
 
 fn now() -> Timestamp {
     "2026-12-01T12:00:00Z".parse().unwrap()
@@ -38,7 +48,7 @@ fn job(shard: &str, name: &str, condition: &str) -> Value {
 
 #[test]
 fn a_protected_shard_has_no_problem_and_an_unprotected_one_comes_first() {
-    let seen = Seen {
+    let seen = StatusObjects {
         snapshots: vec![
             snapshot("a-1", "x-80", "2026-12-01T10:00:00Z", "ready"),
             snapshot("a-2", "x-80", "2026-12-01T11:00:00Z", "cut"),
@@ -46,17 +56,17 @@ fn a_protected_shard_has_no_problem_and_an_unprotected_one_comes_first() {
         ],
         cronjobs: vec![cron("x-80"), cron("80-x")],
         jobs: vec![job("x-80", "j-1", "Complete"), job("80-x", "j-2", "Failed")],
-        ..Seen::default()
+        ..StatusObjects::default()
     };
-    let st = status(&config(), &seen, now());
+    let st = status_of(&config(), &seen);
     assert_eq!(st.shards.len(), 2);
     let (bad, good) = (&st.shards[0], &st.shards[1]);
-    assert_eq!(good.shard, "-80");
+    assert_eq!(good.shard.shard.to_string(), "-80");
     assert!(good.problems.is_empty(), "{good:?}");
     let newest = good.newest.as_ref().unwrap();
     assert_eq!((newest.name.as_str(), newest.age_seconds), ("a-1", 7200));
     assert_eq!(good.last_run.as_ref().unwrap().result, "succeeded");
-    assert_eq!(bad.shard, "80-");
+    assert_eq!(bad.shard.shard.to_string(), "80-");
     assert_eq!(
         bad.problems,
         ["no ready snapshot", "the last snapshot Job j-2 failed"]
@@ -65,7 +75,7 @@ fn a_protected_shard_has_no_problem_and_an_unprotected_one_comes_first() {
 
 #[test]
 fn an_expired_fence_a_missing_cronjob_and_an_old_snapshot_are_named() {
-    let seen = Seen {
+    let seen = StatusObjects {
         snapshots: vec![snapshot("a-1", "x-80", "2026-11-20T10:00:00Z", "ready")],
         leases: vec![
             json!({"metadata": {"name": lease_name("example", "commerce", "x-80"), "namespace": "vitess"},
@@ -73,9 +83,9 @@ fn an_expired_fence_a_missing_cronjob_and_an_old_snapshot_are_named() {
                      "renewTime": "2026-12-01T11:00:00Z", "leaseDurationSeconds": 30}}),
         ],
         tablet_pods: vec![json!({"spec": {"nodeName": "n1"}})],
-        ..Seen::default()
+        ..StatusObjects::default()
     };
-    let st = status(&config(), &seen, now());
+    let st = status_of(&config(), &seen);
     let p = &st.shards[0].problems;
     assert!(
         p.iter().any(|x| x.contains("past restore.maxSnapshotAge")),
@@ -100,11 +110,11 @@ fn an_expired_fence_a_missing_cronjob_and_an_old_snapshot_are_named() {
 fn objects_of_clusters_not_configured_are_left_out() {
     let mut other = snapshot("o-1", "x-80", "2026-12-01T10:00:00Z", "ready");
     other["metadata"]["labels"]["vtsnap.io/cluster"] = json!("other");
-    let seen = Seen {
+    let seen = StatusObjects {
         snapshots: vec![other],
-        ..Seen::default()
+        ..StatusObjects::default()
     };
-    assert!(status(&config(), &seen, now()).shards.is_empty());
+    assert!(status_of(&config(), &seen).shards.is_empty());
 }
 
 #[test]
@@ -117,10 +127,12 @@ fn a_shard_none_of_whose_snapshots_can_catch_up_is_a_problem() {
         state,
     };
     let seen = |state| Seen {
-        snapshots: vec![snapshot("a-1", "x-80", "2026-12-01T10:00:00Z", "ready")],
-        cronjobs: vec![cron("x-80")],
         coverage: vec![coverage(state)],
-        ..Seen::default()
+        ..read(&StatusObjects {
+            snapshots: vec![snapshot("a-1", "x-80", "2026-12-01T10:00:00Z", "ready")],
+            cronjobs: vec![cron("x-80")],
+            ..StatusObjects::default()
+        })
     };
     let none = seen(CoverageState::Known {
         newest_covered: None,
@@ -161,12 +173,12 @@ fn the_next_run_follows_the_schedule_its_time_zone_and_suspension() {
     let with = |f: &dyn Fn(&mut Value)| {
         let mut c = cron("x-80");
         f(&mut c);
-        let seen = Seen {
+        let seen = StatusObjects {
             snapshots: vec![snapshot("a-1", "x-80", "2026-12-01T10:00:00Z", "ready")],
             cronjobs: vec![c],
-            ..Seen::default()
+            ..StatusObjects::default()
         };
-        status(&config(), &seen, now()).shards[0].next_run.clone()
+        status_of(&config(), &seen).shards[0].next_run.clone()
     };
     // "0 */6 * * *" at 12:00:00 → 18:00.
     assert_eq!(
@@ -214,12 +226,12 @@ fn the_next_run_follows_the_schedule_its_time_zone_and_suspension() {
 fn a_node_helper_counts_only_when_its_ready_condition_is_true() {
     let helper = |conditions: Value| json!({"metadata": {"name": "h"}, "spec": {"nodeName": "n1"}, "status": {"conditions": conditions}});
     let nodes = |h: Value| {
-        let seen = Seen {
+        let seen = StatusObjects {
             tablet_pods: vec![json!({"spec": {"nodeName": "n1"}})],
             node_helpers: vec![h],
-            ..Seen::default()
+            ..StatusObjects::default()
         };
-        status(&config(), &seen, now()).nodes[0].helper_ready
+        status_of(&config(), &seen).nodes[0].helper_ready
     };
     assert!(nodes(helper(json!([{"type": "Ready", "status": "True"}]))));
     // Scheduled but not Ready; no conditions at all.
@@ -238,13 +250,13 @@ fn a_live_fence_is_shown_until_its_expiry_and_only_its_own_namespace_counts() {
                      "renewTime": renewed, "leaseDurationSeconds": 30}})
     };
     let fence = |leases: Vec<Value>| {
-        let seen = Seen {
+        let seen = StatusObjects {
             snapshots: vec![snapshot("a-1", "x-80", "2026-12-01T10:00:00Z", "ready")],
             cronjobs: vec![cron("x-80")],
             leases,
-            ..Seen::default()
+            ..StatusObjects::default()
         };
-        status(&config(), &seen, now()).shards[0].clone()
+        status_of(&config(), &seen).shards[0].clone()
     };
     let live = fence(vec![lease("vitess", "2026-12-01T11:59:50Z")]);
     let f = live.fence.clone().unwrap();
@@ -272,7 +284,7 @@ fn a_fence_expiring_now_is_not_yet_expired_and_restores_stay_with_their_shard() 
             "annotations": {"vtsnap.io/restored-from": "a-1"}},
             "status": {"phase": "Pending"}})
     };
-    let seen = Seen {
+    let seen = StatusObjects {
         snapshots: vec![
             snapshot("a-1", "x-80", "2026-12-01T10:00:00Z", "ready"),
             snapshot("b-1", "80-x", "2026-12-01T10:00:00Z", "ready"),
@@ -280,10 +292,15 @@ fn a_fence_expiring_now_is_not_yet_expired_and_restores_stay_with_their_shard() 
         cronjobs: vec![cron("x-80"), cron("80-x")],
         leases: vec![lease],
         tablet_pvcs: vec![restoring("x-80")],
-        ..Seen::default()
+        ..StatusObjects::default()
     };
-    let st = status(&config(), &seen, now());
-    let by = |shard: &str| st.shards.iter().find(|s| s.shard == shard).unwrap();
+    let st = status_of(&config(), &seen);
+    let by = |shard: &str| {
+        st.shards
+            .iter()
+            .find(|s| s.shard.shard.to_string() == shard)
+            .unwrap()
+    };
     assert!(!by("-80").fence.as_ref().unwrap().expired);
     assert_eq!(by("-80").restores.len(), 1);
     assert_eq!(by("-80").restores[0].phase, "Pending");
@@ -293,11 +310,6 @@ fn a_fence_expiring_now_is_not_yet_expired_and_restores_stay_with_their_shard() 
 #[test]
 fn coverage_stays_with_its_shard() {
     let seen = Seen {
-        snapshots: vec![
-            snapshot("a-1", "x-80", "2026-12-01T10:00:00Z", "ready"),
-            snapshot("b-1", "80-x", "2026-12-01T10:00:00Z", "ready"),
-        ],
-        cronjobs: vec![cron("x-80"), cron("80-x")],
         coverage: vec![ShardCoverage {
             namespace: "vitess".into(),
             cluster: "example".into(),
@@ -310,10 +322,22 @@ fn coverage_stays_with_its_shard() {
                 warning: None,
             },
         }],
-        ..Seen::default()
+        ..read(&StatusObjects {
+            snapshots: vec![
+                snapshot("a-1", "x-80", "2026-12-01T10:00:00Z", "ready"),
+                snapshot("b-1", "80-x", "2026-12-01T10:00:00Z", "ready"),
+            ],
+            cronjobs: vec![cron("x-80"), cron("80-x")],
+            ..StatusObjects::default()
+        })
     };
     let st = status(&config(), &seen, now());
-    let by = |shard: &str| st.shards.iter().find(|s| s.shard == shard).unwrap();
+    let by = |shard: &str| {
+        st.shards
+            .iter()
+            .find(|s| s.shard.shard.to_string() == shard)
+            .unwrap()
+    };
     assert_eq!(by("-80").coverage, Coverage::NoneCovered);
     assert!(
         matches!(by("80-").coverage, Coverage::Unknown { .. }),
@@ -340,10 +364,12 @@ fn the_last_drill_is_shown_and_a_failed_one_is_a_problem() {
     };
     let passed = r#"{"result":"passed","at":"2026-12-01T09:00:00Z","rto":{"pvcBoundMs":1000,"restoreMs":500,"mysqldReadyMs":2000}}"#;
     let failed = r#"{"result":"failed","at":"2026-12-01T11:30:00Z","reason":"table shop.orders: corrupt\u001b[2J"}"#;
-    let seen = |snaps| Seen {
-        snapshots: snaps,
-        cronjobs: vec![cron("x-80")],
-        ..Seen::default()
+    let seen = |snaps| {
+        read(&StatusObjects {
+            snapshots: snaps,
+            cronjobs: vec![cron("x-80")],
+            ..StatusObjects::default()
+        })
     };
     let st = status(
         &config(),
@@ -426,16 +452,16 @@ fn a_cronjob_is_its_recorded_namespace_s_shard_s_only() {
     let mut ours = cron("x-x");
     ours["metadata"]["annotations"] =
         json!({"vtsnap.io/schedule-shard": "ns-a/example/commerce/-"});
-    let seen = Seen {
+    let seen = StatusObjects {
         snapshots: vec![in_ns("ns-a"), in_ns("ns-b")],
         cronjobs: vec![ours.clone()],
-        ..Seen::default()
+        ..StatusObjects::default()
     };
-    let st = status(&twins, &seen, now());
+    let st = status_of(&twins, &seen);
     let schedule_of = |ns: &str| {
         st.shards
             .iter()
-            .find(|s| s.namespace == ns)
+            .find(|s| s.shard.namespace == ns)
             .unwrap()
             .schedule
             .clone()
@@ -444,22 +470,22 @@ fn a_cronjob_is_its_recorded_namespace_s_shard_s_only() {
     assert_eq!(schedule_of("ns-b"), None, "{st:?}");
     // A CronJob without a record (the chart's) is nobody's when its cluster's name is in
     // two namespaces, and its cluster's when in one.
-    let seen = Seen {
+    let seen = StatusObjects {
         cronjobs: vec![cron("x-x")],
         ..seen
     };
-    let st = status(&twins, &seen, now());
+    let st = status_of(&twins, &seen);
     assert!(st.shards.iter().all(|s| s.schedule.is_none()), "{st:?}");
     let mut one = seen.clone();
     one.snapshots.truncate(1);
     one.snapshots[0]["metadata"]["namespace"] = json!("vitess");
-    let st = status(&config(), &one, now());
+    let st = status_of(&config(), &one);
     assert_eq!(st.shards[0].schedule.as_deref(), Some("0 */6 * * *"));
     // A record that names another shard than the labels: nobody's.
     ours["metadata"]["annotations"]["vtsnap.io/schedule-shard"] =
         json!("vitess/example/commerce/-80");
     one.cronjobs = vec![ours];
-    let st = status(&config(), &one, now());
+    let st = status_of(&config(), &one);
     assert_eq!(st.shards[0].schedule, None);
 }
 
@@ -491,7 +517,7 @@ fn a_tablet_restored_after_it_was_reprovisioned_is_a_problem() {
         }
         p
     };
-    let seen = Seen {
+    let seen = StatusObjects {
         snapshots: vec![
             marked,
             snapshot("a-2", "x-80", "2026-12-01T10:00:00Z", "ready"),
@@ -505,9 +531,9 @@ fn a_tablet_restored_after_it_was_reprovisioned_is_a_problem() {
             elsewhere("keyspace", "customer"),
             elsewhere("shard", "80-x"),
         ],
-        ..Seen::default()
+        ..StatusObjects::default()
     };
-    let st = status(&config(), &seen, now());
+    let st = status_of(&config(), &seen);
     let all: Vec<&String> = st
         .shards
         .iter()
@@ -529,12 +555,12 @@ fn a_tablet_restored_after_it_was_reprovisioned_is_a_problem() {
 fn a_snapshot_with_an_unreadable_drill_record_is_still_shown() {
     let mut s = snapshot("a-1", "x-80", "2026-12-01T10:00:00Z", "ready");
     s["metadata"]["annotations"] = json!({"vtsnap.io/drill": "{\"result\":"});
-    let seen = Seen {
+    let seen = StatusObjects {
         snapshots: vec![s],
         cronjobs: vec![cron("x-80")],
-        ..Seen::default()
+        ..StatusObjects::default()
     };
-    let st = status(&config(), &seen, now());
+    let st = status_of(&config(), &seen);
     assert_eq!(
         st.shards[0].newest.as_ref().map(|n| n.name.as_str()),
         Some("a-1"),

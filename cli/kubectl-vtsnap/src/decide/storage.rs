@@ -4,12 +4,35 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::Value;
+use k8s_openapi::api::core::v1::PersistentVolume;
+use k8s_openapi::api::storage::v1::StorageClass;
+use vtsnap_core::config::{Config, ResolvedPolicy, resolve_in};
 
-use super::fields::{policy_of, s};
+use super::objects::{SnapshotDeletion, TabletPvc};
 use super::world::{Check, World};
 
-pub(super) const DEFAULT_CLASS: &str = "snapshot.storage.kubernetes.io/is-default-class";
+/// The resolved policy of a tablet PVC's shard, if its cluster is configured.
+fn policy_of(config: &Config, pvc: &TabletPvc) -> Option<ResolvedPolicy> {
+    let shard = &pvc.shard;
+    let cluster = config.cluster_in(&shard.namespace, &shard.cluster)?;
+    Some(resolve_in(
+        cluster,
+        &shard.keyspace,
+        &shard.shard.to_string(),
+    ))
+}
+
+/// A tablet PVC's StorageClass by name ("" when it names none: then no class is found).
+fn class_of(pvc: &TabletPvc) -> &str {
+    pvc.storage_class.as_deref().unwrap_or_default()
+}
+
+/// The StorageClass named `name`.
+fn storage_class_named<'a>(classes: &'a [StorageClass], name: &str) -> Option<&'a StorageClass> {
+    classes
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some(name))
+}
 
 /// The configured (or default) VolumeSnapshotClass of each group of tablet PVCs: it must
 /// exist and be of their StorageClass's driver; `deletionPolicy: Retain` is warned.
@@ -29,7 +52,7 @@ pub(super) fn snapshot_classes(w: &World) -> Vec<Check> {
         .into_iter()
         .flatten()
         .next()
-        .map_or_else(|| "the config is not valid".to_owned(), Clone::clone);
+        .map_or_else(|| "the config is not valid".to_owned(), ToString::to_string);
         return vec![Check::warn(
             ID,
             format!("not checked: {why}"),
@@ -43,11 +66,10 @@ pub(super) fn snapshot_classes(w: &World) -> Vec<Check> {
             continue;
         };
         let class = policy.snapshot.volume_snapshot_class_name;
-        let ns = s(p, "/metadata/namespace");
         groups
-            .entry((class, s(p, "/spec/storageClassName").to_owned()))
+            .entry((class, class_of(p).to_owned()))
             .or_default()
-            .push(format!("{ns}/{}", s(p, "/metadata/name")));
+            .push(p.key.to_string());
     }
     if groups.is_empty() {
         return vec![Check::warn(
@@ -56,28 +78,16 @@ pub(super) fn snapshot_classes(w: &World) -> Vec<Check> {
             "check config.clusters' names and namespaces against the VitessClusters",
         )];
     }
-    let by_name = |list: &'_ [Value], name: &str| -> Option<Value> {
-        list.iter()
-            .find(|c| s(c, "/metadata/name") == name)
-            .cloned()
-    };
     groups
         .into_iter()
         .map(|((class, storage_class), pvcs)| {
-            let driver = by_name(storage, &storage_class)
-                .map(|sc| s(&sc, "/provisioner").to_owned())
+            let driver = storage_class_named(storage, &storage_class)
+                .map(|sc| sc.provisioner.as_str())
                 .unwrap_or_default();
             let example = &pvcs[0];
             let found = match &class {
-                Some(name) => by_name(classes, name),
-                None => classes
-                    .iter()
-                    .find(|c| {
-                        s(c, &format!("/metadata/annotations/{}", DEFAULT_CLASS.replace('/', "~1")))
-                            == "true"
-                            && s(c, "/driver") == driver
-                    })
-                    .cloned(),
+                Some(name) => classes.iter().find(|c| &c.name == name),
+                None => classes.iter().find(|c| c.default && c.driver == driver),
             };
             let Some(vsc) = found else {
                 let what = class.as_deref().map_or_else(
@@ -90,18 +100,18 @@ pub(super) fn snapshot_classes(w: &World) -> Vec<Check> {
                     "create it, or set snapshot.volumeSnapshotClassName to one of the tablets' driver",
                 );
             };
-            let name = s(&vsc, "/metadata/name").to_owned();
-            if s(&vsc, "/driver") != driver {
+            let name = &vsc.name;
+            if vsc.driver != driver {
                 return Check::fail(
                     ID,
                     format!(
                         "VolumeSnapshotClass {name} is of driver {:?}, the tablet PVCs' StorageClass {storage_class} of {driver:?} (e.g. {example})",
-                        s(&vsc, "/driver")
+                        vsc.driver
                     ),
                     "set snapshot.volumeSnapshotClassName to a class of the tablets' CSI driver",
                 );
             }
-            if s(&vsc, "/deletionPolicy") == "Retain" {
+            if vsc.deletion_policy == SnapshotDeletion::Retain {
                 return Check::warn(
                     ID,
                     format!(
@@ -129,11 +139,9 @@ pub(super) fn binding_mode(w: &World) -> Vec<Check> {
         if !policy_of(cfg, p).is_some_and(|policy| policy.restore.node_local) {
             continue;
         }
-        let class = s(p, "/spec/storageClassName");
-        let mode = storage
-            .iter()
-            .find(|c| s(c, "/metadata/name") == class)
-            .map(|c| s(c, "/volumeBindingMode"))
+        let class = class_of(p);
+        let mode = storage_class_named(storage, class)
+            .and_then(|c| c.volume_binding_mode.as_deref())
             .unwrap_or_default();
         if mode != "WaitForFirstConsumer" {
             immediate.insert(class.to_owned());
@@ -159,34 +167,28 @@ pub(super) fn binding_mode(w: &World) -> Vec<Check> {
 /// volume, or a `nodeAffinity` whose every term allows exactly one value of a per-node
 /// topology key (`kubernetes.io/hostname`, or a driver's `…/node`, `…/nodename`,
 /// `…/hostname` as node-local CSI drivers such as TopoLVM name theirs).
-pub fn pinned_node(pv: &Value) -> Option<String> {
+pub fn pinned_node(pv: &PersistentVolume) -> Option<String> {
     let per_node = |key: &str| {
         let name = key.rsplit('/').next().unwrap_or(key);
         matches!(name, "hostname" | "node" | "nodename" | "node-name")
     };
-    let terms = pv
-        .pointer("/spec/nodeAffinity/required/nodeSelectorTerms")
-        .and_then(Value::as_array);
+    let spec = pv.spec.as_ref();
+    let terms = spec
+        .and_then(|s| s.node_affinity.as_ref())
+        .and_then(|a| a.required.as_ref())
+        .map(|r| r.node_selector_terms.as_slice());
     let mut nodes: BTreeSet<&str> = BTreeSet::new();
     for term in terms.into_iter().flatten() {
-        let one = term
-            .get("matchExpressions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .find_map(|e| {
-                let values = e.get("values").and_then(Value::as_array)?;
-                let key = e.get("key").and_then(Value::as_str)?;
-                let single =
-                    values.len() == 1 && e.get("operator").and_then(Value::as_str) == Some("In");
-                (per_node(key) && single)
-                    .then(|| values[0].as_str())
-                    .flatten()
-            });
+        let one = term.match_expressions.iter().flatten().find_map(|e| {
+            let values = e.values.as_deref()?;
+            let single = values.len() == 1 && e.operator == "In";
+            (per_node(&e.key) && single).then(|| values[0].as_str())
+        });
         // A term without a per-node pin allows other nodes: the volume is not node-local.
         nodes.insert(one?);
     }
-    match (nodes.len(), pv.pointer("/spec/local").is_some()) {
+    let local = spec.is_some_and(|s| s.local.is_some());
+    match (nodes.len(), local) {
         (1, _) => nodes.into_iter().next().map(str::to_owned),
         (0, true) => Some("?".to_owned()),
         _ => None,
@@ -219,16 +221,18 @@ pub(super) fn topology(w: &World) -> Vec<Check> {
         let Some(policy) = policy_of(cfg, p) else {
             continue;
         };
-        let volume = s(p, "/spec/volumeName");
+        let Some(volume) = p.volume.as_deref() else {
+            continue;
+        };
         let Some(pv) = volumes
             .iter()
-            .find(|v| !volume.is_empty() && s(v, "/metadata/name") == volume)
+            .find(|v| v.metadata.name.as_deref() == Some(volume))
         else {
             continue;
         };
         seen += 1;
-        let class = s(p, "/spec/storageClassName").to_owned();
-        let pvc = format!("{}/{}", s(p, "/metadata/namespace"), s(p, "/metadata/name"));
+        let class = class_of(p).to_owned();
+        let pvc = p.key.to_string();
         match (pinned_node(pv), policy.restore.node_local) {
             (Some(node), false) => local_unpinned
                 .entry(class)

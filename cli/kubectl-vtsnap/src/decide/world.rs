@@ -1,16 +1,20 @@
-//! What `kubectl vtsnap doctor`'s checks read ([`World`]) and what each gives ([`Check`]):
-//! the types every check file shares, so that none of them imports another.
+//! What `kubectl vtsnap doctor`'s checks read ([`World`], typed by `observe`) and what each
+//! gives ([`Check`]): the types every check file shares, so that none of them imports
+//! another.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::PersistentVolume;
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
-use serde_json::Value;
 use vtsnap_core::config::Config;
+use vtsnap_core::shard::ShardRef;
 
-/// `(namespace, cluster, keyspace, shard)` of a VitessCluster's spec.
-pub type SpecShard = (String, String, String, String);
+pub use super::objects::{
+    JobRun, NotRead, PodOnNode, Read, SnapshotClass, SnapshotCron, SnapshotHandling, TabletPvc,
+};
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, strum::IntoStaticStr)]
@@ -108,26 +112,23 @@ pub enum WebhookSeen {
     },
 }
 
-/// A list read from the API, or why it was not.
-pub type Read<T> = Result<T, String>;
-
 /// What one shard's MySQL says, through vtctld (`ExecuteFetchAsDBA`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardMysql {
-    /// `namespace/cluster/keyspace/shard`.
-    pub shard: String,
+    pub shard: ShardRef,
     pub max_snapshot_age: Duration,
     /// Whether the shard's policy is `mode: online`.
     pub online: bool,
     /// The primary's binlog expiry (zero: binlogs do not expire by time; `None`: the
     /// server did not say).
-    pub expiry: Read<Option<Duration>>,
+    pub expiry: Result<Option<Duration>, String>,
     /// Online shards: each tablet's crash-safety variables that do not hold, as the
     /// snapshot job's own probe reads them (`sync_binlog=0 (needs 1)`).
-    pub crash_safety: Read<Vec<(String, Vec<String>)>>,
+    pub crash_safety: Result<Vec<(String, Vec<String>)>, String>,
 }
 
-/// Everything the checks look at.
+/// Everything the checks look at. A list one of whose objects did not read is not read
+/// ([`NotRead::Object`]): no check passes on a part of it.
 #[derive(Debug, Clone)]
 pub struct World {
     pub now: Timestamp,
@@ -136,18 +137,18 @@ pub struct World {
     pub config: Result<Config, String>,
     /// Names of the CustomResourceDefinitions present.
     pub crds: Read<BTreeSet<String>>,
-    pub snapshot_classes: Read<Vec<Value>>,
-    pub storage_classes: Read<Vec<Value>>,
+    pub snapshot_classes: Read<Vec<SnapshotClass>>,
+    pub storage_classes: Read<Vec<StorageClass>>,
     /// Tablet PVCs of the configured namespaces.
-    pub tablet_pvcs: Read<Vec<Value>>,
+    pub tablet_pvcs: Read<Vec<TabletPvc>>,
     /// The PersistentVolumes bound to those PVCs.
-    pub tablet_volumes: Read<Vec<Value>>,
+    pub tablet_volumes: Read<Vec<PersistentVolume>>,
     /// Tablet Pods of the configured namespaces.
-    pub tablet_pods: Read<Vec<Value>>,
+    pub tablet_pods: Read<Vec<PodOnNode>>,
     /// The node helper's Pods.
-    pub node_helpers: Read<Vec<Value>>,
+    pub node_helpers: Read<Vec<PodOnNode>>,
     /// vtsnap's VolumeSnapshots of the configured namespaces.
-    pub snapshots: Read<Vec<Value>>,
+    pub snapshots: Read<Vec<SnapshotHandling>>,
     /// Labels of the install's namespace.
     pub namespace_labels: Read<BTreeMap<String, String>>,
     pub access: Vec<Access>,
@@ -155,9 +156,9 @@ pub struct World {
     /// Per shard with tablets (read through vtctld).
     pub mysql: Vec<ShardMysql>,
     /// The shards of the configured clusters' VitessCluster specs.
-    pub spec_shards: Read<Vec<SpecShard>>,
+    pub spec_shards: Read<Vec<ShardRef>>,
     /// The install's snapshot CronJobs (`app.kubernetes.io/component=snapshot`).
-    pub snapshot_cronjobs: Read<Vec<Value>>,
+    pub snapshot_cronjobs: Read<Vec<SnapshotCron>>,
     /// The schedule reconciler's Jobs.
-    pub reconciler_jobs: Read<Vec<Value>>,
+    pub reconciler_jobs: Read<Vec<JobRun>>,
 }

@@ -9,7 +9,7 @@ use serde_json::json;
 use vtsnap_core::config::Config;
 use vtsnap_core::shard::ShardName;
 use vtsnap_core::snapshot::{DrillResult, VolumeSnapshot};
-use vtsnap_drill::objects::{Owner, Settings};
+use vtsnap_drill::decide::objects::{Owner, Settings};
 use vtsnap_drill::report::{Outcome, Summary};
 use vtsnap_drill::run::{RunOptions, run};
 use vtsnap_testkit::real_kube::{RealKube, resource};

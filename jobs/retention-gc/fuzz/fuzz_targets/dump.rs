@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 use k8s_openapi::jiff::Timestamp;
 use libfuzzer_sys::fuzz_target;
 use vtsnap_core::config::Config;
+use vtsnap_core::reconcile::ObjectKey;
 use vtsnap_gc::decide::{Reason, plan};
 use vtsnap_gc::observe::{Inventory, Kind};
 
@@ -29,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let p = plan(config(), &inv, now, None);
-    let key = |ns: &str, name: &str| (ns.to_owned(), name.to_owned());
+    let key = |ns: &str, name: &str| ObjectKey::new(ns, name);
     let deleted: BTreeSet<_> = p
         .delete
         .iter()

@@ -12,8 +12,8 @@ use vtsnap_core::coverage::{Coverage, coverage, headroom};
 use vtsnap_core::reconcile::Read;
 use vtsnap_core::shard::ShardRef;
 
+use super::failed_restores::{MarkUnusable, UnusableReason};
 use crate::observe::{Inventory, PrimaryBinlogs, Snap};
-use crate::restores::{MarkUnusable, UnusableReason};
 
 /// What coverage says of one shard, as the plan prints it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

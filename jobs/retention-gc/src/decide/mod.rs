@@ -25,14 +25,16 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use vtsnap_core::config::{Config, GoDuration, Lifecycle, ResolvedPolicy, resolve_in};
 use vtsnap_core::naming::KeyRange;
+use vtsnap_core::reconcile::ObjectKey;
 use vtsnap_core::shard::ShardRef;
 
-use crate::observe::{Cluster, Inventory, Kind, Scope, Snap, UnreadableObject};
-use crate::restores::MarkUnusable;
+use crate::observe::{Cluster, Expiry, Inventory, Kind, Scope, Snap, UnreadableObject};
 
 mod coverage;
+pub mod failed_restores;
 
 pub use coverage::{CoverageState, ShardCoverage};
+use failed_restores::MarkUnusable;
 
 /// A creation time later than now by more than this (clock skew) cannot be real: the API
 /// server sets it.
@@ -153,7 +155,7 @@ pub struct Plan {
     pub recover_fences: Vec<FenceItem>,
     pub skipped: Vec<Skipped>,
     /// Stuck node-local restores and snapshots restores cannot use.
-    pub restores: crate::restores::RestorePlan,
+    pub restores: failed_restores::RestorePlan,
     /// Catch-up coverage per shard with ready snapshots.
     pub coverage: Vec<ShardCoverage>,
 }
@@ -242,14 +244,14 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
     let mut out = Plan::default();
     let mut not_covered = Vec::new();
     for (shard, snaps) in shards {
-        let held = skips.may_be_of(&shard);
+        let held = skips.held(&shard);
         not_covered.extend(plan_shard(config, inv, now, &shard, snaps, held, &mut out));
     }
     out.recover_fences = recover_fences(inv, &planned, &names, &mut skips);
     out.skipped = skips.skipped;
     out.skipped
         .sort_by(|a, b| (&a.namespace, &a.name, a.kind).cmp(&(&b.namespace, &b.name, b.kind)));
-    out.restores = crate::restores::plan_restores(config, inv, now, only_cluster);
+    out.restores = failed_restores::plan_restores(config, inv, now, only_cluster);
     for m in not_covered {
         let marked = out.restores.mark_unusable.iter().any(|o| {
             (o.namespace.as_str(), o.snapshot.as_str())
@@ -262,8 +264,8 @@ pub fn plan(config: &Config, inv: &Inventory, now: Timestamp, only_cluster: Opti
     out
 }
 
-/// The clusters planned for, `(namespace, name)`: all of the config's, or only one.
-struct Planned(Vec<(String, String)>);
+/// The clusters planned for: all of the config's, or only one.
+struct Planned(Vec<ObjectKey>);
 
 impl Planned {
     fn of(config: &Config, only_cluster: Option<&str>) -> Self {
@@ -272,7 +274,7 @@ impl Planned {
                 .clusters
                 .iter()
                 .filter(|c| only_cluster.is_none_or(|o| o == c.name))
-                .map(|c| (c.namespace.clone(), c.name.clone()))
+                .map(|c| ObjectKey::new(&c.namespace, &c.name))
                 .collect(),
         )
     }
@@ -281,7 +283,7 @@ impl Planned {
     fn contains(&self, namespace: &str, cluster: Option<&str>) -> bool {
         self.0
             .iter()
-            .any(|(ns, c)| ns == namespace && cluster.is_none_or(|want| want == c))
+            .any(|c| c.namespace == namespace && cluster.is_none_or(|want| want == c.name))
     }
 }
 
@@ -359,8 +361,12 @@ impl Skips {
     }
 
     /// Whether a skipped snapshot may be of `shard`.
-    fn may_be_of(&self, shard: &ShardRef) -> bool {
-        self.maybe.iter().any(|m| m.may_be(shard))
+    fn held(&self, shard: &ShardRef) -> Held {
+        if self.maybe.iter().any(|m| m.may_be(shard)) {
+            Held::BySkipped
+        } else {
+            Held::No
+        }
     }
 }
 
@@ -406,6 +412,29 @@ fn group_by_shard<'a>(
     groups
 }
 
+/// Whether a skipped snapshot may be of a shard: then none of the shard's is deleted as
+/// the snapshot of a removed shard (its newest may be the skipped one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    No,
+    BySkipped,
+}
+
+/// Whether the VitessCluster's spec still defines a shard (without the object it is taken
+/// to: `whenDeleted` governs then).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum InSpec {
+    Defined,
+    Removed,
+}
+
+/// Whether a ready snapshot can be caught up from and would be given to a restore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Offered {
+    CoveredAndUsable,
+    Otherwise,
+}
+
 /// One shard's snapshots, each deleted or kept with its reason; a kept one's
 /// ownerReferences follow `whenDeleted`. A shard no policy resolves for is left out.
 /// Returns the ready snapshots to mark unusable because they are not covered.
@@ -415,7 +444,7 @@ fn plan_shard(
     now: Timestamp,
     shard: &ShardRef,
     mut snaps: Vec<&Snap>,
-    held: bool,
+    held: Held,
     out: &mut Plan,
 ) -> Vec<MarkUnusable> {
     let key_range = shard.shard.to_string();
@@ -427,13 +456,17 @@ fn plan_shard(
     let policy = resolve_in(cluster_config, &shard.keyspace, &key_range);
     let cluster = inv
         .clusters
-        .get(&(shard.namespace.clone(), shard.cluster.clone()));
+        .get(&ObjectKey::new(&shard.namespace, &shard.cluster));
     // Without the VitessCluster object, whenDeleted (ownerReferences) governs: the shard
     // is not "removed".
-    let exists = cluster.is_none_or(|c| {
+    let in_spec = if cluster.is_none_or(|c| {
         c.shards
             .contains(&(shard.keyspace.clone(), key_range.clone()))
-    });
+    }) {
+        InSpec::Defined
+    } else {
+        InSpec::Removed
+    };
     // Newest first. creationTimestamp has second resolution; within one second the
     // later name is the newer snapshot (its stamp, then its `-<attempt>` suffix).
     snaps.sort_by(|a, b| b.created.cmp(&a.created).then(b.name.cmp(&a.name)));
@@ -442,14 +475,14 @@ fn plan_shard(
         inv,
         now,
         source_unknown: inv.source_unknown_in(&shard.namespace),
-        removed: when_scaled(&policy, exists, age_secs(now, newest), held),
+        removed: when_scaled(&policy, in_spec, age_secs(now, newest), held),
         failed_max_age: secs(policy.retention.failed_max_age),
         ready_timeout: secs(policy.snapshot.ready_timeout),
         max_count: usize::try_from(policy.retention.max_count).unwrap_or(usize::MAX),
         max_age: policy.retention.max_age.map(secs),
         require_drill: policy.restore.require_drill,
     };
-    let owned = policy.deletion_policy.when_deleted == Lifecycle::Delete;
+    let when_deleted = policy.deletion_policy.when_deleted;
     let ready: Vec<&Snap> = snaps
         .iter()
         .copied()
@@ -476,7 +509,7 @@ fn plan_shard(
         }
         out.keep.push(item);
         if let Some(c) = cluster {
-            follow_when_deleted(&mut out.owner_refs, s, &shard.cluster, c, owned);
+            follow_when_deleted(&mut out.owner_refs, s, &shard.cluster, c, when_deleted);
         }
     }
     let Some(judged) = judged else {
@@ -491,15 +524,15 @@ fn plan_shard(
 /// may be of the shard (`held`). `None`: the shard is not removed, or `Retain`.
 fn when_scaled(
     policy: &ResolvedPolicy,
-    exists: bool,
+    in_spec: InSpec,
     newest_age: i64,
-    held: bool,
+    held: Held,
 ) -> Option<Reason> {
-    if exists || policy.deletion_policy.when_scaled != Lifecycle::Delete {
+    if in_spec == InSpec::Defined || policy.deletion_policy.when_scaled != Lifecycle::Delete {
         None
     } else if newest_age <= secs(policy.deletion_policy.grace_period) {
         Some(Reason::WithinGracePeriod)
-    } else if held {
+    } else if held == Held::BySkipped {
         Some(Reason::SkippedInShard)
     } else {
         Some(Reason::ShardRemoved)
@@ -551,7 +584,12 @@ impl Retention<'_> {
         for (rank, i) in ranked.into_iter().enumerate() {
             let s = snaps[i];
             let age = age_secs(self.now, s.created);
-            let reason = self.ready(rank, age, covered_usable(i));
+            let offered = if covered_usable(i) {
+                Offered::CoveredAndUsable
+            } else {
+                Offered::Otherwise
+            };
+            let reason = self.ready(rank, age, offered);
             reasons[i] = Some(match reason {
                 r if !r.deletes() => r,
                 _ if newest_covered == Some(i) => Reason::NewestCovered,
@@ -577,7 +615,7 @@ impl Retention<'_> {
         if self
             .inv
             .in_use
-            .contains(&(s.namespace.clone(), s.name.clone()))
+            .contains(&ObjectKey::new(&s.namespace, &s.name))
         {
             Some(Reason::InUseSource)
         } else if self.source_unknown {
@@ -614,10 +652,10 @@ impl Retention<'_> {
         }
     }
 
-    /// The first ranked is kept (the newest covered one when `covered`); the others go
+    /// The first ranked is kept (the newest covered one when `offered`); the others go
     /// beyond `maxCount` or `maxAge`.
-    fn ready(&self, rank: usize, age: i64, covered: bool) -> Reason {
-        if rank == 0 && covered {
+    fn ready(&self, rank: usize, age: i64, offered: Offered) -> Reason {
+        if rank == 0 && offered == Offered::CoveredAndUsable {
             Reason::NewestCovered
         } else if rank == 0 {
             Reason::NewestReady
@@ -633,7 +671,14 @@ impl Retention<'_> {
 
 /// `whenDeleted` for a kept snapshot: owned by its VitessCluster under `Delete` (deleting
 /// the cluster deletes it), not owned under `Retain`.
-fn follow_when_deleted(refs: &mut OwnerRefs, s: &Snap, cluster: &str, c: &Cluster, owned: bool) {
+fn follow_when_deleted(
+    refs: &mut OwnerRefs,
+    s: &Snap,
+    cluster: &str,
+    c: &Cluster,
+    when_deleted: Lifecycle,
+) {
+    let owned = when_deleted == Lifecycle::Delete;
     let has = s.cluster_owners.contains(&c.uid);
     let change = OwnerChange {
         namespace: s.namespace.clone(),
@@ -669,7 +714,7 @@ fn recover_fences(
                 reason: SkipReason::Duplicate,
                 message: "another Lease has this name".to_owned(),
             });
-        } else if l.expired {
+        } else if l.expiry == Expiry::Expired {
             recover.push(FenceItem {
                 namespace: l.namespace.clone(),
                 name: l.name.clone(),
@@ -683,3 +728,5 @@ fn recover_fences(
 mod tests;
 #[cfg(test)]
 mod tests_coverage;
+#[cfg(test)]
+mod tests_scope;

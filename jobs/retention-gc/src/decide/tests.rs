@@ -3,7 +3,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 
 use super::*;
-use crate::observe::{Cluster, LeaseRef, Unreadable, UnreadableObject};
+use crate::observe::{Cluster, LeaseRef};
 use vtsnap_core::coverage::Exactness;
 use vtsnap_core::snapshot::{DrillOf, DrillRecord, DrillSeen, Rto};
 
@@ -56,9 +56,9 @@ pub(super) fn drill_passed(s: &Snap, passed_h: i64) -> DrillSeen {
     }
 }
 
-pub(super) fn cluster(shards: &[(&str, &str)]) -> BTreeMap<(String, String), Cluster> {
+pub(super) fn cluster(shards: &[(&str, &str)]) -> BTreeMap<ObjectKey, Cluster> {
     BTreeMap::from([(
-        ("vitess".into(), "example".into()),
+        ObjectKey::new("vitess", "example"),
         Cluster {
             uid: "cluster-uid".into(),
             shards: shards
@@ -279,8 +279,8 @@ fn an_in_use_source_is_kept_whatever_else_applies() {
             snap("bad", "commerce", "x-x", 24 * 90, State::Failed),
         ],
         in_use: BTreeSet::from([
-            ("vitess".to_owned(), "old".to_owned()),
-            ("vitess".to_owned(), "bad".to_owned()),
+            ObjectKey::new("vitess", "old"),
+            ObjectKey::new("vitess", "bad"),
         ]),
         clusters: cluster(&[("commerce", "-")]),
         ..Inventory::default()
@@ -458,17 +458,17 @@ fn expired_fences_are_recovered_and_other_clusters_are_left_alone() {
             LeaseRef {
                 namespace: "vitess".into(),
                 name: "dead".into(),
-                expired: true,
+                expiry: Expiry::Expired,
             },
             LeaseRef {
                 namespace: "vitess".into(),
                 name: "live".into(),
-                expired: false,
+                expiry: Expiry::Live,
             },
             LeaseRef {
                 namespace: "elsewhere".into(),
                 name: "x".into(),
-                expired: true,
+                expiry: Expiry::Expired,
             },
         ],
         ..Inventory::default()
@@ -488,7 +488,7 @@ fn expired_fences_are_recovered_and_other_clusters_are_left_alone() {
 }
 
 /// `snap` created `secs` seconds before now (negative: after).
-fn snap_secs(name: &str, shard: &str, secs: i64, state: State) -> Snap {
+pub(super) fn snap_secs(name: &str, shard: &str, secs: i64, state: State) -> Snap {
     let mut s = snap(name, "commerce", shard, 0, state);
     s.created = Timestamp::from_second(now().as_second() - secs).unwrap();
     s
@@ -518,7 +518,7 @@ fn reason_of(
     reasons_of(extra, snaps, shards)[name]
 }
 
-const H: i64 = 3600;
+pub(super) const H: i64 = 3600;
 
 #[test]
 fn every_age_limit_is_exclusive_to_the_second() {
@@ -599,192 +599,6 @@ fn reasons_print_as_in_the_json() {
     }
 }
 
-/// `example` in `vitess` and `other` in `elsewhere`.
-fn two_clusters() -> Config {
-    Config::from_yaml(
-        "clusters:\n- name: example\n  namespace: vitess\n- name: other\n  namespace: elsewhere\n",
-    )
-    .unwrap()
-}
-
-fn of(name: &str, namespace: &str, cluster: &str) -> Snap {
-    let mut s = snap(name, "commerce", "x-x", 1, State::Ready);
-    s.namespace = namespace.into();
-    s.cluster = cluster.into();
-    s
-}
-
-#[test]
-fn a_snapshot_is_planned_only_under_its_own_cluster_and_namespace() {
-    let inv = Inventory {
-        snapshots: vec![
-            of("mine", "vitess", "example"),
-            of("theirs", "elsewhere", "other"),
-            // Named by the config, but not in these namespaces: no policy applies.
-            of("other-in-vitess", "vitess", "other"),
-            of("example-elsewhere", "elsewhere", "example"),
-        ],
-        ..Inventory::default()
-    };
-    let planned = |only| {
-        let p = plan(&two_clusters(), &inv, now(), only);
-        let mut n: Vec<String> = p
-            .keep
-            .iter()
-            .chain(&p.delete)
-            .map(|i| i.name.clone())
-            .collect();
-        n.sort();
-        n
-    };
-    assert_eq!(planned(None), ["mine", "theirs"]);
-    assert_eq!(planned(Some("other")), ["theirs"]);
-    assert_eq!(planned(Some("example")), ["mine"]);
-}
-
-fn unreadable(namespace: &str, ident: [Option<&str>; 3]) -> UnreadableObject {
-    let [cluster, keyspace, shard] = ident.map(|v| v.map(str::to_owned));
-    UnreadableObject {
-        kind: Kind::VolumeSnapshot,
-        namespace: namespace.into(),
-        name: "broken".into(),
-        cluster,
-        keyspace,
-        shard,
-        error: Unreadable::NoCreationTime {
-            namespace: namespace.into(),
-            name: "broken".into(),
-        },
-    }
-}
-
-#[test]
-fn a_skipped_snapshot_holds_the_removal_of_only_the_shards_it_may_be_of() {
-    let cfg = config("  deletionPolicy: {whenScaled: Delete, gracePeriod: 1h}\n");
-    let removed = |u: UnreadableObject| {
-        let inv = Inventory {
-            snapshots: vec![snap("gone", "commerce", "x-x", 48, State::Ready)],
-            clusters: cluster(&[("commerce", "-80"), ("commerce", "80-")]),
-            unreadable: vec![u],
-            ..Inventory::default()
-        };
-        let p = plan(&cfg, &inv, now(), None);
-        (reasons(&p)["gone"], p.skipped.len())
-    };
-    let (c, k, s) = (Some("example"), Some("commerce"), Some("x-x"));
-    let held = (("skipped-in-shard", false), 1);
-    assert_eq!(removed(unreadable("vitess", [c, k, s])), held);
-    assert_eq!(removed(unreadable("vitess", [None, k, s])), held);
-    assert_eq!(removed(unreadable("vitess", [c, None, s])), held);
-    assert_eq!(removed(unreadable("vitess", [c, k, None])), held);
-    assert_eq!(removed(unreadable("vitess", [None, None, None])), held);
-    let free = (("shard-removed", true), 1);
-    assert_eq!(
-        removed(unreadable("vitess", [c, Some("customer"), s])),
-        free
-    );
-    assert_eq!(removed(unreadable("vitess", [c, k, Some("x-80")])), free);
-    // Out of scope: neither holding nor reported.
-    assert_eq!(
-        removed(unreadable("elsewhere", [c, k, s])),
-        (("shard-removed", true), 0)
-    );
-    assert_eq!(
-        removed(unreadable("vitess", [Some("other"), k, s])),
-        (("shard-removed", true), 0)
-    );
-    // An unreadable lease holds no snapshot.
-    let mut lease = unreadable("vitess", [None, None, None]);
-    lease.kind = Kind::Lease;
-    assert_eq!(removed(lease), free);
-}
-
-#[test]
-fn a_creation_time_up_to_an_hour_ahead_is_clock_skew_beyond_it_is_skipped() {
-    let inv = Inventory {
-        snapshots: vec![
-            snap_secs("skewed", "x-x", -H, State::Ready),
-            snap_secs("future", "x-x", -H - 1, State::Ready),
-            snap_secs("now", "x-x", 0, State::Ready),
-        ],
-        clusters: cluster(&[("commerce", "-")]),
-        ..Inventory::default()
-    };
-    let p = plan(&config("  retention: {maxCount: 1}\n"), &inv, now(), None);
-    let r = reasons(&p);
-    assert_eq!(r["skewed"], ("newest-ready", false));
-    assert_eq!(r["now"], ("beyond-max-count", true));
-    assert_eq!(
-        p.skipped
-            .iter()
-            .map(|s| (s.name.as_str(), s.reason))
-            .collect::<Vec<_>>(),
-        [("future", SkipReason::CreatedInTheFuture)]
-    );
-}
-
-#[test]
-fn every_copy_of_a_name_is_skipped_and_other_names_are_not() {
-    let lease = |name: &str| LeaseRef {
-        namespace: "vitess".into(),
-        name: name.into(),
-        expired: true,
-    };
-    let inv = Inventory {
-        snapshots: vec![
-            snap("twin", "commerce", "x-x", 1, State::Ready),
-            snap("twin", "commerce", "x-x", 50, State::Ready),
-            snap("single", "commerce", "x-x", 2, State::Ready),
-        ],
-        leases: vec![lease("fence"), lease("fence"), lease("alone")],
-        clusters: cluster(&[("commerce", "-")]),
-        ..Inventory::default()
-    };
-    let p = plan(&config("  retention: {maxCount: 1}\n"), &inv, now(), None);
-    assert_eq!(reasons(&p).len(), 1);
-    assert_eq!(reasons(&p)["single"], ("newest-ready", false));
-    assert_eq!(
-        p.recover_fences,
-        [FenceItem {
-            namespace: "vitess".into(),
-            name: "alone".into()
-        }]
-    );
-    let skipped: Vec<(Kind, &str, SkipReason)> = p
-        .skipped
-        .iter()
-        .map(|s| (s.kind, s.name.as_str(), s.reason))
-        .collect();
-    assert_eq!(
-        skipped,
-        [
-            (Kind::Lease, "fence", SkipReason::Duplicate),
-            (Kind::Lease, "fence", SkipReason::Duplicate),
-            (Kind::VolumeSnapshot, "twin", SkipReason::Duplicate),
-            (Kind::VolumeSnapshot, "twin", SkipReason::Duplicate),
-        ]
-    );
-}
-
-#[test]
-fn shards_are_planned_in_safe_name_order() {
-    // `80-x` sorts before `x-80` and `x-x`: the order plans have always been printed in,
-    // not the key ranges' own (`-`, `-80`, `80-`).
-    let inv = Inventory {
-        snapshots: vec![
-            snap("whole", "commerce", "x-x", 1, State::Ready),
-            snap("low", "commerce", "x-80", 1, State::Ready),
-            snap("high", "commerce", "80-x", 1, State::Ready),
-            snap("other-keyspace", "customer", "x-x", 1, State::Ready),
-        ],
-        clusters: cluster(&[("commerce", "-80"), ("commerce", "80-")]),
-        ..Inventory::default()
-    };
-    let p = plan(&config(""), &inv, now(), None);
-    let planned: Vec<&str> = p.keep.iter().map(|i| i.name.as_str()).collect();
-    assert_eq!(planned, ["high", "low", "whole", "other-keyspace"]);
-}
-
 prop_compose! {
     fn arb_snap()(i in 0u32..10_000, shard in 0usize..3, hours in 0i64..24 * 60, ready in any::<bool>(), failed in proptest::bool::weighted(0.1)) -> Snap {
         let shards = ["x-80", "80-x", "x-x"];
@@ -807,8 +621,8 @@ proptest! {
     ) {
         snaps.sort_by(|a, b| a.name.cmp(&b.name));
         snaps.dedup_by(|a, b| a.name == b.name);
-        let in_use: BTreeSet<(String, String)> = if snaps.is_empty() { BTreeSet::new() } else {
-            in_use_pick.iter().map(|ix| ("vitess".to_owned(), snaps[ix.index(snaps.len())].name.clone())).collect()
+        let in_use: BTreeSet<ObjectKey> = if snaps.is_empty() { BTreeSet::new() } else {
+            in_use_pick.iter().map(|ix| ObjectKey::new("vitess", &snaps[ix.index(snaps.len())].name)).collect()
         };
         // `-80` and `80-` exist; `-` was resharded away.
         let inv = Inventory { snapshots: snaps.clone(), in_use: in_use.clone(), clusters: cluster(&[("commerce", "-80"), ("commerce", "80-")]), ..Inventory::default() };
@@ -822,7 +636,7 @@ proptest! {
                 prop_assert!(!deleted.contains(n.name.as_str()), "deleted the newest ready {} of {shard}", n.name);
             }
         }
-        for (_, name) in &in_use {
+        for ObjectKey { name, .. } in &in_use {
             prop_assert!(!deleted.contains(name.as_str()), "deleted in-use source {name}");
         }
         // Every snapshot in scope is accounted for exactly once.
@@ -861,41 +675,4 @@ fn reason_names_are_the_same_in_the_table_and_the_json() {
     ] {
         assert_eq!(serde_json::to_value(s).unwrap(), s.as_str(), "{s:?}");
     }
-}
-
-/// Review round three, item 4, in the GC: with `example` configured in two namespaces,
-/// the lookup by name alone was ambiguous and every shard of both was left out (nothing
-/// ever deleted). Each namespace's shards get their own cluster's policy.
-#[test]
-fn one_cluster_name_in_two_namespaces_gets_each_namespace_s_policy() {
-    let cfg = Config::from_yaml(
-        "clusters:\n- name: example\n  namespace: ns-a\n  retention: {maxCount: 1}\n\
-         - name: example\n  namespace: ns-b\n  retention: {maxCount: 2}\n",
-    )
-    .unwrap();
-    let in_ns = |ns: &str, name: &str, hours: i64| Snap {
-        namespace: ns.into(),
-        ..snap(name, "commerce", "x-x", hours, State::Ready)
-    };
-    let mut clusters = BTreeMap::new();
-    for ns in ["ns-a", "ns-b"] {
-        let mut c = cluster(&[("commerce", "-")]);
-        let one = c.remove(&("vitess".into(), "example".into())).unwrap();
-        clusters.insert((ns.to_owned(), "example".to_owned()), one);
-    }
-    let inv = Inventory {
-        snapshots: vec![
-            in_ns("ns-a", "a1", 1),
-            in_ns("ns-a", "a2", 2),
-            in_ns("ns-b", "b1", 1),
-            in_ns("ns-b", "b2", 2),
-            in_ns("ns-b", "b3", 3),
-        ],
-        clusters,
-        ..Inventory::default()
-    };
-    let r = reasons(&plan(&cfg, &inv, now(), None));
-    assert_eq!(r["a2"], ("beyond-max-count", true), "{r:?}");
-    assert_eq!(r["b2"], ("within-max-count", false), "{r:?}");
-    assert_eq!(r["b3"], ("beyond-max-count", true), "{r:?}");
 }

@@ -10,10 +10,10 @@ use vtsnap_core::coverage::{Exactness, GtidSet, Purged, Text};
 use vtsnap_core::reconcile::Read;
 use vtsnap_core::snapshot::GtidFlavor;
 
+use super::failed_restores::UnusableReason;
 use super::tests::{State, cluster, config, now, reasons, snap};
 use super::*;
 use crate::observe::PrimaryBinlogs;
-use crate::restores::UnusableReason;
 
 fn shard() -> ShardRef {
     ShardRef {
@@ -343,7 +343,7 @@ fn the_newest_covered_snapshot_is_the_newest_covered_and_usable_one() {
 /// intervals the primary purged past.
 #[test]
 fn a_not_covered_mark_is_cut_to_fit() {
-    use crate::restores::MAX_MARK_BYTES;
+    use crate::decide::failed_restores::MAX_MARK_BYTES;
     let mut s = snap("huge", "commerce", "x-80", 1, State::Ready);
     // 40,000 intervals of one server, every other sequence number.
     let set: Vec<String> = (0..40_000u64)

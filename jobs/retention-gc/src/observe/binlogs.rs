@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use vtsnap_core::config::Config;
 use vtsnap_core::coverage::read_primary;
-use vtsnap_core::reconcile::Read;
+use vtsnap_core::reconcile::{ObjectKey, Read};
 use vtsnap_core::shard::ShardRef;
 use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
@@ -16,7 +16,7 @@ use super::Inventory;
 
 /// Reads the primaries of the shards that have ready snapshots, once per shard.
 pub(super) async fn observe_binlogs(kube: &kube::Client, config: &Config, inv: &mut Inventory) {
-    let mut by_cluster: BTreeMap<(String, String), BTreeSet<ShardRef>> = BTreeMap::new();
+    let mut by_cluster: BTreeMap<ObjectKey, BTreeSet<ShardRef>> = BTreeMap::new();
     for s in inv.snapshots.iter().filter(|s| s.ready && !s.failed) {
         let shard = ShardRef {
             namespace: s.namespace.clone(),
@@ -25,11 +25,18 @@ pub(super) async fn observe_binlogs(kube: &kube::Client, config: &Config, inv: &
             shard: s.shard.clone(),
         };
         by_cluster
-            .entry((s.namespace.clone(), s.cluster.clone()))
+            .entry(ObjectKey::new(&s.namespace, &s.cluster))
             .or_default()
             .insert(shard);
     }
-    for ((ns, cluster), shards) in by_cluster {
+    for (
+        ObjectKey {
+            namespace: ns,
+            name: cluster,
+        },
+        shards,
+    ) in by_cluster
+    {
         let Some(cl) = config.cluster_in(&ns, &cluster) else {
             continue;
         };

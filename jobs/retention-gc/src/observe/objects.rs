@@ -4,14 +4,15 @@
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 use vtsnap_core::coverage::Exactness;
+use vtsnap_core::reconcile::ObjectKey;
 use vtsnap_core::snapshot::{Phase, ReadError, VolumeSnapshot};
 use vtsnap_core::vitesscluster::cluster_shards;
 
-use super::{Cluster, LeaseRef, RestoredPvc, Snap, Unreadable, label, s};
+use super::{Cluster, Expiry, LeaseRef, RestoredPvc, Snap, Unreadable, label, s};
 
-/// The `(namespace, snapshot)` pairs a PVC is provisioned from: none unless it is Pending
-/// (a missing phase is Pending) and a data source of kind VolumeSnapshot names one.
-pub(super) fn pvc_sources(v: &Value) -> Result<Vec<(String, String)>, Unreadable> {
+/// The snapshots a PVC is provisioned from: none unless it is Pending (a missing phase is
+/// Pending) and a data source of kind VolumeSnapshot names one.
+pub(super) fn pvc_sources(v: &Value) -> Result<Vec<ObjectKey>, Unreadable> {
     let pvc = format!("{}/{}", s(v, "/metadata/namespace"), s(v, "/metadata/name"));
     let bad = |field, expected| Unreadable::PvcMalformed {
         pvc: pvc.clone(),
@@ -58,14 +59,14 @@ pub(super) fn pvc_sources(v: &Value) -> Result<Vec<(String, String)>, Unreadable
                 ));
             }
         };
-        out.push((ns.to_owned(), name.to_owned()));
+        out.push(ObjectKey::new(ns, name));
     }
     Ok(out)
 }
 
 impl Cluster {
-    /// Its `(namespace, name)` and what the GC needs of it, or what could not be read.
-    pub(super) fn read(v: &Value) -> Result<((String, String), Self), Unreadable> {
+    /// Its namespace and name, and what the GC needs of it, or what could not be read.
+    pub(super) fn read(v: &Value) -> Result<(ObjectKey, Self), Unreadable> {
         let cluster = format!("{}/{}", s(v, "/metadata/namespace"), s(v, "/metadata/name"));
         let text = |p: &str, field: &'static str| {
             v.pointer(p)
@@ -86,7 +87,7 @@ impl Cluster {
             field: "spec.keyspaces",
             problem: e.to_string(),
         })?;
-        Ok(((namespace, name), Self { uid, shards }))
+        Ok((ObjectKey::new(namespace, name), Self { uid, shards }))
     }
 }
 
@@ -135,8 +136,13 @@ impl LeaseRef {
                     )
                 })?,
         };
+        let expired = now.as_second() > renew.as_second().saturating_add(i64::from(secs));
         Ok(Self {
-            expired: now.as_second() > renew.as_second().saturating_add(i64::from(secs)),
+            expiry: if expired {
+                Expiry::Expired
+            } else {
+                Expiry::Live
+            },
             namespace,
             name,
         })

@@ -13,13 +13,13 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tracing::Instrument;
 use vtsnap_core::config::{Lifecycle, Mode, WaitFor};
-use vtsnap_core::events;
+use vtsnap_core::events::{EventType, Events, Subject};
 use vtsnap_core::fence::client::{self as fence_client, FenceClientError, FenceSpec};
 use vtsnap_core::fence::put_back::{self, TabletChanges};
 use vtsnap_core::fence::{NodeState, Request};
+use vtsnap_core::reconcile::Wake;
 use vtsnap_core::snapshot::{self, NewSnapshot, Phase, SnapshotStatus};
 use vtsnap_core::vtctld::TabletType;
-use vtsnap_core::wake::Wake;
 
 use super::RunOptions;
 use super::decide::{SnapshotPlan, Step, Undo, crash_safety, mode_name};
@@ -52,6 +52,7 @@ pub async fn recover_fence(
 /// The state of one run while it acts.
 pub struct Actor<'a> {
     kube: kube::Client,
+    events: Events,
     ctx: &'a Context,
     opts: &'a RunOptions,
     plan: &'a SnapshotPlan,
@@ -90,6 +91,7 @@ impl<'a> Actor<'a> {
         summary: Summary,
     ) -> Self {
         Self {
+            events: Events::new(kube.clone(), "vtsnap-snapshot"),
             kube,
             ctx,
             opts,
@@ -230,13 +232,14 @@ impl<'a> Actor<'a> {
                 ));
                 self.record("fence acquired").await;
                 self.event_pod(
+                    EventType::Normal,
+                    "Fence",
                     "SnapshotFenced",
                     &format!(
                         "vtsnap fenced this tablet for a {} snapshot (lease {})",
                         mode_name(self.plan.mode),
                         self.ctx.lease_name()
                     ),
-                    false,
                 )
                 .await;
             }
@@ -309,7 +312,8 @@ impl<'a> Actor<'a> {
                     .map_err(RunError::NodeHold)?;
                 self.record("mysqld held").await;
                 let msg = format!("mysqld stopped cleanly and held at {}", self.position);
-                self.event_pod("SnapshotQuiesced", &msg, false).await;
+                self.event_pod(EventType::Normal, "HoldMysqld", "SnapshotQuiesced", &msg)
+                    .await;
             }
             Step::Fsfreeze => {
                 self.ask(Request::Fsfreeze, NodeState::Fsfrozen)
@@ -378,8 +382,13 @@ impl<'a> Actor<'a> {
         }
         if unfence || release_node {
             if problems.is_empty() {
-                self.event_pod("SnapshotUnfenced", "the tablet is back in service", false)
-                    .await;
+                self.event_pod(
+                    EventType::Normal,
+                    "Unfence",
+                    "SnapshotUnfenced",
+                    "the tablet is back in service",
+                )
+                .await;
             } else {
                 let list = problems
                     .iter()
@@ -387,9 +396,10 @@ impl<'a> Actor<'a> {
                     .collect::<Vec<_>>()
                     .join("; ");
                 self.event_pod(
+                    EventType::Warning,
+                    "Unfence",
                     "UnfenceIncomplete",
                     &format!("left for recovery: {list}"),
-                    true,
                 )
                 .await;
             }
@@ -397,31 +407,21 @@ impl<'a> Actor<'a> {
         problems
     }
 
-    async fn event_pod(&self, reason: &str, message: &str, warning: bool) {
+    /// An Event on the tablet's Pod; `action` names the step.
+    async fn event_pod(&self, type_: EventType, action: &str, reason: &str, message: &str) {
         let t = &self.plan.target.target;
-        events::emit(
-            &self.kube,
-            "vtsnap-snapshot",
-            &self.ctx.shard.namespace,
-            &events::Subject::pod(&t.pod, &t.pod_uid),
-            reason,
-            message,
-            warning,
-        )
-        .await;
+        let pod = Subject::pod(&self.ctx.shard.namespace, &t.pod, &t.pod_uid);
+        self.events
+            .publish(&pod, type_, action, reason, message)
+            .await;
     }
 
-    async fn event_snapshot(&self, name: &str, reason: &str, message: &str) {
-        events::emit(
-            &self.kube,
-            "vtsnap-snapshot",
-            &self.ctx.shard.namespace,
-            &events::Subject::snapshot(name),
-            reason,
-            message,
-            false,
-        )
-        .await;
+    /// A Normal Event on the VolumeSnapshot; `action` names the step.
+    async fn event_snapshot(&self, name: &str, action: &str, reason: &str, message: &str) {
+        let snapshot = Subject::snapshot(&self.ctx.shard.namespace, name);
+        self.events
+            .publish(&snapshot, EventType::Normal, action, reason, message)
+            .await;
     }
 
     fn snapshots(&self) -> Api<DynamicObject> {
@@ -493,7 +493,8 @@ impl<'a> Actor<'a> {
             t.alias,
             t.pvc
         );
-        self.event_snapshot(&name, "SnapshotCreated", &msg).await;
+        self.event_snapshot(&name, "CreateSnapshot", "SnapshotCreated", &msg)
+            .await;
         self.record(format!("VolumeSnapshot {name} created")).await;
         Ok(name)
     }
@@ -542,7 +543,12 @@ impl<'a> Actor<'a> {
             if let Some(s) = self.status(name).await {
                 if (want_ready && s.is_ready()) || (!want_ready && s.is_cut()) {
                     self.summary.cut_latency_ms = Some(ms(begin.elapsed()));
-                    self.event_snapshot(name, "SnapshotCut", "the point in time is taken")
+                    let action = if want_ready {
+                        "WaitForReady"
+                    } else {
+                        "WaitForCut"
+                    };
+                    self.event_snapshot(name, action, "SnapshotCut", "the point in time is taken")
                         .await;
                     let what = if want_ready { "ready" } else { "cut" };
                     self.record(format!("snapshot {what}")).await;
@@ -577,8 +583,13 @@ impl<'a> Actor<'a> {
                     .await;
                 self.summary.ready_latency_ms = Some(ms(begin.elapsed()));
                 self.summary.phase = Some(Phase::Ready);
-                self.event_snapshot(name, "SnapshotReady", "readyToUse: usable for provisioning")
-                    .await;
+                self.event_snapshot(
+                    name,
+                    "WaitForReady",
+                    "SnapshotReady",
+                    "readyToUse: usable for provisioning",
+                )
+                .await;
                 self.record("snapshot ready").await;
                 return Ok(());
             }

@@ -128,7 +128,11 @@ impl RunError {
                 "fenced"
             }
             RunError::FenceRecovery(_) => "fence-recovery-failed",
-            RunError::Discovery(_) => "discovery-failed",
+            // The cause's own code, as `plan` has always named it.
+            RunError::Discovery(DiscoverError::Kube { .. }) => "kubernetes-unavailable",
+            RunError::Discovery(DiscoverError::Vtctld(_) | DiscoverError::NoVtctld { .. }) => {
+                "vtctld-unavailable"
+            }
             RunError::NoPlan(NoPlan::Refused(r)) => r.code(),
             RunError::NoPlan(NoPlan::TargetTypeUnknown { .. }) => "target-type-unknown",
             RunError::NoPlan(NoPlan::SemiSyncAcks(_)) => "semi-sync-acks",

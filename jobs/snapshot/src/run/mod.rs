@@ -25,7 +25,7 @@ use vtsnap_core::config::{Config, Mode};
 
 pub use decide::{SnapshotPlan, Step, Undo};
 pub use error::RunError;
-pub use report::{ErrorReport, Outcome, StepTiming, Summary};
+pub use report::{Outcome, StepTiming, Summary};
 
 /// How a run behaves beyond the config.
 #[derive(Debug, Clone)]

@@ -4,6 +4,7 @@
 use serde::Serialize;
 use vtsnap_core::config::Mode;
 use vtsnap_core::exit::Exit;
+use vtsnap_core::reconcile::ErrorLine;
 use vtsnap_core::snapshot::Phase;
 
 use super::decide::SnapshotPlan;
@@ -38,12 +39,6 @@ impl Outcome {
     }
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct ErrorReport {
-    pub code: &'static str,
-    pub message: String,
-}
-
 /// One finished step and how long it took.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct StepTiming {
@@ -68,7 +63,7 @@ pub struct Summary {
     pub ready_latency_ms: Option<u64>,
     pub phase: Option<Phase>,
     pub recovered_fence: Option<String>,
-    pub error: Option<ErrorReport>,
+    pub error: Option<ErrorLine>,
     pub steps: Vec<String>,
     /// How long each step the run took, in order: from the end of the step before (the
     /// first from the start of the act), so the fence window can be read step by step.
@@ -87,7 +82,7 @@ impl Summary {
         };
         if let Err(e) = result {
             tracing::error!(code = e.code(), error = %e, shard = %self.shard, "run failed");
-            self.error = Some(ErrorReport {
+            self.error = Some(ErrorLine {
                 code: e.code(),
                 message: e.to_string(),
             });

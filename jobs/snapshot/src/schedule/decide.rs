@@ -20,9 +20,11 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use vtsnap_core::config::{Config, Mode, resolve_in};
 use vtsnap_core::naming::KeyRange;
+use vtsnap_core::reconcile::ObjectKey;
 use vtsnap_core::schedule::{Staggered, assign};
+use vtsnap_core::shard::{KeyspaceShard, ShardRef};
 
-use super::names::{self, Kind, NameForm, ShardKey};
+use super::names::{self, Kind, NameForm};
 pub use super::names::{KindTemplate, Override, Template};
 
 /// What vtctld said of a shard no longer in the spec.
@@ -41,7 +43,7 @@ pub enum InVtctld {
 pub struct ClusterSeen {
     pub namespace: String,
     pub cluster: String,
-    pub shards: Result<BTreeSet<(String, String)>, String>,
+    pub shards: Result<BTreeSet<KeyspaceShard>, String>,
 }
 
 /// A CronJob as read.
@@ -55,7 +57,7 @@ pub struct CronSeen {
     /// What it runs (its annotation; a bad one makes `shard` an error).
     pub kind: Kind,
     /// The shard it snapshots, from its annotation (ours only), or why it cannot be read.
-    pub shard: Result<ShardKey, String>,
+    pub shard: Result<ShardRef, String>,
     pub offset: Option<u32>,
     pub spec_hash: Option<String>,
     /// Jobs of it that have not finished.
@@ -162,7 +164,7 @@ impl Plan {
 
 fn decision(
     name: &str,
-    shard: Option<&ShardKey>,
+    shard: Option<&ShardRef>,
     action: Action,
     reason: Reason,
     message: impl Into<String>,
@@ -182,7 +184,7 @@ fn decision(
 /// What one shard's CronJob should be (before its offset is known).
 struct Want<'a> {
     kind: Kind,
-    key: ShardKey,
+    key: ShardRef,
     /// Its CronJob's name: the adopted one's, else the name rule's.
     name: String,
     /// The CronJob of ours whose record names this shard and kind, if there is one.
@@ -209,10 +211,10 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
     };
     let mut wants: Vec<Want<'_>> = Vec::new();
     // Clusters whose shards are known: (namespace, cluster) → spec shards.
-    let mut known: BTreeMap<(String, String), &BTreeSet<(String, String)>> = BTreeMap::new();
-    let mut unread: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut known: BTreeMap<ObjectKey, &BTreeSet<KeyspaceShard>> = BTreeMap::new();
+    let mut unread: BTreeSet<ObjectKey> = BTreeSet::new();
     for c in &seen.clusters {
-        let id = (c.namespace.clone(), c.cluster.clone());
+        let id = ObjectKey::new(&c.namespace, &c.cluster);
         let shards = match &c.shards {
             Ok(s) => s,
             Err(e) => {
@@ -224,18 +226,14 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
                 continue;
             }
         };
-        known.insert(id, shards);
+        known.insert(id.clone(), shards);
         let Some(cl) = config.cluster_in(&c.namespace, &c.cluster) else {
             continue;
         };
-        for (keyspace, shard) in shards {
-            let key = ShardKey {
-                namespace: c.namespace.clone(),
-                cluster: c.cluster.clone(),
-                keyspace: keyspace.clone(),
-                shard: shard.clone(),
-            };
-            let resolved = resolve_in(cl, keyspace, shard);
+        for in_cluster in shards {
+            let key = ShardRef::new(&id, in_cluster.clone());
+            let (keyspace, shard) = (&key.keyspace, key.shard.to_string());
+            let resolved = resolve_in(cl, keyspace, &shard);
             for kind in Kind::ALL {
                 let Some(kt) = template.of_kind(kind) else {
                     continue;
@@ -256,7 +254,9 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
                 let form = name_form(config, &key);
                 let name = names::cronjob_name(&template.fullname, kind, &key, form);
                 let over = kt.overrides.iter().find(|o| {
-                    o.cluster == c.cluster && o.keyspace == *keyspace && same_shard(&o.shard, shard)
+                    o.cluster == c.cluster
+                        && o.keyspace == *keyspace
+                        && same_shard(&o.shard, &key.shard)
                 });
                 // A chart override's schedule is the shard's own line: run as written.
                 let (schedule_text, stagger) = match over.and_then(|o| o.schedule.clone()) {
@@ -475,15 +475,14 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
 }
 
 /// `-`, `x-x` and `-80`/`x-80` name the same shard.
-fn same_shard(a: &str, b: &str) -> bool {
-    let norm =
-        |s: &str| KeyRange::from_safe_name(s).map_or_else(|_| s.to_owned(), |k| k.to_string());
-    norm(a) == norm(b)
+fn same_shard(written: &str, shard: &KeyRange) -> bool {
+    KeyRange::from_safe_name(written).map_or_else(|_| written.to_owned(), |k| k.to_string())
+        == shard.to_string()
 }
 
 /// A cluster name configured in more than one namespace puts the namespace in its shards'
 /// CronJob names: the short names would be one name (docs/design.md §5.8).
-fn name_form(config: &Config, key: &ShardKey) -> NameForm {
+fn name_form(config: &Config, key: &ShardRef) -> NameForm {
     let namespaces: BTreeSet<&str> = config
         .clusters
         .iter()
@@ -499,7 +498,7 @@ fn name_form(config: &Config, key: &ShardKey) -> NameForm {
 
 /// The CronJobs of ours by what their record names (kind and shard), each list sorted by
 /// name.
-type Records<'a> = BTreeMap<(Kind, &'a ShardKey), Vec<&'a CronSeen>>;
+type Records<'a> = BTreeMap<(Kind, &'a ShardRef), Vec<&'a CronSeen>>;
 
 fn records(cronjobs: &[CronSeen]) -> Records<'_> {
     let mut out: Records<'_> = BTreeMap::new();
@@ -550,12 +549,12 @@ fn collisions(wants: &[Want<'_>]) -> BTreeSet<String> {
 fn unwanted(
     config: &Config,
     c: &CronSeen,
-    known: &BTreeMap<(String, String), &BTreeSet<(String, String)>>,
-    unread: &BTreeSet<(String, String)>,
+    known: &BTreeMap<ObjectKey, &BTreeSet<KeyspaceShard>>,
+    unread: &BTreeSet<ObjectKey>,
     (records, wanted_names): (&Records<'_>, &BTreeSet<&str>),
     template: &Template,
 ) -> Decision {
-    let keep = |key: Option<&ShardKey>, reason, message: String| {
+    let keep = |key: Option<&ShardRef>, reason, message: String| {
         decision(&c.name, key, Action::Keep, reason, message)
     };
     let key = match &c.shard {
@@ -583,7 +582,7 @@ fn unwanted(
     if c.kind == Kind::Drill && template.drill.is_none() {
         return drills_off("the chart's drills are off, no Job running");
     }
-    let id = (key.namespace.clone(), key.cluster.clone());
+    let id = key.cluster_key();
     if unread.contains(&id) {
         return keep(
             Some(key),
@@ -605,14 +604,16 @@ fn unwanted(
             "its VitessCluster was not read".into(),
         );
     };
-    let in_spec = spec
-        .iter()
-        .any(|(k, s)| *k == key.keyspace && same_shard(s, &key.shard));
+    let in_spec = spec.contains(&key.keyspace_shard());
     if in_spec {
         if c.kind == Kind::Drill
             && config
                 .cluster_in(&key.namespace, &key.cluster)
-                .is_some_and(|cl| !resolve_in(cl, &key.keyspace, &key.shard).drill.enabled)
+                .is_some_and(|cl| {
+                    !resolve_in(cl, &key.keyspace, &key.shard.to_string())
+                        .drill
+                        .enabled
+                })
         {
             return drills_off("drill.enabled is false for this shard, no Job running");
         }

@@ -132,7 +132,7 @@ fn a_cronjob_made_under_the_short_name_stays_its_shard_s() {
         ),
     );
     let mut old = before[0].clone();
-    old.shard = ShardKey::parse("ns-a/example/commerce/-");
+    old.shard = ShardRef::parse_path("ns-a/example/commerce/-").map_err(|e| e.to_string());
     let p = plan(&cfg, &seen(clusters.clone(), vec![old.clone()]));
     let acts: Vec<(&str, Action)> = p
         .decisions

@@ -61,7 +61,10 @@ fn cluster(shards: &[(&str, &str)]) -> ClusterSeen {
         cluster: "example".into(),
         shards: Ok(shards
             .iter()
-            .map(|(k, s)| ((*k).to_owned(), (*s).to_owned()))
+            .map(|(k, s)| KeyspaceShard {
+                keyspace: (*k).to_owned(),
+                shard: s.parse().unwrap(),
+            })
             .collect()),
     }
 }
@@ -343,7 +346,7 @@ fn uncertain_reads_change_nothing_they_cover() {
     assert_eq!(p.decisions[0].reason, Reason::ClusterNotConfigured);
     // A record of ours that cannot be read.
     let mut bad = crons_gone[0].clone();
-    bad.shard = ShardKey::parse("vitess/example/commerce/zz");
+    bad.shard = ShardRef::parse_path("vitess/example/commerce/zz").map_err(|e| e.to_string());
     let p = plan(&cfg, &seen(vec![cluster(&[])], vec![bad]));
     assert_eq!(
         (p.decisions[0].action, p.decisions[0].reason),
@@ -434,7 +437,7 @@ fn records_that_do_not_fit_are_left_alone_and_named() {
     // Ours under this shard's name, but its record names another shard: left alone, and
     // the shard left without one is a problem (the run exits 1).
     let mut other = crons[0].clone();
-    other.shard = ShardKey::parse("vitess/example/commerce/-80");
+    other.shard = ShardRef::parse_path("vitess/example/commerce/-80").map_err(|e| e.to_string());
     let p = plan(&cfg, &seen(s.clusters.clone(), vec![other.clone()]));
     assert_eq!(
         (find(&p, name).action, find(&p, name).reason),

@@ -95,16 +95,5 @@ pub fn plan(
 
 /// The `items` of a `kubectl get … -o json` List, bounded as every dump is.
 fn read_dump(path: &Path) -> Result<Vec<Value>, String> {
-    let text = vtsnap_core::input::read_bounded(
-        path,
-        "a dump",
-        vtsnap_core::input::MAX_DUMP,
-        vtsnap_core::input::Accept::FileOrPipe,
-    )
-    .map_err(|e| e.to_string())?;
-    let v: Value = serde_json::from_slice(&text).map_err(|e| format!("not JSON: {e}"))?;
-    match v.get("items").and_then(Value::as_array) {
-        Some(items) => Ok(items.clone()),
-        None => Err("not a List (no items)".into()),
-    }
+    vtsnap_core::dump::read(path).map_err(|e| e.to_string())
 }

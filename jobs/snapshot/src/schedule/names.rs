@@ -3,13 +3,10 @@
 //! checked: bounded, typed, one `snapshot` container; one `drill` container in the drill
 //! template, when the chart's drills are on).
 
-use std::fmt;
-
 use serde_json::{Value, json};
 use vtsnap_core::config::Mode;
 use vtsnap_core::k8s_names::{dns_label, escape_controls};
-use vtsnap_core::naming::KeyRange;
-use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
+use vtsnap_core::shard::ShardRef;
 
 /// The chart's rendered CronJobs and the per-shard overrides of their values.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,62 +121,15 @@ impl Kind {
 /// The most bytes of one key read.
 const MAX_KEY_BYTES: usize = 256 << 10;
 
-/// One shard of one configured cluster.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ShardKey {
-    pub namespace: String,
-    pub cluster: String,
-    pub keyspace: String,
-    /// As Vitess prints it (`-80`).
-    pub shard: String,
-}
-
-impl fmt::Display for ShardKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}/{}/{}/{}",
-            self.namespace, self.cluster, self.keyspace, self.shard
-        )
-    }
-}
-
-impl ShardKey {
-    /// Reads the [`ANN_SHARD`] annotation strictly: four parts, names as the API and
-    /// Vitess have them.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let bad = |why: &str| format!("{ANN_SHARD} {:?}: {why}", escape_controls(text));
-        let parts: Vec<&str> = text.split('/').collect();
-        let [namespace, cluster, keyspace, shard] = parts.as_slice() else {
-            return Err(bad("not namespace/cluster/keyspace/shard"));
-        };
-        dns_label(namespace).map_err(|e| bad(&format!("namespace: {e}")))?;
-        if cluster.is_empty() || keyspace.is_empty() || !text.is_ascii() || text.len() > 512 {
-            return Err(bad("empty or not ASCII"));
-        }
-        shard
-            .parse::<KeyRange>()
-            .map_err(|e| bad(&format!("shard: {e}")))?;
-        Ok(Self {
-            namespace: (*namespace).to_owned(),
-            cluster: (*cluster).to_owned(),
-            keyspace: (*keyspace).to_owned(),
-            shard: (*shard).to_owned(),
-        })
-    }
-
-    fn safe_shard(&self) -> String {
-        vtsnap_core::naming::safe_shard_name(&self.shard)
-    }
-}
-
 /// The chart's name rule (`vtsnap.dnsName` with max 52, so the CronJob controller's
 /// 11-character Job suffix fits 63): lower case, other characters `-`, trimmed; a longer
 /// name is cut to 43 characters and ends with 8 hex digits of the SHA-256 of the whole.
 pub fn dns_name(name: &str, max: usize) -> String {
+    // Go's `lower` maps each rune to one rune (`İ` → `i`); Rust's full mapping would
+    // give `İ` two (`i` and a combining dot), one `-` more than the chart's name.
     let lowered: String = name
-        .to_lowercase()
         .chars()
+        .map(|c| c.to_lowercase().next().unwrap_or(c))
         .map(|c| {
             if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' {
                 c
@@ -212,7 +162,7 @@ pub enum NameForm {
 
 /// `<fullname>-snap-[<namespace>-]<cluster>-<keyspace>-<shard safe name>` (`-drill-` for a
 /// drill), as the chart names its own (`vtsnap.shardCronjobName`).
-pub fn cronjob_name(fullname: &str, kind: Kind, key: &ShardKey, form: NameForm) -> String {
+pub fn cronjob_name(fullname: &str, kind: Kind, key: &ShardRef, form: NameForm) -> String {
     let namespace = match form {
         NameForm::Short => String::new(),
         NameForm::WithNamespace => format!("{}-", key.namespace),
@@ -223,18 +173,19 @@ pub fn cronjob_name(fullname: &str, kind: Kind, key: &ShardKey, form: NameForm) 
             kind.name_part(),
             key.cluster,
             key.keyspace,
-            key.safe_shard()
+            key.safe_name()
         ),
         52,
     )
 }
 
-fn shard_labels(key: &ShardKey) -> Value {
-    json!({
-        LABEL_CLUSTER: key.cluster,
-        LABEL_KEYSPACE: key.keyspace,
-        LABEL_SHARD: key.safe_shard(),
-    })
+fn shard_labels(key: &ShardRef) -> Value {
+    Value::Object(
+        key.labels()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), Value::String(v)))
+            .collect(),
+    )
 }
 
 fn merge_into(target: &mut Value, ptr: &str, add: &Value) {
@@ -269,7 +220,7 @@ fn set(target: &mut Value, ptr: &str, value: Value) {
 #[derive(Debug, Clone, Copy)]
 pub struct Run<'a> {
     pub kind: Kind,
-    pub key: &'a ShardKey,
+    pub key: &'a ShardRef,
     pub name: &'a str,
     pub schedule: &'a str,
     pub suspend: bool,
@@ -479,12 +430,12 @@ mod tests {
 
     use super::*;
 
-    fn key(shard: &str) -> ShardKey {
-        ShardKey {
+    fn key(shard: &str) -> ShardRef {
+        ShardRef {
             namespace: "vitess".into(),
             cluster: "main".into(),
             keyspace: "commerce".into(),
-            shard: shard.into(),
+            shard: shard.parse().unwrap(),
         }
     }
 
@@ -525,33 +476,11 @@ mod tests {
         );
         // Other characters become '-', hyphens stay, ends are trimmed, 52 fits as is.
         assert_eq!(dns_name("-Ab_c-d.e-", 52), "ab-c-d-e");
+        // One character for one, as Go's `lower` maps runes (found by tests/chart_names.rs).
+        assert_eq!(dns_name("84İ-K", 52), "84i-k");
         let exactly = "a".repeat(52);
         assert_eq!(dns_name(&exactly, 52), exactly);
         assert_eq!(dns_name(&"a".repeat(53), 52).len(), 52);
-    }
-
-    #[test]
-    fn a_shard_record_is_read_strictly() {
-        assert_eq!(
-            ShardKey::parse("vitess/main/commerce/-80").unwrap(),
-            key("-80")
-        );
-        for bad in [
-            "vitess/main/commerce",
-            "vitess/main/commerce/-80/x",
-            "Vitess/main/commerce/-80",
-            "vitess//commerce/-80",
-            "vitess/main//-80",
-            "vitess/mäin/commerce/-80",
-            "vitess/main/commerce/zz",
-        ] {
-            assert!(ShardKey::parse(bad).is_err(), "{bad}");
-        }
-        // At most 512 bytes.
-        let long = |n: usize| format!("vitess/{}/commerce/-80", "c".repeat(n));
-        let fits = 512 - long(0).len();
-        assert!(ShardKey::parse(&long(fits)).is_ok());
-        assert!(ShardKey::parse(&long(fits + 1)).is_err());
     }
 
     #[test]

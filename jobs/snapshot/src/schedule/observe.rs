@@ -8,14 +8,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
 use vtsnap_core::config::Config;
+use vtsnap_core::reconcile::ObjectKey;
 use vtsnap_core::reconcile::apis::vitess_clusters;
-use vtsnap_core::vitesscluster::cluster_shards;
+use vtsnap_core::shard::{KeyspaceShard, ShardRef};
+use vtsnap_core::vitesscluster::spec_shards;
 use vtsnap_core::vtctld::client::{CallLimits, VtctldClient, VtctldError};
 
 use super::decide::{ClusterSeen, CronSeen, InVtctld, Observed, Template};
 use super::names::{
     self, ANN_HASH, ANN_KIND, ANN_OFFSET, ANN_SHARD, Kind, MANAGED_BY, MANAGED_BY_SCHEDULE,
-    ShardKey,
 };
 
 fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
@@ -95,7 +96,7 @@ pub fn cron_seen(cron: &Value, template: Option<&Template>, jobs: &RunningJobs) 
         shard: kind.and_then(|_| {
             ann(ANN_SHARD)
                 .ok_or_else(|| format!("no {ANN_SHARD} annotation"))
-                .and_then(ShardKey::parse)
+                .and_then(|t| ShardRef::parse_path(t).map_err(|e| format!("{ANN_SHARD} {e}")))
         }),
         offset: ann(ANN_OFFSET).and_then(|o| o.parse().ok()),
         spec_hash: ann(ANN_HASH).map(str::to_owned),
@@ -105,11 +106,11 @@ pub fn cron_seen(cron: &Value, template: Option<&Template>, jobs: &RunningJobs) 
 }
 
 /// The shards of a VitessCluster object, or why they cannot be read.
-fn shards_of(vc: Option<&Value>) -> Result<BTreeSet<(String, String)>, String> {
+fn shards_of(vc: Option<&Value>) -> Result<BTreeSet<KeyspaceShard>, String> {
     match vc {
         // Deleted: it has no shards (a verified absence).
         None => Ok(BTreeSet::new()),
-        Some(v) => cluster_shards(v).map_err(|e| e.to_string()),
+        Some(v) => spec_shards(v).map_err(|e| e.to_string()),
     }
 }
 
@@ -212,29 +213,29 @@ async fn ask_vtctld(
     clusters: &[ClusterSeen],
     cronjobs: &mut [CronSeen],
 ) {
-    let spec: BTreeMap<(&str, &str), &BTreeSet<(String, String)>> = clusters
+    let spec: BTreeMap<ObjectKey, &BTreeSet<KeyspaceShard>> = clusters
         .iter()
         .filter_map(|c| {
             c.shards
                 .as_ref()
                 .ok()
-                .map(|s| ((c.namespace.as_str(), c.cluster.as_str()), s))
+                .map(|s| (ObjectKey::new(&c.namespace, &c.cluster), s))
         })
         .collect();
-    let mut clients: BTreeMap<(String, String), Result<VtctldClient, String>> = BTreeMap::new();
-    let mut answers: BTreeMap<ShardKey, InVtctld> = BTreeMap::new();
+    let mut clients: BTreeMap<ObjectKey, Result<VtctldClient, String>> = BTreeMap::new();
+    let mut answers: BTreeMap<ShardRef, InVtctld> = BTreeMap::new();
     for c in cronjobs.iter_mut().filter(|c| c.ours) {
         let Ok(key) = c.shard.clone() else { continue };
-        let Some(shards) = spec.get(&(key.namespace.as_str(), key.cluster.as_str())) else {
+        let id = key.cluster_key();
+        let Some(shards) = spec.get(&id) else {
             continue;
         };
-        if shards.contains(&(key.keyspace.clone(), key.shard.clone())) {
+        if shards.contains(&key.keyspace_shard()) {
             continue;
         }
         let Some(cl) = config.cluster_in(&key.namespace, &key.cluster) else {
             continue;
         };
-        let id = (key.namespace.clone(), key.cluster.clone());
         if !clients.contains_key(&id) {
             let client = vtsnap_core::discover::vtctld_endpoint(
                 kube,
@@ -253,7 +254,11 @@ async fn ask_vtctld(
             continue;
         }
         c.vtctld = match clients.get(&id) {
-            Some(Ok(v)) => in_vtctld(v.get_shard(&key.keyspace, &key.shard).await.map(|_| ())),
+            Some(Ok(v)) => in_vtctld(
+                v.get_shard(&key.keyspace, &key.shard.to_string())
+                    .await
+                    .map(|_| ()),
+            ),
             Some(Err(e)) => InVtctld::Unknown(e.clone()),
             None => InVtctld::Unknown("no vtctld".into()),
         };

@@ -10,7 +10,7 @@
 //! 4. a read that failed leads to `wait`, never to a deletion;
 //! 5. objects without both hashes (made before vtsnap, or while the webhook was down) are
 //!    adopted — the hashes stamped, nothing recreated — when what they are already is what
-//!    is wanted (Kubernetes' defaults counted: see [`crate::effective`]); an unreadable PVC
+//!    is wanted (Kubernetes' defaults counted: see [`effective`]); an unreadable PVC
 //!    keeps the Pod;
 //! 6. so `useEmptyDirForInitialBackup: true` frees an initial backup Pending on a PVC that
 //!    cannot bind: its Pod is not running and its data volume differs.
@@ -20,15 +20,16 @@
 //! deleted again: `wait`, `replacement-did-not-converge`.
 
 use serde::Serialize;
-use serde_json::Value;
-use vtsnap_core::config::pvc_spec::{self, Purpose};
-use vtsnap_core::config::{Config, VtbackupStorage, resolve_in};
+use vtsnap_core::config::Config;
 use vtsnap_core::shard::ShardRef;
-use vtsnap_core::vitesscluster::first_pool;
-use vtsnap_core::vtbackup::{desired_init_template, desired_shape, template_hash};
 
-use crate::effective::pvc_matches;
-use crate::observe::{PodPhase, PodState, PvcState, Read, Shard, World};
+use crate::observe::{
+    ClassField, Deletion, PodPhase, PodState, PvcState, Read, Shard, Template, World,
+};
+
+pub mod effective;
+
+use effective::pvc_matches;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -134,25 +135,13 @@ impl Plan {
     }
 }
 
-/// The wanted template and hashes, with the template (for adoption), or why unknown.
-fn desired_for(
-    config: &Config,
-    world: &World,
-    key: &ShardRef,
-    pod_name: &str,
-) -> Result<(Value, Desired), (Reason, String)> {
-    let (storage, pool, template) =
-        wanted(config, world, key).map_err(|why| (Reason::DesiredUnknown, why))?;
-    // The config's template was checked when it was loaded; the pool's comes from the
-    // cluster (or a dump) as it is.
-    let purpose = match storage {
-        VtbackupStorage::Template(_) => Purpose::Scratch,
-        VtbackupStorage::EmptyDirForInitialBackup | VtbackupStorage::InheritFirstPool => {
-            Purpose::AsKubernetesTakesIt
-        }
-    };
-    let problems = pvc_spec::problems(&template, purpose);
-    if let Some(p) = problems.first() {
+/// The wanted template (for adoption) and hashes, or why they are unknown.
+fn desired_for(shard: &Shard) -> Result<(&Template, Desired), (Reason, String)> {
+    let wanted = shard
+        .wanted
+        .as_ref()
+        .map_err(|why| (Reason::DesiredUnknown, why.to_string()))?;
+    if let Some(p) = &wanted.template.problem {
         return Err((
             Reason::TemplateInvalid,
             format!(
@@ -161,71 +150,10 @@ fn desired_for(
         ));
     }
     let desired = Desired {
-        template_hash: template_hash(&template),
-        data_volume_hash: desired_shape(&pool, &storage, pod_name).hash(),
+        template_hash: wanted.template.hash.clone(),
+        data_volume_hash: wanted.data_volume_hash.clone(),
     };
-    Ok((template, desired))
-}
-
-/// The storage policy, the first pool and the wanted template of a shard, or why unknown.
-fn wanted(
-    config: &Config,
-    world: &World,
-    key: &ShardRef,
-) -> Result<(VtbackupStorage, Value, Value), String> {
-    let cl = config
-        .cluster_in(&key.namespace, &key.cluster)
-        .ok_or_else(|| {
-            format!(
-                "cluster {}/{} is not in the config",
-                key.namespace, key.cluster
-            )
-        })?;
-    // The config and the VitessCluster spec name a shard by its key range.
-    let shard = key.shard.to_string();
-    let storage = resolve_in(cl, &key.keyspace, &shard).vtbackup;
-    let cluster = match world
-        .clusters
-        .get(&(key.namespace.clone(), key.cluster.clone()))
-    {
-        Some(Read::Present(c)) => c,
-        Some(Read::Unreadable(e)) => {
-            return Err(format!(
-                "VitessCluster {}/{}: {e}",
-                key.namespace, key.cluster
-            ));
-        }
-        Some(Read::Absent) | None => {
-            return Err(format!(
-                "VitessCluster {}/{} not found",
-                key.namespace, key.cluster
-            ));
-        }
-    };
-    let pool = first_pool(cluster, &key.keyspace, &shard)
-        .map_err(|e| {
-            format!(
-                "VitessCluster {}/{}: {} is not {}",
-                key.namespace, key.cluster, e.path, e.expected
-            )
-        })?
-        .ok_or_else(|| {
-            format!(
-                "the VitessCluster's spec has no tablet pool for {}/{}",
-                key.keyspace, key.shard
-            )
-        })?;
-    let template = desired_init_template(
-        &storage,
-        pool.get("dataVolumeClaimTemplate").filter(|t| !t.is_null()),
-    )
-    .ok_or_else(|| {
-        format!(
-            "the first tablet pool of {}/{} has no dataVolumeClaimTemplate",
-            key.keyspace, key.shard
-        )
-    })?;
-    Ok((storage, pool.clone(), template))
+    Ok((&wanted.template, desired))
 }
 
 fn step(
@@ -254,8 +182,8 @@ fn legacy_pod_matches(pod: &PodState, want_shape_hash: &str) -> bool {
         .is_some_and(|s| s.hash() == want_shape_hash)
 }
 
-fn plan_shard(config: &Config, world: &World, shard: &Shard) -> ShardPlan {
-    let mut out = plan_steps(config, world, shard);
+fn plan_shard(world: &World, shard: &Shard) -> ShardPlan {
+    let mut out = plan_steps(world, shard);
     for o in &mut out.objects {
         o.resource_version = match o.kind {
             Kind::Pod => shard.pod.present().map(|p| p.resource_version.clone()),
@@ -266,7 +194,7 @@ fn plan_shard(config: &Config, world: &World, shard: &Shard) -> ShardPlan {
     out
 }
 
-fn plan_steps(config: &Config, world: &World, shard: &Shard) -> ShardPlan {
+fn plan_steps(world: &World, shard: &Shard) -> ShardPlan {
     let pod_name = shard
         .pod
         .present()
@@ -278,7 +206,7 @@ fn plan_steps(config: &Config, world: &World, shard: &Shard) -> ShardPlan {
         desired: None,
         objects: Vec::new(),
     };
-    let (template, desired) = match desired_for(config, world, &shard.key, &pod_name) {
+    let (template, desired) = match desired_for(shard) {
         Ok(d) => d,
         Err((reason, why)) => {
             for (kind, name, uid) in [
@@ -304,14 +232,12 @@ fn plan_steps(config: &Config, world: &World, shard: &Shard) -> ShardPlan {
         Read::Absent => Ok(None),
     };
     let pvc_fits = |p: &PvcState| -> Result<Result<(), String>, String> {
-        match (
-            &default_class,
-            template.get("storageClassName").filter(|c| !c.is_null()),
-        ) {
+        let matches = |class| pvc_matches(&p.spec, p.bound_by, &template.spec, class);
+        match (&default_class, &template.spec.storage_class) {
             // Without a class in the template the default one counts, and is unknown.
-            (Err(e), None) => Err(e.clone()),
-            (Ok(c), _) => Ok(pvc_matches(&p.object, &template, *c)),
-            (Err(_), Some(_)) => Ok(pvc_matches(&p.object, &template, None)),
+            (Err(e), ClassField::Unset) => Err(e.clone()),
+            (Ok(c), _) => Ok(matches(*c)),
+            (Err(_), ClassField::Named(_) | ClassField::NotAString(_)) => Ok(matches(None)),
         }
     };
 
@@ -404,20 +330,26 @@ fn plan_steps(config: &Config, world: &World, shard: &Shard) -> ShardPlan {
                     (true, Ok(())) => None,
                 }
             };
-            let pvc_terminating = shard.pvc.present().is_some_and(|c| c.terminating);
+            let pvc_terminating = shard
+                .pvc
+                .present()
+                .is_some_and(|c| c.deletion == Deletion::Terminating);
             // Only a Pod known not to run (Pending, Succeeded, Failed) and not already
             // going may be replaced; an uncertain one waits.
-            let replaceable = match (&p.phase, p.terminating) {
-                (_, true) => Err((
+            let replaceable = match (&p.phase, p.deletion) {
+                (_, Deletion::Terminating) => Err((
                     Reason::PodTerminating,
                     "it is already being deleted: the operator recreates it once it is gone"
                         .to_owned(),
                 )),
-                (PodPhase::Uncertain(why), false) => Err((
+                (PodPhase::Uncertain(why), Deletion::NotRequested) => Err((
                     Reason::PodPhaseUncertain,
                     format!("{why}: kept until it is known"),
                 )),
-                (PodPhase::Pending | PodPhase::Running | PodPhase::Terminated, false) => Ok(()),
+                (
+                    PodPhase::Pending | PodPhase::Running | PodPhase::Terminated,
+                    Deletion::NotRequested,
+                ) => Ok(()),
             };
             // A deletion, or the wait that stands for it; whether the Pod goes.
             let delete = |out: &mut ShardPlan, reason: Reason, msg: String| match &replaceable {
@@ -615,7 +547,7 @@ pub fn plan(config: &Config, world: &World, only_cluster: Option<&str>) -> Plan 
                     .cluster_in(&s.key.namespace, &s.key.cluster)
                     .is_some()
             })
-            .map(|s| plan_shard(config, world, s))
+            .map(|s| plan_shard(world, s))
             .collect(),
     }
 }

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
+use vtsnap_core::reconcile::ObjectKey;
 use vtsnap_testkit::operator_objects::{operator_shard, pvc_template};
 
 use super::*;
@@ -37,16 +38,18 @@ fn objects(phase: Option<&str>) -> (Value, Value) {
     (pod, pvc)
 }
 
-fn world_of(pods: &[Value], pvcs: &[Value], pool_template: &Value) -> World {
-    World {
-        shards: group(pods, pvcs),
-        clusters: BTreeMap::from([(
-            ("vitess".into(), "example".into()),
-            Read::Present(vitess_cluster(pool_template)),
-        )]),
-        default_class: Read::Present(None),
-        unlisted: Vec::new(),
-    }
+fn world_of(config: &Config, pods: &[Value], pvcs: &[Value], pool_template: &Value) -> World {
+    let clusters = BTreeMap::from([(
+        ObjectKey::new("vitess", "example"),
+        Read::Present(vitess_cluster(pool_template)),
+    )]);
+    World::new(
+        config,
+        group(pods, pvcs),
+        &clusters,
+        Read::Present(None),
+        Vec::new(),
+    )
 }
 
 fn steps(p: &Plan) -> Vec<(Kind, Action, Reason)> {
@@ -67,7 +70,7 @@ fn only_a_pod_known_not_to_run_is_replaced() {
         let (pod, pvc) = objects(Some(phase));
         let p = plan(
             &config(EMPTY_DIR),
-            &world_of(&[pod], &[pvc], &pvc_template("100Gi")),
+            &world_of(&config(EMPTY_DIR), &[pod], &[pvc], &pvc_template("100Gi")),
             None,
         );
         assert_eq!(
@@ -89,7 +92,7 @@ fn only_a_pod_known_not_to_run_is_replaced() {
         let (pod, pvc) = objects(phase);
         let p = plan(
             &config(EMPTY_DIR),
-            &world_of(&[pod], &[pvc], &pvc_template("100Gi")),
+            &world_of(&config(EMPTY_DIR), &[pod], &[pvc], &pvc_template("100Gi")),
             None,
         );
         assert_eq!(
@@ -113,6 +116,7 @@ fn a_pod_already_being_deleted_is_not_deleted_again() {
     let p = plan(
         &config(EMPTY_DIR),
         &world_of(
+            &config(EMPTY_DIR),
             std::slice::from_ref(&pod),
             std::slice::from_ref(&pvc),
             &pvc_template("100Gi"),
@@ -133,21 +137,26 @@ fn a_pod_already_being_deleted_is_not_deleted_again() {
     let inherit = config("clusters:\n- name: example\n  namespace: vitess\n");
     let p = plan(
         &inherit,
-        &world_of(&[pod], &[going.clone()], &pvc_template("100Gi")),
+        &world_of(&inherit, &[pod], &[going.clone()], &pvc_template("100Gi")),
         None,
     );
     assert_eq!(steps(&p)[0], (Pod, Wait, Reason::PodTerminating));
     let (unknown, _) = objects(Some("Unknown"));
     let p = plan(
         &inherit,
-        &world_of(&[unknown], &[going.clone()], &pvc_template("100Gi")),
+        &world_of(
+            &inherit,
+            &[unknown],
+            &[going.clone()],
+            &pvc_template("100Gi"),
+        ),
         None,
     );
     assert_eq!(steps(&p)[0], (Pod, Wait, Reason::PodPhaseUncertain));
     let (pending, _) = objects(Some("Pending"));
     let p = plan(
         &inherit,
-        &world_of(&[pending], &[going], &pvc_template("100Gi")),
+        &world_of(&inherit, &[pending], &[going], &pvc_template("100Gi")),
         None,
     );
     assert_eq!(steps(&p)[0], (Pod, DeletePod, Reason::PvcBeingReplaced));
@@ -164,7 +173,12 @@ fn an_invalid_wanted_template_deletes_nothing() {
         let (pod, pvc) = objects(Some("Pending"));
         let p = plan(
             &config("clusters:\n- name: example\n  namespace: vitess\n"),
-            &world_of(&[pod], &[pvc], &bad),
+            &world_of(
+                &config("clusters:\n- name: example\n  namespace: vitess\n"),
+                &[pod],
+                &[pvc],
+                &bad,
+            ),
             None,
         );
         assert_eq!(
@@ -193,6 +207,7 @@ fn an_invalid_wanted_template_deletes_nothing() {
     let p = plan(
         &c,
         &world_of(
+            &c,
             std::slice::from_ref(&pod),
             std::slice::from_ref(&pvc),
             &pvc_template("100Gi"),
@@ -207,7 +222,12 @@ fn an_invalid_wanted_template_deletes_nothing() {
     // The same data source in a pool's template is the operator's business.
     let p = plan(
         &config("clusters:\n- name: example\n  namespace: vitess\n"),
-        &world_of(&[pod], &[pvc], &sourced),
+        &world_of(
+            &config("clusters:\n- name: example\n  namespace: vitess\n"),
+            &[pod],
+            &[pvc],
+            &sourced,
+        ),
         None,
     );
     assert_ne!(steps(&p)[0].1, Wait, "{p:#?}");
@@ -222,7 +242,12 @@ fn a_tablet_pvc_with_backup_labels_is_never_planned() {
     sched_like["metadata"]["uid"] = json!("uid-t");
     sched_like["metadata"]["labels"]["backup.planetscale.com/type"] = json!("update");
     sched_like["metadata"]["labels"]["planetscale.com/backup-schedule"] = json!("daily");
-    let w = world_of(&[], &[sched_like], &pvc_template("100Gi"));
+    let w = world_of(
+        &config(EMPTY_DIR),
+        &[],
+        &[sched_like],
+        &pvc_template("100Gi"),
+    );
     assert!(plan(&config(EMPTY_DIR), &w, None).shards.is_empty());
     // One carrying the initial backup's labels: its shard waits, reported.
     let mut init_like = tablet.pvc(&pvc_template("100Gi"));
@@ -236,7 +261,12 @@ fn a_tablet_pvc_with_backup_labels_is_never_planned() {
     let (pod, pvc) = objects(Some("Pending"));
     let p = plan(
         &config(EMPTY_DIR),
-        &world_of(&[pod], &[pvc, init_like], &pvc_template("100Gi")),
+        &world_of(
+            &config(EMPTY_DIR),
+            &[pod],
+            &[pvc, init_like],
+            &pvc_template("100Gi"),
+        ),
         None,
     );
     assert_eq!(

@@ -2,14 +2,15 @@
 //! clock, so the order of steps can be read, printed (`--dry-run`) and tested alone.
 
 pub mod recovery;
+pub mod select;
 pub mod semi_sync;
 
 pub use recovery::{FenceRecovery, ObservedFence};
 
+use self::select::{Refusal, Target};
 use serde::Serialize;
 use vtsnap_core::config::{Mode, ResolvedPolicy, WaitFor};
 use vtsnap_core::mysql_version::Flavor;
-use vtsnap_core::select::{self, Refusal, Target};
 use vtsnap_core::shard::Shard;
 use vtsnap_core::vtctld::TabletType;
 

@@ -1,0 +1,260 @@
+//! Observe: what a drill of one shard is decided from (docs/design.md §5.9), read into
+//! plain values ([`Observed`]). Reads only: the shard's vtsnap snapshots, vtctld's view of
+//! its tablets, one tablet Pod and its data PVC, and the drill objects of the shard that
+//! still exist — from the API ([`observe`]) or from a dump ([`dump`]). Also read here: the
+//! drill Pod's status as the Job watches it ([`pod`]), and the restored server as the
+//! checker probes it ([`server`]).
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodSecurityContext};
+use kube::api::{Api, ListParams};
+use serde_json::Value;
+use vtsnap_core::config::{Config, ConfiguredShard, ResolvedRestore};
+use vtsnap_core::coverage::{Purged, read_primary, read_primary_at};
+use vtsnap_core::discover;
+use vtsnap_core::discover::versions::read_shard;
+use vtsnap_core::labels as op;
+use vtsnap_core::labels::MANAGED_BY;
+use vtsnap_core::naming::TabletAlias;
+use vtsnap_core::reconcile::list;
+use vtsnap_core::shard::{ShardName, ShardRef};
+use vtsnap_core::snapshot::choice::ShardState;
+use vtsnap_core::snapshot::{self, SnapshotRead, VolumeSnapshot};
+use vtsnap_core::tablet_volume::{SizeError, data_claim_of, requested_size};
+use vtsnap_core::vtctld::VtctldClient;
+use vtsnap_core::vtctld::client::CallLimits;
+
+use crate::decide::objects::{MANAGED_BY_DRILL, MYSQLD_CONTAINER};
+use crate::error::DrillError;
+
+pub mod dump;
+pub mod pod;
+pub mod server;
+
+/// What the drill Job saw of its shard.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    pub shard: ShardRef,
+    pub restore: ResolvedRestore,
+    pub snapshots: Vec<SnapshotRead>,
+    /// vtctld's view (the shard's MySQL series).
+    pub state: ShardState,
+    /// A tablet PVC of the shard (its StorageClass and size).
+    pub tablet_pvc: Option<TabletPvc>,
+    /// A tablet Pod of the shard (its mysqld image and security context).
+    pub tablet_pod: Option<TabletPod>,
+    /// Drill objects of the shard that still exist (another drill runs, or a killed one's
+    /// objects wait for the garbage collector).
+    pub leftovers: Vec<String>,
+    /// `--snapshot`: drill this one instead of the rule's choice.
+    pub named: Option<String>,
+    /// What the shard's primary no longer holds in its binlogs (`Err`: why it was not
+    /// read), for the catch-up part of the verdict.
+    pub purged: Result<Purged, String>,
+}
+
+/// What a drill takes of a tablet's data PVC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TabletPvc {
+    /// `spec.resources.requests.storage`, in bytes.
+    pub requested: Result<u128, SizeError>,
+    /// `spec.storageClassName` (`None`: the cluster's default).
+    pub storage_class: Option<String>,
+}
+
+impl TabletPvc {
+    pub fn read(pvc: &Value) -> Self {
+        Self {
+            requested: requested_size(pvc),
+            storage_class: pvc
+                .pointer("/spec/storageClassName")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        }
+    }
+}
+
+/// A field of the tablet Pod that does not read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TabletPodUnreadable {
+    #[error("spec.securityContext is not a Pod's security context: {0}")]
+    SecurityContext(String),
+}
+
+/// What a drill takes of a tablet's Pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TabletPod {
+    /// The image of its `mysqld` container, if it has one with an image.
+    pub mysqld_image: Option<String>,
+    /// Its `securityContext` (the data's owner); `Ok(None)`: none, or not an object.
+    pub security: Result<Option<PodSecurityContext>, TabletPodUnreadable>,
+}
+
+impl TabletPod {
+    pub fn read(pod: &Value) -> Self {
+        let mysqld_image = pod
+            .pointer("/spec/containers")
+            .and_then(Value::as_array)
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c.get("name").and_then(Value::as_str) == Some(MYSQLD_CONTAINER))
+            })
+            .and_then(|c| c.get("image"))
+            .and_then(Value::as_str)
+            .filter(|i| !i.is_empty())
+            .map(str::to_owned);
+        let security = match pod
+            .pointer("/spec/securityContext")
+            .filter(|v| v.is_object())
+        {
+            None => Ok(None),
+            Some(s) => serde_json::from_value(s.clone())
+                .map(Some)
+                .map_err(|e| TabletPodUnreadable::SecurityContext(e.to_string())),
+        };
+        Self {
+            mysqld_image,
+            security,
+        }
+    }
+}
+
+/// The shard a run drills, resolved from the config.
+pub fn shard_of(config: &Config, name: &ShardName) -> Result<ConfiguredShard, DrillError> {
+    config
+        .shard(name)
+        .map_err(|e| DrillError::UnknownShard(e.to_string()))
+}
+
+/// `planetscale.com/cluster=…,keyspace=…,shard=…` of the shard's tablet objects.
+pub fn tablet_selector(s: &ShardRef) -> String {
+    format!(
+        "{}={},{}={},{}={},{}={}",
+        op::COMPONENT,
+        op::COMPONENT_VTTABLET,
+        op::CLUSTER,
+        s.cluster,
+        op::KEYSPACE,
+        s.keyspace,
+        op::SHARD,
+        s.shard.safe_name()
+    )
+}
+
+/// The label selector of the shard's drill objects.
+pub fn drill_selector(s: &ShardRef) -> String {
+    format!(
+        "{MANAGED_BY}={MANAGED_BY_DRILL},{}={},{}={},{}={}",
+        snapshot::LABEL_CLUSTER,
+        s.cluster,
+        snapshot::LABEL_KEYSPACE,
+        s.keyspace,
+        snapshot::LABEL_SHARD,
+        s.shard.safe_name()
+    )
+}
+
+fn read_err(what: &str) -> impl FnOnce(kube::Error) -> DrillError + '_ {
+    move |source| DrillError::Kubernetes {
+        reading: what.to_owned(),
+        source,
+    }
+}
+
+/// Everything [`crate::decide::plan`] needs for `configured`, from the API.
+pub async fn observe(
+    kube: &kube::Client,
+    configured: &ConfiguredShard,
+    named: Option<String>,
+) -> Result<Observed, DrillError> {
+    let shard = &configured.shard;
+    let ns = &shard.namespace;
+
+    let endpoint = discover::vtctld_endpoint(kube, ns, &shard.cluster, &configured.vtctld)
+        .await
+        .map_err(|e| DrillError::Vtctld(e.to_string()))?;
+    let vtctld = VtctldClient::new(&endpoint, CallLimits::default())
+        .map_err(|e| DrillError::Vtctld(e.to_string()))?;
+    let state = read_shard(&vtctld, shard).await;
+    // The shard record was just read: its primary is asked directly.
+    let purged = match state.primary.as_deref().map(str::parse::<TabletAlias>) {
+        Some(Ok(primary)) => read_primary_at(&vtctld, &primary).await,
+        Some(Err(e)) => Err(format!("the shard record's primary: {e}")),
+        None => read_primary(&vtctld, &shard.keyspace, &shard.shard).await,
+    }
+    .map(|p| p.purged);
+
+    let snaps = vtsnap_core::reconcile::apis::volume_snapshots(kube, ns);
+    let of_shard = format!(
+        "{MANAGED_BY}={},{}={},{}={},{}={}",
+        vtsnap_core::labels::MANAGED_BY_VTSNAP,
+        snapshot::LABEL_CLUSTER,
+        shard.cluster,
+        snapshot::LABEL_KEYSPACE,
+        shard.keyspace,
+        snapshot::LABEL_SHARD,
+        shard.shard.safe_name()
+    );
+    let listed = list::all(&snaps, &ListParams::default().labels(&of_shard))
+        .await
+        .map_err(read_err("VolumeSnapshots"))?;
+    let snapshots: Vec<SnapshotRead> = listed
+        .into_iter()
+        .filter_map(|o| serde_json::to_value(o).ok())
+        .filter(|o| VolumeSnapshot::is_vtsnaps(o) && VolumeSnapshot::is_of_shard(o, shard))
+        .map(|o| VolumeSnapshot::read(&o))
+        .collect();
+
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), ns);
+    let tablets = list::all(
+        &pods,
+        &ListParams::default().labels(&tablet_selector(shard)),
+    )
+    .await
+    .map_err(read_err("the shard's tablet Pods"))?;
+    let mut tablet_pods: Vec<Value> = tablets
+        .into_iter()
+        .filter_map(|p| serde_json::to_value(p).ok())
+        .collect();
+    tablet_pods.sort_by_key(|p| p.pointer("/metadata/name").map(Value::to_string));
+    let tablet_pod = tablet_pods.into_iter().find(|p| data_claim_of(p).is_some());
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(kube.clone(), ns);
+    let tablet_pvc = match tablet_pod.as_ref().and_then(data_claim_of) {
+        Some(claim) => pvcs
+            .get_opt(&claim)
+            .await
+            .map_err(read_err("the tablet's data PVC"))?
+            .and_then(|p| serde_json::to_value(p).ok()),
+        None => None,
+    };
+    let tablet_pod = tablet_pod.as_ref().map(TabletPod::read);
+    let tablet_pvc = tablet_pvc.as_ref().map(TabletPvc::read);
+
+    let drills = ListParams::default().labels(&drill_selector(shard));
+    let mut leftovers: Vec<String> = list::all(&pvcs, &drills)
+        .await
+        .map_err(read_err("drill PVCs"))?
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .map(|n| format!("PersistentVolumeClaim/{n}"))
+        .collect();
+    leftovers.extend(
+        list::all(&pods, &drills)
+            .await
+            .map_err(read_err("drill Pods"))?
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .map(|n| format!("Pod/{n}")),
+    );
+
+    Ok(Observed {
+        shard: shard.clone(),
+        restore: configured.policy.restore.clone(),
+        snapshots,
+        state,
+        tablet_pvc,
+        tablet_pod,
+        leftovers,
+        named,
+        purged,
+    })
+}
