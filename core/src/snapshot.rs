@@ -35,8 +35,7 @@ pub const GROUP: &str = "snapshot.storage.k8s.io";
 pub const VERSION: &str = "v1";
 pub const PLURAL: &str = "volumesnapshots";
 
-// The shard labels are every shard object's, not only a snapshot's.
-pub use crate::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
+// The shard labels (cluster, keyspace, shard) are every shard object's: `crate::shard`.
 pub const LABEL_TABLET_UID: &str = "vtsnap.io/tablet-uid";
 pub const LABEL_MODE: &str = "vtsnap.io/mode";
 pub const LABEL_PHASE: &str = "vtsnap.io/phase";
@@ -225,11 +224,9 @@ pub struct NewSnapshot<'a> {
 /// The VolumeSnapshot object to create (phase `cut` is set only once it is cut).
 pub fn build(n: &NewSnapshot<'_>) -> Value {
     let mut labels: BTreeMap<String, String> = n.extra_labels.clone();
+    labels.extend(n.shard.labels().map(|(k, v)| (k.to_owned(), v)));
     labels.extend([
         (MANAGED_BY.to_owned(), MANAGED_BY_VTSNAP.to_owned()),
-        (LABEL_CLUSTER.to_owned(), n.shard.cluster.clone()),
-        (LABEL_KEYSPACE.to_owned(), n.shard.keyspace.clone()),
-        (LABEL_SHARD.to_owned(), n.shard.shard.safe_name()),
         (LABEL_TABLET_UID.to_owned(), n.source_uid.to_string()),
         (LABEL_MODE.to_owned(), n.mode.to_owned()),
     ]);
@@ -264,6 +261,7 @@ pub fn build(n: &NewSnapshot<'_>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shard::LABEL_SHARD;
 
     fn shard(cluster: &str, keyspace: &str, shard: &str) -> ShardRef {
         ShardRef {

@@ -17,11 +17,10 @@ use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use vtsnap_core::cli::MAX_WATCH_SECONDS;
 use vtsnap_core::labels;
-use vtsnap_core::naming::KeyRange;
 use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::choice::ShardState;
 use vtsnap_core::snapshot::{
-    self, ANN_DRILL, DrillOf, DrillRecord, DrillSeen, SnapshotRead, VolumeSnapshot,
+    ANN_DRILL, DrillOf, DrillRecord, DrillSeen, SnapshotRead, VolumeSnapshot,
 };
 
 use crate::inventory::Inventory;
@@ -82,12 +81,7 @@ struct ShardIndex {
 
 /// The shard a snapshot's labels name (`None`: they do not name one).
 fn shard_key(namespace: &str, o: &DynamicObject) -> Option<ShardRef> {
-    Some(ShardRef {
-        namespace: namespace.to_owned(),
-        cluster: label(o, snapshot::LABEL_CLUSTER)?.to_owned(),
-        keyspace: label(o, snapshot::LABEL_KEYSPACE)?.to_owned(),
-        shard: KeyRange::from_safe_name(label(o, snapshot::LABEL_SHARD)?).ok()?,
-    })
+    ShardRef::from_labels(namespace, o.metadata.labels.as_ref()?).ok()
 }
 
 impl ShardIndex {
@@ -365,10 +359,6 @@ impl Caches {
     }
 }
 
-fn label<'a>(o: &'a DynamicObject, key: &str) -> Option<&'a str> {
-    o.metadata.labels.as_ref()?.get(key).map(String::as_str)
-}
-
 fn name_is(meta: &kube::api::ObjectMeta, name: &str) -> bool {
     meta.name.as_deref() == Some(name)
 }
@@ -430,12 +420,13 @@ impl Inventory for Caches {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vtsnap_core::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 
     fn snap(name: &str, shard: &str) -> DynamicObject {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
             "metadata": {"name": name, "namespace": "vitess", "labels": {
-                snapshot::LABEL_CLUSTER: "example", snapshot::LABEL_KEYSPACE: "commerce", snapshot::LABEL_SHARD: shard}}}))
+                LABEL_CLUSTER: "example", LABEL_KEYSPACE: "commerce", LABEL_SHARD: shard}}}))
         .unwrap()
     }
 

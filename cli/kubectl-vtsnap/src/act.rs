@@ -17,7 +17,8 @@ use vtsnap_core::k8s_names::{NameError, dns_label, escape_controls, label_value}
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::reconcile::{ObjectKey, Waited, list, wait_until};
 use vtsnap_core::shard::ShardRef;
-use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, mode_label};
+use vtsnap_core::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
+use vtsnap_core::snapshot::mode_label;
 
 use crate::decide::doctor::Install;
 use crate::decide::schedules::cron_shard;

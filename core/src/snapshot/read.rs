@@ -15,14 +15,15 @@ use super::gtid::{self, GtidError};
 use super::{
     ANN_CUT_TIME, ANN_GTID_EXECUTED, ANN_GTID_LOWER_BOUND, ANN_LAYOUT, ANN_MYSQL_FLAVOR,
     ANN_MYSQL_VERSION, ANN_READY_TIME, ANN_SOURCE_NODE, ANN_SOURCE_PVC, ANN_SOURCE_TABLET,
-    ANN_UNUSABLE, LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_MODE, LABEL_PHASE, LABEL_SHARD,
-    LABEL_TABLET_UID, LAYOUT_VERSION, Phase, SnapshotStatus, mode_label,
+    ANN_UNUSABLE, LABEL_MODE, LABEL_PHASE, LABEL_TABLET_UID, LAYOUT_VERSION, Phase, SnapshotStatus,
+    mode_label,
 };
 use crate::config::Mode;
 use crate::k8s_names::escape_controls;
 use crate::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
 use crate::mysql_version::Flavor;
 use crate::naming::{KeyRange, SafeNameError, TabletAlias, TabletUid, TabletUidError};
+use crate::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 
 const NAME: &str = "metadata.name";
 const NAMESPACE: &str = "metadata.namespace";

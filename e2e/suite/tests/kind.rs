@@ -23,9 +23,9 @@ use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
 use serde_json::{Value, json};
 use vtsnap_core::fence::{ANN_NODE_STATE, ANN_TABLET_ALIAS, lease_name};
 use vtsnap_core::restored::ANN_RESTORED_FROM;
+use vtsnap_core::shard::LABEL_SHARD;
 use vtsnap_core::snapshot::{
     ANN_GTID_EXECUTED, ANN_GTID_LOWER_BOUND, ANN_SOURCE_NODE, GROUP, LABEL_MODE, LABEL_PHASE,
-    LABEL_SHARD,
 };
 use vtsnap_testkit::real_kube::{RealKube, resource};
 

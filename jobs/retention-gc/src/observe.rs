@@ -19,9 +19,8 @@ use vtsnap_core::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::reconcile::{ObjectKey, Read, apis, list};
 use vtsnap_core::shard::ShardRef;
-use vtsnap_core::snapshot::{
-    LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, ReadError, VolumeSnapshot,
-};
+use vtsnap_core::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
+use vtsnap_core::snapshot::{ReadError, VolumeSnapshot};
 
 mod binlogs;
 mod catch_up;

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
+use vtsnap_core::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
@@ -180,13 +181,13 @@ pub async fn list(
     for c in clusters {
         let mut pairs = vec![
             (labels::MANAGED_BY, labels::MANAGED_BY_VTSNAP),
-            (snapshot::LABEL_CLUSTER, c.name.as_str()),
+            (LABEL_CLUSTER, c.name.as_str()),
         ];
         if let Some(k) = &filter.keyspace {
-            pairs.push((snapshot::LABEL_KEYSPACE, k));
+            pairs.push((LABEL_KEYSPACE, k));
         }
         if let Some(s) = &safe_shard {
-            pairs.push((snapshot::LABEL_SHARD, s));
+            pairs.push((LABEL_SHARD, s));
         }
         let api = vtsnap_core::reconcile::apis::volume_snapshots(&kube, &c.namespace);
         let lp = ListParams::default().labels(&labels::selector(&pairs));

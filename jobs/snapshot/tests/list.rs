@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 use vtsnap_core::config::Config;
+use vtsnap_core::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 use vtsnap_core::snapshot::*;
 use vtsnap_snapshot::list::{Filter, list, table};
 use vtsnap_testkit::fake_kube::{FakeKube, Fault, Verb, is};

@@ -410,7 +410,7 @@ mod tests {
             o.metadata
                 .labels
                 .get_or_insert_default()
-                .insert(vtsnap_core::snapshot::LABEL_CLUSTER.into(), value);
+                .insert(vtsnap_core::shard::LABEL_CLUSTER.into(), value);
         }
         let c = caches(&[long, odd, snap("a1", "commerce", "80-", failed(hours(-1)))]);
         // Only the well-named shard (`scrape` checks every sample's cluster is `example`).

@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use vtsnap_core::reconcile::ObjectKey;
+use vtsnap_core::shard::LABEL_CLUSTER;
 use vtsnap_core::shard::ShardRef;
-use vtsnap_core::snapshot::LABEL_CLUSTER;
 
 use super::objects::{JobResult, SnapshotCron};
 use super::world::{Check, World};

@@ -20,7 +20,7 @@ use vtsnap_core::coverage::Exactness;
 use vtsnap_core::labels::MANAGED_BY;
 use vtsnap_core::naming::{TabletUid, join_with_limit};
 use vtsnap_core::shard::ShardRef;
-use vtsnap_core::snapshot::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
+use vtsnap_core::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 
 /// The `app.kubernetes.io/managed-by` value of a drill's objects.
 pub const MANAGED_BY_DRILL: &str = "vtsnap-drill";

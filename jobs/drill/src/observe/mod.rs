@@ -16,9 +16,10 @@ use vtsnap_core::labels as op;
 use vtsnap_core::labels::MANAGED_BY;
 use vtsnap_core::naming::TabletAlias;
 use vtsnap_core::reconcile::list;
+use vtsnap_core::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 use vtsnap_core::shard::{ShardName, ShardRef};
 use vtsnap_core::snapshot::choice::ShardState;
-use vtsnap_core::snapshot::{self, SnapshotRead, VolumeSnapshot};
+use vtsnap_core::snapshot::{SnapshotRead, VolumeSnapshot};
 use vtsnap_core::tablet_volume::{SizeError, data_claim_of, requested_size};
 use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
@@ -144,11 +145,11 @@ pub fn tablet_selector(s: &ShardRef) -> String {
 pub fn drill_selector(s: &ShardRef) -> String {
     format!(
         "{MANAGED_BY}={MANAGED_BY_DRILL},{}={},{}={},{}={}",
-        snapshot::LABEL_CLUSTER,
+        LABEL_CLUSTER,
         s.cluster,
-        snapshot::LABEL_KEYSPACE,
+        LABEL_KEYSPACE,
         s.keyspace,
-        snapshot::LABEL_SHARD,
+        LABEL_SHARD,
         s.shard.safe_name()
     )
 }
@@ -187,11 +188,11 @@ pub async fn observe(
     let of_shard = format!(
         "{MANAGED_BY}={},{}={},{}={},{}={}",
         vtsnap_core::labels::MANAGED_BY_VTSNAP,
-        snapshot::LABEL_CLUSTER,
+        LABEL_CLUSTER,
         shard.cluster,
-        snapshot::LABEL_KEYSPACE,
+        LABEL_KEYSPACE,
         shard.keyspace,
-        snapshot::LABEL_SHARD,
+        LABEL_SHARD,
         shard.shard.safe_name()
     );
     let listed = list::all(&snaps, &ListParams::default().labels(&of_shard))
