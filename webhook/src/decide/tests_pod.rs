@@ -233,3 +233,23 @@ fn tablet_pods_of_opted_in_pools_get_the_restore_init_container_last() {
         RESTORE_CONTAINER
     );
 }
+
+/// A tablet Pod without its pool label: nothing to say when restores are off, named as
+/// unreadable when they are on (a Pod the webhook would have to guess about).
+#[test]
+fn a_pod_without_its_pool_label_is_left_alone_and_said_why() {
+    let mut pod = operator_shard().tablet("replica", 4).pod();
+    pod["metadata"]["labels"]
+        .as_object_mut()
+        .unwrap()
+        .remove("planetscale.com/tablet-type");
+    let inv = inventory(&[snap("s", 1.0)]);
+    let decide_pod =
+        |cfg: &Config| decide(&review_of(Kind::Pod, &pod), cfg, &settings(), &inv, now());
+    let off = decide_pod(&config(""));
+    assert_eq!(codes(&off), [Code::RestoreDisabled], "{off:#?}");
+    assert!(off.patch.is_empty());
+    let on = decide_pod(&enabled());
+    assert_eq!(codes(&on), [Code::LabelsUnreadable], "{on:#?}");
+    assert!(on.patch.is_empty());
+}
