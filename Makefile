@@ -163,7 +163,7 @@ fuzz-check: dev-tools
 	bash scripts/fuzz-check.sh $(FUZZ_SECONDS)
 
 # Mutation testing of the pure deciders: every mutant (slow), or only those on lines
-# changed since the last full run (.ci/mutants-baseline). A surviving mutant fails unless
+# changed since the baseline (.ci/mutants-baseline). A surviving mutant fails unless
 # it is listed as equivalent, with its reason, in the mutants-equivalent.md beside its file.
 mutants: dev-tools
 	bash scripts/mutants.sh full

@@ -2,7 +2,8 @@
 # Mutation testing of the pure deciders (cargo-mutants).
 #   scripts/mutants.sh full          every mutant of every decider
 #   scripts/mutants.sh changed       only mutants on lines changed since the commit in
-#                                    .ci/mutants-baseline (the last full, clean run)
+#                                    .ci/mutants-baseline (changes before it were run clean,
+#                                    or are named as owed in a closing note)
 #   MUTANTS_PACKAGES="a b" scripts/mutants.sh ...   only those packages' groups
 # A mutant that no test catches fails the run unless it is listed, with a one-line reason,
 # in a `mutants-equivalent.md` beside its file or in the folder named after it (the text
@@ -57,7 +58,7 @@ for g in "${groups[@]}"; do
     # The whole tree's diff with renames followed (-M): a decider moved to another file
     # counts only for the lines that changed; --in-diff keeps the lines of the files above.
     if git diff -M --quiet "$base" -- "${files[@]}"; then
-      echo "mutants: $package: no decider changed since $base (the last full run)"
+      echo "mutants: $package: no decider changed since $base (the baseline)"
       continue
     fi
     git diff -M --unified=0 "$base" > "$out/$package.patch"
