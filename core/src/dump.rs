@@ -41,13 +41,6 @@ pub fn parse(text: &[u8]) -> Result<Vec<Value>, DumpError> {
     }
 }
 
-/// The items of `kind` (`"VolumeSnapshot"`), in the dump's order.
-pub fn of_kind<'a>(items: &'a [Value], kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
-    items
-        .iter()
-        .filter(move |i| i.get("kind").and_then(Value::as_str) == Some(kind))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,10 +52,7 @@ mod tests {
             parse(br#"{"kind": "List", "items": [{"kind": "Pod"}, {"kind": "VolumeSnapshot"}]}"#)
                 .unwrap();
         assert_eq!(items.len(), 2);
-        assert_eq!(
-            of_kind(&items, "Pod").collect::<Vec<_>>(),
-            [&json!({"kind": "Pod"})]
-        );
+        assert_eq!(items[0], json!({"kind": "Pod"}));
         assert!(matches!(parse(b"{"), Err(DumpError::NotJson(_))));
         assert!(matches!(parse(b"[]"), Err(DumpError::NotAList)));
         assert!(matches!(

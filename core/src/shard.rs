@@ -81,15 +81,6 @@ impl ShardRef {
         ]
     }
 
-    /// The label selector of this shard's objects.
-    pub fn label_selector(&self) -> String {
-        self.labels()
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-
     /// Whether `labels` name this shard.
     pub fn labelled_on(&self, labels: &BTreeMap<String, String>) -> bool {
         self.labels()
@@ -454,10 +445,6 @@ mod tests {
         assert_eq!(labels[LABEL_SHARD], "x-80");
         assert_eq!(ShardRef::from_labels("vitess", &labels).unwrap(), s);
         assert!(s.labelled_on(&labels));
-        assert_eq!(
-            s.label_selector(),
-            "vtsnap.io/cluster=example,vtsnap.io/keyspace=commerce,vtsnap.io/shard=x-80"
-        );
         let mut other = labels.clone();
         other.insert(LABEL_SHARD.into(), "80-x".into());
         assert!(!s.labelled_on(&other));
