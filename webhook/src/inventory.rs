@@ -70,19 +70,6 @@ impl Dump {
     pub fn set_shard_state(&mut self, s: ShardState) {
         self.shards.insert(s.key.clone(), s);
     }
-
-    /// From a `List` (`kubectl get volumesnapshots,persistentvolumeclaims,vitessclusters -o json`).
-    pub fn from_list(list: &Value) -> Result<Self, String> {
-        let items = list
-            .get("items")
-            .and_then(Value::as_array)
-            .ok_or("not a List: no items")?;
-        let mut d = Self::default();
-        for it in items {
-            d.add(it.clone());
-        }
-        Ok(d)
-    }
 }
 
 impl Inventory for Dump {

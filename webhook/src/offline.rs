@@ -6,6 +6,7 @@ use std::path::Path;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 use vtsnap_core::config::Config;
+use vtsnap_core::dump::{self, DumpError};
 use vtsnap_core::input::{Accept, ReadError, read_bounded};
 use vtsnap_core::snapshot::choice::ShardState;
 
@@ -15,7 +16,8 @@ use crate::inventory::Dump;
 use crate::observe::Review;
 use crate::review::review;
 
-/// The largest input file read (a dump of a large cluster is big; a review is small).
+/// The largest shard-state file read (as large as a dump may be; a review is bounded by
+/// the server's body limit, the dump by [`vtsnap_core::dump`]).
 pub const MAX_INPUT: u64 = vtsnap_core::input::MAX_DUMP;
 
 /// Why an offline review cannot be made.
@@ -25,6 +27,9 @@ pub enum OfflineError {
     Read(#[from] ReadError),
     #[error("{path}: {reason}")]
     Input { path: String, reason: String },
+    /// The `objects` dump is not a List (a read error is [`Self::Read`]: it names the path).
+    #[error("{path}: {source}")]
+    Dump { path: String, source: DumpError },
     #[error("{path}: the server would answer 400: {source}")]
     Review {
         path: String,
@@ -34,7 +39,24 @@ pub enum OfflineError {
     Answer { path: String, source: AnswerError },
 }
 
-/// A JSON input file, read bounded; a pipe (`--objects <(kubectl get …)`) is accepted.
+/// The `objects` dump, with the reader every offline command uses: only the objects the
+/// webhook reads are kept, never the whole parsed dump.
+fn read_dump(path: &Path) -> Result<Dump, OfflineError> {
+    let named = |e| match e {
+        DumpError::Read(e) => OfflineError::Read(e),
+        source => OfflineError::Dump {
+            path: path.display().to_string(),
+            source,
+        },
+    };
+    let text = dump::read_text(path).map_err(named)?;
+    let mut objects = Dump::default();
+    dump::each_item(&text, |_, it| objects.add(it)).map_err(named)?;
+    Ok(objects)
+}
+
+/// A JSON input file that is not a dump (the review, the shard states), read bounded; a
+/// pipe is accepted.
 fn read_json(path: &Path, what: &'static str, max: u64) -> Result<Value, OfflineError> {
     let bytes = read_bounded(path, what, max, Accept::FileOrPipe)?;
     serde_json::from_slice(&bytes).map_err(|e| OfflineError::Input {
@@ -54,11 +76,7 @@ pub fn offline_review(
     shards: Option<&Path>,
     now: Timestamp,
 ) -> Result<(Answer, Decision), OfflineError> {
-    let list = read_json(objects, "a dump", MAX_INPUT)?;
-    let mut dump = Dump::from_list(&list).map_err(|reason| OfflineError::Input {
-        path: objects.display().to_string(),
-        reason,
-    })?;
+    let mut dump = read_dump(objects)?;
     if let Some(path) = shards {
         let states: Vec<ShardState> =
             serde_json::from_value(read_json(path, "a shard state list", MAX_INPUT)?).map_err(
@@ -124,5 +142,41 @@ mod tests {
                 .to_string()
                 .contains("not JSON")
         );
+    }
+
+    #[test]
+    fn the_objects_dump_is_read_as_every_dump_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("objects.json");
+        std::fs::write(&path, r#"{"kind": "Pod"}"#).unwrap();
+        let e = read_dump(&path).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                OfflineError::Dump {
+                    source: DumpError::NotAList,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!("{}: not a List of objects (no items)", path.display())
+        );
+        let e = read_dump(Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/dev/zero is not a regular file (a character device)"
+        );
+        std::fs::write(&path, r#"{"items": [{"kind": "Pod"}, 1e400]}"#).unwrap();
+        let e = read_dump(&path).unwrap_err().to_string();
+        assert!(e.contains("objects.json: item 1 of the List: "), "{e}");
+        let pvc = serde_json::json!({"kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": "vitess"}});
+        std::fs::write(&path, serde_json::json!({"items": [pvc]}).to_string()).unwrap();
+        let objects = read_dump(&path).unwrap();
+        assert!(crate::inventory::Inventory::pvc(&objects, "vitess", "data").is_some());
+        assert!(crate::inventory::Inventory::pvc(&objects, "vitess", "other").is_none());
     }
 }

@@ -278,9 +278,11 @@ fn plan_offline(d: &DrillArgs, objects: &Path, shard_state: Option<&Path>) -> Ex
         Ok(c) => c,
         Err(e) => return usage(e.to_string()),
     };
-    let list = match dump::read_json(objects, "a dump") {
+    let items = match vtsnap_core::dump::read(objects) {
         Ok(v) => v,
-        Err(e) => return usage(format!("--objects: {e}")),
+        // A read error names the path already; a parse error does not.
+        Err(e @ vtsnap_core::dump::DumpError::Read(_)) => return usage(format!("--objects: {e}")),
+        Err(e) => return usage(format!("--objects {}: {e}", objects.display())),
     };
     let state = match shard_state.map(|p| {
         dump::read_json(p, "a shard state").and_then(|v| {
@@ -292,7 +294,7 @@ fn plan_offline(d: &DrillArgs, objects: &Path, shard_state: Option<&Path>) -> Ex
         Some(Ok(s)) => Some(s),
         Some(Err(e)) => return usage(format!("--shard-state: {e}")),
     };
-    let observed = match dump::from_dump(&configured, &list, state, d.snapshot.clone()) {
+    let observed = match dump::from_dump(&configured, &items, state, d.snapshot.clone()) {
         Ok(o) => o,
         Err(e) => return usage(format!("--objects {}: {e}", objects.display())),
     };

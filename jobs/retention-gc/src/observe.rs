@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use vtsnap_core::config::Config;
 use vtsnap_core::coverage::Exactness;
-use vtsnap_core::input;
+use vtsnap_core::dump::{self, DumpError};
 use vtsnap_core::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::reconcile::{ObjectKey, Read, apis, list};
@@ -231,36 +231,6 @@ impl UnreadableObject {
 
 /// The largest `--objects` dump read (a dump of 100,000 snapshots is about 150 MiB).
 pub const MAX_DUMP_BYTES: u64 = vtsnap_core::input::MAX_DUMP;
-
-/// Why a dump cannot be read. The messages name no path: the caller says which option
-/// named it.
-#[derive(Debug, thiserror::Error)]
-pub enum DumpError {
-    #[error("cannot read the dump: {0}")]
-    Io(std::io::Error),
-    /// A device, directory or socket (`/dev/zero` would be read for ever).
-    #[error("the dump is not a regular file or a pipe but a {0}")]
-    NotAFile(&'static str),
-    #[error("the dump is larger than {} MiB", MAX_DUMP_BYTES >> 20)]
-    TooLarge,
-    #[error("not a List of objects: {0}")]
-    NotAList(serde_json::Error),
-    #[error("item {index} of the List: {source}")]
-    Item {
-        index: usize,
-        source: serde_json::Error,
-    },
-}
-
-impl From<input::ReadError> for DumpError {
-    fn from(e: input::ReadError) -> Self {
-        match e {
-            input::ReadError::Io { source, .. } => Self::Io(source),
-            input::ReadError::NotAFile { kind, .. } => Self::NotAFile(kind),
-            input::ReadError::TooLarge { .. } => Self::TooLarge,
-        }
-    }
-}
 
 /// A VitessCluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -484,11 +454,10 @@ impl Inventory {
                 .contains(&Scope::Namespace(namespace.to_owned()))
     }
 
-    /// Reads a dump file or pipe of at most [`MAX_DUMP_BYTES`] (with the reader every
-    /// program's offline command uses), then [`from_dump_text`](Self::from_dump_text).
+    /// Reads a dump file or pipe of at most [`MAX_DUMP_BYTES`] with the reader every
+    /// program's offline command uses, then [`from_dump_text`](Self::from_dump_text).
     pub fn read_dump(path: &std::path::Path, now: Timestamp) -> Result<Self, DumpError> {
-        let text = input::read_bounded(path, "a dump", MAX_DUMP_BYTES, input::Accept::FileOrPipe)?;
-        Self::from_dump_text(&text, now)
+        Self::from_dump_text(&dump::read_text(path)?, now)
     }
 
     /// From a `kubectl get volumesnapshots,persistentvolumeclaims,leases,vitessclusters -A -o json`
@@ -496,18 +465,8 @@ impl Inventory {
     /// is kept in memory, never the whole parsed dump. Nesting deeper than serde_json's
     /// recursion limit (128) is an error, not a deep recursion.
     pub fn from_dump_text(text: &[u8], now: Timestamp) -> Result<Self, DumpError> {
-        #[derive(serde::Deserialize)]
-        struct List<'a> {
-            #[serde(borrow)]
-            items: Vec<&'a serde_json::value::RawValue>,
-        }
-        let list: List<'_> = serde_json::from_slice(text).map_err(DumpError::NotAList)?;
         let mut inv = Self::default();
-        for (index, raw) in list.items.into_iter().enumerate() {
-            let it: Value = serde_json::from_str(raw.get())
-                .map_err(|source| DumpError::Item { index, source })?;
-            inv.add_any(&it, now);
-        }
+        dump::each_item(text, |_, it| inv.add_any(&it, now))?;
         Ok(inv)
     }
 
@@ -645,6 +604,7 @@ async fn observe_namespace(
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+    use vtsnap_core::input;
 
     use super::*;
 
@@ -671,12 +631,34 @@ mod tests {
         let e = Inventory::read_dump(std::path::Path::new("/dev/zero"), now()).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "the dump is not a regular file or a pipe but a character device"
+            "/dev/zero is not a regular file (a character device)"
         );
         let e = Inventory::read_dump(dir.path(), now()).unwrap_err();
-        assert!(matches!(e, DumpError::NotAFile("directory")), "{e}");
-        let e = Inventory::read_dump(&dir.path().join("missing"), now()).unwrap_err();
-        assert!(e.to_string().starts_with("cannot read the dump: "), "{e}");
+        assert!(
+            matches!(
+                e,
+                DumpError::Read(input::ReadError::NotAFile {
+                    kind: "directory",
+                    ..
+                })
+            ),
+            "{e}"
+        );
+        let missing = dir.path().join("missing");
+        let e = Inventory::read_dump(&missing, now()).unwrap_err();
+        assert!(
+            matches!(e, DumpError::Read(input::ReadError::Io { .. })),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with(&format!("cannot read {}: ", missing.display())),
+            "{e}"
+        );
+        // An item that is no value is named by its index.
+        std::fs::write(&path, r#"{"items": [{}, 1e400]}"#).unwrap();
+        let e = Inventory::read_dump(&path, now()).unwrap_err();
+        assert!(matches!(e, DumpError::Item { index: 1, .. }), "{e}");
     }
 
     #[test]

@@ -405,7 +405,10 @@ fn a_dump_over_the_size_cap_is_refused_without_reading_it() {
     let out = d.run("json");
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("larger than 512 MiB"),
+        String::from_utf8_lossy(&out.stderr).contains(&format!(
+            "dump.json is larger than {} bytes, the most a dump may have",
+            vtsnap_gc::observe::MAX_DUMP_BYTES
+        )),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

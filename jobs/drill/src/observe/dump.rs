@@ -15,7 +15,8 @@ use vtsnap_core::tablet_volume::data_claim_of;
 
 use super::{Observed, TabletPod, TabletPvc, drill_selector, tablet_selector};
 
-/// Reads a bounded JSON file (a pipe is accepted), naming it in every error.
+/// Reads a bounded JSON file that is not a dump (the shard state; a pipe is accepted),
+/// naming it in every error. The dump is read by [`vtsnap_core::dump`].
 pub fn read_json(path: &Path, what: &'static str) -> Result<Value, String> {
     let bytes =
         read_bounded(path, what, MAX_DUMP, Accept::FileOrPipe).map_err(|e| e.to_string())?;
@@ -46,18 +47,14 @@ fn name(obj: &Value) -> &str {
         .unwrap_or_default()
 }
 
-/// What [`crate::decide::plan`] needs, from a `kubectl get
+/// What [`crate::decide::plan`] needs, from the items of a `kubectl get
 /// volumesnapshots,pods,persistentvolumeclaims -o json` List of the shard's namespace.
 pub fn from_dump(
     configured: &ConfiguredShard,
-    list: &Value,
+    items: &[Value],
     state: Option<ShardState>,
     named: Option<String>,
 ) -> Result<Observed, String> {
-    let items = list
-        .get("items")
-        .and_then(Value::as_array)
-        .ok_or("not a List: no items")?;
     let shard = &configured.shard;
     let ns = shard.namespace.as_str();
     let snapshots = kind(items, "VolumeSnapshot")
@@ -138,7 +135,7 @@ mod tests {
 
     /// A dump of the shard's namespace: two snapshots, a tablet and its PVC, a drill Pod
     /// left behind, and objects of another namespace that must not count.
-    fn dump(with_leftover: bool) -> Value {
+    fn dump(with_leftover: bool) -> Vec<Value> {
         let shard = operator_shard();
         let now = k8s_openapi::jiff::Timestamp::now();
         let ago = |h: i64| {
@@ -172,7 +169,13 @@ mod tests {
                 "vtsnap.io/keyspace": "commerce", "vtsnap.io/shard": "x-x"}}}),
             );
         }
-        json!({"kind": "List", "items": items})
+        // Through the reader `plan --objects` uses.
+        vtsnap_core::dump::parse(
+            json!({"kind": "List", "items": items})
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap()
     }
 
     fn state(primary: Option<&str>) -> ShardState {
@@ -247,7 +250,9 @@ mod tests {
 
     #[test]
     fn a_dump_or_state_that_does_not_fit_is_named() {
-        let e = from_dump(&configured(), &json!({"kind": "Pod"}), None, None).unwrap_err();
+        let e = vtsnap_core::dump::parse(br#"{"kind": "Pod"}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not a List"), "{e}");
         let mut other = state(None);
         other.key.keyspace = "customer".into();

@@ -20,26 +20,22 @@ const TABLET_LABELS: [&str; 3] = [
 ];
 
 /// The dump's objects of `kind` with this UID.
-fn by_uid<'a>(list: &'a Value, kind: &str, uid: &str) -> Vec<&'a Value> {
-    list.get("items")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+fn by_uid<'a>(items: &'a [Value], kind: &str, uid: &str) -> Vec<&'a Value> {
+    items
+        .iter()
         .filter(|i| i.get("kind").and_then(Value::as_str) == Some(kind))
         .filter(|i| i.pointer("/metadata/uid").and_then(Value::as_str) == Some(uid))
         .collect()
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(list) = serde_json::from_slice::<Value>(data) else {
+    let Ok(items) = vtsnap_core::dump::parse(data) else {
         return;
     };
     let Ok(config) = Config::from_yaml(CONFIG) else {
         return;
     };
-    let Ok(world) = World::from_dump(&config, &list) else {
-        return;
-    };
+    let world = World::from_dump(&config, &items);
     let plan = plan(&config, &world, None);
     for s in &plan.shards {
         let pod = s.objects.iter().find(|o| o.kind == Kind::Pod);
@@ -84,7 +80,7 @@ fuzz_target!(|data: &[u8]| {
                 (Kind::PersistentVolumeClaim, Action::DeletePvc) => "PersistentVolumeClaim",
                 _ => continue,
             };
-            for obj in by_uid(&list, kind, &o.uid) {
+            for obj in by_uid(&items, kind, &o.uid) {
                 let labels = obj.pointer("/metadata/labels");
                 assert!(
                     TABLET_LABELS

@@ -11,7 +11,7 @@ use kube::api::{Api, ListParams};
 use serde::Serialize;
 use serde_json::Value;
 use vtsnap_core::config::Config;
-use vtsnap_core::input::{self, Accept, MAX_DUMP};
+use vtsnap_core::dump::{self, DumpError};
 use vtsnap_core::labels;
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::reconcile::{ObjectKey, apis, list};
@@ -258,32 +258,16 @@ pub async fn observe(kube: &kube::Client, config: &Config, only_cluster: Option<
     World::new(config, found, &clusters, default_class, unlisted)
 }
 
-/// Why a dump cannot be read.
-#[derive(Debug, thiserror::Error)]
-pub enum DumpError {
-    #[error(transparent)]
-    Read(#[from] input::ReadError),
-    #[error("not JSON: {0}")]
-    NotJson(#[source] serde_json::Error),
-    #[error("not a List: no items")]
-    NotAList,
-}
-
 impl World {
-    /// Reads a dump file or pipe of at most [`MAX_DUMP`] bytes, then [`Self::from_dump`].
+    /// Reads a dump file or pipe with the reader every program's offline command uses,
+    /// then [`Self::from_dump`].
     pub fn read_dump(path: &std::path::Path, config: &Config) -> Result<Self, DumpError> {
-        let bytes = input::read_bounded(path, "a dump", MAX_DUMP, Accept::FileOrPipe)?;
-        let list = serde_json::from_slice::<Value>(&bytes).map_err(DumpError::NotJson)?;
-        Self::from_dump(config, &list)
+        Ok(Self::from_dump(config, &dump::read(path)?))
     }
 
-    /// From a dump (`kubectl get pods,persistentvolumeclaims,vitessclusters,storageclasses -A -o json`).
+    /// From the items of a dump (`kubectl get pods,persistentvolumeclaims,vitessclusters,storageclasses -A -o json`).
     /// A configured VitessCluster the dump lacks is absent; one it holds twice unreadable.
-    pub fn from_dump(config: &Config, list: &Value) -> Result<Self, DumpError> {
-        let items = list
-            .get("items")
-            .and_then(Value::as_array)
-            .ok_or(DumpError::NotAList)?;
+    pub fn from_dump(config: &Config, items: &[Value]) -> Self {
         let kind = |k: &str| -> Vec<Value> {
             items
                 .iter()
@@ -313,12 +297,6 @@ impl World {
             Read::Present(default_class(&classes))
         };
         let found = group(&kind("Pod"), &kind("PersistentVolumeClaim"));
-        Ok(Self::new(
-            config,
-            found,
-            &clusters,
-            default_class,
-            Vec::new(),
-        ))
+        Self::new(config, found, &clusters, default_class, Vec::new())
     }
 }
