@@ -68,11 +68,16 @@ pub fn random_server_id(old: Option<u32>) -> io::Result<u32> {
     loop {
         let mut b = [0u8; 4];
         f.read_exact(&mut b)?;
-        let id = SERVER_ID_MIN + u32::from_le_bytes(b) % (SERVER_ID_END - SERVER_ID_MIN);
+        let id = server_id_from(u32::from_le_bytes(b));
         if Some(id) != old {
             return Ok(id);
         }
     }
+}
+
+/// The server-id a random draw maps to, in [`SERVER_ID_MIN`, `SERVER_ID_END`).
+fn server_id_from(draw: u32) -> u32 {
+    SERVER_ID_MIN + draw % (SERVER_ID_END - SERVER_ID_MIN)
 }
 
 /// The volume as it is, for the pre-flight's questions ([`VolumeView`]), and the handle
@@ -580,4 +585,40 @@ fn last_binlog(
     let scan = binlog::scan_last(&file, &path.display().to_string(), prefix)
         .map_err(|e| bad(&path, e.to_string()))?;
     Ok(Some((path, scan)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::{random_server_id, server_id_from};
+    use crate::decide::plan::{SERVER_ID_END, SERVER_ID_MIN};
+
+    /// Every draw lands in the range, and the range is used from end to end.
+    #[test]
+    fn a_draw_maps_onto_the_whole_server_id_range() {
+        let span = SERVER_ID_END - SERVER_ID_MIN;
+        assert_eq!(server_id_from(0), SERVER_ID_MIN);
+        assert_eq!(server_id_from(span - 1), SERVER_ID_END - 1);
+        assert_eq!(server_id_from(span), SERVER_ID_MIN);
+        assert_eq!(server_id_from(span + 7), SERVER_ID_MIN + 7);
+        assert!(server_id_from(u32::MAX) < SERVER_ID_END);
+    }
+
+    /// A drawn server-id is spread over the whole range: two replicas restored from one
+    /// snapshot must not pick the same id by a skewed draw (32 draws from 2^31 values
+    /// repeat with a chance of about 2^-22).
+    #[test]
+    fn server_ids_are_drawn_from_the_whole_range_and_never_the_old_one() {
+        let ids: Vec<u32> = (0..32)
+            .map(|_| random_server_id(Some(SERVER_ID_MIN)).unwrap())
+            .collect();
+        assert!(
+            ids.iter()
+                .all(|id| (SERVER_ID_MIN + 1..SERVER_ID_END).contains(id)),
+            "{ids:?}"
+        );
+        let distinct: BTreeSet<u32> = ids.iter().copied().collect();
+        assert!(distinct.len() >= 30, "{ids:?}");
+    }
 }

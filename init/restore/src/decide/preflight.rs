@@ -411,6 +411,46 @@ mod tests {
         ));
     }
 
+    fn only(step: Step) -> Plan {
+        Plan {
+            steps: vec![step],
+            ..fresh_plan()
+        }
+    }
+
+    #[test]
+    fn a_pending_file_rename_needs_a_writable_directory_and_a_done_one_does_not() {
+        let rename = only(Step::RenameFile {
+            from: "vt_0000000101/relay.000001".into(),
+            to: "vt_0000000101/relay-new.000001".into(),
+        });
+        let pending = FakeVolume::tablet_101()
+            .file("vt_0000000101/relay.000001", "")
+            .read_only("vt_0000000101");
+        assert!(matches!(
+            check(&pending, POD_MOUNT, &rename, Start::Fresh),
+            Err(Refusal::NotWritable { path, .. }) if path == "vt_0000000101"
+        ));
+        // Renamed by an earlier run: nothing left to write.
+        let done = FakeVolume::tablet_101()
+            .file("vt_0000000101/relay-new.000001", "")
+            .read_only("vt_0000000101");
+        check(&done, POD_MOUNT, &rename, Start::Resume).unwrap();
+    }
+
+    #[test]
+    fn a_file_to_remove_may_be_gone_only_when_resuming() {
+        let remove = only(Step::RemoveFile {
+            path: "vt_0000000101/auto.cnf".into(),
+            why: crate::decide::RemoveWhy::ServerUuidOfSource,
+        });
+        let gone = FakeVolume::tablet_101();
+        check(&gone, POD_MOUNT, &remove, Start::Resume).unwrap();
+        assert!(check(&gone, POD_MOUNT, &remove, Start::Fresh).is_err());
+        let there = FakeVolume::tablet_101().file("vt_0000000101/auto.cnf", "");
+        check(&there, POD_MOUNT, &remove, Start::Fresh).unwrap();
+    }
+
     #[test]
     fn a_rewritten_file_must_keep_an_owner_this_process_can_give() {
         let cnf = "vt_0000000101/my.cnf";
