@@ -32,6 +32,7 @@ pub mod mycnf;
 pub mod mysql_version;
 pub mod mysqlctl;
 pub mod naming;
+pub mod pitr;
 pub mod quantity;
 pub mod reconcile;
 pub mod restore_pod;

@@ -26,5 +26,6 @@ pub mod shard;
 pub mod soak;
 pub mod timeline;
 pub mod vitess_bench;
+pub mod vitess_cut;
 pub mod vitess_demo;
 pub mod vitess_lab;

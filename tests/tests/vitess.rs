@@ -23,11 +23,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use vtsnap_core::coverage::{Coverage, Exactness, coverage, read_primary_at};
-use vtsnap_core::fence::put_back::{TabletChanges, describe, put_tablet_back};
-use vtsnap_core::naming::TabletUid;
 use vtsnap_core::vtctld::TabletType;
 use vtsnap_core::vtctld::messages::replicationdata::STATE_RUNNING;
-use vtsnap_node::mysqlctl::MysqlCtl;
+use vtsnap_lab::vitess_cut::{cold_cut, restore_clone_as, server_id, shard_on_btrfs};
 use vtsnap_testkit::btrfs::BtrfsVolume;
 use vtsnap_testkit::vitess::{
     CloneSupport, DATABASE, Durability, Orchestrator, TabletRole, VitessOptions, VitessShard,
@@ -39,31 +37,6 @@ const RESTORED: u32 = 201;
 /// A clone restored after the primary purged the binlogs it needs.
 const PURGED: u32 = 202;
 const LIMIT: Duration = Duration::from_secs(120);
-
-async fn shard_on_btrfs(vtorc: Orchestrator) -> (VitessShard, BtrfsVolume) {
-    let vol = BtrfsVolume::create(4 << 30);
-    let uids = vec![101, SOURCE, 103];
-    for uid in &uids {
-        vol.subvolume(&uid.to_string());
-    }
-    let shard = VitessShard::start(VitessOptions {
-        uids,
-        durability: Durability::None,
-        vtorc,
-        volumes: vol.path().to_path_buf(),
-        clone: CloneSupport::Off,
-        extra_cnf: String::new(),
-        vtorc_refresh: vtsnap_testkit::vitess::VTORC_REFRESH,
-    })
-    .await;
-    let p = shard.primary();
-    p.must_sql(&format!(
-        "CREATE DATABASE IF NOT EXISTS {DATABASE}; \
-         CREATE TABLE IF NOT EXISTS {DATABASE}.t (id BIGINT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(64))"
-    ))
-    .await;
-    (shard, vol)
-}
 
 /// Inserts into the primary until stopped; counts the rows written.
 struct Load {
@@ -160,77 +133,10 @@ async fn until(what: &str, mut cond: impl AsyncFnMut() -> bool) {
     }
 }
 
-/// A cold cut of `SOURCE` in vtsnap's order; returns the position recorded (without the
-/// flavor prefix) and the read-only snapshot's name.
-async fn cold_cut(shard: &VitessShard, vol: &BtrfsVolume, name: &str) -> String {
-    let client = shard.client();
-    let t = shard.tablet_by_uid(SOURCE);
-    // the node helper's layout probe passes the MySQL 9.7 tablet directory Vitess made
-    let layout = vtsnap_node::probe::probe(&t.volume.join("vtdataroot"), TabletUid::new(SOURCE))
-        .unwrap_or_else(|e| panic!("layout probe of a real tablet: {e}"));
-    assert_eq!(
-        layout.server_id.map(|id| id.to_string()),
-        Some(server_id(t)),
-        "{layout:?}"
-    );
-    assert!(!layout.restore_in_progress);
-    client
-        .change_tablet_type(&t.alias, TabletType::Drained)
-        .await
-        .unwrap();
-    client.stop_replication(&t.alias).await.unwrap();
-    let position = client
-        .get_full_status(&t.alias)
-        .await
-        .unwrap()
-        .replication_status
-        .unwrap()
-        .position;
-    let ctl = MysqlCtl::new(&t.mysqlctl_socket()).unwrap();
-    ctl.shutdown(Duration::from_secs(120)).await.unwrap();
-    vol.snapshot(&SOURCE.to_string(), name, true);
-    ctl.start(Duration::from_secs(120)).await.unwrap();
-    let problems = put_tablet_back(
-        &client,
-        &t.alias,
-        TabletType::Replica,
-        TabletChanges {
-            replication_stopped: true,
-            type_changed: true,
-        },
-    )
-    .await;
-    assert!(problems.is_empty(), "put back: {}", describe(&problems));
-    position
-        .strip_prefix("MySQL56/")
-        .unwrap_or_else(|| panic!("a MySQL position: {position}"))
-        .to_owned()
-}
-
 /// A writable clone of snapshot `name` as tablet `RESTORED`'s volume, moved to its UID
 /// by vtsnap-restore.
 fn restore_clone(vol: &BtrfsVolume, name: &str) {
     restore_clone_as(vol, name, RESTORED);
-}
-
-fn restore_clone_as(vol: &BtrfsVolume, name: &str, uid: u32) {
-    let clone = vol.snapshot(name, &uid.to_string(), false);
-    let out = vtsnap_restore::run(&vtsnap_restore::Options {
-        vtdataroot: clone.join("vtdataroot"),
-        tablet_uid: TabletUid::new(uid),
-        server_id: None,
-        dry_run: false,
-    })
-    .unwrap();
-    assert_eq!(out.action.as_str(), "moved", "{out:?}");
-}
-
-fn server_id(t: &VitessTablet) -> String {
-    let cnf = std::fs::read_to_string(t.tablet_dir().join("my.cnf")).unwrap();
-    cnf.lines()
-        .find_map(|l| l.strip_prefix("server-id"))
-        .map(|v| v.trim_start_matches([' ', '=']).trim().to_owned())
-        .unwrap()
 }
 
 #[tokio::test]
@@ -248,7 +154,7 @@ async fn vtorc_leaves_a_drained_tablet_stopped_so_the_cut_is_exact_and_the_clone
     })
     .await;
 
-    let recorded = cold_cut(&shard, &vol, "snap-1").await;
+    let recorded = cold_cut(&shard, &vol, SOURCE, "snap-1").await;
     load.until_more(5).await;
     until("the put-back tablet replicates again", async || {
         replicating(&shard, SOURCE).await
@@ -308,7 +214,7 @@ async fn without_vtorc_the_put_back_leaves_the_tablet_replicating() {
     let (mut shard, vol) = shard_on_btrfs(Orchestrator::Off).await;
     let load = Load::start(&shard);
     load.until_more(5).await;
-    let recorded = format!("MySQL56/{}", cold_cut(&shard, &vol, "snap-1").await);
+    let recorded = format!("MySQL56/{}", cold_cut(&shard, &vol, SOURCE, "snap-1").await);
     load.until_more(5).await;
     assert!(replicating(&shard, SOURCE).await);
     load.stop().await;
@@ -482,7 +388,7 @@ async fn under_semi_sync_a_cold_cut_of_one_replica_of_three_never_blocks_the_pri
     load.until_more(3).await;
     let before = load.rows.load(Ordering::SeqCst);
     let cut_start = Instant::now();
-    cold_cut(&shard, &vol, "snap-1").await;
+    cold_cut(&shard, &vol, SOURCE, "snap-1").await;
     let cut = cut_start.elapsed();
     let during = load.rows.load(Ordering::SeqCst) - before;
     let stall = load.longest_gap();

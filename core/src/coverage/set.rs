@@ -212,6 +212,54 @@ impl GtidSet {
     }
 }
 
+impl GtidSet {
+    /// Whether every GTID of `self` is in `other` (never across flavors).
+    pub fn is_subset_of(&self, other: &GtidSet) -> bool {
+        self.missing_from(other).is_some_and(|m| m.is_empty())
+    }
+
+    /// Every GTID of either (MySQL sets only: a MariaDB position is not a set); `None`
+    /// across flavors or for MariaDB.
+    pub fn union(&self, other: &GtidSet) -> Option<GtidSet> {
+        let (Self::Mysql56(a), Self::Mysql56(b)) = (self, other) else {
+            return None;
+        };
+        let mut out = a.clone();
+        for (source, ivs) in b {
+            let merged = out.entry(source.clone()).or_default();
+            merged.extend_from_slice(ivs);
+            *merged = normalize(std::mem::take(merged));
+        }
+        Some(Self::Mysql56(out))
+    }
+}
+
+impl std::fmt::Display for GtidSet {
+    /// As a server prints it (`uuid:1-5:7,uuid2:1`; MariaDB `d-s-n,…`), sources sorted.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = match self {
+            Self::Mysql56(m) => m
+                .iter()
+                .map(|(source, ivs)| {
+                    let ivs: Vec<String> = ivs
+                        .iter()
+                        .map(|&(lo, hi)| {
+                            if lo == hi {
+                                lo.to_string()
+                            } else {
+                                format!("{lo}-{hi}")
+                            }
+                        })
+                        .collect();
+                    format!("{source}:{}", ivs.join(":"))
+                })
+                .collect(),
+            Self::Mariadb(m) => m.iter().map(|(d, (s, n))| format!("{d}-{s}-{n}")).collect(),
+        };
+        f.write_str(&parts.join(","))
+    }
+}
+
 /// Calls `emit` with each part of the normalized `want` outside the normalized `have`, in
 /// one merge walk over both: `have` is an iterator, so nothing is rescanned (100k intervals
 /// a side once took 1.5 s per snapshot, rescanning `have` per interval of `want`).

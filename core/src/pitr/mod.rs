@@ -1,0 +1,10 @@
+//! Point-in-time recovery on snapshot bases (docs/pitr.md): the binlog archive is Vitess's
+//! own incremental backups; a recovery restores a vtsnap snapshot and replays the
+//! increments that follow it up to a time or a GTID set.
+//!
+//! - [`manifest`]: an increment's record, read as hostile input;
+//! - [`chain`]: which increments carry a snapshot forward, to which target, and the
+//!   window a shard can be recovered to (pure).
+
+pub mod chain;
+pub mod manifest;

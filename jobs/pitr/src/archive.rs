@@ -1,0 +1,201 @@
+//! The binlog archive in Vitess's `file` backup storage (docs/pitr.md §2): a shard's
+//! backups are directories `<root>/<keyspace>/<shard>/<backup name>/` holding the files
+//! `0`..`N-1` and a `MANIFEST` (vitess `go/vt/mysqlctl/filebackupstorage/file.go`). What
+//! is read from it is bounded: the number of backups, each MANIFEST's size.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use vtsnap_core::input::{self, Accept};
+use vtsnap_core::pitr::manifest::MAX_MANIFEST;
+
+/// The most backups one shard's directory may hold.
+pub const MAX_BACKUPS: usize = 100_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    #[error("cannot list {}: {source}", path.display())]
+    List {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} holds more than {MAX_BACKUPS} entries", path.display())]
+    TooMany { path: PathBuf },
+    #[error("{0}")]
+    Read(#[from] input::ReadError),
+    #[error("backup {backup}: cannot open its file {stored}: {source}")]
+    Open {
+        backup: String,
+        stored: String,
+        source: std::io::Error,
+    },
+}
+
+/// One shard's part of a `file` backup storage.
+#[derive(Debug, Clone)]
+pub struct FileArchive {
+    shard_dir: PathBuf,
+}
+
+/// A backup directory's name as Vitess makes it: `YYYY-MM-DD.HHMMSS.<cell>-<10-digit uid>`
+/// (`go/vt/mysqlctl/backup.go`); anything else in the directory is not a backup.
+pub fn is_backup_name(s: &str) -> bool {
+    let mut parts = s.splitn(3, '.');
+    let (Some(date), Some(time), Some(alias)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    let date_ok = date.len() == 10
+        && date.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
+    let alias_ok = alias.rsplit_once('-').is_some_and(|(cell, uid)| {
+        !cell.is_empty()
+            && cell
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            && uid.len() == 10
+            && digits(uid)
+    });
+    date_ok && time.len() == 6 && digits(time) && alias_ok
+}
+
+impl FileArchive {
+    /// The archive of `keyspace/shard` under the storage root `root`.
+    pub fn new(root: &Path, keyspace: &str, shard: &str) -> Self {
+        Self {
+            shard_dir: root.join(keyspace).join(shard),
+        }
+    }
+
+    /// The backups' names, in name order (which is time order). A shard without a
+    /// directory has none.
+    pub fn backups(&self) -> Result<Vec<String>, ArchiveError> {
+        let list_error = |source| ArchiveError::List {
+            path: self.shard_dir.clone(),
+            source,
+        };
+        let entries = match std::fs::read_dir(&self.shard_dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(list_error(e)),
+        };
+        let mut names = Vec::new();
+        for (n, entry) in entries.enumerate() {
+            if n >= MAX_BACKUPS {
+                return Err(ArchiveError::TooMany {
+                    path: self.shard_dir.clone(),
+                });
+            }
+            let entry = entry.map_err(list_error)?;
+            let is_dir = entry.file_type().map_err(list_error)?.is_dir();
+            if let Some(name) = entry
+                .file_name()
+                .to_str()
+                .filter(|n| is_dir && is_backup_name(n))
+            {
+                names.push(name.to_owned());
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    /// A backup's MANIFEST, bounded; `None` while it has none (a backup in progress, or
+    /// one that failed: Vitess writes the MANIFEST last).
+    pub fn manifest(&self, backup: &str) -> Result<Option<Vec<u8>>, ArchiveError> {
+        let path = self.shard_dir.join(backup).join("MANIFEST");
+        match input::read_bounded(&path, "a MANIFEST", MAX_MANIFEST, Accept::RegularFile) {
+            Ok(text) => Ok(Some(text)),
+            Err(input::ReadError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// One stored file of a backup, opened for reading.
+    pub fn open(&self, backup: &str, stored: &str) -> Result<File, ArchiveError> {
+        let path = self.shard_dir.join(backup).join(stored);
+        File::open(&path).map_err(|source| ArchiveError::Open {
+            backup: backup.to_owned(),
+            stored: stored.to_owned(),
+            source,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_directories_named_as_vitess_names_backups_are_listed_in_time_order() {
+        let root = tempfile::tempdir().unwrap();
+        let shard = root.path().join("commerce").join("-");
+        for d in [
+            "2026-12-07.101500.zone1-0000000102",
+            "2026-12-07.093512.zone1-0000000102",
+            "2026-12-07.093512.zone1-000000010",
+            "not-a-backup",
+        ] {
+            std::fs::create_dir_all(shard.join(d)).unwrap();
+        }
+        std::fs::write(shard.join("2026-12-07.120000.zone1-0000000102"), "a file").unwrap();
+        let a = FileArchive::new(root.path(), "commerce", "-");
+        assert_eq!(
+            a.backups().unwrap(),
+            [
+                "2026-12-07.093512.zone1-0000000102",
+                "2026-12-07.101500.zone1-0000000102"
+            ]
+        );
+        assert!(
+            FileArchive::new(root.path(), "commerce", "80-")
+                .backups()
+                .unwrap()
+                .is_empty()
+        );
+        // No MANIFEST yet: not a backup to use; one that is not a file is refused.
+        assert_eq!(
+            a.manifest("2026-12-07.093512.zone1-0000000102").unwrap(),
+            None
+        );
+        std::fs::create_dir(shard.join("2026-12-07.101500.zone1-0000000102/MANIFEST")).unwrap();
+        let e = a
+            .manifest("2026-12-07.101500.zone1-0000000102")
+            .unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let e = a
+            .open("2026-12-07.093512.zone1-0000000102", "0")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("backup 2026-12-07.093512.zone1-0000000102: cannot open its file 0"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn backup_names_follow_vitess() {
+        assert!(is_backup_name("2026-12-07.093512.zone1-0000000102"));
+        assert!(is_backup_name("2026-12-07.093512.us-east-1a-0000000102"));
+        for bad in [
+            "2026-12-07.093512",
+            "2026-12-07.93512.zone1-0000000102",
+            "2026/12/07.093512.zone1-0000000102",
+            "2026-12-07.093512.-0000000102",
+            "2026-12-07.093512.zone1-00000001x2",
+            "2026-12-07.093512.zo/ne-0000000102",
+            "..",
+        ] {
+            assert!(!is_backup_name(bad), "{bad}");
+        }
+    }
+}

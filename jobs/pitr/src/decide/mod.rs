@@ -1,0 +1,5 @@
+//! Decide: pure. Which increments carry a snapshot to the target is core's
+//! (`vtsnap_core::pitr::chain`, shared with the CLI's status and the GC); what the replay
+//! runs and whether what it did is right is [`replay`]'s.
+
+pub mod replay;

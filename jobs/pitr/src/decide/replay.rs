@@ -1,0 +1,136 @@
+//! The replay: what runs beside the recovered mysqld, and the check of what it did
+//! (docs/pitr.md §4). Pure: the caller runs the script where the binlogs and the server's
+//! socket are (the recovery Pod's mysqld container) and reads `gtid_executed`.
+//!
+//! As Vitess applies its own incrementals (`go/vt/mysqlctl/mysqld.go`, `ApplyBinlogFile`):
+//! one `mysqlbinlog … | mysql` per binlog in order, with `TZ=UTC` (mysqlbinlog reads
+//! `--stop-datetime` in its own time zone), `--stop-datetime` for a time (it stops at the
+//! first event at or after it: exclusive) or `--include-gtids` for a set (inclusive).
+//! Transactions the server already holds are skipped by it (GTID auto-skip), so
+//! `--skip-gtids` is never given. The time is taken at whole seconds, as Vitess does.
+
+use std::path::PathBuf;
+
+use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::tz::TimeZone;
+use serde::Serialize;
+use vtsnap_core::coverage::GtidSet;
+use vtsnap_core::pitr::chain::Target;
+
+/// How the script reaches the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Client {
+    pub socket: String,
+    pub user: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScriptError {
+    #[error("{0:?} cannot be quoted for the shell (it holds a quote or a newline)")]
+    Unquotable(String),
+}
+
+fn quoted(s: &str) -> Result<String, ScriptError> {
+    if s.contains(['\'', '\n', '\0']) {
+        return Err(ScriptError::Unquotable(s.to_owned()));
+    }
+    Ok(format!("'{s}'"))
+}
+
+/// `--stop-datetime`'s text of `t`: UTC, whole seconds.
+pub fn stop_datetime(t: Timestamp) -> String {
+    t.to_zoned(TimeZone::UTC)
+        .strftime("%Y-%m-%d %H:%M:%S")
+        .to_string()
+}
+
+/// The bash script that replays `files` in order up to `target`.
+pub fn script(files: &[PathBuf], target: &Target, client: &Client) -> Result<String, ScriptError> {
+    let stop = match target {
+        Target::Before(t) => format!("--stop-datetime={}", quoted(&stop_datetime(*t))?),
+        Target::Through(g) => format!("--include-gtids={}", quoted(&g.to_string())?),
+    };
+    let mysql = format!(
+        "mysql --no-defaults -S {} -u {}",
+        quoted(&client.socket)?,
+        quoted(&client.user)?
+    );
+    let mut s = String::from("set -euo pipefail\nexport TZ=UTC\n");
+    // A Vitess tablet's server may start read-only; the replay writes.
+    s.push_str(&format!("{mysql} -e 'SET GLOBAL super_read_only = OFF'\n"));
+    for f in files {
+        let path = quoted(&f.to_string_lossy())?;
+        s.push_str(&format!("mysqlbinlog {stop} {path} | {mysql}\n"));
+    }
+    Ok(s)
+}
+
+/// What a replay did, checked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Applied {
+    /// The GTIDs the replay added to the base.
+    pub gtids: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error("the restored base holds transactions past the target: {0}")]
+    BaseBeyondTarget(String),
+    #[error("the replay stopped short of the target: the server lacks {0}")]
+    Short(String),
+    #[error("the replay went past the target: the server holds {0}")]
+    Past(String),
+    #[error("the server lost transactions of its base: {0}")]
+    LostBase(String),
+    #[error("the replay applied transactions the archive's increments do not hold: {0}")]
+    NotFromArchive(String),
+}
+
+fn nonempty(m: Option<String>) -> Option<String> {
+    m.filter(|m| !m.is_empty())
+}
+
+/// Before a replay: a base restored from an online snapshot may hold more than its
+/// recorded lower bound; for a GTID target it must still be within the target.
+pub fn check_base(base: &GtidSet, target: &Target) -> Result<(), VerifyError> {
+    match target {
+        Target::Through(g) => match nonempty(base.missing_from(g)) {
+            Some(beyond) => Err(VerifyError::BaseBeyondTarget(beyond)),
+            None => Ok(()),
+        },
+        Target::Before(_) => Ok(()),
+    }
+}
+
+/// After a replay: the server holds its base and no more than the archive's increments
+/// (`reached`, what the last one replayed holds); for a GTID target, exactly it.
+pub fn verify(
+    base: &GtidSet,
+    after: &GtidSet,
+    reached: &GtidSet,
+    target: &Target,
+) -> Result<Applied, VerifyError> {
+    if let Some(lost) = nonempty(base.missing_from(after)) {
+        return Err(VerifyError::LostBase(lost));
+    }
+    let known = reached.union(base).unwrap_or_else(|| reached.clone());
+    if let Some(extra) = nonempty(after.missing_from(&known)) {
+        return Err(VerifyError::NotFromArchive(extra));
+    }
+    if let Target::Through(g) = target {
+        if let Some(short) = nonempty(g.missing_from(after)) {
+            return Err(VerifyError::Short(short));
+        }
+        let allowed = g.union(base).unwrap_or_else(|| g.clone());
+        if let Some(past) = nonempty(after.missing_from(&allowed)) {
+            return Err(VerifyError::Past(past));
+        }
+    }
+    Ok(Applied {
+        gtids: after.missing_from(base).unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+#[path = "replay_tests.rs"]
+mod tests;

@@ -1,0 +1,94 @@
+//! Report: the one JSON line `vtsnap-pitr plan` prints, and its exit.
+
+use serde::Serialize;
+use vtsnap_core::exit::Exit;
+use vtsnap_core::pitr::chain::{Plan, Refusal, Span, Target};
+
+use crate::observe::{Observed, Passed};
+
+/// The target as the line prints it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum TargetLine {
+    /// Every transaction committed before this time (RFC 3339, UTC).
+    Before(String),
+    /// Every transaction of this GTID set.
+    Through(String),
+}
+
+impl From<&Target> for TargetLine {
+    fn from(t: &Target) -> Self {
+        match t {
+            Target::Before(at) => Self::Before(at.to_string()),
+            Target::Through(g) => Self::Through(g.to_string()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanLine {
+    pub shard: String,
+    pub target: TargetLine,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Plan>,
+    /// Each base that cannot reach the target, newest first, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<Passed>,
+    /// The times the shard can be recovered to.
+    pub window: Vec<Span>,
+    /// The increments the archive holds.
+    pub increments: usize,
+    /// Snapshots that are no base, and backups that are not part of the archive.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub passed_snapshots: Vec<Passed>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub passed_backups: Vec<Passed>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub incomplete_backups: Vec<String>,
+}
+
+impl PlanLine {
+    pub fn new(
+        shard: String,
+        target: &Target,
+        chosen: Result<Plan, Vec<(String, Refusal)>>,
+        window: Vec<Span>,
+        archive: &Observed,
+        passed_snapshots: Vec<Passed>,
+    ) -> Self {
+        let (plan, refused) = match chosen {
+            Ok(p) => (Some(p), Vec::new()),
+            Err(r) => (
+                None,
+                r.into_iter()
+                    .map(|(name, why)| Passed {
+                        name,
+                        why: why.to_string(),
+                    })
+                    .collect(),
+            ),
+        };
+        Self {
+            shard,
+            target: target.into(),
+            plan,
+            refused,
+            window,
+            increments: archive.increments.len(),
+            passed_snapshots,
+            passed_backups: archive.unusable.clone(),
+            incomplete_backups: archive.incomplete.clone(),
+        }
+    }
+
+    /// Prints the line; a plan is [`Exit::Ok`], none [`Exit::Refused`].
+    pub fn print(&self) -> Exit {
+        println!("{}", serde_json::to_string(self).unwrap_or_default());
+        if self.plan.is_some() {
+            Exit::Ok
+        } else {
+            Exit::Refused
+        }
+    }
+}

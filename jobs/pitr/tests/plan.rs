@@ -1,0 +1,167 @@
+//! `vtsnap-pitr plan` as an SRE runs it: a dump of the snapshots, the archive's file
+//! storage, a target; the JSON line and the exit code.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+use vtsnap_testkit::operator_objects::operator_shard;
+
+const U: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+const SHARD: &str = "vitess/example/commerce/-";
+const FIRST: &str = "2026-12-01.101001.zone1-0000000103";
+const SECOND: &str = "2026-12-01.102001.zone1-0000000103";
+
+fn at(hms: &str) -> String {
+    format!("2026-12-01T{hms}Z")
+}
+
+/// An incremental backup's MANIFEST, in Vitess's shape.
+fn manifest(name: &str, from: &str, to: &str, first: &str, last: &str) -> Value {
+    json!({
+        "BackupName": name, "BackupMethod": "builtin", "Incremental": true,
+        "Position": format!("MySQL56/{U}:{to}"), "PurgedPosition": "MySQL56/",
+        "FromPosition": format!("MySQL56/{U}:{from}"),
+        "BackupTime": at(last), "FinishedTime": at(last),
+        "TabletAlias": "zone1-0000000103", "Keyspace": "commerce", "Shard": "-",
+        "IncrementalDetails": {"FirstTimestamp": at(first), "LastTimestamp": at(last)},
+        "CompressionEngine": "pargzip", "SkipCompress": false,
+        "FileEntries": [{"Base": "BinLog", "Name": "vt-0000000103-bin.000002", "Hash": "0000abcd"}]
+    })
+}
+
+struct Scene {
+    dir: tempfile::TempDir,
+}
+
+impl Scene {
+    /// The snapshot `snap-a` (at `U:1-100`, cut 10:00) and two increments after it.
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let cut = at("10:00:00").parse().unwrap();
+        let snap = operator_shard().snapshot("snap-a", cut).object();
+        let dump = json!({"kind": "List", "items": [snap]});
+        std::fs::write(dir.path().join("snapshots.json"), dump.to_string()).unwrap();
+        let s = Self { dir };
+        s.put(
+            FIRST,
+            &manifest(FIRST, "1-90", "1-150", "09:59:00", "10:10:00"),
+        );
+        s.put(
+            SECOND,
+            &manifest(SECOND, "1-150", "1-200", "10:10:01", "10:20:00"),
+        );
+        s
+    }
+
+    fn put(&self, name: &str, m: &Value) {
+        let d = self.archive().join("commerce/-").join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("MANIFEST"), m.to_string()).unwrap();
+    }
+
+    fn archive(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn plan(&self, extra: &[&str]) -> (i32, Value, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_vtsnap-pitr"))
+            .arg("plan")
+            .args(["--shard", SHARD, "--archive-root"])
+            .arg(self.archive())
+            .arg("--objects")
+            .arg(self.dir.path().join("snapshots.json"))
+            .args(extra)
+            .env_remove("VTSNAP_SHARD")
+            .env_remove("VTSNAP_ARCHIVE_ROOT")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let line = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+        (
+            out.status.code().unwrap(),
+            line,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+#[test]
+fn a_time_and_a_gtid_set_get_the_snapshot_and_the_increments_that_reach_them() {
+    let s = Scene::new();
+    let (code, line, err) = s.plan(&["--to-time", &at("10:15:00")]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(line["plan"]["base"], "snap-a");
+    assert_eq!(line["plan"]["increments"], json!([FIRST, SECOND]));
+    assert_eq!(line["plan"]["baseCheck"], "recorded");
+    assert_eq!(line["target"], json!({"before": at("10:15:00")}));
+    assert_eq!(
+        line["window"],
+        json!([{"from": at("10:00:00"), "to": at("10:20:00")}])
+    );
+    assert_eq!(line["increments"], 2);
+
+    let (code, line, _) = s.plan(&["--to-gtid", &format!("{U}:1-120")]);
+    assert_eq!(code, 0);
+    assert_eq!(line["plan"]["increments"], json!([FIRST]));
+}
+
+#[test]
+fn a_target_out_of_reach_is_refused_with_the_window_and_a_hole_names_its_gtids() {
+    let s = Scene::new();
+    let (code, line, _) = s.plan(&["--to-time", &at("10:25:00")]);
+    assert_eq!(code, 3);
+    assert_eq!(line["plan"], Value::Null);
+    let why = line["refused"][0]["why"].as_str().unwrap();
+    assert_eq!(line["refused"][0]["name"], "snap-a");
+    assert!(
+        why.contains("from 2026-12-01T10:00:00Z to 2026-12-01T10:20:00Z"),
+        "{why}"
+    );
+
+    // The first increment's MANIFEST gone: an incomplete backup, and a gap.
+    std::fs::remove_file(s.archive().join("commerce/-").join(FIRST).join("MANIFEST")).unwrap();
+    let (code, line, _) = s.plan(&["--to-time", &at("10:15:00")]);
+    assert_eq!(code, 3);
+    assert_eq!(line["incompleteBackups"], json!([FIRST]));
+    let why = line["refused"][0]["why"].as_str().unwrap();
+    assert!(why.contains(&format!("{U}:101-150 are missing")), "{why}");
+
+    // A damaged MANIFEST is named, not skipped in silence.
+    let mut bad = manifest(FIRST, "1-90", "1-150", "09:59:00", "10:10:00");
+    bad["FileEntries"][0]["Hash"] = json!("xyz");
+    s.put(FIRST, &bad);
+    let (_, line, _) = s.plan(&["--to-time", &at("10:15:00")]);
+    assert_eq!(line["passedBackups"][0]["name"], FIRST);
+    assert!(
+        line["passedBackups"][0]["why"]
+            .as_str()
+            .unwrap()
+            .contains("not 8 hex digits")
+    );
+}
+
+#[test]
+fn bad_usage_is_named_and_exits_2() {
+    let s = Scene::new();
+    for (args, words) in [
+        (
+            vec!["--to-time", "yesterday"],
+            "--to-time \"yesterday\": not an RFC 3339 time",
+        ),
+        (vec!["--to-time", "2999-01-01T00:00:00Z"], "after now"),
+        (vec!["--to-gtid", "nope:1"], "--to-gtid \"nope:1\""),
+        (
+            vec!["--to-time", "2026-12-01T10:15:00Z", "--snapshot", "snap-x"],
+            "--snapshot snap-x: no snapshot of vitess/example/commerce/- has that name",
+        ),
+        (vec![], "--to-time"),
+    ] {
+        let (code, _, err) = s.plan(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(words), "{args:?}: {err}");
+    }
+}

@@ -1,0 +1,252 @@
+//! Point-in-time recovery on a snapshot base, against real Vitess 24 and MySQL 9.7
+//! (docs/pitr.md): the archive is real Vitess incremental backups in its `file` storage,
+//! the base a cold cut taken in vtsnap's order, the replay the script `vtsnap-pitr` runs
+//! beside the recovered mysqld (`mysqlbinlog … | mysql`, in the mysqld's own container).
+//!
+//! - A table dropped after the snapshot comes back: to a time (the second of the drop,
+//!   exclusive) and to a GTID set (inclusive, exactly), each with the checksum the table
+//!   had at that point; what came after the drop is not there.
+//! - The real MANIFESTs read as increments whose files check (CRC-32, many gzip members).
+//! - An increment deleted from the middle of the archive is a gap the plan names by the
+//!   GTIDs it held.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::jiff::Timestamp;
+use vtsnap_core::coverage::{Exactness, GtidSet, Text};
+use vtsnap_core::pitr::chain::{self, Base, Refusal, Target};
+use vtsnap_core::pitr::manifest::{Compression, Increment};
+use vtsnap_lab::vitess_cut::{cold_cut, restore_clone_as, shard_on_btrfs};
+use vtsnap_pitr::act::fetch::fetch_all;
+use vtsnap_pitr::archive::FileArchive;
+use vtsnap_pitr::decide::replay::{self, Client};
+use vtsnap_pitr::observe::{Observed, read_archive};
+use vtsnap_testkit::btrfs::BtrfsVolume;
+use vtsnap_testkit::vitess::{DATABASE, KEYSPACE, Orchestrator, SHARD, TabletRole, VitessShard};
+
+const SOURCE: u32 = 102;
+/// The replica the archive's increments are taken on.
+const ARCHIVER: u32 = 103;
+const AT_TIME: u32 = 201;
+const AT_GTID: u32 = 202;
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn gtid(text: &str) -> GtidSet {
+    GtidSet::parse(
+        vtsnap_core::snapshot::GtidFlavor::Mysql56,
+        text.trim(),
+        Text::Server,
+    )
+    .unwrap()
+}
+
+async fn insert(shard: &VitessShard, from: u32, to: u32) {
+    let values: Vec<String> = (from..to).map(|i| format!("({i}, 'row {i}')")).collect();
+    shard
+        .primary()
+        .must_sql(&format!(
+            "INSERT INTO {DATABASE}.t (id, v) VALUES {}",
+            values.join(",")
+        ))
+        .await;
+}
+
+/// Waits for the clock to pass the next whole second and returns it: binlog events carry
+/// whole seconds, so what follows is stamped at or after it and what came before, not.
+async fn next_second() -> Timestamp {
+    let next = Timestamp::from_second(Timestamp::now().as_second() + 1).unwrap();
+    while Timestamp::now() < next {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    next
+}
+
+async fn caught_up(shard: &VitessShard, uid: u32) {
+    let want = shard.primary().gtid_executed().await;
+    let start = Instant::now();
+    while shard.tablet_by_uid(uid).gtid_executed().await != want {
+        assert!(
+            start.elapsed() < LIMIT,
+            "tablet {uid} never caught up to {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A Vitess incremental backup on the archiver, from `from` (a position or `auto`); a new
+/// second first, as Vitess names backups by the second.
+async fn incremental_backup(shard: &VitessShard, from: &str) {
+    caught_up(shard, ARCHIVER).await;
+    next_second().await;
+    let alias = shard.tablet_by_uid(ARCHIVER).alias.to_string();
+    shard
+        .ctl(&["Backup", "--incremental-from-pos", from, &alias])
+        .await;
+}
+
+fn archive_of(shard: &VitessShard) -> FileArchive {
+    FileArchive::new(&shard.shared_dir().join("backups"), KEYSPACE, SHARD)
+}
+
+fn observe(shard: &VitessShard) -> Observed {
+    let o = read_archive(&archive_of(shard), KEYSPACE, SHARD, Timestamp::now()).unwrap();
+    assert!(o.unusable.is_empty(), "{:?}", o.unusable);
+    assert!(o.incomplete.is_empty(), "{:?}", o.incomplete);
+    o
+}
+
+/// Restores `base` as tablet `uid`, replays what the plan to `target` names, checks it;
+/// returns the tablet's `gtid_executed` after.
+async fn recover(
+    shard: &mut VitessShard,
+    vol: &BtrfsVolume,
+    uid: u32,
+    base: &Base,
+    increments: &[Increment],
+    target: &Target,
+) -> GtidSet {
+    let plan = chain::plan(base, increments, target).unwrap();
+    assert!(!plan.increments.is_empty(), "{plan:?}");
+    let chosen: Vec<&Increment> = plan
+        .increments
+        .iter()
+        .map(|n| increments.iter().find(|i| &i.name == n).unwrap())
+        .collect();
+    restore_clone_as(vol, &base.name, uid);
+    let archive = archive_of(shard);
+    let t = shard.add_mysqld(uid).await;
+    let before = gtid(&t.gtid_executed().await);
+    assert_eq!(
+        before, base.gtid,
+        "a cold base holds exactly its recorded set"
+    );
+    replay::check_base(&before, target).unwrap();
+    let vtdataroot = t.volume.join("vtdataroot");
+    let fetched = fetch_all(&archive, chosen.iter().copied(), &vtdataroot.join("pitr")).unwrap();
+    let in_container: Vec<PathBuf> = fetched
+        .iter()
+        .map(|f| Path::new("/vt/vtdataroot").join(f.path.strip_prefix(&vtdataroot).unwrap()))
+        .collect();
+    let client = Client {
+        socket: "/vt/socket/mysql.sock".into(),
+        user: "vt_dba".into(),
+    };
+    let script = replay::script(&in_container, target, &client).unwrap();
+    let out = t
+        .container(TabletRole::Mysqld)
+        .unwrap()
+        .exec(&["bash", "-c", &script])
+        .await;
+    assert!(
+        out.status.success(),
+        "{script}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = gtid(&t.gtid_executed().await);
+    let reached = &chosen.last().unwrap().to;
+    replay::verify(&before, &after, reached, target).unwrap();
+    after
+}
+
+#[tokio::test]
+async fn a_dropped_table_comes_back_to_a_time_and_to_a_gtid_and_a_missing_increment_is_named() {
+    let (mut shard, vol) = shard_on_btrfs(Orchestrator::Off).await;
+    insert(&shard, 1, 51).await;
+    let base = Base {
+        name: "snap-base".into(),
+        gtid: gtid(&cold_cut(&shard, &vol, SOURCE, "snap-base").await),
+        exactness: Exactness::Exact,
+        cut: Timestamp::now(),
+    };
+    insert(&shard, 51, 101).await;
+    let checksum = format!("CHECKSUM TABLE {DATABASE}.t");
+    let at_point = shard.primary().must_sql(&checksum).await;
+    let point = gtid(&shard.primary().gtid_executed().await);
+    let drop_second = next_second().await;
+    shard
+        .primary()
+        .must_sql(&format!(
+            "DROP TABLE {DATABASE}.t; CREATE TABLE {DATABASE}.after_drop (id INT PRIMARY KEY); \
+             INSERT INTO {DATABASE}.after_drop VALUES (1)"
+        ))
+        .await;
+    incremental_backup(&shard, &format!("MySQL56/{}", base.gtid)).await;
+
+    // The real MANIFEST reads as one increment that carries the base past the drop.
+    let first = observe(&shard).increments;
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first[0].compression, Compression::Gzip);
+    assert!(!first[0].files.is_empty());
+    assert!(point.is_subset_of(&first[0].to), "{:?}", first[0]);
+    let reach = chain::reach(&base, &first);
+    assert_eq!(reach.increments.len(), 1);
+    assert!(reach.last_commit.unwrap() >= drop_second, "{reach:?}");
+
+    // To the second of the drop: the table as it was, nothing of what came after.
+    let to_time = Target::Before(drop_second);
+    recover(&mut shard, &vol, AT_TIME, &base, &first, &to_time).await;
+    let t = shard.tablet_by_uid(AT_TIME);
+    assert_eq!(t.must_sql(&checksum).await, at_point);
+    let after_drop = t
+        .must_sql(&format!(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = '{DATABASE}' \
+             AND table_name = 'after_drop'"
+        ))
+        .await;
+    assert_eq!(after_drop, "0", "nothing after the target is applied");
+
+    // To the GTID set just before the drop: exactly it.
+    let to_gtid = Target::Through(point.clone());
+    let after = recover(&mut shard, &vol, AT_GTID, &base, &first, &to_gtid).await;
+    assert_eq!(after, point);
+    assert_eq!(
+        shard.tablet_by_uid(AT_GTID).must_sql(&checksum).await,
+        at_point
+    );
+
+    // Two more increments (`auto` continues from the last one); the middle one deleted
+    // leaves a gap named by the transactions it held.
+    let before_middle = gtid(&shard.primary().gtid_executed().await);
+    shard
+        .primary()
+        .must_sql(&format!("INSERT INTO {DATABASE}.after_drop VALUES (2)"))
+        .await;
+    incremental_backup(&shard, "auto").await;
+    let after_middle = gtid(&shard.primary().gtid_executed().await);
+    shard
+        .primary()
+        .must_sql(&format!("INSERT INTO {DATABASE}.after_drop VALUES (3)"))
+        .await;
+    incremental_backup(&shard, "auto").await;
+    let all = observe(&shard).increments;
+    assert_eq!(all.len(), 3, "{all:?}");
+    let whole = chain::reach(&base, &all);
+    assert_eq!((whole.increments.len(), whole.gap.clone()), (3, None));
+    let mut names: Vec<&str> = all.iter().map(|i| i.name.as_str()).collect();
+    names.sort_unstable();
+    std::fs::remove_dir_all(
+        shard
+            .shared_dir()
+            .join("backups")
+            .join(KEYSPACE)
+            .join(SHARD)
+            .join(names[1]),
+    )
+    .unwrap();
+    let holed = observe(&shard).increments;
+    let end = gtid(&shard.primary().gtid_executed().await);
+    let e = chain::plan(&base, &holed, &Target::Through(end)).unwrap_err();
+    let Refusal::Gap { gap } = &e else {
+        panic!("{e}")
+    };
+    assert_eq!(gap.next, names[2]);
+    let held_by_middle = gtid(&gap.missing);
+    assert!(
+        held_by_middle.is_subset_of(&after_middle) && !held_by_middle.is_subset_of(&before_middle),
+        "{e}: the gap is what the deleted increment held"
+    );
+}
