@@ -549,6 +549,49 @@ fn a_tablet_restored_after_it_was_reprovisioned_is_a_problem() {
     );
 }
 
+/// A record that names the tablet's PVC by UID: the very PVC it names is a
+/// re-provisioning not carried out yet (no problem); a newer PVC of the tablet, restored
+/// again, is.
+#[test]
+fn a_reprovisioning_record_names_the_pvc_it_was_to_replace() {
+    let record = |pvc_uid: &str| {
+        json!(format!(
+            r#"{{"pvcUid":"{pvc_uid}","at":"2026-12-01T09:00:00Z","why":"could not catch up"}}"#
+        ))
+    };
+    let mut marked = snapshot("a-1", "x-80", "2026-12-01T08:00:00Z", "ready");
+    marked["metadata"]["annotations"] = json!({
+        "vtsnap.io/reprovisioned-0000000106": record("uid-106-old"),
+        "vtsnap.io/reprovisioned-0000000107": record("uid-107-old"),
+    });
+    let pvc = |tablet: &str, uid: &str| {
+        json!({"metadata": {"name": format!("t-{tablet}"), "namespace": "vitess", "uid": uid,
+            "labels": {"planetscale.com/component": "vttablet", "planetscale.com/cluster": "example",
+                       "planetscale.com/keyspace": "commerce", "planetscale.com/shard": "x-80",
+                       "planetscale.com/tablet-uid": tablet},
+            "annotations": {"vtsnap.io/restored-from": "a-2"}},
+            "status": {"phase": "Bound"}})
+    };
+    let seen = StatusObjects {
+        snapshots: vec![
+            marked,
+            snapshot("a-2", "x-80", "2026-12-01T10:00:00Z", "ready"),
+        ],
+        cronjobs: vec![cron("x-80")],
+        tablet_pvcs: vec![pvc("106", "uid-106-old"), pvc("107", "uid-107-new")],
+        ..StatusObjects::default()
+    };
+    let st = status_of(&config(), &seen);
+    let all: Vec<&String> = st
+        .shards
+        .iter()
+        .flat_map(|s| &s.problems)
+        .filter(|p| p.contains("re-provisioned it once"))
+        .collect();
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert!(all[0].starts_with("tablet 107 "), "{all:?}");
+}
+
 /// Round three, item 13: a snapshot whose `vtsnap.io/drill` does not read is still shown
 /// (newest, ready), with no last drill; it was dropped silently before.
 #[test]
