@@ -9,6 +9,10 @@
 //! - The real MANIFESTs read as increments whose files check (CRC-32, many gzip members).
 //! - An increment deleted from the middle of the archive is a gap the plan names by the
 //!   GTIDs it held.
+//! - vtsnap's archive step (`next_increment`, then vtctld's `Backup` over gRPC) goes on
+//!   through a reparent: the next increment is taken on a replica of the new topology and
+//!   the chain from the snapshot reaches the new primary's transactions; with nothing new
+//!   the call stores nothing; a replay across the reparent lands on the primary's set.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -20,9 +24,12 @@ use k8s_openapi::jiff::Timestamp;
 use vtsnap_core::coverage::{Exactness, GtidSet, Text};
 use vtsnap_core::pitr::chain::{self, Base, Refusal, Target};
 use vtsnap_core::pitr::manifest::{Compression, Increment};
+use vtsnap_core::vtctld::TabletType;
 use vtsnap_lab::vitess_cut::{cold_cut, restore_clone_as, shard_on_btrfs};
+use vtsnap_pitr::act::archive::{Taken, take};
 use vtsnap_pitr::act::fetch::fetch_all;
 use vtsnap_pitr::archive::FileArchive;
+use vtsnap_pitr::decide::archive::{OnPrimary, Tablet, Take, next_increment};
 use vtsnap_pitr::decide::replay::{self, Client};
 use vtsnap_pitr::observe::{Observed, read_archive};
 use vtsnap_testkit::btrfs::BtrfsVolume;
@@ -45,9 +52,13 @@ fn gtid(text: &str) -> GtidSet {
 }
 
 async fn insert(shard: &VitessShard, from: u32, to: u32) {
+    insert_on(shard, shard.primary().uid, from, to).await;
+}
+
+async fn insert_on(shard: &VitessShard, primary: u32, from: u32, to: u32) {
     let values: Vec<String> = (from..to).map(|i| format!("({i}, 'row {i}')")).collect();
     shard
-        .primary()
+        .tablet_by_uid(primary)
         .must_sql(&format!(
             "INSERT INTO {DATABASE}.t (id, v) VALUES {}",
             values.join(",")
@@ -66,7 +77,11 @@ async fn next_second() -> Timestamp {
 }
 
 async fn caught_up(shard: &VitessShard, uid: u32) {
-    let want = shard.primary().gtid_executed().await;
+    caught_up_with(shard, uid, shard.primary().uid).await;
+}
+
+async fn caught_up_with(shard: &VitessShard, uid: u32, primary: u32) {
+    let want = shard.tablet_by_uid(primary).gtid_executed().await;
     let start = Instant::now();
     while shard.tablet_by_uid(uid).gtid_executed().await != want {
         assert!(
@@ -111,6 +126,19 @@ async fn recover(
 ) -> GtidSet {
     let plan = chain::plan(base, increments, target).unwrap();
     assert!(!plan.increments.is_empty(), "{plan:?}");
+    recover_plan(shard, vol, uid, base, increments, &plan, target).await
+}
+
+/// [`recover`] of a plan already made.
+async fn recover_plan(
+    shard: &mut VitessShard,
+    vol: &BtrfsVolume,
+    uid: u32,
+    base: &Base,
+    increments: &[Increment],
+    plan: &chain::Plan,
+    target: &Target,
+) -> GtidSet {
     let chosen: Vec<&Increment> = plan
         .increments
         .iter()
@@ -249,4 +277,105 @@ async fn a_dropped_table_comes_back_to_a_time_and_to_a_gtid_and_a_missing_increm
         held_by_middle.is_subset_of(&after_middle) && !held_by_middle.is_subset_of(&before_middle),
         "{e}: the gap is what the deleted increment held"
     );
+}
+
+/// One run of the archive step: the shard's tablets from vtctld, the archive read, the
+/// next increment decided and taken (a new second first: Vitess names backups by it).
+async fn archive_once(shard: &VitessShard, bases: &[Base], primary: u32) -> (Take, Taken) {
+    let client = shard.client();
+    let tablets: Vec<Tablet> = client
+        .get_tablets(KEYSPACE, SHARD)
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| Tablet {
+            alias: t.alias.as_ref().unwrap().into(),
+            kind: TabletType::try_from(t.r#type).unwrap(),
+        })
+        .collect();
+    let next = next_increment(
+        bases,
+        &observe(shard).increments,
+        &tablets,
+        OnPrimary::Never,
+    )
+    .unwrap();
+    caught_up_with(shard, next.alias.uid.get(), primary).await;
+    next_second().await;
+    let taken = take(&client, &next, LIMIT).await.unwrap();
+    (next, taken)
+}
+
+#[tokio::test]
+async fn the_archive_goes_on_through_a_reparent_and_a_replay_crosses_it() {
+    let (mut shard, vol) = shard_on_btrfs(Orchestrator::Off).await;
+    insert(&shard, 1, 21).await;
+    let base = Base {
+        name: "snap-base".into(),
+        gtid: gtid(&cold_cut(&shard, &vol, SOURCE, "snap-base").await),
+        exactness: Exactness::Exact,
+        cut: Timestamp::now(),
+    };
+    let bases = [base.clone()];
+    insert(&shard, 21, 41).await;
+    let (first, taken) = archive_once(&shard, &bases, 101).await;
+    assert_eq!(taken, Taken::Stored);
+    assert_eq!(
+        first.from,
+        format!("MySQL56/{}", base.gtid),
+        "the first from the snapshot"
+    );
+    assert_eq!(
+        first.tablet, "zone1-0000000102",
+        "a replica, never the primary"
+    );
+
+    let new_primary = shard.tablet_by_uid(ARCHIVER).alias.to_string();
+    shard
+        .ctl(&[
+            "PlannedReparentShard",
+            "--new-primary",
+            &new_primary,
+            &format!("{KEYSPACE}/{SHARD}"),
+        ])
+        .await;
+    insert_on(&shard, ARCHIVER, 41, 61).await;
+    let (second, taken) = archive_once(&shard, &bases, ARCHIVER).await;
+    assert_eq!(taken, Taken::Stored);
+    assert_ne!(second.tablet, new_primary, "{second:?}");
+    assert_eq!(second.after_increments, 1);
+
+    let end = gtid(&shard.tablet_by_uid(ARCHIVER).gtid_executed().await);
+    let increments = observe(&shard).increments;
+    let reach = chain::reach(&base, &increments);
+    assert_eq!((reach.increments.len(), reach.gap.clone()), (2, None));
+    assert!(
+        end.is_subset_of(&reach.holds),
+        "{end} within {}",
+        reach.holds
+    );
+    let GtidSet::Mysql56(sources) = &end else {
+        panic!()
+    };
+    assert_eq!(sources.len(), 2, "writes of both primaries: {end}");
+
+    // Nothing new: the call succeeds and stores nothing.
+    let (_, taken) = archive_once(&shard, &bases, ARCHIVER).await;
+    assert_eq!(taken, Taken::Empty);
+    assert_eq!(observe(&shard).increments.len(), 2);
+
+    // A replay across the reparent lands exactly on the new primary's set.
+    let checksum = format!("CHECKSUM TABLE {DATABASE}.t");
+    let want = shard.tablet_by_uid(ARCHIVER).must_sql(&checksum).await;
+    let after = recover(
+        &mut shard,
+        &vol,
+        AT_GTID,
+        &base,
+        &increments,
+        &Target::Through(end.clone()),
+    )
+    .await;
+    assert_eq!(after, end);
+    assert_eq!(shard.tablet_by_uid(AT_GTID).must_sql(&checksum).await, want);
 }

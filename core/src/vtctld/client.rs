@@ -267,6 +267,52 @@ impl VtctldClient {
         Ok(())
     }
 
+    /// `Backup` of one tablet, waited for up to `limit` (a backup outlasts the per-call
+    /// timeout); the tablet's log lines, in order. A write: never retried.
+    pub async fn backup(
+        &self,
+        req: BackupRequest,
+        limit: std::time::Duration,
+    ) -> Result<Vec<String>, VtctldError> {
+        const METHOD: &str = "Backup";
+        let rpc = |s: tonic::Status| VtctldError::Rpc {
+            endpoint: self.endpoint.clone(),
+            method: METHOD,
+            code: s.code(),
+            message: s.message().to_owned(),
+        };
+        let mut grpc = tonic::client::Grpc::new(self.channel.clone());
+        let path = PathAndQuery::from_static("/vtctlservice.Vtctld/Backup");
+        let call = async {
+            grpc.ready()
+                .await
+                .map_err(|e| rpc(tonic::Status::unavailable(e.to_string())))?;
+            let mut stream = grpc
+                .server_streaming(
+                    tonic::Request::new(req),
+                    path,
+                    ProstCodec::<BackupRequest, BackupResponse>::default(),
+                )
+                .await
+                .map_err(rpc)?
+                .into_inner();
+            let mut lines = Vec::new();
+            while let Some(m) = stream.message().await.map_err(rpc)? {
+                if let Some(e) = m.event {
+                    lines.push(e.value);
+                }
+            }
+            Ok(lines)
+        };
+        tokio::time::timeout(limit, call).await.unwrap_or_else(|_| {
+            Err(VtctldError::Timeout {
+                endpoint: self.endpoint.clone(),
+                method: METHOD,
+                after: limit,
+            })
+        })
+    }
+
     /// Runs a read-only query as the DBA user (e.g. `SELECT @@sync_binlog`).
     pub async fn execute_fetch_as_dba(
         &self,

@@ -250,6 +250,23 @@ pub mod query {
     }
 }
 
+/// `proto/logutil.proto`: the log lines streaming calls return.
+pub mod logutil {
+    /// `Event` (its `time`, field 1, is not read).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Event {
+        /// INFO 0, WARNING 1, ERROR 2, CONSOLE 3.
+        #[prost(int32, tag = "2")]
+        pub level: i32,
+        #[prost(string, tag = "3")]
+        pub file: String,
+        #[prost(int64, tag = "4")]
+        pub line: i64,
+        #[prost(string, tag = "5")]
+        pub value: String,
+    }
+}
+
 pub mod vtctldata {
     use super::HashMap;
     use super::query::QueryResult;
@@ -360,6 +377,36 @@ pub mod vtctldata {
         pub after_tablet: Option<Tablet>,
         #[prost(bool, tag = "3")]
         pub was_dry_run: bool,
+    }
+
+    /// `Backup` (vitess `proto/vtctldata.proto`): an incremental one when
+    /// `incremental_from_pos` is set. `concurrency` must be at least 1 (the tablet's
+    /// errgroup waits for ever at 0).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct BackupRequest {
+        #[prost(message, optional, tag = "1")]
+        pub tablet_alias: Option<TabletAlias>,
+        #[prost(bool, tag = "2")]
+        pub allow_primary: bool,
+        #[prost(int32, tag = "3")]
+        pub concurrency: i32,
+        #[prost(string, tag = "4")]
+        pub incremental_from_pos: String,
+        #[prost(bool, tag = "5")]
+        pub upgrade_safe: bool,
+    }
+
+    /// One message of `Backup`'s stream: a log line of the tablet's backup.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct BackupResponse {
+        #[prost(message, optional, tag = "1")]
+        pub tablet_alias: Option<TabletAlias>,
+        #[prost(string, tag = "2")]
+        pub keyspace: String,
+        #[prost(string, tag = "3")]
+        pub shard: String,
+        #[prost(message, optional, tag = "4")]
+        pub event: Option<super::logutil::Event>,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]

@@ -288,9 +288,12 @@ impl VitessTablet {
             .unwrap_or_else(|e| panic!("{}: {query}: {e}", self.alias))
     }
 
+    /// `@@global.gtid_executed` on one line: the server breaks a set of several sources
+    /// after each comma, and `mysql -B` prints that newline as the two characters `\n`.
     pub async fn gtid_executed(&self) -> String {
         self.must_sql("SELECT @@global.gtid_executed")
             .await
+            .replace("\\n", "")
             .replace('\n', "")
     }
 

@@ -2,4 +2,5 @@
 //! (`vtsnap_core::pitr::chain`, shared with the CLI's status and the GC); what the replay
 //! runs and whether what it did is right is [`replay`]'s.
 
+pub mod archive;
 pub mod replay;
