@@ -43,6 +43,7 @@ const SOURCE: u32 = 102;
 const ARCHIVER: u32 = 103;
 const AT_TIME: u32 = 201;
 const AT_GTID: u32 = 202;
+const AT_BOUND: u32 = 203;
 const LIMIT: Duration = Duration::from_secs(120);
 
 fn gtid(text: &str) -> GtidSet {
@@ -117,6 +118,13 @@ fn observe(shard: &VitessShard) -> Observed {
     o
 }
 
+fn socket_client() -> Client {
+    Client {
+        socket: "/vt/socket/mysql.sock".into(),
+        user: "vt_dba".into(),
+    }
+}
+
 /// Restores `base` as tablet `uid`, replays what the plan to `target` names, checks it;
 /// returns the tablet's `gtid_executed` after.
 async fn recover(
@@ -165,11 +173,9 @@ async fn recover_plan(
         .iter()
         .map(|f| Path::new("/vt/vtdataroot").join(f.path.strip_prefix(&vtdataroot).unwrap()))
         .collect();
-    let client = Client {
-        socket: "/vt/socket/mysql.sock".into(),
-        user: "vt_dba".into(),
-    };
-    let script = replay::script(&in_container, target, &client).unwrap();
+    let client = socket_client();
+    let guard = replay::guard(base, &chosen, target);
+    let script = replay::script(&in_container, target, &client, &guard).unwrap();
     let out = t
         .container(TabletRole::Mysqld)
         .unwrap()
@@ -394,6 +400,8 @@ async fn an_online_snapshot_is_a_base_checked_after_restore() {
     // Online: the lower bound first, then writes, then the cut of the running server.
     let lower = gtid(&shard.tablet_by_uid(SOURCE).gtid_executed().await);
     insert(&shard, 41, 46).await;
+    // It holds 5 transactions more than its bound says.
+    caught_up(&shard, SOURCE).await;
     vol.snapshot(&SOURCE.to_string(), "snap-online", true);
     let base = Base {
         name: "snap-online".into(),
@@ -428,4 +436,27 @@ async fn an_online_snapshot_is_a_base_checked_after_restore() {
         shard.tablet_by_uid(AT_GTID).must_sql(&checksum).await,
         at_point
     );
+
+    // To its own bound: the plan cannot know better, the script's check on the restored
+    // server refuses before anything is replayed.
+    let bound = Target::Through(lower.clone());
+    let plan = chain::plan(&base, &increments, &bound).unwrap();
+    restore_clone_as(&vol, &base.name, AT_BOUND);
+    let t = shard.add_mysqld(AT_BOUND).await;
+    let before = t.gtid_executed().await;
+    let guard = replay::guard(&base, &[], &bound);
+    let script = replay::script(&[], &bound, &socket_client(), &guard).unwrap();
+    assert!(plan.increments.is_empty(), "{plan:?}");
+    let out = t
+        .container(TabletRole::Mysqld)
+        .unwrap()
+        .exec(&["bash", "-c", &script])
+        .await;
+    assert_eq!(out.status.code(), Some(3), "{script}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("vtsnap-pitr: the restored base holds transactions past the target"),
+        "{err}"
+    );
+    assert_eq!(t.gtid_executed().await, before, "nothing was applied");
 }

@@ -1,4 +1,4 @@
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Subcommand;
@@ -6,16 +6,42 @@ use k8s_openapi::jiff::Timestamp;
 use vtsnap_core::cli::Cli;
 use vtsnap_core::coverage::{GtidSet, Text};
 use vtsnap_core::exit::Exit;
+use vtsnap_core::pitr::chain::Base;
 use vtsnap_core::pitr::chain::{self, Target};
 use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::GtidFlavor;
+use vtsnap_pitr::act::fetch::fetch_all;
 use vtsnap_pitr::archive::FileArchive;
-use vtsnap_pitr::observe::{bases, read_archive};
-use vtsnap_pitr::report::PlanLine;
+use vtsnap_pitr::decide::replay::{self, Client};
+use vtsnap_pitr::observe::{Observed, Passed, bases, read_archive};
+use vtsnap_pitr::report::{FetchLine, PlanLine};
 
 /// `--help`'s first line.
 const ABOUT: &str =
     "Point-in-time recovery of a shard from a snapshot and Vitess's binlog archive.";
+
+/// Where and to which point: what `plan` and `fetch` share.
+#[derive(Debug, Clone, clap::Args)]
+struct PlanArgs {
+    /// The shard, `namespace/cluster/keyspace/shard`.
+    #[arg(long, env = "VTSNAP_SHARD")]
+    shard: String,
+    /// The VolumeSnapshots, as `kubectl get volumesnapshots -A -o json` prints them.
+    #[arg(long)]
+    objects: PathBuf,
+    /// The root of Vitess's file backup storage (`--file-backup-storage-root`).
+    #[arg(long, env = "VTSNAP_ARCHIVE_ROOT")]
+    archive_root: PathBuf,
+    /// Recover every transaction committed before this time (RFC 3339).
+    #[arg(long, conflicts_with = "to_gtid", required_unless_present = "to_gtid")]
+    to_time: Option<String>,
+    /// Recover every transaction of this GTID set (as `@@gtid_executed` prints it).
+    #[arg(long)]
+    to_gtid: Option<String>,
+    /// Start from this snapshot only.
+    #[arg(long)]
+    snapshot: Option<String>,
+}
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -33,55 +59,60 @@ enum Command {
         target (each says why, with the window the shard can be recovered to)."
     )]
     Plan {
-        /// The shard, `namespace/cluster/keyspace/shard`.
-        #[arg(long, env = "VTSNAP_SHARD")]
-        shard: String,
-        /// The VolumeSnapshots, as `kubectl get volumesnapshots -A -o json` prints them.
+        #[command(flatten)]
+        args: PlanArgs,
+    },
+    /// The plan, then the increments' binlogs fetched into a directory of the recovered
+    /// volume (each checked: CRC-32, whole, a binlog), and the replay script written
+    /// beside them, to run where the recovered mysqld's socket is (docs/pitr.md §6).
+    #[command(
+        after_help = "Example (the restored base mounted at /recovery, its mysqld's container sees\n  \
+        it as /vt):\n  \
+        vtsnap-pitr fetch --shard vitess/example/commerce/- --objects snapshots.json \\\n    \
+        --archive-root /vt/backups --to-time 2026-12-07T14:02:00Z \\\n    \
+        --dest /recovery/vtdataroot/pitr --seen-as /vt/vtdataroot/pitr\n  \
+        kubectl exec -n vitess recovery -c mysqld -- bash /vt/vtdataroot/pitr/replay.sh\n\n\
+        The script checks the server with GTID_SUBSET before and after the replay and\n  \
+        exits 3 naming what is wrong.\n\n\
+        Exit codes: 0 fetched; 1 a file could not be fetched whole (named); 2 bad usage or\n  \
+        unreadable input; 3 no snapshot can reach the target."
+    )]
+    Fetch {
+        #[command(flatten)]
+        args: PlanArgs,
+        /// The directory the binlogs and `replay.sh` go to (made if missing).
         #[arg(long)]
-        objects: PathBuf,
-        /// The root of Vitess's file backup storage (`--file-backup-storage-root`).
-        #[arg(long, env = "VTSNAP_ARCHIVE_ROOT")]
-        archive_root: PathBuf,
-        /// Recover every transaction committed before this time (RFC 3339).
-        #[arg(long, conflicts_with = "to_gtid", required_unless_present = "to_gtid")]
-        to_time: Option<String>,
-        /// Recover every transaction of this GTID set (as `@@gtid_executed` prints it).
+        dest: PathBuf,
+        /// What the mysqld's container calls `--dest` (default: the same path).
         #[arg(long)]
-        to_gtid: Option<String>,
-        /// Start from this snapshot only.
-        #[arg(long)]
-        snapshot: Option<String>,
+        seen_as: Option<PathBuf>,
+        /// The recovered mysqld's socket, as its container sees it.
+        #[arg(long, default_value = "/vt/socket/mysql.sock")]
+        socket: String,
+        /// The MySQL user the replay runs as (over the socket).
+        #[arg(long, default_value = "vt_dba")]
+        user: String,
     },
 }
 
 fn main() -> ExitCode {
     match Cli::<Command>::parse_as("vtsnap-pitr", ABOUT) {
-        Command::Plan {
-            shard,
-            objects,
-            archive_root,
-            to_time,
-            to_gtid,
-            snapshot,
-        } => plan(&PlanArgs {
-            shard,
-            objects,
-            archive_root,
-            to_time,
-            to_gtid,
-            snapshot,
-        }),
+        Command::Plan { args } => match prepare(&args) {
+            Ok(p) => p.line().print(),
+            Err(e) => e,
+        },
+        Command::Fetch {
+            args,
+            dest,
+            seen_as,
+            socket,
+            user,
+        } => match prepare(&args) {
+            Ok(p) => fetch(&p, &dest, seen_as.as_deref(), Client { socket, user }),
+            Err(e) => e,
+        },
     }
     .into()
-}
-
-struct PlanArgs {
-    shard: String,
-    objects: PathBuf,
-    archive_root: PathBuf,
-    to_time: Option<String>,
-    to_gtid: Option<String>,
-    snapshot: Option<String>,
 }
 
 fn usage(message: String) -> Exit {
@@ -107,36 +138,50 @@ fn target(args: &PlanArgs, now: Timestamp) -> Result<Target, String> {
     }
 }
 
-fn plan(args: &PlanArgs) -> Exit {
+/// What was read, and the choice made on it.
+struct Prepared {
+    shard: ShardRef,
+    target: Target,
+    archive: FileArchive,
+    observed: Observed,
+    bases: Vec<Base>,
+    passed: Vec<Passed>,
+    chosen: Result<chain::Plan, Vec<(String, chain::Refusal)>>,
+}
+
+impl Prepared {
+    fn line(&self) -> PlanLine {
+        PlanLine::new(
+            self.shard.to_string(),
+            &self.target,
+            self.chosen.clone(),
+            chain::window(&self.bases, &self.observed.increments),
+            &self.observed,
+            self.passed.clone(),
+        )
+    }
+}
+
+fn prepare(args: &PlanArgs) -> Result<Prepared, Exit> {
     let now = Timestamp::now();
-    let shard = match ShardRef::parse_path(&args.shard) {
-        Ok(s) => s,
-        Err(e) => return usage(format!("--shard: {e}")),
-    };
-    let target = match target(args, now) {
-        Ok(t) => t,
-        Err(e) => return usage(e),
-    };
-    let snapshots = match vtsnap_core::dump::read(&args.objects) {
-        Ok(items) => items,
-        Err(e) => return usage(format!("--objects: {e}")),
-    };
+    let shard = ShardRef::parse_path(&args.shard).map_err(|e| usage(format!("--shard: {e}")))?;
+    let target = target(args, now).map_err(usage)?;
+    let snapshots =
+        vtsnap_core::dump::read(&args.objects).map_err(|e| usage(format!("--objects: {e}")))?;
     let keyspace_shard = shard.shard.to_string();
     let archive = FileArchive::new(&args.archive_root, &shard.keyspace, &keyspace_shard);
-    let observed = match read_archive(&archive, &shard.keyspace, &keyspace_shard, now) {
-        Ok(o) => o,
-        Err(e) => return usage(format!("--archive-root: {e}")),
-    };
+    let observed = read_archive(&archive, &shard.keyspace, &keyspace_shard, now)
+        .map_err(|e| usage(format!("--archive-root: {e}")))?;
     let (bases, passed) = bases(&snapshots, &shard);
     if let Some(name) = &args.snapshot
         && !bases.iter().any(|b| &b.name == name)
     {
-        return match passed.iter().find(|p| &p.name == name) {
+        return Err(match passed.iter().find(|p| &p.name == name) {
             Some(p) => usage(format!("--snapshot {name}: not a base: {}", p.why)),
             None => usage(format!(
                 "--snapshot {name}: no snapshot of {shard} has that name"
             )),
-        };
+        });
     }
     let chosen = chain::choose(
         &bases,
@@ -144,14 +189,59 @@ fn plan(args: &PlanArgs) -> Exit {
         &target,
         args.snapshot.as_deref(),
     );
-    let window = chain::window(&bases, &observed.increments);
-    PlanLine::new(
-        shard.to_string(),
-        &target,
-        chosen,
-        window,
-        &observed,
+    Ok(Prepared {
+        shard,
+        target,
+        archive,
+        observed,
+        bases,
         passed,
-    )
+        chosen,
+    })
+}
+
+fn fetch(p: &Prepared, dest: &Path, seen_as: Option<&Path>, client: Client) -> Exit {
+    let line = p.line();
+    let Ok(plan) = &p.chosen else {
+        return line.print();
+    };
+    let (Some(base), Some(increments)) = (
+        p.bases.iter().find(|b| b.name == plan.base),
+        plan.increments
+            .iter()
+            .map(|n| p.observed.increments.iter().find(|i| &i.name == n))
+            .collect::<Option<Vec<_>>>(),
+    ) else {
+        eprintln!("the plan names a snapshot or increment that was not read");
+        return Exit::Failed;
+    };
+    let fetched = match fetch_all(&p.archive, increments.iter().copied(), dest) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("{e}");
+            return Exit::Failed;
+        }
+    };
+    let seen_as = seen_as.unwrap_or(dest);
+    let files: Vec<PathBuf> = fetched
+        .iter()
+        .map(|f| seen_as.join(f.path.strip_prefix(dest).unwrap_or(&f.path)))
+        .collect();
+    let guard = replay::guard(base, &increments, &p.target);
+    let script = match replay::script(&files, &p.target, &client, &guard) {
+        Ok(s) => s,
+        Err(e) => return usage(e.to_string()),
+    };
+    let script_path = dest.join("replay.sh");
+    if let Err(e) = std::fs::write(&script_path, script) {
+        eprintln!("cannot write {}: {e}", script_path.display());
+        return Exit::Failed;
+    }
+    FetchLine {
+        plan: line,
+        files: files.iter().map(|f| f.display().to_string()).collect(),
+        bytes: fetched.iter().map(|f| f.bytes).sum(),
+        script: seen_as.join("replay.sh").display().to_string(),
+    }
     .print()
 }

@@ -92,3 +92,23 @@ impl PlanLine {
         }
     }
 }
+
+/// `fetch`'s line: the plan's, with what was fetched and where the script is.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FetchLine {
+    #[serde(flatten)]
+    pub plan: PlanLine,
+    /// The binlogs in replay order, as the mysqld's container sees them.
+    pub files: Vec<String>,
+    /// Their bytes, decompressed: what the replay reads.
+    pub bytes: u64,
+    pub script: String,
+}
+
+impl FetchLine {
+    pub fn print(&self) -> Exit {
+        println!("{}", serde_json::to_string(self).unwrap_or_default());
+        Exit::Ok
+    }
+}

@@ -21,6 +21,17 @@ fn at(hms: &str) -> String {
 
 /// An incremental backup's MANIFEST, in Vitess's shape.
 fn manifest(name: &str, from: &str, to: &str, first: &str, last: &str) -> Value {
+    manifest_with_hash(name, from, to, first, last, "0000abcd")
+}
+
+fn manifest_with_hash(
+    name: &str,
+    from: &str,
+    to: &str,
+    first: &str,
+    last: &str,
+    hash: &str,
+) -> Value {
     json!({
         "BackupName": name, "BackupMethod": "builtin", "Incremental": true,
         "Position": format!("MySQL56/{U}:{to}"), "PurgedPosition": "MySQL56/",
@@ -29,7 +40,7 @@ fn manifest(name: &str, from: &str, to: &str, first: &str, last: &str) -> Value 
         "TabletAlias": "zone1-0000000103", "Keyspace": "commerce", "Shard": "-",
         "IncrementalDetails": {"FirstTimestamp": at(first), "LastTimestamp": at(last)},
         "CompressionEngine": "pargzip", "SkipCompress": false,
-        "FileEntries": [{"Base": "BinLog", "Name": "vt-0000000103-bin.000002", "Hash": "0000abcd"}]
+        "FileEntries": [{"Base": "BinLog", "Name": "vt-0000000103-bin.000002", "Hash": hash}]
     })
 }
 
@@ -68,8 +79,12 @@ impl Scene {
     }
 
     fn plan(&self, extra: &[&str]) -> (i32, Value, String) {
+        self.run("plan", extra)
+    }
+
+    fn run(&self, command: &str, extra: &[&str]) -> (i32, Value, String) {
         let out = Command::new(env!("CARGO_BIN_EXE_vtsnap-pitr"))
-            .arg("plan")
+            .arg(command)
             .args(["--shard", SHARD, "--archive-root"])
             .arg(self.archive())
             .arg("--objects")
@@ -164,4 +179,69 @@ fn bad_usage_is_named_and_exits_2() {
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(words), "{args:?}: {err}");
     }
+}
+
+/// A binlog as the archive stores it: the magic, some bytes, gzip in two members.
+fn stored_binlog() -> (Vec<u8>, Vec<u8>) {
+    use flate2::write::GzEncoder;
+    use std::io::Write;
+    let mut data = vec![0xfe, b'b', b'i', b'n'];
+    data.extend((0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8));
+    let mut stored = Vec::new();
+    for chunk in data.chunks(250_000) {
+        let mut e = GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(chunk).unwrap();
+        stored.extend(e.finish().unwrap());
+    }
+    (data, stored)
+}
+
+#[test]
+fn fetch_writes_the_checked_binlogs_and_the_replay_script_or_names_the_damaged_file() {
+    let s = Scene::new();
+    let (data, stored) = stored_binlog();
+    let hash = format!("{:08x}", crc32fast::hash(&stored));
+    s.put(
+        FIRST,
+        &manifest_with_hash(FIRST, "1-90", "1-150", "09:59:00", "10:10:00", &hash),
+    );
+    let backup = s.archive().join("commerce/-").join(FIRST);
+    std::fs::write(backup.join("0"), &stored).unwrap();
+    let dest = s.dir.path().join("recovery");
+    let dest_arg = dest.display().to_string();
+    let fetch = |extra: &[&str]| {
+        let mut args = vec!["--to-gtid", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-120"];
+        args.extend_from_slice(&["--dest", &dest_arg, "--seen-as", "/vt/vtdataroot/pitr"]);
+        args.extend_from_slice(extra);
+        s.run("fetch", &args)
+    };
+    let (code, line, err) = fetch(&[]);
+    assert_eq!(code, 0, "{err}");
+    let binlog = format!("/vt/vtdataroot/pitr/{FIRST}/vt-0000000103-bin.000002");
+    assert_eq!(line["files"], json!([binlog]));
+    assert_eq!(line["bytes"], data.len());
+    assert_eq!(line["script"], "/vt/vtdataroot/pitr/replay.sh");
+    assert_eq!(line["plan"]["increments"], json!([FIRST]));
+    let fetched = dest.join(FIRST).join("vt-0000000103-bin.000002");
+    assert_eq!(std::fs::read(fetched).unwrap(), data);
+    let script = std::fs::read_to_string(dest.join("replay.sh")).unwrap();
+    assert!(
+        script.contains(&format!("--include-gtids='{U}:1-120' '{binlog}' | mysql")),
+        "{script}"
+    );
+
+    // One byte changed in the archive: named, exit 1.
+    let mut bad = stored.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    std::fs::write(backup.join("0"), &bad).unwrap();
+    std::fs::remove_dir_all(&dest).unwrap();
+    let (code, _, err) = fetch(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "backup {FIRST}: file 0 (vt-0000000103-bin.000002) "
+        )),
+        "{err}"
+    );
 }

@@ -14,8 +14,9 @@ use std::path::PathBuf;
 use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::jiff::tz::TimeZone;
 use serde::Serialize;
-use vtsnap_core::coverage::GtidSet;
-use vtsnap_core::pitr::chain::Target;
+use vtsnap_core::coverage::{Exactness, GtidSet};
+use vtsnap_core::pitr::chain::{Base, Target};
+use vtsnap_core::pitr::manifest::Increment;
 
 /// How the script reaches the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,8 +45,43 @@ pub fn stop_datetime(t: Timestamp) -> String {
         .to_string()
 }
 
-/// The bash script that replays `files` in order up to `target`.
-pub fn script(files: &[PathBuf], target: &Target, client: &Client) -> Result<String, ScriptError> {
+/// What the script checks on the server itself, with `GTID_SUBSET`, before and after the
+/// replay ([`guard`]); a failed check ends it with exit 3 and the reason on stderr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guard {
+    /// Before: the restored base must be within this (an online base, a GTID target).
+    pub base_within: Option<GtidSet>,
+    /// After: the server holds nothing outside this (the base, the increments, the target).
+    pub end_within: GtidSet,
+    /// After: the server holds all of this (a GTID target).
+    pub end_holds: Option<GtidSet>,
+}
+
+/// The checks of a replay of `increments` (their `to`s) onto `base` to `target`.
+pub fn guard(base: &Base, increments: &[&Increment], target: &Target) -> Guard {
+    match target {
+        Target::Through(g) => Guard {
+            base_within: (base.exactness == Exactness::LowerBound).then(|| g.clone()),
+            end_within: g.clone(),
+            end_holds: Some(g.clone()),
+        },
+        Target::Before(_) => Guard {
+            base_within: None,
+            end_within: increments.iter().fold(base.gtid.clone(), |held, i| {
+                held.union(&i.to).unwrap_or_else(|| i.to.clone())
+            }),
+            end_holds: None,
+        },
+    }
+}
+
+/// The bash script that replays `files` in order up to `target`, checked by `guard`.
+pub fn script(
+    files: &[PathBuf],
+    target: &Target,
+    client: &Client,
+    guard: &Guard,
+) -> Result<String, ScriptError> {
     let stop = match target {
         Target::Before(t) => format!("--stop-datetime={}", quoted(&stop_datetime(*t))?),
         Target::Through(g) => format!("--include-gtids={}", quoted(&g.to_string())?),
@@ -55,12 +91,36 @@ pub fn script(files: &[PathBuf], target: &Target, client: &Client) -> Result<Str
         quoted(&client.socket)?,
         quoted(&client.user)?
     );
+    let subset = |a: &str, b: &str| format!("SELECT GTID_SUBSET({a}, {b})");
+    let executed = "@@global.gtid_executed";
     let mut s = String::from("set -euo pipefail\nexport TZ=UTC\n");
+    s.push_str(&format!(
+        "check() {{ [ \"$({mysql} -N -B -e \"$2\")\" = 1 ] || {{ echo \"vtsnap-pitr: $1\" >&2; exit 3; }}; }}\n"
+    ));
+    if let Some(g) = &guard.base_within {
+        let g = quoted(&g.to_string())?;
+        s.push_str(&format!(
+            "check 'the restored base holds transactions past the target' \"{}\"\n",
+            subset(executed, &g)
+        ));
+    }
     // A Vitess tablet's server may start read-only; the replay writes.
     s.push_str(&format!("{mysql} -e 'SET GLOBAL super_read_only = OFF'\n"));
     for f in files {
         let path = quoted(&f.to_string_lossy())?;
         s.push_str(&format!("mysqlbinlog {stop} {path} | {mysql}\n"));
+    }
+    let within = quoted(&guard.end_within.to_string())?;
+    s.push_str(&format!(
+        "check 'the server holds transactions past the target or the archive' \"{}\"\n",
+        subset(executed, &within)
+    ));
+    if let Some(g) = &guard.end_holds {
+        let g = quoted(&g.to_string())?;
+        s.push_str(&format!(
+            "check 'the replay stopped short of the target' \"{}\"\n",
+            subset(&g, executed)
+        ));
     }
     Ok(s)
 }
