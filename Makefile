@@ -6,7 +6,7 @@ export DOCKER_HOST ?= unix:///run/podman/podman.sock
 DEMO_DIR ?= $(shell mktemp -d -u /tmp/vtsnap-demo.XXXXXX)
 NEW_UID ?= 2548885007
 
-.PHONY: tools-bases base-images vitess lab-images vitess-images demo-mariadb docs demo-node bench-startup e2e e2e-keep e2e-run e2e-down test-images test-real demo demo-real demo-restore demo-plan bench-lab bench-vitess soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down chart
+.PHONY: tools-bases base-images vitess lab-images vitess-images demo-mariadb docs demo-node bench-startup e2e e2e-keep e2e-run e2e-down test-images test-real demo demo-real demo-restore demo-plan bench-lab bench-pitr bench-vitess soak-lab test setup images lint unit bench bench-check dev-tools fuzz-check mutants mutants-check tools cluster-up cluster-down chart
 
 # The local lab on real Vitess 24 and MySQL 9.7 (tests/src/vitess_lab.rs): cold and online
 # snapshots under load by the real programs through the real vtctld and mysqlctld, a new
@@ -43,6 +43,12 @@ demo-node: images tools
 # 90 GiB of free disk, and a size the disk cannot hold is skipped and the page says so.
 BENCH_SIZES ?= 1,4
 BENCH_RUNS ?= 3
+# Recovery time against replayed binlog size (docs/pitr.md §7): the real Vitess lab, two
+# sizes, the replay's throughput and the restore's flatness checked as ratios; the figures
+# go to target/bench-pitr.json.
+bench-pitr: vitess-images
+	cargo test -p vtsnap-lab --bench pitr_replay
+
 bench-vitess: vitess-images
 	@bash scripts/lab.sh bench-vitess --sizes-gib $(BENCH_SIZES) --runs $(BENCH_RUNS) --out docs/benchmarks.md
 

@@ -29,3 +29,4 @@ pub mod vitess_bench;
 pub mod vitess_cut;
 pub mod vitess_demo;
 pub mod vitess_lab;
+pub mod vitess_pitr;

@@ -20,177 +20,25 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
-
 use k8s_openapi::jiff::Timestamp;
-use vtsnap_core::coverage::{Exactness, GtidSet, Text};
+use vtsnap_core::coverage::{Exactness, GtidSet};
 use vtsnap_core::pitr::chain::{self, Base, Refusal, Target};
-use vtsnap_core::pitr::manifest::{Compression, Increment};
+use vtsnap_core::pitr::manifest::Compression;
 use vtsnap_core::vtctld::TabletType;
 use vtsnap_lab::vitess_cut::{cold_cut, restore_clone_as, shard_on_btrfs};
+use vtsnap_lab::vitess_pitr::{
+    ARCHIVER, LIMIT, caught_up, caught_up_with, gtid, incremental_backup, insert, insert_on,
+    next_second, observe, recover, recover_plan, socket_client,
+};
 use vtsnap_pitr::act::archive::{Taken, take};
-use vtsnap_pitr::act::fetch::fetch_all;
-use vtsnap_pitr::archive::FileArchive;
 use vtsnap_pitr::decide::archive::{OnPrimary, Tablet, Take, next_increment};
-use vtsnap_pitr::decide::replay::{self, Client};
-use vtsnap_pitr::observe::{Observed, read_archive};
-use vtsnap_testkit::btrfs::BtrfsVolume;
+use vtsnap_pitr::decide::replay;
 use vtsnap_testkit::vitess::{DATABASE, KEYSPACE, Orchestrator, SHARD, TabletRole, VitessShard};
 
 const SOURCE: u32 = 102;
-/// The replica the archive's increments are taken on.
-const ARCHIVER: u32 = 103;
 const AT_TIME: u32 = 201;
 const AT_GTID: u32 = 202;
 const AT_BOUND: u32 = 203;
-const LIMIT: Duration = Duration::from_secs(120);
-
-fn gtid(text: &str) -> GtidSet {
-    GtidSet::parse(
-        vtsnap_core::snapshot::GtidFlavor::Mysql56,
-        text.trim(),
-        Text::Server,
-    )
-    .unwrap()
-}
-
-async fn insert(shard: &VitessShard, from: u32, to: u32) {
-    insert_on(shard, shard.primary().uid, from, to).await;
-}
-
-async fn insert_on(shard: &VitessShard, primary: u32, from: u32, to: u32) {
-    let values: Vec<String> = (from..to).map(|i| format!("({i}, 'row {i}')")).collect();
-    shard
-        .tablet_by_uid(primary)
-        .must_sql(&format!(
-            "INSERT INTO {DATABASE}.t (id, v) VALUES {}",
-            values.join(",")
-        ))
-        .await;
-}
-
-/// Waits for the clock to pass the next whole second and returns it: binlog events carry
-/// whole seconds, so what follows is stamped at or after it and what came before, not.
-async fn next_second() -> Timestamp {
-    let next = Timestamp::from_second(Timestamp::now().as_second() + 1).unwrap();
-    while Timestamp::now() < next {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    next
-}
-
-async fn caught_up(shard: &VitessShard, uid: u32) {
-    caught_up_with(shard, uid, shard.primary().uid).await;
-}
-
-async fn caught_up_with(shard: &VitessShard, uid: u32, primary: u32) {
-    let want = shard.tablet_by_uid(primary).gtid_executed().await;
-    let start = Instant::now();
-    while shard.tablet_by_uid(uid).gtid_executed().await != want {
-        assert!(
-            start.elapsed() < LIMIT,
-            "tablet {uid} never caught up to {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// A Vitess incremental backup on the archiver, from `from` (a position or `auto`); a new
-/// second first, as Vitess names backups by the second.
-async fn incremental_backup(shard: &VitessShard, from: &str) {
-    caught_up(shard, ARCHIVER).await;
-    next_second().await;
-    let alias = shard.tablet_by_uid(ARCHIVER).alias.to_string();
-    shard
-        .ctl(&["Backup", "--incremental-from-pos", from, &alias])
-        .await;
-}
-
-fn archive_of(shard: &VitessShard) -> FileArchive {
-    FileArchive::new(&shard.shared_dir().join("backups"), KEYSPACE, SHARD)
-}
-
-fn observe(shard: &VitessShard) -> Observed {
-    let o = read_archive(&archive_of(shard), KEYSPACE, SHARD, Timestamp::now()).unwrap();
-    assert!(o.unusable.is_empty(), "{:?}", o.unusable);
-    assert!(o.incomplete.is_empty(), "{:?}", o.incomplete);
-    o
-}
-
-fn socket_client() -> Client {
-    Client {
-        socket: "/vt/socket/mysql.sock".into(),
-        user: "vt_dba".into(),
-    }
-}
-
-/// Restores `base` as tablet `uid`, replays what the plan to `target` names, checks it;
-/// returns the tablet's `gtid_executed` after.
-async fn recover(
-    shard: &mut VitessShard,
-    vol: &BtrfsVolume,
-    uid: u32,
-    base: &Base,
-    increments: &[Increment],
-    target: &Target,
-) -> GtidSet {
-    let plan = chain::plan(base, increments, target).unwrap();
-    assert!(!plan.increments.is_empty(), "{plan:?}");
-    recover_plan(shard, vol, uid, base, increments, &plan, target).await
-}
-
-/// [`recover`] of a plan already made.
-async fn recover_plan(
-    shard: &mut VitessShard,
-    vol: &BtrfsVolume,
-    uid: u32,
-    base: &Base,
-    increments: &[Increment],
-    plan: &chain::Plan,
-    target: &Target,
-) -> GtidSet {
-    let chosen: Vec<&Increment> = plan
-        .increments
-        .iter()
-        .map(|n| increments.iter().find(|i| &i.name == n).unwrap())
-        .collect();
-    restore_clone_as(vol, &base.name, uid);
-    let archive = archive_of(shard);
-    let t = shard.add_mysqld(uid).await;
-    let before = gtid(&t.gtid_executed().await);
-    match base.exactness {
-        Exactness::Exact => assert_eq!(before, base.gtid, "a cold base holds its recorded set"),
-        Exactness::LowerBound => assert!(
-            base.gtid.is_subset_of(&before),
-            "an online base holds at least its lower bound: {before}"
-        ),
-    }
-    replay::check_base(&before, target).unwrap();
-    let vtdataroot = t.volume.join("vtdataroot");
-    let fetched = fetch_all(&archive, chosen.iter().copied(), &vtdataroot.join("pitr")).unwrap();
-    let in_container: Vec<PathBuf> = fetched
-        .iter()
-        .map(|f| Path::new("/vt/vtdataroot").join(f.path.strip_prefix(&vtdataroot).unwrap()))
-        .collect();
-    let client = socket_client();
-    let guard = replay::guard(base, &chosen, target);
-    let script = replay::script(&in_container, target, &client, &guard).unwrap();
-    let out = t
-        .container(TabletRole::Mysqld)
-        .unwrap()
-        .exec(&["bash", "-c", &script])
-        .await;
-    assert!(
-        out.status.success(),
-        "{script}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let after = gtid(&t.gtid_executed().await);
-    let reached = &chosen.last().unwrap().to;
-    replay::verify(&before, &after, reached, target).unwrap();
-    after
-}
 
 #[tokio::test]
 async fn a_dropped_table_comes_back_to_a_time_and_to_a_gtid_and_a_missing_increment_is_named() {
@@ -242,7 +90,7 @@ async fn a_dropped_table_comes_back_to_a_time_and_to_a_gtid_and_a_missing_increm
     // To the GTID set just before the drop: exactly it.
     let to_gtid = Target::Through(point.clone());
     let after = recover(&mut shard, &vol, AT_GTID, &base, &first, &to_gtid).await;
-    assert_eq!(after, point);
+    assert_eq!(after.after, point);
     assert_eq!(
         shard.tablet_by_uid(AT_GTID).must_sql(&checksum).await,
         at_point
@@ -388,7 +236,7 @@ async fn the_archive_goes_on_through_a_reparent_and_a_replay_crosses_it() {
         &Target::Through(end.clone()),
     )
     .await;
-    assert_eq!(after, end);
+    assert_eq!(after.after, end);
     assert_eq!(shard.tablet_by_uid(AT_GTID).must_sql(&checksum).await, want);
 }
 
@@ -431,7 +279,7 @@ async fn an_online_snapshot_is_a_base_checked_after_restore() {
         &Target::Through(point.clone()),
     )
     .await;
-    assert_eq!(after, point);
+    assert_eq!(after.after, point);
     assert_eq!(
         shard.tablet_by_uid(AT_GTID).must_sql(&checksum).await,
         at_point

@@ -357,6 +357,29 @@ mod tests {
     }
 
     #[test]
+    fn a_set_prints_as_a_server_does_and_reads_back() {
+        let s = my(&format!("{B}:3,{A}:7-9:1-5:6:11,{A}:tx:2"));
+        assert_eq!(s.to_string(), format!("{A}:1-9:11,{A}:tx:2,{B}:3"));
+        assert_eq!(my(&s.to_string()), s);
+        assert_eq!(my("").to_string(), "");
+        let m = GtidSet::parse(GtidFlavor::Mariadb, "1-2-30,0-1-100", Text::Strict).unwrap();
+        assert_eq!(m.to_string(), "0-1-100,1-2-30");
+    }
+
+    #[test]
+    fn union_and_subset_are_per_source() {
+        let a = my(&format!("{A}:1-5"));
+        let b = my(&format!("{A}:6-9,{B}:1"));
+        let u = a.union(&b).unwrap();
+        assert_eq!(u, my(&format!("{A}:1-9,{B}:1")));
+        assert!(a.is_subset_of(&u) && b.is_subset_of(&u));
+        assert!(!u.is_subset_of(&a));
+        let m = GtidSet::parse(GtidFlavor::Mariadb, "0-1-5", Text::Strict).unwrap();
+        assert_eq!(a.union(&m), None);
+        assert!(!a.is_subset_of(&m) && !m.is_subset_of(&a));
+    }
+
+    #[test]
     fn mariadb_sets_are_per_domain_and_refuse_a_domain_twice() {
         let s = GtidSet::parse(GtidFlavor::Mariadb, "0-1-100, 1-2-5", Text::Server).unwrap();
         assert_eq!(

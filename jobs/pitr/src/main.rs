@@ -64,7 +64,7 @@ enum Command {
     },
     /// The plan, then the increments' binlogs fetched into a directory of the recovered
     /// volume (each checked: CRC-32, whole, a binlog), and the replay script written
-    /// beside them, to run where the recovered mysqld's socket is (docs/pitr.md §6).
+    /// beside them, to run where the recovered mysqld's socket is (docs/pitr.md §5).
     #[command(
         after_help = "Example (the restored base mounted at /recovery, its mysqld's container sees\n  \
         it as /vt):\n  \

@@ -35,6 +35,9 @@ pub struct PlanLine {
     /// Each base that cannot reach the target, newest first, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<Passed>,
+    /// Without a plan: why, with the window, in one sentence.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     /// The times the shard can be recovered to.
     pub window: Vec<Span>,
     /// The increments the archive holds.
@@ -69,11 +72,15 @@ impl PlanLine {
                     .collect(),
             ),
         };
+        let message = plan
+            .is_none()
+            .then(|| refusal_message(&shard, target, &window));
         Self {
             shard,
             target: target.into(),
             plan,
             refused,
+            message,
             window,
             increments: archive.increments.len(),
             passed_snapshots,
@@ -82,9 +89,13 @@ impl PlanLine {
         }
     }
 
-    /// Prints the line; a plan is [`Exit::Ok`], none [`Exit::Refused`].
+    /// Prints the line (and, without a plan, its message on stderr); a plan is
+    /// [`Exit::Ok`], none [`Exit::Refused`].
     pub fn print(&self) -> Exit {
         println!("{}", serde_json::to_string(self).unwrap_or_default());
+        if let Some(m) = &self.message {
+            eprintln!("{m}");
+        }
         if self.plan.is_some() {
             Exit::Ok
         } else {
@@ -111,4 +122,25 @@ impl FetchLine {
         println!("{}", serde_json::to_string(self).unwrap_or_default());
         Exit::Ok
     }
+}
+
+/// "No snapshot of S reaches T: the shard can be recovered to any point from A to B".
+pub fn refusal_message(shard: &str, target: &Target, window: &[Span]) -> String {
+    let target = match target {
+        Target::Before(t) => format!("the time {t}"),
+        Target::Through(g) => format!("the GTID set {g}"),
+    };
+    let window = if window.is_empty() {
+        "the archive carries no snapshot of it to any point".to_owned()
+    } else {
+        let spans: Vec<String> = window
+            .iter()
+            .map(|s| format!("from {} to {}", s.from, s.to))
+            .collect();
+        format!(
+            "the shard can be recovered to any point {}",
+            spans.join(", or ")
+        )
+    };
+    format!("no snapshot of {shard} reaches {target}: {window}")
 }

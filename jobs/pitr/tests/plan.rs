@@ -127,9 +127,28 @@ fn a_time_and_a_gtid_set_get_the_snapshot_and_the_increments_that_reach_them() {
 #[test]
 fn a_target_out_of_reach_is_refused_with_the_window_and_a_hole_names_its_gtids() {
     let s = Scene::new();
-    let (code, line, _) = s.plan(&["--to-time", &at("10:25:00")]);
+    let (code, line, err) = s.plan(&["--to-time", &at("10:25:00")]);
     assert_eq!(code, 3);
     assert_eq!(line["plan"], Value::Null);
+    let said = format!(
+        "no snapshot of {SHARD} reaches the time {}: the shard can be recovered to any \
+         point from {} to {}",
+        at("10:25:00"),
+        at("10:00:00"),
+        at("10:20:00")
+    );
+    assert_eq!(line["message"], said.as_str());
+    assert!(err.contains(&said), "{err}");
+    // Before the oldest snapshot: the same window.
+    let (code, early, _) = s.plan(&["--to-time", &at("09:00:00")]);
+    assert_eq!(code, 3);
+    assert!(
+        early["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("from 2026-12-01T10:00:00Z to 2026-12-01T10:20:00Z"),
+        "{early}"
+    );
     let why = line["refused"][0]["why"].as_str().unwrap();
     assert_eq!(line["refused"][0]["name"], "snap-a");
     assert!(
