@@ -5,6 +5,8 @@
 #                                    .ci/mutants-baseline (changes before it were run clean,
 #                                    or are named as owed in a closing note)
 #   MUTANTS_PACKAGES="a b" scripts/mutants.sh ...   only those packages' groups
+#   MUTANTS_TIMEOUT=60 scripts/mutants.sh ...        seconds before a mutant's tests count
+#                                                    as hung (caught); default 300
 # A mutant that no test catches fails the run unless it is listed, with a one-line reason,
 # in a `mutants-equivalent.md` beside its file or in the folder named after it (the text
 # cargo-mutants prints after `path:line:col: `).
@@ -72,7 +74,7 @@ for g in "${groups[@]}"; do
   fi
   echo "mutants: $package: ${files[*]}"
   set +e
-  cargo mutants --no-shuffle --timeout 300 --output "$out/$package" "${args[@]}" -- "${test_args[@]}"
+  cargo mutants --no-shuffle --timeout "${MUTANTS_TIMEOUT:-300}" --output "$out/$package" "${args[@]}" -- "${test_args[@]}"
   status=$?
   set -e
   # 0: all caught; 2: some missed (checked against the equivalents below); 3: some timed

@@ -79,7 +79,12 @@ pub fn reach<'a>(base: &Base, archive: &'a [Increment]) -> Reach<'a> {
     ordered.sort_by(|a, b| a.started.cmp(&b.started).then(a.name.cmp(&b.name)));
     let mut held = base.gtid.clone();
     let mut increments: Vec<&Increment> = Vec::new();
-    while let Some(next) = ordered.iter().find(|i| follows(i, &held)) {
+    // Each increment is followed at most once (it must add to what is held), so the walk
+    // ends within as many steps as there are increments, whatever the archive holds.
+    for _ in 0..ordered.len() {
+        let Some(next) = ordered.iter().find(|i| follows(i, &held)) else {
+            break;
+        };
         held = held.union(&next.to).unwrap_or_else(|| next.to.clone());
         increments.push(next);
     }
