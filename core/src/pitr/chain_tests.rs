@@ -263,3 +263,89 @@ fn windows_with_a_hole_stay_apart() {
         ]
     );
 }
+
+/// One source's linear history: a base at `1-b`, increments each `(from, to]` with their
+/// last commit at second `to`. The model: from `b`, an increment that starts at or before
+/// what is held and ends past it is followed, until none is; a GTID target `1-t` is
+/// reachable when `b <= t <= reached`, a time target `s` when `b <= s <= reached`.
+fn model_reach(b: u64, incs: &[(u64, u64)]) -> u64 {
+    let mut held = b;
+    while let Some(&(_, to)) = incs.iter().find(|&&(from, to)| from <= held && to > held) {
+        held = to;
+    }
+    held
+}
+
+fn linear(b: u64, incs: &[(u64, u64)]) -> (Base, Vec<Increment>) {
+    let base = Base {
+        name: "base".into(),
+        gtid: if b == 0 {
+            GtidSet::empty(GtidFlavor::Mysql56)
+        } else {
+            u(&format!("1-{b}"))
+        },
+        exactness: Exactness::Exact,
+        cut: at("00:00:00") + k8s_openapi::jiff::SignedDuration::from_secs(b as i64),
+    };
+    let archive = incs
+        .iter()
+        .enumerate()
+        .map(|(n, &(from, to))| {
+            let mut i = inc(
+                &format!("i{n:02}"),
+                if from == 0 {
+                    GtidSet::empty(GtidFlavor::Mysql56)
+                } else {
+                    u(&format!("1-{from}"))
+                },
+                u(&format!("1-{to}")),
+                "00:00:00",
+                "00:00:00",
+            );
+            let second =
+                |s: u64| at("00:00:00") + k8s_openapi::jiff::SignedDuration::from_secs(s as i64);
+            i.purged = GtidSet::empty(GtidFlavor::Mysql56);
+            i.first_commit = second(from + 1);
+            i.last_commit = second(to);
+            i.started = second(to);
+            i
+        })
+        .collect();
+    (base, archive)
+}
+
+proptest::proptest! {
+    #[test]
+    fn the_chain_agrees_with_the_model_of_a_linear_history(
+        b in 0u64..40,
+        spans in proptest::collection::vec((0u64..60, 1u64..20), 0..8),
+        t in 1u64..80,
+    ) {
+        let incs: Vec<(u64, u64)> = spans.iter().map(|&(from, len)| (from, from + len)).collect();
+        let (base, archive) = linear(b, &incs);
+        let reached = model_reach(b, &incs);
+        let r = reach(&base, &archive);
+        let held = if reached == 0 { GtidSet::empty(GtidFlavor::Mysql56) } else { u(&format!("1-{reached}")) };
+        proptest::prop_assert_eq!(&r.holds, &held);
+        // A GTID target.
+        let plan_gtid = plan(&base, &archive, &Target::Through(u(&format!("1-{t}"))));
+        proptest::prop_assert_eq!(plan_gtid.is_ok(), b <= t && t <= reached, "{:?}", plan_gtid);
+        if let Ok(p) = &plan_gtid {
+            // The increments named, applied to the base, hold the target, and the last
+            // one is needed.
+            let mut got = base.gtid.clone();
+            for name in &p.increments {
+                let i = archive.iter().find(|i| &i.name == name).unwrap();
+                got = got.union(&i.to).unwrap();
+            }
+            let target = u(&format!("1-{t}"));
+            proptest::prop_assert!(target.is_subset_of(&got), "{:?}", p);
+        }
+        // A time target: commits are at second = transaction number.
+        let when = at("00:00:00") + k8s_openapi::jiff::SignedDuration::from_secs(t as i64);
+        let plan_time = plan(&base, &archive, &Target::Before(when));
+        let last = r.last_commit.map(|c| c.as_second() - at("00:00:00").as_second());
+        let reachable = last.is_some_and(|l| b <= t && (t as i64) <= l);
+        proptest::prop_assert_eq!(plan_time.is_ok(), reachable, "{:?}", plan_time);
+    }
+}
