@@ -17,6 +17,8 @@ use crate::duration::GoDuration;
 pub const DEFAULT_SCHEDULE: &str = "0 */6 * * *";
 /// A drill's schedule when a policy sets none: daily (spread over the day by the stagger).
 pub const DEFAULT_DRILL_SCHEDULE: &str = "0 3 * * *";
+/// The binlog archive's: an increment every 15 minutes (Vitess's MySQL keeps binlogs 3 days).
+pub const DEFAULT_PITR_SCHEDULE: &str = "*/15 * * * *";
 const DAY_MINUTES: u32 = 24 * 60;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

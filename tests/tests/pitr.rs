@@ -12,6 +12,10 @@
 //! - An online snapshot (taken of a running mysqld, its position a lower bound read
 //!   before) is a base too: restored, crash-recovered, checked within the target, then
 //!   replayed to the exact GTID set.
+//! - `vtsnap-pitr archive` (config, API, vtctld, storage) goes on from the snapshot the
+//!   real `vtsnap-snapshot run` took: the first increment from its recorded set, then from
+//!   the archive's end, empty when nothing is new, refused where the config does not
+//!   enable it.
 //! - vtsnap's archive step (`next_increment`, then vtctld's `Backup` over gRPC) goes on
 //!   through a reparent: the next increment is taken on a replica of the new topology and
 //!   the chain from the snapshot reaches the new primary's transactions; with nothing new
@@ -307,4 +311,88 @@ async fn an_online_snapshot_is_a_base_checked_after_restore() {
         "{err}"
     );
     assert_eq!(t.gtid_executed().await, before, "nothing was applied");
+}
+
+#[tokio::test]
+async fn the_archive_command_goes_on_from_the_snapshot_vtsnap_took() {
+    use vtsnap_core::config::Config;
+    use vtsnap_core::shard::ShardName;
+    use vtsnap_lab::vitess_lab::VitessLab;
+    use vtsnap_pitr::report::ArchiveOutcome;
+    use vtsnap_pitr::run::{ArchiveOptions, Mode, archive};
+
+    let lab = VitessLab::start(vtsnap_lab::timeline::Timeline::new(false)).await;
+    let name = ShardName::new("example", "commerce", "-");
+    let off = Config::from_yaml(&lab.config("")).unwrap();
+    let on = Config::from_yaml(&lab.config("  pitr: {enabled: true}\n")).unwrap();
+    let s = vtsnap_snapshot::run::run(
+        &off,
+        &name,
+        &vtsnap_lab::demo::run_options(),
+        lab.cp.client(),
+    )
+    .await;
+    assert_eq!(s.exit_code, 0, "{}", serde_json::to_string(&s).unwrap());
+    let primary = lab.shard.primary().uid;
+    for i in 0..20 {
+        lab.shard
+            .primary()
+            .must_sql(&format!(
+                "INSERT INTO {DATABASE}.t (v) VALUES ('after {i}')"
+            ))
+            .await;
+    }
+    let opts = ArchiveOptions {
+        archive_root: lab.shard.shared_dir().join("backups"),
+        mode: Mode::Take,
+        backup_limit: LIMIT,
+    };
+    let kube = lab.cp.client();
+
+    let line = archive(&kube, &off, &name, &opts).await;
+    assert_eq!(line.outcome, ArchiveOutcome::Refused, "{line:?}");
+    assert_eq!(line.error.as_ref().unwrap().code, "pitr-disabled");
+
+    let dry = archive(
+        &kube,
+        &on,
+        &name,
+        &ArchiveOptions {
+            mode: Mode::DryRun,
+            ..opts.clone()
+        },
+    )
+    .await;
+    assert_eq!(dry.outcome, ArchiveOutcome::Planned, "{dry:?}");
+    let planned = dry.take.unwrap();
+    assert_eq!(Some(&planned.base), s.snapshot.as_ref());
+    assert_eq!(
+        Some(planned.from.clone()),
+        s.gtid.clone(),
+        "from the set the run recorded"
+    );
+    assert!(
+        observe(&lab.shard).increments.is_empty(),
+        "a dry run takes nothing"
+    );
+
+    caught_up_with(&lab.shard, planned.alias.uid.get(), primary).await;
+    next_second().await;
+    let line = archive(&kube, &on, &name, &opts).await;
+    assert_eq!(line.outcome, ArchiveOutcome::Stored, "{line:?}");
+    assert_eq!(line.exit_code, 0);
+    let increments = observe(&lab.shard).increments;
+    assert_eq!(increments.len(), 1);
+    let end = gtid(&lab.shard.primary().gtid_executed().await);
+    assert!(end.is_subset_of(&increments[0].to), "{end}");
+
+    next_second().await;
+    let line = archive(&kube, &on, &name, &opts).await;
+    assert_eq!(line.outcome, ArchiveOutcome::Empty, "{line:?}");
+    assert_eq!(
+        line.take.unwrap().from,
+        format!("MySQL56/{}", increments[0].to),
+        "from the archive's end"
+    );
+    assert_eq!(observe(&lab.shard).increments.len(), 1);
 }

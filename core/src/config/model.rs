@@ -23,6 +23,7 @@ pub struct PolicyBlocks {
     pub restore: Option<RestorePolicy>,
     pub vtbackup: Option<VtbackupPolicy>,
     pub drill: Option<DrillPolicy>,
+    pub pitr: Option<PitrPolicy>,
 }
 
 // serde cannot combine `flatten` with `deny_unknown_fields`, so each level names the
@@ -40,6 +41,7 @@ macro_rules! with_policy {
             pub restore: Option<RestorePolicy>,
             pub vtbackup: Option<VtbackupPolicy>,
             pub drill: Option<DrillPolicy>,
+            pub pitr: Option<PitrPolicy>,
         }
 
         impl $name {
@@ -51,6 +53,7 @@ macro_rules! with_policy {
                     restore: self.restore.clone(),
                     vtbackup: self.vtbackup.clone(),
                     drill: self.drill.clone(),
+                    pitr: self.pitr.clone(),
                 }
             }
 
@@ -62,6 +65,7 @@ macro_rules! with_policy {
                 self.restore = b.restore;
                 self.vtbackup = b.vtbackup;
                 self.drill = b.drill;
+                self.pitr = b.pitr;
                 self
             }
         }
@@ -205,6 +209,26 @@ pub struct DrillPolicy {
     /// The window the drills of a cluster spread over (`0s`: none; unset: the shortest
     /// interval between two runs).
     pub stagger: Option<GoDuration>,
+}
+
+/// The shard's binlog archive for point-in-time recovery (docs/pitr.md): Vitess
+/// incremental backups taken from its newest snapshot on, by `vtsnap-pitr archive`.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PitrPolicy {
+    /// `true`: the shard's archive is kept (`vtsnap-pitr archive` refuses a shard without).
+    pub enabled: Option<bool>,
+    /// A cron line, before its stagger: how often an increment is taken.
+    pub schedule: Option<String>,
+    /// The archive's CronJob made but not run.
+    pub suspend: Option<bool>,
+    /// The window the archive runs of a cluster spread over (`0s`: none; unset: the
+    /// shortest interval between two runs).
+    pub stagger: Option<GoDuration>,
+    /// How far back recovery is promised.
+    pub window: Option<GoDuration>,
+    /// Take an increment on the primary when no replica can (a shard of one tablet).
+    pub allow_primary: Option<bool>,
 }
 
 /// What the GC does with a restored tablet that cannot catch up.

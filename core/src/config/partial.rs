@@ -163,6 +163,7 @@ impl Walk<'_> {
             restore: self.node(&key(p, "restore"), &[]),
             vtbackup: self.node(&key(p, "vtbackup"), &[]),
             drill: self.node(&key(p, "drill"), &[]),
+            pitr: self.node(&key(p, "pitr"), &[]),
         }
     }
 

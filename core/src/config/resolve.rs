@@ -22,6 +22,20 @@ pub struct ResolvedPolicy {
     pub restore: ResolvedRestore,
     pub vtbackup: VtbackupStorage,
     pub drill: ResolvedDrill,
+    pub pitr: ResolvedPitr,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedPitr {
+    pub enabled: bool,
+    pub schedule: String,
+    pub suspend: bool,
+    /// `None`: the schedule's shortest interval.
+    pub stagger: Option<GoDuration>,
+    /// `None`: no promise beyond what the snapshots' retention keeps.
+    pub window: Option<GoDuration>,
+    pub allow_primary: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -250,6 +264,18 @@ pub fn merge(child: &PolicyBlocks, parent: &PolicyBlocks) -> PolicyBlocks {
         restore: merge_opt(&child.restore, &parent.restore, merge_restore),
         vtbackup: merge_vtbackup(&child.vtbackup, &parent.vtbackup),
         drill: merge_opt(&child.drill, &parent.drill, merge_drill),
+        pitr: merge_opt(&child.pitr, &parent.pitr, merge_pitr),
+    }
+}
+
+fn merge_pitr(c: &PitrPolicy, p: &PitrPolicy) -> PitrPolicy {
+    PitrPolicy {
+        enabled: pick(&c.enabled, &p.enabled),
+        schedule: pick(&c.schedule, &p.schedule),
+        suspend: pick(&c.suspend, &p.suspend),
+        stagger: pick(&c.stagger, &p.stagger),
+        window: pick(&c.window, &p.window),
+        allow_primary: pick(&c.allow_primary, &p.allow_primary),
     }
 }
 
@@ -271,6 +297,7 @@ pub fn with_defaults(b: &PolicyBlocks) -> ResolvedPolicy {
     let rs = b.restore.clone().unwrap_or_default();
     let vt = b.vtbackup.clone().unwrap_or_default();
     let dr = b.drill.clone().unwrap_or_default();
+    let pi = b.pitr.clone().unwrap_or_default();
     ResolvedPolicy {
         snapshot: ResolvedSnapshot {
             volume_snapshot_class_name: s.volume_snapshot_class_name,
@@ -337,6 +364,16 @@ pub fn with_defaults(b: &PolicyBlocks) -> ResolvedPolicy {
                 .unwrap_or_else(|| crate::schedule::DEFAULT_DRILL_SCHEDULE.to_owned()),
             suspend: dr.suspend.unwrap_or(false),
             stagger: dr.stagger,
+        },
+        pitr: ResolvedPitr {
+            enabled: pi.enabled.unwrap_or(false),
+            schedule: pi
+                .schedule
+                .unwrap_or_else(|| crate::schedule::DEFAULT_PITR_SCHEDULE.to_owned()),
+            suspend: pi.suspend.unwrap_or(false),
+            stagger: pi.stagger,
+            window: pi.window,
+            allow_primary: pi.allow_primary.unwrap_or(false),
         },
     }
 }

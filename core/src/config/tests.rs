@@ -1090,3 +1090,57 @@ fn drill_schedules_merge_by_level_and_bad_ones_are_named_where_set() {
         "{e:?}"
     );
 }
+
+#[test]
+fn the_pitr_block_merges_by_level_is_off_by_default_and_bad_values_are_named() {
+    let c = cfg(&format!(
+        "{BASE}  pitr: {{enabled: true, schedule: \"*/10 * * * *\", window: 72h}}\n  \
+         keyspaces:\n    commerce:\n      pitr: {{allowPrimary: true}}\n      shards:\n        \
+         \"80-\": {{pitr: {{enabled: false}}}}\n"
+    ));
+    let r = c.resolve("example", "commerce", "-80").unwrap();
+    assert_eq!(
+        (
+            r.pitr.enabled,
+            r.pitr.schedule.as_str(),
+            r.pitr.allow_primary,
+            r.pitr.window
+        ),
+        (
+            true,
+            "*/10 * * * *",
+            true,
+            Some(GoDuration::secs(72 * 3600))
+        )
+    );
+    let r = c.resolve("example", "commerce", "80-").unwrap();
+    assert_eq!((r.pitr.enabled, r.pitr.allow_primary), (false, true));
+    let r = c.resolve("example", "customer", "-").unwrap();
+    assert!(!r.pitr.allow_primary && r.pitr.enabled);
+    // Off, every 15 minutes, no window, never on the primary.
+    let r = cfg(BASE).resolve("example", "c", "-").unwrap();
+    assert_eq!(
+        (
+            r.pitr.enabled,
+            r.pitr.schedule.as_str(),
+            r.pitr.window,
+            r.pitr.allow_primary
+        ),
+        (false, crate::schedule::DEFAULT_PITR_SCHEDULE, None, false)
+    );
+    for (block, words) in [
+        ("pitr: {schedule: \"often\"}", "clusters[0].pitr.schedule"),
+        (
+            "pitr: {window: 0s}",
+            "clusters[0].pitr.window: must be greater than 0",
+        ),
+        ("pitr: {every: 1h}", "clusters[0].pitr.every"),
+        (
+            "pitr: {schedule: \"*/30 * * * *\", stagger: 2h}",
+            "clusters[0].pitr.stagger",
+        ),
+    ] {
+        let e = errors(&format!("{BASE}  {block}\n"));
+        assert!(e.iter().any(|m| m.contains(words)), "{block}: {e:?}");
+    }
+}

@@ -199,6 +199,13 @@ fn block(e: &mut Errors, path: &str, b: &PolicyBlocks) {
     {
         schedule(e, &format!("{path}.drill"), sched);
     }
+    if let Some(pi) = &b.pitr {
+        let p = format!("{path}.pitr");
+        if let Some(sched) = &pi.schedule {
+            schedule(e, &p, sched);
+        }
+        positive(e, &p, "window", pi.window);
+    }
     if let Some(v) = &b.vtbackup {
         let p = format!("{path}.vtbackup");
         if v.use_empty_dir_for_initial_backup == Some(true)
@@ -245,6 +252,7 @@ fn resolved(e: &mut Errors, levels: &[&str], own: &PolicyBlocks, r: &ResolvedPol
     // different level); reported at the level that sets either.
     let own_snapshot = own.snapshot.clone().unwrap_or_default();
     let own_drill = own.drill.clone().unwrap_or_default();
+    let own_pitr = own.pitr.clone().unwrap_or_default();
     for (block, own_schedule, own_stagger, schedule, stagger) in [
         (
             "snapshot",
@@ -259,6 +267,13 @@ fn resolved(e: &mut Errors, levels: &[&str], own: &PolicyBlocks, r: &ResolvedPol
             own_drill.stagger.is_some(),
             &r.drill.schedule,
             r.drill.stagger,
+        ),
+        (
+            "pitr",
+            own_pitr.schedule.is_some(),
+            own_pitr.stagger.is_some(),
+            &r.pitr.schedule,
+            r.pitr.stagger,
         ),
     ] {
         if (own_schedule || own_stagger)

@@ -5,7 +5,9 @@
 //! - [`archive`]: the archive in Vitess's `file` backup storage;
 //! - [`observe`]: the archive's increments, read and checked;
 //! - [`decide`]: the replay script and the check of what it did (pure);
-//! - [`act`]: an increment's binlogs out of the archive, checked.
+//! - [`act`]: the next increment asked of vtctld; an increment's binlogs out of the
+//!   archive, checked;
+//! - [`report`]: each command's JSON line; [`run`]: the archive step, whole.
 //!
 //! Which increments carry a snapshot to a target is `vtsnap_core::pitr::chain` (the CLI's
 //! status and the GC ask it too).
@@ -15,3 +17,4 @@ pub mod archive;
 pub mod decide;
 pub mod observe;
 pub mod report;
+pub mod run;

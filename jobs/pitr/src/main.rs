@@ -8,13 +8,14 @@ use vtsnap_core::coverage::{GtidSet, Text};
 use vtsnap_core::exit::Exit;
 use vtsnap_core::pitr::chain::Base;
 use vtsnap_core::pitr::chain::{self, Target};
-use vtsnap_core::shard::ShardRef;
+use vtsnap_core::shard::{ShardName, ShardRef};
 use vtsnap_core::snapshot::GtidFlavor;
 use vtsnap_pitr::act::fetch::fetch_all;
 use vtsnap_pitr::archive::FileArchive;
 use vtsnap_pitr::decide::replay::{self, Client};
 use vtsnap_pitr::observe::{Observed, Passed, bases, read_archive};
 use vtsnap_pitr::report::{FetchLine, PlanLine};
+use vtsnap_pitr::run::{self, ArchiveOptions, Mode};
 
 /// `--help`'s first line.
 const ABOUT: &str =
@@ -43,8 +44,48 @@ struct PlanArgs {
     snapshot: Option<String>,
 }
 
+/// The shard whose archive is kept, and where the archive is.
+#[derive(Debug, Clone, clap::Args)]
+struct ArchiveArgs {
+    #[arg(long, env = "VTSNAP_CONFIG")]
+    config: PathBuf,
+    #[arg(long, env = "VTSNAP_CLUSTER")]
+    cluster: String,
+    /// The cluster's namespace, when the config names the cluster in more than one.
+    #[arg(long, env = "VTSNAP_CLUSTER_NAMESPACE")]
+    cluster_namespace: Option<String>,
+    #[arg(long, env = "VTSNAP_KEYSPACE")]
+    keyspace: String,
+    /// The shard's key range, e.g. `-`, `-80`, `80-`.
+    #[arg(long, env = "VTSNAP_SHARD", allow_hyphen_values = true)]
+    shard: String,
+    /// The root of Vitess's file backup storage, as mounted here.
+    #[arg(long, env = "VTSNAP_ARCHIVE_ROOT")]
+    archive_root: PathBuf,
+    /// How long the tablet's backup may take.
+    #[arg(long, env = "VTSNAP_BACKUP_TIMEOUT", default_value = "1h", value_parser = vtsnap_core::cli::positive_duration)]
+    backup_timeout: vtsnap_core::duration::GoDuration,
+    /// Decide the increment, do not take it.
+    #[arg(long, env = "VTSNAP_DRY_RUN", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+    dry_run: bool,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Take the shard's next binlog-archive increment: a Vitess incremental backup, on a
+    /// replica, from as far as the archive already carries the newest snapshot.
+    #[command(
+        after_help = "Example:\n  vtsnap-pitr archive --config /etc/vtsnap/config.yaml --cluster example \\\n    \
+        --keyspace commerce --shard - --archive-root /vt/backups\n\n\
+        Needs pitr.enabled for the shard in the config. Nothing new since the archive's end\n  \
+        stores nothing (outcome empty).\n\n\
+        Exit codes: 0 stored, empty or planned; 1 a read or the backup failed (the next run\n  \
+        tries again); 2 bad usage or config; 3 refused (no snapshot, no replica, not enabled)."
+    )]
+    Archive {
+        #[command(flatten)]
+        args: ArchiveArgs,
+    },
     /// Which snapshot and which increments recover the shard to a point, or why none can;
     /// offline, from a dump of the snapshots and the archive's file storage.
     #[command(
@@ -97,6 +138,7 @@ enum Command {
 
 fn main() -> ExitCode {
     match Cli::<Command>::parse_as("vtsnap-pitr", ABOUT) {
+        Command::Archive { args } => archive(args),
         Command::Plan { args } => match prepare(&args) {
             Ok(p) => p.line().print(),
             Err(e) => e,
@@ -113,6 +155,19 @@ fn main() -> ExitCode {
         },
     }
     .into()
+}
+
+fn archive(a: ArchiveArgs) -> Exit {
+    let name = ShardName::new(&a.cluster, &a.keyspace, &a.shard)
+        .in_namespace(a.cluster_namespace.as_deref());
+    let opts = ArchiveOptions {
+        archive_root: a.archive_root.clone(),
+        mode: if a.dry_run { Mode::DryRun } else { Mode::Take },
+        backup_limit: a.backup_timeout.get(),
+    };
+    vtsnap_core::cli::with_cluster(&a.config, |config, kube| async move {
+        run::archive(&kube, &config, &name, &opts).await.print()
+    })
 }
 
 fn usage(message: String) -> Exit {

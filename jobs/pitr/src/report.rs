@@ -1,9 +1,12 @@
-//! Report: the one JSON line `vtsnap-pitr plan` prints, and its exit.
+//! Report: the one JSON line each command prints, and its exit.
 
 use serde::Serialize;
 use vtsnap_core::exit::Exit;
 use vtsnap_core::pitr::chain::{Plan, Refusal, Span, Target};
+use vtsnap_core::reconcile::ErrorLine;
 
+use crate::act::archive::Taken;
+use crate::decide::archive::Take;
 use crate::observe::{Observed, Passed};
 
 /// The target as the line prints it.
@@ -143,4 +146,98 @@ pub fn refusal_message(shard: &str, target: &Target, window: &[Span]) -> String 
         )
     };
     format!("no snapshot of {shard} reaches {target}: {window}")
+}
+
+/// How an archive run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArchiveOutcome {
+    /// An increment was stored.
+    Stored,
+    /// Nothing new since the archive's end: nothing stored.
+    Empty,
+    /// `--dry-run`: decided, not taken.
+    Planned,
+    /// Nothing can be taken (no snapshot, no replica, the archive not enabled).
+    Refused,
+    /// A read or the backup failed; the next run tries again.
+    Failed,
+    /// The shard is not in the config.
+    Usage,
+}
+
+impl From<Taken> for ArchiveOutcome {
+    fn from(t: Taken) -> Self {
+        match t {
+            Taken::Stored => Self::Stored,
+            Taken::Empty => Self::Empty,
+        }
+    }
+}
+
+impl ArchiveOutcome {
+    fn exit(self) -> Exit {
+        match self {
+            Self::Stored | Self::Empty | Self::Planned => Exit::Ok,
+            Self::Refused => Exit::Refused,
+            Self::Failed => Exit::Failed,
+            Self::Usage => Exit::Usage,
+        }
+    }
+}
+
+/// `archive`'s line.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveLine {
+    pub outcome: ArchiveOutcome,
+    pub exit_code: u8,
+    pub shard: String,
+    /// The increment decided (and, unless planned or failed, taken).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub take: Option<Take>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub passed_snapshots: Vec<Passed>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub passed_backups: Vec<Passed>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorLine>,
+}
+
+impl ArchiveLine {
+    pub fn new(shard: String) -> Self {
+        Self {
+            outcome: ArchiveOutcome::Failed,
+            exit_code: Exit::Failed.code(),
+            shard,
+            take: None,
+            passed_snapshots: Vec::new(),
+            passed_backups: Vec::new(),
+            error: None,
+        }
+    }
+
+    pub fn finish(mut self, outcome: ArchiveOutcome) -> Self {
+        self.outcome = outcome;
+        self.exit_code = outcome.exit().code();
+        self
+    }
+
+    /// Ends with `outcome` and the error line `code`: `message`.
+    pub fn end(self, outcome: ArchiveOutcome, code: &'static str, message: impl ToString) -> Self {
+        let mut l = self.finish(outcome);
+        l.error = Some(ErrorLine {
+            code,
+            message: message.to_string(),
+        });
+        l
+    }
+
+    pub fn print(&self) -> Exit {
+        println!("{}", serde_json::to_string(self).unwrap_or_default());
+        if let Some(e) = &self.error {
+            eprintln!("{}", e.message);
+        }
+        self.outcome.exit()
+    }
 }
