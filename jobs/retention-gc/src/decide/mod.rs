@@ -60,6 +60,9 @@ pub enum Reason {
     NewestCovered,
     /// The newest ready snapshot whose last drill passed: the newest proof of a restore.
     NewestDrilled,
+    /// The base of the oldest point `pitr.window` promises (docs/pitr.md): the newest
+    /// ready, usable snapshot cut at or before `now - window`, or the oldest when none is.
+    PitrBase,
     BeyondMaxCount,
     BeyondMaxAge,
     WithinMaxCount,
@@ -481,6 +484,7 @@ fn plan_shard(
         max_count: usize::try_from(policy.retention.max_count).unwrap_or(usize::MAX),
         max_age: policy.retention.max_age.map(secs),
         require_drill: policy.restore.require_drill,
+        pitr_window: policy.pitr.window.filter(|_| policy.pitr.enabled).map(secs),
     };
     let when_deleted = policy.deletion_policy.when_deleted;
     let ready: Vec<&Snap> = snaps
@@ -553,6 +557,8 @@ struct Retention<'a> {
     max_age: Option<i64>,
     /// `restore.requireDrill`: only a snapshot whose drill passed is offered.
     require_drill: bool,
+    /// `pitr.window` in seconds, when the shard's archive is on.
+    pitr_window: Option<i64>,
 }
 
 impl Retention<'_> {
@@ -566,8 +572,9 @@ impl Retention<'_> {
     /// Why each of `snaps` (newest first) is kept or deleted. The ready ones are ranked
     /// newest first; with coverage known (`covered`, by name), the covered ones first, so
     /// that `maxCount` counts them first. Rank 0 (the newest ready one) is kept; so are the
-    /// newest covered snapshot a restore would be given and the newest drilled one,
-    /// whatever their rank (docs/design.md §5.7).
+    /// newest covered snapshot a restore would be given, the newest drilled one and the
+    /// base of the oldest point the archive's window promises, whatever their rank
+    /// (docs/design.md §5.7, §5.10).
     fn reasons(&self, snaps: &[&Snap], covered: Option<&BTreeMap<String, bool>>) -> Vec<Reason> {
         let mut reasons: Vec<Option<Reason>> = snaps.iter().map(|s| self.unranked(s)).collect();
         let is_covered = |s: &Snap| covered.and_then(|c| c.get(&s.name)).copied();
@@ -581,6 +588,14 @@ impl Retention<'_> {
             .copied()
             .filter(|i| self.drill_passed(snaps[*i]))
             .max_by_key(|i| (snaps[*i].created, &snaps[*i].name));
+        let pitr_base = self.pitr_window.and_then(|window| {
+            let usable = || ranked.iter().copied().filter(|i| self.usable(snaps[*i]));
+            let promised_from = self.now.as_second().saturating_sub(window);
+            usable()
+                .filter(|i| snaps[*i].created.as_second() <= promised_from)
+                .max_by_key(|i| (snaps[*i].created, &snaps[*i].name))
+                .or_else(|| usable().min_by_key(|i| (snaps[*i].created, &snaps[*i].name)))
+        });
         for (rank, i) in ranked.into_iter().enumerate() {
             let s = snaps[i];
             let age = age_secs(self.now, s.created);
@@ -594,6 +609,7 @@ impl Retention<'_> {
                 r if !r.deletes() => r,
                 _ if newest_covered == Some(i) => Reason::NewestCovered,
                 _ if newest_drilled == Some(i) => Reason::NewestDrilled,
+                _ if pitr_base == Some(i) => Reason::PitrBase,
                 r => r,
             });
         }

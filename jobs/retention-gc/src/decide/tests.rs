@@ -660,6 +660,7 @@ fn reason_names_are_the_same_in_the_table_and_the_json() {
         NewestReady,
         NewestCovered,
         NewestDrilled,
+        PitrBase,
         BeyondMaxCount,
         BeyondMaxAge,
         WithinMaxCount,
@@ -675,4 +676,58 @@ fn reason_names_are_the_same_in_the_table_and_the_json() {
     ] {
         assert_eq!(serde_json::to_value(s).unwrap(), s.as_str(), "{s:?}");
     }
+}
+
+/// `pitr.window` keeps the base of the oldest promised point: the newest usable snapshot
+/// cut at or before `now - window` (here 3 days: `d4` at 4 days; `d2` is newer than the
+/// promise, `d5` older than the base), or the oldest usable one when none is old enough;
+/// only while the archive is on, and never an unusable one.
+#[test]
+fn the_base_of_the_oldest_promised_point_is_kept() {
+    let ready = |n: &str, days: i64| snap(n, "commerce", "x-x", days * 24, State::Ready);
+    let snaps = || {
+        vec![
+            ready("d0", 0),
+            ready("d2", 2),
+            ready("d4", 4),
+            ready("d5", 5),
+        ]
+    };
+    let retention = "  retention: {maxCount: 1}\n";
+    let r = reasons_of(
+        &format!("{retention}  pitr: {{enabled: true, window: 72h}}\n"),
+        snaps(),
+        &[("commerce", "-")],
+    );
+    assert_eq!(r["d0"], ("newest-ready", false));
+    assert_eq!(r["d2"], ("beyond-max-count", true));
+    assert_eq!(r["d4"], ("pitr-base", false));
+    assert_eq!(r["d5"], ("beyond-max-count", true));
+    // Off, or no window: nothing kept for it.
+    for pitr in ["pitr: {window: 72h}", "pitr: {enabled: true}"] {
+        let r = reasons_of(
+            &format!("{retention}  {pitr}\n"),
+            snaps(),
+            &[("commerce", "-")],
+        );
+        assert_eq!(r["d4"], ("beyond-max-count", true), "{pitr}");
+    }
+    // None old enough: the oldest, which reaches furthest back.
+    let r = reasons_of(
+        &format!("{retention}  pitr: {{enabled: true, window: 240h}}\n"),
+        snaps(),
+        &[("commerce", "-")],
+    );
+    assert_eq!(r["d5"], ("pitr-base", false));
+    assert_eq!(r["d4"], ("beyond-max-count", true));
+    // An unusable snapshot is no base: the next older one is kept.
+    let mut marked = snaps();
+    marked[2].unusable = true;
+    let r = reasons_of(
+        &format!("{retention}  pitr: {{enabled: true, window: 72h}}\n"),
+        marked,
+        &[("commerce", "-")],
+    );
+    assert_eq!(r["d4"], ("beyond-max-count", true));
+    assert_eq!(r["d5"], ("pitr-base", false));
 }
