@@ -262,6 +262,33 @@ impl ClusterRunArgs {
     }
 }
 
+/// One configured shard on the command line: the config, and the shard's cluster,
+/// keyspace and key range — every per-shard command's flags (snapshot, drill, archive).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ShardArgs {
+    #[arg(long, env = "VTSNAP_CONFIG")]
+    pub config: PathBuf,
+    #[arg(long, env = "VTSNAP_CLUSTER")]
+    pub cluster: String,
+    /// The cluster's namespace: needed when the config names the cluster in more than one
+    /// (the schedule reconciler's CronJobs pass it then).
+    #[arg(long, env = "VTSNAP_CLUSTER_NAMESPACE")]
+    pub cluster_namespace: Option<String>,
+    #[arg(long, env = "VTSNAP_KEYSPACE")]
+    pub keyspace: String,
+    /// The shard's key range, e.g. `-`, `-80`, `80-`.
+    #[arg(long, env = "VTSNAP_SHARD", allow_hyphen_values = true)]
+    pub shard: String,
+}
+
+impl ShardArgs {
+    /// The shard as named, placed in its cluster's namespace when one was given.
+    pub fn name(&self) -> crate::shard::ShardName {
+        crate::shard::ShardName::new(&self.cluster, &self.keyspace, &self.shard)
+            .in_namespace(self.cluster_namespace.as_deref())
+    }
+}
+
 /// The flags of an offline plan from a dump (`plan --objects dump.json`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct DumpArgs {

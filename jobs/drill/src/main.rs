@@ -9,7 +9,6 @@ use vtsnap_core::config::GoDuration;
 use vtsnap_core::coverage::Exactness;
 use vtsnap_core::exit::Exit;
 use vtsnap_core::naming::TabletUid;
-use vtsnap_core::shard::ShardName;
 use vtsnap_core::snapshot::parse_position;
 use vtsnap_drill::check;
 use vtsnap_drill::decide;
@@ -42,19 +41,8 @@ enum PositionKind {
 /// The shard, and how its drill is built (the chart's values).
 #[derive(Debug, Clone, clap::Args)]
 struct DrillArgs {
-    #[arg(long, env = "VTSNAP_CONFIG")]
-    config: PathBuf,
-    #[arg(long, env = "VTSNAP_CLUSTER")]
-    cluster: String,
-    /// The cluster's namespace: needed when the config names the cluster in more than one
-    /// (the schedule reconciler's CronJobs pass it then).
-    #[arg(long, env = "VTSNAP_CLUSTER_NAMESPACE")]
-    cluster_namespace: Option<String>,
-    #[arg(long, env = "VTSNAP_KEYSPACE")]
-    keyspace: String,
-    /// The shard's key range, e.g. `-`, `-80`, `80-`.
-    #[arg(long, env = "VTSNAP_SHARD", allow_hyphen_values = true)]
-    shard: String,
+    #[command(flatten)]
+    shard: cli::ShardArgs,
     /// Drill this snapshot (a ready one of the shard) instead of the one a new tablet
     /// would get.
     #[arg(long, env = "VTSNAP_SNAPSHOT")]
@@ -268,12 +256,11 @@ fn plan_offline(d: &DrillArgs, objects: &Path, shard_state: Option<&Path>) -> Ex
         Ok(s) => s,
         Err(e) => return usage(e),
     };
-    let config = match cli::load_config(&d.config) {
+    let config = match cli::load_config(&d.shard.config) {
         Ok(c) => c,
         Err(exit) => return exit,
     };
-    let name = ShardName::new(&d.cluster, &d.keyspace, &d.shard)
-        .in_namespace(d.cluster_namespace.as_deref());
+    let name = d.shard.name();
     let configured = match observe::shard_of(&config, &name) {
         Ok(c) => c,
         Err(e) => return usage(e.to_string()),
@@ -330,10 +317,9 @@ fn drill(d: DrillArgs, plan_only: bool) -> Exit {
         snapshot: d.snapshot.clone(),
         plan_only,
     };
-    let name = ShardName::new(&d.cluster, &d.keyspace, &d.shard)
-        .in_namespace(d.cluster_namespace.as_deref());
+    let name = d.shard.name();
     let metrics_file = d.metrics_file.clone();
-    cli::with_cluster(&d.config, |config, kube| async move {
+    cli::with_cluster(&d.shard.config, |config, kube| async move {
         let summary = run::run(&kube, &config, &name, &options).await;
         if let Some(path) = metrics_file {
             let reg = metrics::registry(

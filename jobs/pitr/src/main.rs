@@ -8,7 +8,7 @@ use vtsnap_core::coverage::{GtidSet, Text};
 use vtsnap_core::exit::Exit;
 use vtsnap_core::pitr::chain::Base;
 use vtsnap_core::pitr::chain::{self, Target};
-use vtsnap_core::shard::{ShardName, ShardRef};
+use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::GtidFlavor;
 use vtsnap_pitr::act::fetch::fetch_all;
 use vtsnap_pitr::archive::FileArchive;
@@ -47,18 +47,8 @@ struct PlanArgs {
 /// The shard whose archive is kept, and where the archive is.
 #[derive(Debug, Clone, clap::Args)]
 struct ArchiveArgs {
-    #[arg(long, env = "VTSNAP_CONFIG")]
-    config: PathBuf,
-    #[arg(long, env = "VTSNAP_CLUSTER")]
-    cluster: String,
-    /// The cluster's namespace, when the config names the cluster in more than one.
-    #[arg(long, env = "VTSNAP_CLUSTER_NAMESPACE")]
-    cluster_namespace: Option<String>,
-    #[arg(long, env = "VTSNAP_KEYSPACE")]
-    keyspace: String,
-    /// The shard's key range, e.g. `-`, `-80`, `80-`.
-    #[arg(long, env = "VTSNAP_SHARD", allow_hyphen_values = true)]
-    shard: String,
+    #[command(flatten)]
+    shard: vtsnap_core::cli::ShardArgs,
     /// The root of Vitess's file backup storage, as mounted here.
     #[arg(long, env = "VTSNAP_ARCHIVE_ROOT")]
     archive_root: PathBuf,
@@ -158,14 +148,13 @@ fn main() -> ExitCode {
 }
 
 fn archive(a: ArchiveArgs) -> Exit {
-    let name = ShardName::new(&a.cluster, &a.keyspace, &a.shard)
-        .in_namespace(a.cluster_namespace.as_deref());
+    let name = a.shard.name();
     let opts = ArchiveOptions {
         archive_root: a.archive_root.clone(),
         mode: if a.dry_run { Mode::DryRun } else { Mode::Take },
         backup_limit: a.backup_timeout.get(),
     };
-    vtsnap_core::cli::with_cluster(&a.config, |config, kube| async move {
+    vtsnap_core::cli::with_cluster(&a.shard.config, |config, kube| async move {
         run::archive(&kube, &config, &name, &opts).await.print()
     })
 }

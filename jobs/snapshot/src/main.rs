@@ -35,18 +35,8 @@ enum Command {
         2 bad config or usage (nothing touched); 3 refused by a precondition (nothing touched);\n  \
         4 failed and the unfence is incomplete (the fence lease is left for recovery).")]
     Run {
-        #[arg(long, env = "VTSNAP_CONFIG")]
-        config: PathBuf,
-        #[arg(long, env = "VTSNAP_CLUSTER")]
-        cluster: String,
-        /// The cluster's namespace: needed when the config names the cluster in more than
-        /// one (the schedule reconciler's CronJobs pass it then).
-        #[arg(long, env = "VTSNAP_CLUSTER_NAMESPACE")]
-        cluster_namespace: Option<String>,
-        #[arg(long, env = "VTSNAP_KEYSPACE")]
-        keyspace: String,
-        #[arg(long, env = "VTSNAP_SHARD", allow_hyphen_values = true)]
-        shard: String,
+        #[command(flatten)]
+        shard: cli::ShardArgs,
         /// Override the configured mode.
         #[arg(long, env = "VTSNAP_MODE", value_enum)]
         mode: Option<ModeArg>,
@@ -74,19 +64,8 @@ enum Command {
         Exit codes: 0 a target was chosen, 3 refused (the JSON says why), 2 bad config or usage,\n  \
         1 vtctld or the Kubernetes API could not be read.")]
     Plan {
-        #[arg(long, env = "VTSNAP_CONFIG")]
-        config: PathBuf,
-        #[arg(long, env = "VTSNAP_CLUSTER")]
-        cluster: String,
-        /// The cluster's namespace: needed when the config names the cluster in more than
-        /// one (the schedule reconciler's CronJobs pass it then).
-        #[arg(long, env = "VTSNAP_CLUSTER_NAMESPACE")]
-        cluster_namespace: Option<String>,
-        #[arg(long, env = "VTSNAP_KEYSPACE")]
-        keyspace: String,
-        /// The shard's key range, e.g. `-`, `-80`, `80-`.
-        #[arg(long, env = "VTSNAP_SHARD", allow_hyphen_values = true)]
-        shard: String,
+        #[command(flatten)]
+        shard: cli::ShardArgs,
         #[arg(long, env = "VTSNAP_OUTPUT", value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -198,23 +177,8 @@ fn main() -> ExitCode {
             }
             Err(exit) => exit,
         },
-        Command::Plan {
-            config,
-            cluster,
-            cluster_namespace,
-            keyspace,
-            shard,
-            output,
-        } => run_plan(
-            &config,
-            &ShardName::new(&cluster, &keyspace, &shard).in_namespace(cluster_namespace.as_deref()),
-            output,
-        ),
+        Command::Plan { shard, output } => run_plan(&shard.config, &shard.name(), output),
         Command::Run {
-            config,
-            cluster,
-            cluster_namespace,
-            keyspace,
             shard,
             mode,
             dry_run,
@@ -234,9 +198,8 @@ fn main() -> ExitCode {
                 ..vtsnap_snapshot::run::RunOptions::default()
             };
             run_run(
-                &config,
-                &ShardName::new(&cluster, &keyspace, &shard)
-                    .in_namespace(cluster_namespace.as_deref()),
+                &shard.config,
+                &shard.name(),
                 &opts,
                 output,
                 metrics_file.as_deref(),
