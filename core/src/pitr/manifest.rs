@@ -243,6 +243,13 @@ pub fn read(text: &[u8], expected: Expected<'_>, now: Timestamp) -> Result<Recor
         backup: expected.backup,
         now,
     };
+    // The caller reads it bounded; what is handed in is held to the same bound.
+    if text.len() as u64 > MAX_MANIFEST {
+        return Err(ManifestError::NotAManifest {
+            backup: expected.backup.to_owned(),
+            reason: format!("{} bytes, more than {MAX_MANIFEST}", text.len()),
+        });
+    }
     let raw: RawManifest =
         serde_json::from_slice(text).map_err(|e| ManifestError::NotAManifest {
             backup: expected.backup.to_owned(),

@@ -279,3 +279,24 @@ fn binlog_names_are_a_stem_and_a_number() {
     }
     assert!(!is_binlog_name(&format!("{}.000001", "x".repeat(250))));
 }
+
+#[test]
+fn a_time_may_run_ahead_by_the_clock_skew_and_no_more_and_the_size_is_bounded() {
+    let skew = CLOCK_SKEW.as_secs();
+    let ahead = |secs: i64| {
+        let t = Timestamp::from_second(now().as_second() + secs).unwrap();
+        let mut v = incremental();
+        v["IncrementalDetails"]["LastTimestamp"] = json!(t.to_string());
+        read_value(&v)
+    };
+    assert!(ahead(skew).is_ok());
+    let e = ahead(skew + 1).unwrap_err().to_string();
+    assert!(e.contains("in the future"), "{e}");
+    // Padded past the bound with whitespace, which JSON allows: refused unread.
+    let mut text = incremental().to_string().into_bytes();
+    text.resize(MAX_MANIFEST as usize + 1, b' ');
+    let e = read(&text, EXPECTED, now()).unwrap_err().to_string();
+    assert!(e.contains(&format!("more than {MAX_MANIFEST}")), "{e}");
+    text.truncate(MAX_MANIFEST as usize);
+    assert!(read(&text, EXPECTED, now()).is_ok());
+}
