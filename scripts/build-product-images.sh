@@ -9,7 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export PATH="$HOME/.cargo/bin:$PATH"
-programs=(vtsnap-snapshot vtsnap-gc vtsnap-vtbackup-storage vtsnap-admission vtsnap-node vtsnap-restore vtsnap-drill)
+programs=(vtsnap-snapshot vtsnap-gc vtsnap-vtbackup-storage vtsnap-admission vtsnap-node vtsnap-restore vtsnap-drill vtsnap-pitr)
 base=localhost/vtsnap-debian:bookworm
 version=$(cargo metadata --no-deps --format-version 1 \
   | python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"]=="vtsnap-core"))')

@@ -17,10 +17,11 @@ use crate::naming::TabletAlias;
 use crate::snapshot::CLOCK_SKEW;
 use crate::snapshot::GtidFlavor;
 
-/// The largest MANIFEST read (one of 10,000 binlog files is about 1.5 MiB).
+/// The largest MANIFEST read (one naming [`MAX_FILES`] binlogs is about 1 MiB).
 pub const MAX_MANIFEST: u64 = 4 << 20;
-/// The most binlog files one backup may name.
-pub const MAX_FILES: usize = 100_000;
+/// The most binlog files one backup may name (an increment holds a few; 10,000 binlogs of
+/// 1 GiB are 10 TiB).
+pub const MAX_FILES: usize = 10_000;
 
 /// How a backup's files are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -300,3 +300,24 @@ fn a_time_may_run_ahead_by_the_clock_skew_and_no_more_and_the_size_is_bounded() 
     text.truncate(MAX_MANIFEST as usize);
     assert!(read(&text, EXPECTED, now()).is_ok());
 }
+
+#[test]
+fn one_transaction_has_one_time_and_the_file_count_is_bounded_exactly() {
+    let mut v = incremental();
+    v["IncrementalDetails"]["LastTimestamp"] = v["IncrementalDetails"]["FirstTimestamp"].clone();
+    let i = increment(&v);
+    assert_eq!(i.first_commit, i.last_commit);
+    let files = |n: usize| -> Value {
+        (0..n)
+            .map(|k| json!({"Base": "BinLog", "Name": format!("vt-0000000102-bin.{k:06}"), "Hash": "00000000"}))
+            .collect()
+    };
+    v["FileEntries"] = files(MAX_FILES);
+    assert_eq!(increment(&v).files.len(), MAX_FILES);
+    v["FileEntries"] = files(MAX_FILES + 1);
+    let e = read_value(&v).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!("{} entries, not 1 to {MAX_FILES}", MAX_FILES + 1)),
+        "{e}"
+    );
+}
