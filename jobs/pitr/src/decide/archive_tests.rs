@@ -90,6 +90,16 @@ fn the_archive_goes_on_from_the_newest_snapshot_as_far_as_it_reaches() {
 #[test]
 fn a_replica_is_asked_first_and_the_primary_only_when_allowed_and_alone() {
     let bases = [base("new", "1-100", "10:00:00")];
+    let spare_only = [
+        tablet(101, TabletType::Primary),
+        tablet(105, TabletType::Spare),
+    ];
+    assert_eq!(
+        next_increment(&bases, &[], &spare_only, OnPrimary::Never)
+            .unwrap()
+            .tablet,
+        "zone1-0000000105"
+    );
     let no_replica = [tablet(101, TabletType::Rdonly)];
     assert_eq!(
         next_increment(&bases, &[], &no_replica, OnPrimary::Never)

@@ -128,3 +128,94 @@ fn base(s: &VolumeSnapshot) -> Result<Base, String> {
         cut,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use vtsnap_core::snapshot::{ANN_GTID_EXECUTED, ANN_GTID_LOWER_BOUND, LABEL_MODE};
+    use vtsnap_testkit::operator_objects::operator_shard;
+
+    use super::*;
+
+    const U: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+
+    fn cut() -> Timestamp {
+        "2026-12-07T10:00:00Z".parse().unwrap()
+    }
+
+    fn shard() -> ShardRef {
+        ShardRef::parse_path("vitess/example/commerce/-").unwrap()
+    }
+
+    /// Of the shard's snapshots, which are bases and why the others are not; another
+    /// shard's, and objects that are not vtsnap's, are not looked at.
+    #[test]
+    fn a_base_is_a_ready_usable_snapshot_with_a_mysql_position() {
+        let s = operator_shard();
+        let ready = s.snapshot("ready", cut()).object();
+        let mut online = s.snapshot("online", cut()).object();
+        online["metadata"]["labels"][LABEL_MODE] = json!("online");
+        let annotations = online["metadata"]["annotations"].as_object_mut().unwrap();
+        annotations.remove(ANN_GTID_EXECUTED);
+        annotations.insert(
+            ANN_GTID_LOWER_BOUND.into(),
+            json!(format!("MySQL56/{U}:1-50")),
+        );
+        let mut not_ready_to_use = s.snapshot("unready", cut());
+        not_ready_to_use.ready = false;
+        let mut cut_only = s.snapshot("cut-only", cut());
+        cut_only.phase = "cut";
+        let mut unusable = s.snapshot("unusable", cut());
+        unusable.unusable = Some("binlog purged".into());
+        let mut maria = s.snapshot("maria", cut());
+        maria.flavor = "mariadb";
+        maria.version = "10.11.6-MariaDB".into();
+        let other_shard = operator_shard()
+            .named("commerce", "-80")
+            .snapshot("elsewhere", cut())
+            .object();
+        let mut not_ours = s.snapshot("not-ours", cut()).object();
+        not_ours["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove("app.kubernetes.io/managed-by");
+        let objects = vec![
+            ready,
+            online,
+            not_ready_to_use.object(),
+            cut_only.object(),
+            unusable.object(),
+            maria.object(),
+            other_shard,
+            not_ours,
+        ];
+        let (bases, passed) = bases(&objects, &shard());
+        let names: Vec<(&str, Exactness, String)> = bases
+            .iter()
+            .map(|b| (b.name.as_str(), b.exactness, b.gtid.to_string()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("ready", Exactness::Exact, format!("{U}:1-100")),
+                ("online", Exactness::LowerBound, format!("{U}:1-50")),
+            ]
+        );
+        let why: Vec<(&str, &str)> = passed
+            .iter()
+            .map(|p| (p.name.as_str(), p.why.as_str()))
+            .collect();
+        assert_eq!(
+            why,
+            [
+                ("unready", "not ready"),
+                ("cut-only", "not ready"),
+                ("unusable", "marked unusable: \"binlog purged\""),
+                (
+                    "maria",
+                    "a MariaDB position: the archive replays MySQL GTIDs"
+                ),
+            ]
+        );
+    }
+}
