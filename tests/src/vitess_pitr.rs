@@ -100,7 +100,7 @@ pub async fn incremental_backup(shard: &VitessShard, from: &str) {
 }
 
 pub fn archive_of(shard: &VitessShard) -> FileArchive {
-    FileArchive::new(&shard.shared_dir().join("backups"), KEYSPACE, SHARD)
+    FileArchive::new(&shard.shared_dir().join("backups"), KEYSPACE, SHARD).unwrap()
 }
 
 pub fn observe(shard: &VitessShard) -> Observed {

@@ -23,6 +23,10 @@ pub enum ArchiveError {
     TooMany { path: PathBuf },
     #[error("{0}")]
     Read(#[from] input::ReadError),
+    #[error(
+        "{what} {name:?} cannot name a folder of the backup storage (one name of letters, digits, '-', '_' or '.')"
+    )]
+    BadName { what: &'static str, name: String },
     #[error("backup {backup}: cannot open its file {stored}: {source}")]
     Open {
         backup: String,
@@ -64,12 +68,31 @@ pub fn is_backup_name(s: &str) -> bool {
     date_ok && time.len() == 6 && digits(time) && alias_ok
 }
 
+/// One folder name, nothing that walks: Vitess names keyspaces and key ranges so.
+fn is_folder_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 255
+        && s != "."
+        && s != ".."
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+}
+
 impl FileArchive {
-    /// The archive of `keyspace/shard` under the storage root `root`.
-    pub fn new(root: &Path, keyspace: &str, shard: &str) -> Self {
-        Self {
-            shard_dir: root.join(keyspace).join(shard),
+    /// The archive of `keyspace/shard` under the storage root `root`; a name that would
+    /// walk out of it is refused.
+    pub fn new(root: &Path, keyspace: &str, shard: &str) -> Result<Self, ArchiveError> {
+        for (what, name) in [("keyspace", keyspace), ("shard", shard)] {
+            if !is_folder_name(name) {
+                return Err(ArchiveError::BadName {
+                    what,
+                    name: name.to_owned(),
+                });
+            }
         }
+        Ok(Self {
+            shard_dir: root.join(keyspace).join(shard),
+        })
     }
 
     /// The backups' names, in name order (which is time order). A shard without a
@@ -148,7 +171,7 @@ mod tests {
             std::fs::create_dir_all(shard.join(d)).unwrap();
         }
         std::fs::write(shard.join("2026-12-07.120000.zone1-0000000102"), "a file").unwrap();
-        let a = FileArchive::new(root.path(), "commerce", "-");
+        let a = FileArchive::new(root.path(), "commerce", "-").unwrap();
         assert_eq!(
             a.backups().unwrap(),
             [
@@ -158,6 +181,7 @@ mod tests {
         );
         assert!(
             FileArchive::new(root.path(), "commerce", "80-")
+                .unwrap()
                 .backups()
                 .unwrap()
                 .is_empty()
@@ -180,6 +204,21 @@ mod tests {
                 .starts_with("backup 2026-12-07.093512.zone1-0000000102: cannot open its file 0"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_keyspace_or_shard_that_walks_out_of_the_storage_is_refused() {
+        let root = Path::new("/vt/backups");
+        for (keyspace, shard) in [("..", "-"), ("a/b", "-"), ("commerce", "../x"), ("", "-")] {
+            let e = FileArchive::new(root, keyspace, shard)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("cannot name a folder"),
+                "{keyspace} {shard}: {e}"
+            );
+        }
+        assert!(FileArchive::new(root, "commerce_2", "40-80").is_ok());
     }
 
     #[test]

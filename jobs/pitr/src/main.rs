@@ -213,7 +213,8 @@ fn prepare(args: &PlanArgs) -> Result<Prepared, Exit> {
     let snapshots =
         vtsnap_core::dump::read(&args.objects).map_err(|e| usage(format!("--objects: {e}")))?;
     let keyspace_shard = shard.shard.to_string();
-    let archive = FileArchive::new(&args.archive_root, &shard.keyspace, &keyspace_shard);
+    let archive = FileArchive::new(&args.archive_root, &shard.keyspace, &keyspace_shard)
+        .map_err(|e| usage(format!("--shard: {e}")))?;
     let observed = read_archive(&archive, &shard.keyspace, &keyspace_shard, now)
         .map_err(|e| usage(format!("--archive-root: {e}")))?;
     let (bases, passed) = bases(&snapshots, &shard);

@@ -75,7 +75,10 @@ pub async fn archive(
     let (bases, passed) = bases(&snapshots, &shard);
     line.passed_snapshots = passed;
     let keyspace_shard = shard.shard.to_string();
-    let archive = FileArchive::new(&opts.archive_root, &shard.keyspace, &keyspace_shard);
+    let archive = match FileArchive::new(&opts.archive_root, &shard.keyspace, &keyspace_shard) {
+        Ok(a) => a,
+        Err(e) => return line.end(ArchiveOutcome::Usage, "bad-shard-name", e),
+    };
     let observed = match read_archive(&archive, &shard.keyspace, &keyspace_shard, Timestamp::now())
     {
         Ok(o) => o,

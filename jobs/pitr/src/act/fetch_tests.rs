@@ -64,7 +64,7 @@ fn scene(stored: &[u8], compression: Compression) -> Scene {
         }],
     };
     Scene {
-        archive: FileArchive::new(root.path(), "commerce", "-"),
+        archive: FileArchive::new(root.path(), "commerce", "-").unwrap(),
         root,
         dest: tempfile::tempdir().unwrap(),
         inc,
