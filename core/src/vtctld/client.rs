@@ -81,6 +81,27 @@ impl Default for CallLimits {
     }
 }
 
+/// How many of a backup's log lines are kept (the last ones: the outcome is logged last).
+pub const BACKUP_LOG_LINES: usize = 256;
+/// The longest log line kept, in bytes.
+pub const BACKUP_LOG_LINE_BYTES: usize = 4096;
+
+/// Keeps `line` (cut to [`BACKUP_LOG_LINE_BYTES`] at a character boundary) as the newest
+/// of at most [`BACKUP_LOG_LINES`]: a stream of any length holds bounded memory.
+fn keep_last(lines: &mut std::collections::VecDeque<String>, mut line: String) {
+    if line.len() > BACKUP_LOG_LINE_BYTES {
+        let mut cut = BACKUP_LOG_LINE_BYTES;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        line.truncate(cut);
+    }
+    if lines.len() == BACKUP_LOG_LINES {
+        lines.pop_front();
+    }
+    lines.push_back(line);
+}
+
 impl VtctldClient {
     /// A client for `host:port`. Connects lazily: nothing is sent before the first call.
     pub fn new(endpoint: &str, limits: CallLimits) -> Result<Self, VtctldError> {
@@ -268,7 +289,8 @@ impl VtctldClient {
     }
 
     /// `Backup` of one tablet, waited for up to `limit` (a backup outlasts the per-call
-    /// timeout); the tablet's log lines, in order. A write: never retried.
+    /// timeout); the tablet's last [`BACKUP_LOG_LINES`] log lines, in order, each cut to
+    /// [`BACKUP_LOG_LINE_BYTES`]. A write: never retried.
     pub async fn backup(
         &self,
         req: BackupRequest,
@@ -296,13 +318,13 @@ impl VtctldClient {
                 .await
                 .map_err(rpc)?
                 .into_inner();
-            let mut lines = Vec::new();
+            let mut lines = std::collections::VecDeque::new();
             while let Some(m) = stream.message().await.map_err(rpc)? {
                 if let Some(e) = m.event {
-                    lines.push(e.value);
+                    keep_last(&mut lines, e.value);
                 }
             }
-            Ok(lines)
+            Ok(lines.into())
         };
         tokio::time::timeout(limit, call).await.unwrap_or_else(|_| {
             Err(VtctldError::Timeout {
@@ -330,5 +352,36 @@ impl VtctldClient {
         let resp: ExecuteFetchAsDbaResponse = self.read("ExecuteFetchAsDBA", req).await?;
         resp.result
             .ok_or_else(|| self.incomplete("ExecuteFetchAsDBA", "result"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+
+    #[test]
+    fn a_backup_log_of_any_length_keeps_its_last_lines_each_bounded() {
+        let mut lines = VecDeque::new();
+        for n in 0..BACKUP_LOG_LINES + 10 {
+            keep_last(&mut lines, format!("line {n}"));
+        }
+        assert_eq!(lines.len(), BACKUP_LOG_LINES);
+        assert_eq!(lines.front().map(String::as_str), Some("line 10"));
+        assert_eq!(
+            lines.back().cloned(),
+            Some(format!("line {}", BACKUP_LOG_LINES + 9))
+        );
+        // Cut at a character boundary: 'é' is two bytes.
+        keep_last(&mut lines, "é".repeat(BACKUP_LOG_LINE_BYTES));
+        let last = lines.back().unwrap();
+        assert_eq!(last.len(), BACKUP_LOG_LINE_BYTES);
+        assert!(last.chars().all(|c| c == 'é'));
+        keep_last(
+            &mut lines,
+            format!("a{}", "é".repeat(BACKUP_LOG_LINE_BYTES)),
+        );
+        assert_eq!(lines.back().unwrap().len(), BACKUP_LOG_LINE_BYTES - 1);
     }
 }
