@@ -9,6 +9,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use vtsnap_core::config::Config;
 use vtsnap_core::discover;
+use vtsnap_core::reconcile::apis;
 use vtsnap_core::shard::ShardName;
 use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
@@ -68,7 +69,7 @@ pub async fn archive(
         Ok(c) => c,
         Err(e) => return line.end(ArchiveOutcome::Failed, "vtctld", e),
     };
-    let snapshots = match cluster::snapshots(kube, &shard).await {
+    let snapshots = match apis::shard_snapshots(kube, &shard).await {
         Ok(s) => s,
         Err(e) => return line.end(ArchiveOutcome::Failed, "read-snapshots", e),
     };

@@ -184,23 +184,11 @@ pub async fn observe(
     }
     .map(|p| p.purged);
 
-    let snaps = vtsnap_core::reconcile::apis::volume_snapshots(kube, ns);
-    let of_shard = format!(
-        "{MANAGED_BY}={},{}={},{}={},{}={}",
-        vtsnap_core::labels::MANAGED_BY_VTSNAP,
-        LABEL_CLUSTER,
-        shard.cluster,
-        LABEL_KEYSPACE,
-        shard.keyspace,
-        LABEL_SHARD,
-        shard.shard.safe_name()
-    );
-    let listed = list::all(&snaps, &ListParams::default().labels(&of_shard))
+    let listed = vtsnap_core::reconcile::apis::shard_snapshots(kube, shard)
         .await
         .map_err(read_err("VolumeSnapshots"))?;
     let snapshots: Vec<SnapshotRead> = listed
         .into_iter()
-        .filter_map(|o| serde_json::to_value(o).ok())
         .filter(|o| VolumeSnapshot::is_vtsnaps(o) && VolumeSnapshot::is_of_shard(o, shard))
         .map(|o| VolumeSnapshot::read(&o))
         .collect();

@@ -1,7 +1,7 @@
 //! The archive as the recovery sees it: every backup of the shard, its MANIFEST read and
 //! checked. A backup that cannot be used is kept with why, never dropped in silence: the
-//! chain then stops at it and names the GTIDs it would have carried. The shard's
-//! snapshots and tablets as the archive step reads them live: [`cluster`].
+//! chain then stops at it and names the GTIDs it would have carried. The shard's tablets
+//! as the archive step reads them live: [`cluster`].
 
 pub mod cluster;
 
