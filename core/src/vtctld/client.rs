@@ -125,17 +125,40 @@ impl VtctldClient {
         &self.endpoint
     }
 
+    /// The gRPC path of `method` of the Vtctld service.
+    fn path(&self, method: &'static str) -> Result<PathAndQuery, VtctldError> {
+        PathAndQuery::from_maybe_shared(format!("/vtctlservice.Vtctld/{method}")).map_err(|e| {
+            VtctldError::BadEndpoint {
+                endpoint: self.endpoint.clone(),
+                reason: e.to_string(),
+            }
+        })
+    }
+
+    fn rpc_error(&self, method: &'static str, s: &tonic::Status) -> VtctldError {
+        VtctldError::Rpc {
+            endpoint: self.endpoint.clone(),
+            method,
+            code: s.code(),
+            message: s.message().to_owned(),
+        }
+    }
+
+    fn timed_out(&self, method: &'static str, after: Duration) -> VtctldError {
+        VtctldError::Timeout {
+            endpoint: self.endpoint.clone(),
+            method,
+            after,
+        }
+    }
+
     async fn once<Req, Resp>(&self, method: &'static str, req: Req) -> Result<Resp, VtctldError>
     where
         Req: prost::Message + Send + Sync + 'static,
         Resp: prost::Message + Default + Send + Sync + 'static,
     {
         let mut grpc = tonic::client::Grpc::new(self.channel.clone());
-        let path = PathAndQuery::from_maybe_shared(format!("/vtctlservice.Vtctld/{method}"))
-            .map_err(|e| VtctldError::BadEndpoint {
-                endpoint: self.endpoint.clone(),
-                reason: e.to_string(),
-            })?;
+        let path = self.path(method)?;
         let call = async {
             grpc.ready()
                 .await
@@ -148,17 +171,8 @@ impl VtctldClient {
             .await
         };
         match tokio::time::timeout(self.timeout, call).await {
-            Err(_) => Err(VtctldError::Timeout {
-                endpoint: self.endpoint.clone(),
-                method,
-                after: self.timeout,
-            }),
-            Ok(Err(s)) => Err(VtctldError::Rpc {
-                endpoint: self.endpoint.clone(),
-                method,
-                code: s.code(),
-                message: s.message().to_owned(),
-            }),
+            Err(_) => Err(self.timed_out(method, self.timeout)),
+            Ok(Err(s)) => Err(self.rpc_error(method, &s)),
             Ok(Ok(r)) => Ok(r.into_inner()),
         }
     }
@@ -297,14 +311,9 @@ impl VtctldClient {
         limit: std::time::Duration,
     ) -> Result<Vec<String>, VtctldError> {
         const METHOD: &str = "Backup";
-        let rpc = |s: tonic::Status| VtctldError::Rpc {
-            endpoint: self.endpoint.clone(),
-            method: METHOD,
-            code: s.code(),
-            message: s.message().to_owned(),
-        };
+        let rpc = |s: tonic::Status| self.rpc_error(METHOD, &s);
         let mut grpc = tonic::client::Grpc::new(self.channel.clone());
-        let path = PathAndQuery::from_static("/vtctlservice.Vtctld/Backup");
+        let path = self.path(METHOD)?;
         let call = async {
             grpc.ready()
                 .await
@@ -326,13 +335,9 @@ impl VtctldClient {
             }
             Ok(lines.into())
         };
-        tokio::time::timeout(limit, call).await.unwrap_or_else(|_| {
-            Err(VtctldError::Timeout {
-                endpoint: self.endpoint.clone(),
-                method: METHOD,
-                after: limit,
-            })
-        })
+        tokio::time::timeout(limit, call)
+            .await
+            .unwrap_or_else(|_| Err(self.timed_out(METHOD, limit)))
     }
 
     /// Runs a read-only query as the DBA user (e.g. `SELECT @@sync_binlog`).
