@@ -19,6 +19,7 @@ pub mod control_plane;
 pub mod csi;
 pub mod demo;
 pub mod drill;
+pub mod pitr_oracle;
 pub mod provision;
 pub mod reprovision;
 pub mod resources;

@@ -160,7 +160,7 @@ pub async fn recover_plan(
             "an online base holds at least its lower bound: {before}"
         ),
     }
-    replay::check_base(&before, target).unwrap();
+    crate::pitr_oracle::check_base(&before, target).unwrap();
     let vtdataroot = t.volume.join("vtdataroot");
     let fetch_start = Instant::now();
     let fetched = fetch_all(&archive, chosen.iter().copied(), &vtdataroot.join("pitr")).unwrap();
@@ -186,7 +186,7 @@ pub async fn recover_plan(
     );
     let after = gtid(&t.gtid_executed().await);
     let reached = &chosen.last().unwrap().to;
-    replay::verify(&before, &after, reached, target).unwrap();
+    crate::pitr_oracle::verify(&before, &after, reached, target).unwrap();
     Recovered {
         after,
         restore: restored,

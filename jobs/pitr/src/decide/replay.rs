@@ -13,7 +13,6 @@ use std::path::PathBuf;
 
 use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::jiff::tz::TimeZone;
-use serde::Serialize;
 use vtsnap_core::coverage::{Exactness, GtidSet};
 use vtsnap_core::pitr::chain::{Base, Target};
 use vtsnap_core::pitr::manifest::Increment;
@@ -123,72 +122,6 @@ pub fn script(
         ));
     }
     Ok(s)
-}
-
-/// What a replay did, checked.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Applied {
-    /// The GTIDs the replay added to the base.
-    pub gtids: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum VerifyError {
-    #[error("the restored base holds transactions past the target: {0}")]
-    BaseBeyondTarget(String),
-    #[error("the replay stopped short of the target: the server lacks {0}")]
-    Short(String),
-    #[error("the replay went past the target: the server holds {0}")]
-    Past(String),
-    #[error("the server lost transactions of its base: {0}")]
-    LostBase(String),
-    #[error("the replay applied transactions the archive's increments do not hold: {0}")]
-    NotFromArchive(String),
-}
-
-fn nonempty(m: Option<String>) -> Option<String> {
-    m.filter(|m| !m.is_empty())
-}
-
-/// Before a replay: a base restored from an online snapshot may hold more than its
-/// recorded lower bound; for a GTID target it must still be within the target.
-pub fn check_base(base: &GtidSet, target: &Target) -> Result<(), VerifyError> {
-    match target {
-        Target::Through(g) => match nonempty(base.missing_from(g)) {
-            Some(beyond) => Err(VerifyError::BaseBeyondTarget(beyond)),
-            None => Ok(()),
-        },
-        Target::Before(_) => Ok(()),
-    }
-}
-
-/// After a replay: the server holds its base and no more than the archive's increments
-/// (`reached`, what the last one replayed holds); for a GTID target, exactly it.
-pub fn verify(
-    base: &GtidSet,
-    after: &GtidSet,
-    reached: &GtidSet,
-    target: &Target,
-) -> Result<Applied, VerifyError> {
-    if let Some(lost) = nonempty(base.missing_from(after)) {
-        return Err(VerifyError::LostBase(lost));
-    }
-    let known = reached.union(base).unwrap_or_else(|| reached.clone());
-    if let Some(extra) = nonempty(after.missing_from(&known)) {
-        return Err(VerifyError::NotFromArchive(extra));
-    }
-    if let Target::Through(g) = target {
-        if let Some(short) = nonempty(g.missing_from(after)) {
-            return Err(VerifyError::Short(short));
-        }
-        let allowed = g.union(base).unwrap_or_else(|| g.clone());
-        if let Some(past) = nonempty(after.missing_from(&allowed)) {
-            return Err(VerifyError::Past(past));
-        }
-    }
-    Ok(Applied {
-        gtids: after.missing_from(base).unwrap_or_default(),
-    })
 }
 
 #[cfg(test)]
