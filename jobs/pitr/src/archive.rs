@@ -219,6 +219,9 @@ mod tests {
             );
         }
         assert!(FileArchive::new(root, "commerce_2", "40-80").is_ok());
+        // One folder name at most 255 bytes long, as a filesystem allows.
+        assert!(FileArchive::new(root, &"k".repeat(255), "-").is_ok());
+        assert!(FileArchive::new(root, &"k".repeat(256), "-").is_err());
     }
 
     #[test]
