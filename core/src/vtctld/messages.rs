@@ -252,11 +252,20 @@ pub mod query {
 
 /// `proto/logutil.proto`: the log lines streaming calls return.
 pub mod logutil {
+    /// `Level`: how loud a log line is.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+    #[repr(i32)]
+    pub enum Level {
+        Info = 0,
+        Warning = 1,
+        Error = 2,
+        Console = 3,
+    }
+
     /// `Event` (its `time`, field 1, is not read).
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct Event {
-        /// INFO 0, WARNING 1, ERROR 2, CONSOLE 3.
-        #[prost(int32, tag = "2")]
+        #[prost(enumeration = "Level", tag = "2")]
         pub level: i32,
         #[prost(string, tag = "3")]
         pub file: String,
