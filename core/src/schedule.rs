@@ -2,6 +2,9 @@
 //! its policy's `snapshot.schedule` moved later by a stagger offset, so the shards of one
 //! cluster do not all fence a replica at the same minute.
 //!
+//! A schedule of every N minutes (N dividing the hour, e.g. the binlog archive's
+//! `*/15 * * * *`) is staggered by rotating its minutes inside each N-minute slot.
+//!
 //! The offset of a shard is a whole number of minutes below the stagger window. A shard
 //! keeps the offset its CronJob records; a new shard starts at a hash of its name and takes
 //! the next free minute. So offsets are distinct while there are no more shards than
@@ -26,7 +29,7 @@ pub enum StaggerError {
     #[error(transparent)]
     Cron(#[from] CronError),
     #[error(
-        "a staggered schedule runs at one minute of the hour (e.g. \"0 */6 * * *\"), not {minute:?}; set its stagger: 0s to run {schedule:?} as written"
+        "a staggered schedule runs at one minute of the hour (e.g. \"0 */6 * * *\") or every N minutes with N dividing 60 (e.g. \"*/15 * * * *\"), not {minute:?}; set its stagger: 0s to run {schedule:?} as written"
     )]
     MinuteNotOne { schedule: String, minute: String },
     #[error("stagger {} is longer than a day", GoDuration(*.0))]
@@ -57,13 +60,40 @@ pub enum StaggerError {
 pub struct Staggered {
     /// The schedule as written; its minute and hour fields are rewritten per offset.
     schedule: String,
-    /// The one minute of the hour it runs at (`None`: not staggered, run as written).
-    minute: Option<u32>,
+    /// The minutes of the hour it runs at, as far as the stagger moves them.
+    minutes: Minutes,
     hours: u64,
     /// Day-of-month, month and day-of-week, as written.
     days: String,
     /// Offsets are `0..window` minutes; 1 means no stagger.
     window: u32,
+}
+
+/// The minute field's shape, as far as a stagger can move it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Minutes {
+    /// Not staggered: run as written.
+    AsWritten,
+    /// One minute of the hour: moved later, into the next hours when it carries.
+    One(u32),
+    /// Every `period` minutes from `first` (`first < period`, `period` divides 60): each
+    /// run moved later inside its slot, so the hours stay as written.
+    Every {
+        first: u32,
+        period: u32,
+        /// The hour field as written.
+        hours: String,
+    },
+}
+
+/// `Some((first, period))` when `minutes` (ascending) are every `period` minutes of the
+/// hour from `first`, with more than one run an hour.
+fn periodic(minutes: &[u32]) -> Option<(u32, u32)> {
+    let (&first, &second) = (minutes.first()?, minutes.get(1)?);
+    let period = second - first;
+    let evenly = minutes.windows(2).all(|w| w[1] - w[0] == period);
+    let whole_hour = u32::try_from(minutes.len()).ok()? * period == 60;
+    (evenly && whole_hour).then_some((first, period))
 }
 
 fn hours_of(bits: u64) -> Vec<u32> {
@@ -82,13 +112,38 @@ impl Staggered {
         let hours = hours_of(parsed.hours());
         let plain = |window| Self {
             schedule: schedule.trim().to_owned(),
-            minute: None,
+            minutes: Minutes::AsWritten,
             hours: parsed.hours(),
             days: days.clone(),
             window,
         };
         if stagger.is_some_and(|s| s.as_secs() < 60) {
             return Ok(plain(1));
+        }
+        if let Some((first, period)) = periodic(&minutes) {
+            let window = match stagger {
+                None => period,
+                Some(s) => {
+                    let w = u32::try_from(s.as_secs() / 60).unwrap_or(u32::MAX);
+                    if w > period {
+                        return Err(StaggerError::LongerThanInterval {
+                            schedule: schedule.trim().to_owned(),
+                            stagger: s,
+                            interval: Duration::from_secs(u64::from(period) * 60),
+                        });
+                    }
+                    w
+                }
+            };
+            return Ok(Self {
+                minutes: Minutes::Every {
+                    first,
+                    period,
+                    hours: fields[1].to_owned(),
+                },
+                window: window.max(1),
+                ..plain(1)
+            });
         }
         let [minute] = minutes.as_slice() else {
             return match stagger {
@@ -144,7 +199,7 @@ impl Staggered {
         };
         Ok(Self {
             schedule: schedule.trim().to_owned(),
-            minute: Some(minute),
+            minutes: Minutes::One(minute),
             hours: parsed.hours(),
             days,
             window: window.max(1),
@@ -160,12 +215,25 @@ impl Staggered {
     /// `offset` minutes later.
     pub fn at(&self, offset: u32) -> String {
         let offset = offset % self.window;
-        let Some(minute) = self.minute else {
-            return self.schedule.clone();
-        };
         if offset == 0 {
             return self.schedule.clone();
         }
+        let minute = match &self.minutes {
+            Minutes::AsWritten => return self.schedule.clone(),
+            Minutes::One(minute) => *minute,
+            Minutes::Every {
+                first,
+                period,
+                hours,
+            } => {
+                let start = (first + offset) % period;
+                let minutes: Vec<String> = (start..60)
+                    .step_by(*period as usize)
+                    .map(|m| m.to_string())
+                    .collect();
+                return format!("{} {hours} {}", minutes.join(","), self.days);
+            }
+        };
         let total = minute + offset;
         let carry = total / 60;
         let hours: BTreeSet<u32> = hours_of(self.hours)

@@ -44,19 +44,48 @@ fn the_window_is_the_shortest_interval_or_what_is_asked() {
             .at(5),
         "0 */6 * * *"
     );
-    // A schedule of many minutes runs as written unless a stagger is asked of it.
-    assert_eq!(w("*/15 * * * *", None), 1);
+    // Every N minutes (N dividing the hour): its period, or what is asked up to it.
+    assert_eq!(w("*/15 * * * *", None), 15);
+    assert_eq!(w("5,35 * * * *", None), 30);
+    assert_eq!(w("*/15 * * * *", Some(Duration::from_secs(300))), 5);
+    assert_eq!(w("*/15 * * * *", Some(Duration::ZERO)), 1);
+    // Other minute lists run as written unless a stagger is asked of them.
+    for uneven in ["*/7 * * * *", "0,10,50 * * * *", "0-29/15 * * * *"] {
+        assert_eq!(w(uneven, None), 1, "{uneven}");
+        assert_eq!(Staggered::new(uneven, None).unwrap().at(3), uneven);
+    }
+}
+
+#[test]
+fn every_n_minutes_rotates_inside_its_slot_and_keeps_its_hours() {
+    let s = Staggered::new(DEFAULT_PITR_SCHEDULE, None).unwrap();
+    assert_eq!(s.at(0), "*/15 * * * *");
+    assert_eq!(s.at(7), "7,22,37,52 * * * *");
+    assert_eq!(s.at(14), "14,29,44,59 * * * *");
     assert_eq!(
-        Staggered::new("*/15 * * * *", None).unwrap().at(7),
-        "*/15 * * * *"
+        s.at(15 + 7),
+        s.at(7),
+        "an offset is taken within the window"
     );
+    let s = Staggered::new("10,40 9-17 * * 1-5", None).unwrap();
+    assert_eq!(s.window(), 30);
+    assert_eq!(s.at(25), "5,35 9-17 * * 1-5", "wraps inside the slot");
+    let lines: BTreeSet<String> = (0..15)
+        .map(|o| Staggered::new("*/15 * * * *", None).unwrap().at(o))
+        .collect();
+    assert_eq!(lines.len(), 15, "every offset its own line");
 }
 
 #[test]
 fn a_stagger_it_cannot_write_is_an_error_that_says_why() {
     let e = |sched: &str, stagger| Staggered::new(sched, stagger).unwrap_err().to_string();
     assert!(
-        e("*/15 * * * *", h(1)).contains("one minute of the hour"),
+        e("*/7 * * * *", h(1)).contains("one minute of the hour"),
+        "{}",
+        e("*/7 * * * *", h(1))
+    );
+    assert!(
+        e("*/15 * * * *", h(1)).contains("shortest interval 15m"),
         "{}",
         e("*/15 * * * *", h(1))
     );
@@ -184,6 +213,39 @@ proptest! {
         let want: BTreeSet<i64> = base.iter().map(|t| t + shift).filter(|t| inside(*t)).collect();
         let got: BTreeSet<i64> = moved.into_iter().filter(|t| inside(*t)).collect();
         prop_assert_eq!(got, want, "{} at {} is {}", schedule, offset, shifted);
+    }
+
+    /// Every N minutes, moved by an offset below N: each run `offset` minutes later, none
+    /// leaving its hour.
+    #[test]
+    fn an_every_n_minutes_line_is_each_run_moved_by_its_offset(
+        period in prop::sample::select(vec![2u32, 3, 4, 5, 6, 10, 12, 15, 20, 30]),
+        first_seed in any::<u32>(),
+        hours in prop::option::of(prop::collection::btree_set(0u32..24, 1..6)),
+        seed in any::<u32>(),
+    ) {
+        let first = first_seed % period;
+        let minutes: Vec<String> = (first..60).step_by(period as usize).map(|m| m.to_string()).collect();
+        let hours = hours.map_or_else(|| "*".to_owned(), |h| h.iter().map(u32::to_string).collect::<Vec<_>>().join(","));
+        let schedule = format!("{} {hours} * * *", minutes.join(","));
+        let s = Staggered::new(&schedule, None).unwrap();
+        prop_assert_eq!(s.window(), period);
+        let offset = seed % period;
+        let shifted = s.at(offset);
+        let from = Timestamp::from_second(1_796_083_200).unwrap(); // 2026-12-01T00:00:00Z
+        let base = runs(&schedule, from, 3);
+        let moved = runs(&shifted, from, 3);
+        let shift = i64::from(offset) * 60;
+        // Each run moved later inside its slot (of `period` minutes from the hour).
+        let slot = i64::from(period) * 60;
+        // Compared away from the edges of the span read.
+        let inside = |t: &i64| *t >= from.as_second() + 3600 && *t < from.as_second() + 2 * 86_400;
+        let want: BTreeSet<i64> = base.iter().map(|t| {
+            let start = t - t.rem_euclid(3600) + (t.rem_euclid(3600) / slot) * slot;
+            start + (t - start + shift) % slot
+        }).filter(inside).collect();
+        let got: BTreeSet<i64> = moved.into_iter().filter(inside).collect();
+        prop_assert!(got == want, "{} at {} is {}: {} runs, {} wanted", schedule, offset, shifted, got.len(), want.len());
     }
 
     /// Distinct minutes while they last; a shard added later moves no other; a second
