@@ -57,6 +57,12 @@ refuse "additional properties 'enable' not allowed" --set snapshot.reconcile.ena
 refuse 'drill.shards[0].cluster: "nope" is not a config.clusters[].name' --set drill.enabled=true --set 'drill.shards[0].cluster=nope' --set 'drill.shards[0].keyspace=k' --set 'drill.shards[0].shard=-'
 refuse "/drill/deadline'" --set drill.deadline=soon
 refuse "at '/drill/shards/0': additional properties 'mode' not allowed" --set-json 'drill.shards=[{"cluster":"example","keyspace":"k","shard":"-","mode":"cold"}]'
+refuse "pitr.backupStorage.volume: the archive reads Vitess's file backup storage" --set pitr.enabled=true
+nfs='pitr.backupStorage.volume={"nfs":{"server":"nfs","path":"/b"}}'
+refuse "pitr.enabled: the binlog archive's CronJobs are made by the schedule reconciler" --set pitr.enabled=true --set-json "$nfs" --set snapshot.reconcile.enabled=false
+refuse "/pitr/backupTimeout'" --set pitr.backupTimeout=soon
+refuse "/pitr/backupStorage/root': 'vt/backups' does not match pattern" --set pitr.backupStorage.root=vt/backups
+refuse "at '/pitr/shards/0': additional properties 'mode' not allowed" --set-json 'pitr.shards=[{"cluster":"example","keyspace":"k","shard":"-","mode":"cold"}]'
 
 if grep -q -- '-drill-' "$out/default.yaml"; then
   echo "chart: drills are off by default, yet rendered" >&2; exit 1
@@ -76,7 +82,7 @@ assert [x["name"] for x in c] == ["snapshot"] and c[0]["args"] == ["run"], c
 assert isinstance(json.loads(cm["data"]["overrides.json"]), list)
 print("chart: the reconciler's template renders; no per-shard CronJob")
 PY
-"$helm" template vtsnap "$chart" -n vtsnap -f "$chart/ci/full-values.yaml" --set snapshot.reconcile.enabled=false \
+"$helm" template vtsnap "$chart" -n vtsnap -f "$chart/ci/full-values.yaml" --set snapshot.reconcile.enabled=false --set pitr.enabled=false \
   --kube-version "$kube_version" >"$out/no-reconciler.yaml"
 if ! grep -q 'name: vtsnap-snap-' "$out/no-reconciler.yaml" || grep -q 'snapshot-schedule' "$out/no-reconciler.yaml"; then
   echo "chart: without the reconciler, per-shard CronJobs and no template are expected" >&2; exit 1
@@ -129,6 +135,37 @@ assert {e["name"] for e in c[0]["env"]} >= {"VTSNAP_OWNER_NAME", "VTSNAP_OWNER_U
 over = json.loads(cm["data"]["drill-overrides.json"])
 assert [(o["cluster"], o["shard"]) for o in over] == [("main", "-80"), ("reporting", "-")], over
 print("chart: with the reconciler, the drill template and its overrides in its ConfigMap")
+PY
+
+# The binlog archive's template: vtsnap-pitr archive with the backup storage mounted
+# read-only where --archive-root reads it, its own account and Roles, no shard; its
+# overrides beside it. Off by default.
+python3 - "$out/full.yaml" "$out/default.yaml" <<'PY'
+import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-snapshot-schedule"))
+t = json.loads(cm["data"]["archive-cronjob.json"])
+assert t["spec"]["concurrencyPolicy"] == "Forbid", t["spec"]
+pod = t["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+assert pod["serviceAccountName"] == "vtsnap-pitr", pod
+c = pod["containers"]
+assert [x["name"] for x in c] == ["archive"], c
+assert c[0]["image"] == "registry.example.com:5000/platform/vtsnap/vtsnap-pitr:0.1.0", c[0]["image"]
+assert c[0]["args"] == ["archive", "--archive-root", "/vt/backups", "--backup-timeout", "30m"], c[0]["args"]
+mounts = {m["name"]: m for m in c[0]["volumeMounts"]}
+assert mounts["backups"] == {"name": "backups", "mountPath": "/vt/backups", "readOnly": True}, mounts
+volumes = {v["name"]: v for v in pod["volumes"]}
+assert volumes["backups"] == {"name": "backups", "nfs": {"server": "nfs.example.com", "path": "/exports/vitess-backups"}}, volumes
+over = json.loads(cm["data"]["archive-overrides.json"])
+assert [(o["cluster"], o["shard"], o["schedule"]) for o in over] == [("main", "-80", "*/5 * * * *")], over
+roles = {(d["metadata"]["namespace"], tuple(r["resources"][0] for r in d["rules"])) for d in docs
+         if d["kind"] == "Role" and d["metadata"]["name"] == "vtsnap-pitr"}
+assert roles == {(ns, ("volumesnapshots", "services")) for ns in ("vitess", "vitess-reporting")}, roles
+default = [d for d in yaml.safe_load_all(open(sys.argv[2])) if d]
+cm = next(d for d in default if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-snapshot-schedule"))
+assert "archive-cronjob.json" not in cm["data"], cm["data"].keys()
+assert not any(d["metadata"]["name"] == "vtsnap-pitr" for d in default), "no pitr account by default"
+print("chart: the archive template, its storage mount and its Roles; off by default")
 PY
 
 # A long release name: CronJob names within 52 characters (the Job controller appends to

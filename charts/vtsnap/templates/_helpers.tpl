@@ -178,10 +178,16 @@ spec:
             {{- end }}
             volumeMounts:
             - {name: config, mountPath: /etc/vtsnap, readOnly: true}
+            {{- range .mounts }}
+            - {name: {{ .name }}, mountPath: {{ .mountPath | quote }}, readOnly: true}
+            {{- end }}
           volumes:
           - name: config
             configMap:
               name: {{ include "vtsnap.fullname" $root }}-config
+          {{- range .mounts }}
+          - {{ merge (dict "name" .name) .volume | toJson }}
+          {{- end }}
 {{- end -}}
 
 {{- /* vtsnap-drill's arguments before the shard's, as a JSON list: the same for a drill

@@ -109,8 +109,11 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
             "snapshot": {"volumeSnapshotClassName": BTRFS_CLASS, "cutTimeout": "60s", "readyTimeout": "60s", "maxHold": "60s",
                          "schedule": NEVER},
             "retention": {"maxCount": 1}, "restore": {"enabled": true},
-            "drill": {"schedule": NEVER, "stagger": "0s"}}]},
+            "drill": {"schedule": NEVER, "stagger": "0s"},
+            "pitr": {"enabled": true, "schedule": NEVER, "stagger": "0s"}}]},
         "drill": {"enabled": true},
+        // The binlog archive's template: Vitess's file backup storage is a Pod volume.
+        "pitr": {"enabled": true, "backupStorage": {"volume": {"emptyDir": {}}}},
         "snapshot": {"shards": [{"cluster": "example", "keyspace": "commerce", "shard": "-", "schedule": NEVER}]},
         "gc": {"schedule": NEVER},
         "vtbackupStorage": {"schedule": NEVER},
@@ -190,6 +193,9 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
     let as_schedule = kube
         .as_service_account(&system.name, &account("schedule"))
         .await;
+    let as_pitr = kube
+        .as_service_account(&system.name, &account("pitr"))
+        .await;
 
     // The RBAC authorizer learns new bindings from a watch: wait until it has them.
     let deadline = std::time::Instant::now() + LIMIT;
@@ -212,7 +218,7 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
         plan.problems.is_empty() && outcomes.iter().all(|o| o.error.is_none()),
         "{plan:#?} {outcomes:#?}"
     );
-    assert_eq!(plan.count(Action::Create), 2, "{plan:#?}");
+    assert_eq!(plan.count(Action::Create), 3, "{plan:#?}");
     // The snapshot CronJob as stored: the config mounted, the shard's args, no latest tag.
     let cronjobs = kube
         .list(
@@ -290,6 +296,47 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
             .any(|e| e["name"] == "VTSNAP_OWNER_UID"),
         "{c}"
     );
+    // Its binlog-archive CronJob, from the chart's archive template: the pitr account, the
+    // backup storage mounted read-only where --archive-root reads it, the shard's args.
+    let archive = cronjobs
+        .iter()
+        .find(|c| c["metadata"]["labels"]["app.kubernetes.io/component"] == "pitr")
+        .expect("an archive CronJob");
+    assert_eq!(
+        archive["metadata"]["annotations"]["vtsnap.io/schedule-kind"],
+        "archive"
+    );
+    assert_eq!(
+        archive["metadata"]["name"],
+        format!("{FULL}-pitr-example-commerce-x-x")
+    );
+    assert_eq!(archive["spec"]["schedule"], NEVER);
+    let pod = &archive["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], format!("{FULL}-pitr"));
+    let c = &pod["containers"][0];
+    assert_eq!(
+        c["args"],
+        json!([
+            "archive",
+            "--archive-root",
+            "/vt/backups",
+            "--backup-timeout",
+            "1h",
+            "--cluster",
+            "example",
+            "--keyspace",
+            "commerce",
+            "--shard=-"
+        ])
+    );
+    assert_eq!(
+        c["volumeMounts"][1],
+        json!({"name": "backups", "mountPath": "/vt/backups", "readOnly": true})
+    );
+    assert_eq!(
+        pod["volumes"][1],
+        json!({"name": "backups", "emptyDir": {}})
+    );
     for c in &cronjobs {
         let image = c["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"]
             .as_str()
@@ -321,6 +368,46 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
         assert_eq!(s.exit_code, 0, "vtsnap-snapshot as its account: {s:?}");
         cut.push(s.snapshot.unwrap());
     }
+    // vtsnap-pitr archive as its account (a dry run): it lists the shard's snapshots and
+    // finds vtctld and its tablets, then refuses: this fake shard runs MariaDB, whose
+    // positions the archive does not replay, and it says so of each snapshot.
+    let archive_root = tempfile::tempdir().unwrap();
+    let planned = vtsnap_pitr::run::archive(
+        &as_pitr,
+        &config,
+        &ShardName::new("example", "commerce", "-"),
+        &vtsnap_pitr::run::ArchiveOptions {
+            archive_root: archive_root.path().to_owned(),
+            mode: vtsnap_pitr::run::Mode::DryRun,
+            backup_limit: Duration::from_secs(60),
+        },
+    )
+    .await;
+    assert_eq!(
+        (planned.outcome, planned.error.as_ref().map(|e| e.code)),
+        (
+            vtsnap_pitr::report::ArchiveOutcome::Refused,
+            Some("no-increment")
+        ),
+        "vtsnap-pitr archive as its account: {planned:?}"
+    );
+    let passed: Vec<&str> = planned
+        .passed_snapshots
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(passed.len(), cut.len(), "{planned:?}");
+    assert!(
+        cut.iter().all(|c| passed.contains(&c.as_str())),
+        "{planned:?}"
+    );
+    assert!(
+        planned
+            .passed_snapshots
+            .iter()
+            .all(|p| p.why.contains("a MariaDB position")),
+        "{planned:?}"
+    );
     // Its waits were woken by watches its Role allows: a refused watch falls back to
     // polling, which still passes but lengthens the fence window.
     assert_eq!(

@@ -1,7 +1,7 @@
 //! The schedule reconciler's decision, pure (docs/design.md §5.8): from the configured
-//! clusters' shards, the chart's rendered CronJob templates (snapshot, and drill when the
-//! chart's drills are on) and the CronJobs that exist, one decision per CronJob — create,
-//! update, keep or delete — each with its reason.
+//! clusters' shards, the chart's rendered CronJob templates (snapshot; drill and binlog
+//! archive when the chart has them on) and the CronJobs that exist, one decision per
+//! CronJob — create, update, keep or delete — each with its reason.
 //!
 //! Safety rules, each checked here and tested without a client:
 //! - only CronJobs it made are changed (its label and an ownerReference to the template);
@@ -9,7 +9,8 @@
 //!   and from vtctld (asked, and it said "no such shard"), and no Job of it runs;
 //! - a read that failed or a record that cannot be read changes nothing it covers;
 //! - a drill CronJob is deleted when drills are off (the chart's, or the shard's
-//!   `drill.enabled: false`), never while one of its Jobs runs;
+//!   `drill.enabled: false`), never while one of its Jobs runs; an archive CronJob the
+//!   same when the archive is off (the chart's, or the shard's `pitr.enabled: false`);
 //! - a shard's CronJob is the one of ours whose record names it (under whatever name), so
 //!   a change of the name rule never makes a second; a second one found is kept and
 //!   reported, never deleted; two shards that would get one name get none.
@@ -120,6 +121,9 @@ pub enum Reason {
     Duplicate,
     /// A drill CronJob while drills are off (the chart's, or the shard's policy).
     DrillsOff,
+    /// An archive CronJob while the binlog archive is off (the chart's, or the shard's
+    /// `pitr.enabled`).
+    PitrOff,
 }
 
 impl Reason {
@@ -238,8 +242,8 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
                 let Some(kt) = template.of_kind(kind) else {
                     continue;
                 };
-                // (schedule, stagger, suspension) of the policy; a drill the shard turned
-                // off is not wanted.
+                // (schedule, stagger, suspension) of the policy; a drill or an archive the
+                // shard has off is not wanted.
                 let (schedule, stagger, suspend) = match kind {
                     Kind::Snapshot => {
                         let p = &resolved.snapshot;
@@ -248,6 +252,11 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
                     Kind::Drill if !resolved.drill.enabled => continue,
                     Kind::Drill => {
                         let p = &resolved.drill;
+                        (p.schedule.clone(), p.stagger, p.suspend)
+                    }
+                    Kind::Archive if !resolved.pitr.enabled => continue,
+                    Kind::Archive => {
+                        let p = &resolved.pitr;
                         (p.schedule.clone(), p.stagger, p.suspend)
                     }
                 };
@@ -568,19 +577,25 @@ fn unwanted(
             format!("{} Job(s) of it still run", c.active_jobs),
         );
     }
-    let drills_off = |message: &str| Decision {
+    let kind_off = |reason: Reason, message: &str| Decision {
         resource_version: Some(c.resource_version.clone()),
         uid: Some(c.uid.clone()),
-        ..decision(
-            &c.name,
-            Some(key),
-            Action::Delete,
-            Reason::DrillsOff,
-            message,
-        )
+        ..decision(&c.name, Some(key), Action::Delete, reason, message)
     };
-    if c.kind == Kind::Drill && template.drill.is_none() {
-        return drills_off("the chart's drills are off, no Job running");
+    match c.kind {
+        Kind::Drill if template.drill.is_none() => {
+            return kind_off(
+                Reason::DrillsOff,
+                "the chart's drills are off, no Job running",
+            );
+        }
+        Kind::Archive if template.archive.is_none() => {
+            return kind_off(
+                Reason::PitrOff,
+                "the chart's binlog archive is off, no Job running",
+            );
+        }
+        _ => {}
     }
     let id = key.cluster_key();
     if unread.contains(&id) {
@@ -606,16 +621,23 @@ fn unwanted(
     };
     let in_spec = spec.contains(&key.keyspace_shard());
     if in_spec {
-        if c.kind == Kind::Drill
-            && config
-                .cluster_in(&key.namespace, &key.cluster)
-                .is_some_and(|cl| {
-                    !resolve_in(cl, &key.keyspace, &key.shard.to_string())
-                        .drill
-                        .enabled
-                })
-        {
-            return drills_off("drill.enabled is false for this shard, no Job running");
+        let resolved = config
+            .cluster_in(&key.namespace, &key.cluster)
+            .map(|cl| resolve_in(cl, &key.keyspace, &key.shard.to_string()));
+        match (c.kind, resolved) {
+            (Kind::Drill, Some(r)) if !r.drill.enabled => {
+                return kind_off(
+                    Reason::DrillsOff,
+                    "drill.enabled is false for this shard, no Job running",
+                );
+            }
+            (Kind::Archive, Some(r)) if !r.pitr.enabled => {
+                return kind_off(
+                    Reason::PitrOff,
+                    "pitr.enabled is false for this shard, no Job running",
+                );
+            }
+            _ => {}
         }
         // Another CronJob of ours is this shard's (adopted first by name): this one is a
         // second. Deleting either is not under the gate (docs/design.md §5.8): kept.

@@ -229,7 +229,7 @@ fn a_kind_record_it_cannot_read_is_left_alone() {
     assert!(
         bad.unwrap()
             .unwrap_err()
-            .contains("neither snapshot nor drill")
+            .contains("not snapshot, drill or archive")
     );
     // Not deleted with drills on, nor with drills off.
     for p in [

@@ -29,6 +29,7 @@ fn template() -> Template {
             overrides: vec![],
         },
         drill: None,
+        archive: None,
     }
 }
 
@@ -416,7 +417,7 @@ fn a_schedule_it_cannot_stagger_is_named_and_its_cronjob_kept() {
     // (The config's own validation refuses this; the decision holds without it.)
     let unchecked: Config = serde_json::from_value(json!({"clusters": [{"name": "example",
         "namespace": "vitess", "snapshot": {"stagger": "1h"},
-        "keyspaces": {"commerce": {"shards": {"-": {"snapshot": {"schedule": "*/15 * * * *"}}}}}}]}))
+        "keyspaces": {"commerce": {"shards": {"-": {"snapshot": {"schedule": "*/7 * * * *"}}}}}}]}))
     .unwrap();
     let p = plan(&unchecked, &s);
     assert_eq!(p.decisions.len(), 1, "{p:#?}");
@@ -557,6 +558,9 @@ proptest! {
 
 #[path = "decide_drill_tests.rs"]
 mod drill;
+
+#[path = "decide_archive_tests.rs"]
+mod archive;
 
 #[path = "decide_names_tests.rs"]
 mod names_tests;

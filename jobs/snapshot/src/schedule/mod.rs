@@ -1,5 +1,6 @@
 //! `vtsnap-snapshot schedule`: one snapshot CronJob per shard of every configured cluster,
-//! and one drill CronJob when the chart's drills are on, made from the chart's templates
+//! one drill CronJob when the chart's drills are on, and one binlog-archive CronJob when
+//! the chart's archive is on and the shard's `pitr.enabled`, made from the chart's templates
 //! and kept in step with the shards (docs/design.md §5.8).
 //! observe → decide (pure) → act → report, as every program.
 

@@ -1,7 +1,8 @@
 //! The schedule reconciler's objects: a shard's key and CronJob name, the CronJob built
 //! from the chart's template, and the template read from its ConfigMap (hostile until
 //! checked: bounded, typed, one `snapshot` container; one `drill` container in the drill
-//! template, when the chart's drills are on).
+//! template, when the chart's drills are on; one `archive` container in the binlog-archive
+//! template, when the chart's archive is on).
 
 use serde_json::{Value, json};
 use vtsnap_core::config::Mode;
@@ -22,6 +23,8 @@ pub struct Template {
     pub snapshot: KindTemplate,
     /// `None`: the chart's drills are off.
     pub drill: Option<KindTemplate>,
+    /// `None`: the chart's binlog archive is off (docs/pitr.md §6).
+    pub archive: Option<KindTemplate>,
 }
 
 impl Template {
@@ -29,6 +32,7 @@ impl Template {
         match kind {
             Kind::Snapshot => Some(&self.snapshot),
             Kind::Drill => self.drill.as_ref(),
+            Kind::Archive => self.archive.as_ref(),
         }
     }
 }
@@ -66,8 +70,8 @@ pub const ANN_SHARD: &str = "vtsnap.io/schedule-shard";
 pub const ANN_OFFSET: &str = "vtsnap.io/stagger-minutes";
 /// A hash of everything the reconciler sets: unchanged means nothing to write.
 pub const ANN_HASH: &str = "vtsnap.io/spec-hash";
-/// What a CronJob runs: `drill`, or absent for a snapshot (as CronJobs made before drills
-/// were reconciled have it).
+/// What a CronJob runs: `drill`, `archive`, or absent for a snapshot (as CronJobs made
+/// before drills were reconciled have it).
 pub const ANN_KIND: &str = "vtsnap.io/schedule-kind";
 /// Keys of the template ConfigMap.
 pub const KEY_CRONJOB: &str = "cronjob.json";
@@ -76,6 +80,10 @@ pub const KEY_FULLNAME: &str = "fullname";
 /// The drill CronJob template and its per-shard overrides: absent when drills are off.
 pub const KEY_DRILL_CRONJOB: &str = "drill-cronjob.json";
 pub const KEY_DRILL_OVERRIDES: &str = "drill-overrides.json";
+/// The binlog-archive CronJob template and its per-shard overrides: absent when the
+/// chart's archive is off.
+pub const KEY_ARCHIVE_CRONJOB: &str = "archive-cronjob.json";
+pub const KEY_ARCHIVE_OVERRIDES: &str = "archive-overrides.json";
 
 /// What a reconciled CronJob runs: one of each per shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -84,10 +92,12 @@ pub enum Kind {
     Snapshot,
     /// `vtsnap-drill run` (docs/design.md §5.9).
     Drill,
+    /// `vtsnap-pitr archive`: the shard's next binlog-archive increment (docs/pitr.md §6).
+    Archive,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 2] = [Kind::Snapshot, Kind::Drill];
+    pub const ALL: [Kind; 3] = [Kind::Snapshot, Kind::Drill, Kind::Archive];
 
     /// The name of the template's container that runs it, which gets the shard's
     /// arguments.
@@ -95,6 +105,7 @@ impl Kind {
         match self {
             Kind::Snapshot => "snapshot",
             Kind::Drill => "drill",
+            Kind::Archive => "archive",
         }
     }
 
@@ -103,6 +114,16 @@ impl Kind {
         match self {
             Kind::Snapshot => "snap",
             Kind::Drill => "drill",
+            Kind::Archive => "pitr",
+        }
+    }
+
+    /// "a drill", as a message names one CronJob of the kind.
+    pub fn article(self) -> &'static str {
+        match self {
+            Kind::Snapshot => "a snapshot",
+            Kind::Drill => "a drill",
+            Kind::Archive => "an archive",
         }
     }
 
@@ -111,8 +132,9 @@ impl Kind {
         match value {
             None | Some("snapshot") => Ok(Kind::Snapshot),
             Some("drill") => Ok(Kind::Drill),
+            Some("archive") => Ok(Kind::Archive),
             Some(other) => Err(format!(
-                "{ANN_KIND} {:?}: neither snapshot nor drill",
+                "{ANN_KIND} {:?}: not snapshot, drill or archive",
                 escape_controls(other)
             )),
         }
@@ -161,7 +183,8 @@ pub enum NameForm {
 }
 
 /// `<fullname>-snap-[<namespace>-]<cluster>-<keyspace>-<shard safe name>` (`-drill-` for a
-/// drill), as the chart names its own (`vtsnap.shardCronjobName`).
+/// drill, `-pitr-` for a binlog archive), as the chart names its own
+/// (`vtsnap.shardCronjobName`).
 pub fn cronjob_name(fullname: &str, kind: Kind, key: &ShardRef, form: NameForm) -> String {
     let namespace = match form {
         NameForm::Short => String::new(),
@@ -246,8 +269,9 @@ pub fn desired(t: &Template, run: Run<'_>) -> Option<Value> {
     } = run;
     let mut o = t.of_kind(kind)?.cronjob.clone();
     let mut annotations = json!({ANN_SHARD: key.to_string(), ANN_OFFSET: offset.to_string()});
-    if kind == Kind::Drill {
-        annotations[ANN_KIND] = json!("drill");
+    match kind {
+        Kind::Snapshot => {}
+        Kind::Drill | Kind::Archive => annotations[ANN_KIND] = json!(kind.container()),
     }
     let mut meta = json!({
         "name": name,
@@ -327,9 +351,10 @@ pub fn with_hash(mut desired: Value, hash: &str) -> Value {
 }
 
 /// The template from its ConfigMap (`data`: [`KEY_CRONJOB`], [`KEY_OVERRIDES`],
-/// [`KEY_FULLNAME`], and [`KEY_DRILL_CRONJOB`] with [`KEY_DRILL_OVERRIDES`] when drills are
-/// on), checked: a CronJob with one container of its kind's name, overrides of known
-/// fields (no mode for a drill), a release name that is a DNS label.
+/// [`KEY_FULLNAME`], [`KEY_DRILL_CRONJOB`] with [`KEY_DRILL_OVERRIDES`] when drills are
+/// on, [`KEY_ARCHIVE_CRONJOB`] with [`KEY_ARCHIVE_OVERRIDES`] when the archive is), checked:
+/// a CronJob with one container of its kind's name, overrides of known fields (a mode for
+/// a snapshot only), a release name that is a DNS label.
 pub fn template_from(cm: &Value) -> Result<Template, String> {
     let name = cm
         .pointer("/metadata/name")
@@ -383,8 +408,8 @@ pub fn template_from(cm: &Value) -> Result<Template, String> {
                 vtsnap_core::cron::Schedule::parse(s)
                     .map_err(|e| format!("{at}: schedule {s:?}: {e}"))?;
             }
-            if kind == Kind::Drill && o.mode.is_some() {
-                return Err(format!("{at}: a drill has no mode"));
+            if kind != Kind::Snapshot && o.mode.is_some() {
+                return Err(format!("{at}: {} has no mode", kind.article()));
             }
         }
         Ok(KindTemplate { cronjob, overrides })
@@ -395,15 +420,19 @@ pub fn template_from(cm: &Value) -> Result<Template, String> {
         needed(KEY_OVERRIDES)?,
         (KEY_CRONJOB, KEY_OVERRIDES),
     )?;
-    let drill = match data(KEY_DRILL_CRONJOB)? {
-        None => None,
-        Some(text) => Some(kind_template(
-            Kind::Drill,
-            text,
-            data(KEY_DRILL_OVERRIDES)?.unwrap_or("[]"),
-            (KEY_DRILL_CRONJOB, KEY_DRILL_OVERRIDES),
-        )?),
+    let optional = |kind: Kind, keys: (&str, &str)| -> Result<Option<KindTemplate>, String> {
+        match data(keys.0)? {
+            None => Ok(None),
+            Some(text) => Ok(Some(kind_template(
+                kind,
+                text,
+                data(keys.1)?.unwrap_or("[]"),
+                keys,
+            )?)),
+        }
     };
+    let drill = optional(Kind::Drill, (KEY_DRILL_CRONJOB, KEY_DRILL_OVERRIDES))?;
+    let archive = optional(Kind::Archive, (KEY_ARCHIVE_CRONJOB, KEY_ARCHIVE_OVERRIDES))?;
     let fullname = needed(KEY_FULLNAME)?.trim().to_owned();
     dns_label(&fullname).map_err(|e| format!("ConfigMap {name} {KEY_FULLNAME}: {e}"))?;
     Ok(Template {
@@ -421,6 +450,7 @@ pub fn template_from(cm: &Value) -> Result<Template, String> {
         fullname,
         snapshot,
         drill,
+        archive,
     })
 }
 
@@ -551,5 +581,61 @@ mod tests {
         assert!(e.contains("named drill"), "{e}");
         with["data"]["drill-cronjob.json"] = serde_json::json!(7);
         assert!(template_from(&with).unwrap_err().contains("not a string"));
+    }
+
+    #[test]
+    fn an_archive_template_is_read_and_checked_as_a_drill_s() {
+        let good = serde_json::json!({"kind": "CronJob", "spec": {"jobTemplate": {"spec": {"template": {"spec": {
+            "containers": [{"name": "snapshot"}]}}}}}});
+        let mut with = serde_json::json!({"metadata": {"name": "t", "uid": "u"}, "data": {
+            "cronjob.json": good.to_string(), "overrides.json": "[]", "fullname": "vtsnap"}});
+        assert_eq!(template_from(&with).unwrap().archive, None, "off");
+        let archive = serde_json::json!({"kind": "CronJob", "spec": {"jobTemplate": {"spec": {"template": {"spec": {
+            "containers": [{"name": "archive"}]}}}}}});
+        with["data"]["archive-cronjob.json"] = serde_json::json!(archive.to_string());
+        let t = template_from(&with).unwrap();
+        assert_eq!(t.archive.as_ref().map(|a| a.overrides.len()), Some(0));
+        assert_eq!(t.of_kind(Kind::Archive), t.archive.as_ref());
+        assert_eq!(t.drill, None, "the archive is not a drill");
+        with["data"]["archive-overrides.json"] = serde_json::json!(
+            r#"[{"cluster": "c", "keyspace": "k", "shard": "-", "mode": "cold"}]"#
+        );
+        let e = template_from(&with).unwrap_err();
+        assert!(
+            e.contains("archive-overrides.json: c/k/-: an archive has no mode"),
+            "{e}"
+        );
+        with["data"]["archive-overrides.json"] = serde_json::json!(
+            r#"[{"cluster": "c", "keyspace": "k", "shard": "-", "schedule": "*/5 * * * *"}]"#
+        );
+        assert_eq!(
+            template_from(&with)
+                .unwrap()
+                .archive
+                .unwrap()
+                .overrides
+                .len(),
+            1
+        );
+        with["data"]["archive-cronjob.json"] = serde_json::json!(good.to_string());
+        let e = template_from(&with).unwrap_err();
+        assert!(
+            e.contains("archive-cronjob.json: needs exactly one container named archive"),
+            "{e}"
+        );
+        // Its record reads back; a kind it does not know is named.
+        assert_eq!(Kind::from_annotation(Some("archive")), Ok(Kind::Archive));
+        assert_eq!(Kind::from_annotation(Some("drill")), Ok(Kind::Drill));
+        assert_eq!(Kind::from_annotation(None), Ok(Kind::Snapshot));
+        let e = Kind::from_annotation(Some("pitr")).unwrap_err();
+        assert!(
+            e.contains("\"pitr\": not snapshot, drill or archive"),
+            "{e}"
+        );
+        let key = ShardRef::parse_path("vitess/main/commerce/-").unwrap();
+        assert_eq!(
+            cronjob_name("vtsnap", Kind::Archive, &key, NameForm::Short),
+            "vtsnap-pitr-main-commerce-x-x"
+        );
     }
 }
