@@ -23,6 +23,9 @@ if [ "${CARGO_MUTANTS_JOBS:-1}" != 1 ]; then
   exit 2
 fi
 export CARGO_TARGET_DIR="$root/target/mutants"
+# Without the tool every listing below is empty, which would read as "nothing to mutate".
+cargo mutants --version >/dev/null 2>&1 \
+  || { echo "mutants: cargo-mutants is missing (make dev-tools installs it)" >&2; exit 2; }
 
 # package | decider files | the tests that judge them (cargo test arguments)
 groups=(
