@@ -375,6 +375,7 @@ async fn the_archive_command_goes_on_from_the_snapshot_vtsnap_took() {
         observe(&lab.shard).increments.is_empty(),
         "a dry run takes nothing"
     );
+    assert_eq!(dry.window_recorded_on, None, "a dry run writes nothing");
 
     caught_up_with(&lab.shard, planned.alias.uid.get(), primary).await;
     next_second().await;
@@ -385,6 +386,29 @@ async fn the_archive_command_goes_on_from_the_snapshot_vtsnap_took() {
     assert_eq!(increments.len(), 1);
     let end = gtid(&lab.shard.primary().gtid_executed().await);
     assert!(end.is_subset_of(&increments[0].to), "{end}");
+    // The window as the archive now stands, on the snapshot, bound to it: from its cut to
+    // the increment's last commit, for `kubectl vtsnap status`.
+    assert_eq!(
+        line.window_recorded_on.as_ref(),
+        s.snapshot.as_ref(),
+        "{line:?}"
+    );
+    assert_eq!(line.window_not_recorded, None);
+    let snapshot = || async {
+        let shard = on.shard(&name).unwrap().shard.clone();
+        let objects = vtsnap_core::reconcile::apis::shard_snapshots(&kube, &shard)
+            .await
+            .unwrap();
+        assert_eq!(objects.len(), 1);
+        vtsnap_core::snapshot::VolumeSnapshot::read(&objects[0]).unwrap()
+    };
+    let read = snapshot().await;
+    let now = Timestamp::now();
+    let recorded = read.pitr_window(now).unwrap().unwrap().clone();
+    assert_eq!(recorded.spans, line.window);
+    assert_eq!(recorded.spans.len(), 1, "{recorded:?}");
+    assert_eq!(Some(recorded.spans[0].from), read.cut_time);
+    assert_eq!(recorded.end(), Some(increments[0].last_commit));
 
     next_second().await;
     let line = archive(&kube, &on, &name, &opts).await;
@@ -395,4 +419,10 @@ async fn the_archive_command_goes_on_from_the_snapshot_vtsnap_took() {
         "from the archive's end"
     );
     assert_eq!(observe(&lab.shard).increments.len(), 1);
+    // Nothing new: the same window, read again later.
+    let again = snapshot().await;
+    let now = Timestamp::now();
+    let reread = again.pitr_window(now).unwrap().unwrap();
+    assert_eq!(reread.spans, recorded.spans);
+    assert!(reread.checked > recorded.checked, "{reread:?} {recorded:?}");
 }

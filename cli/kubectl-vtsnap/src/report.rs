@@ -136,14 +136,14 @@ pub fn status(st: &Status, format: Format, colour: Colour) -> String {
         return structured(st, format);
     }
     // Arrays of one length: a cell cannot be added without its heading.
-    const HEADINGS: [&str; 13] = [
-        "SHARD", "NEWEST", "AGE", "MODE", "READY", "COVERED", "DRILL", "SCHEDULE", "NEXT RUN",
-        "LAST RUN", "FENCE", "RESTORES", "PROBLEMS",
+    const HEADINGS: [&str; 14] = [
+        "SHARD", "NEWEST", "AGE", "MODE", "READY", "COVERED", "DRILL", "PITR", "SCHEDULE",
+        "NEXT RUN", "LAST RUN", "FENCE", "RESTORES", "PROBLEMS",
     ];
     let mut rows = vec![HEADINGS.map(str::to_owned).to_vec()];
     for s in &st.shards {
         let newest = s.newest.as_ref();
-        let row: [String; 13] = [
+        let row: [String; 14] = [
             s.shard.to_string(),
             newest.map_or_else(|| "-".to_owned(), |n| n.name.clone()),
             newest.map_or_else(|| "-".to_owned(), |n| age(n.age_seconds)),
@@ -168,6 +168,22 @@ pub fn status(st: &Status, format: Format, colour: Colour) -> String {
                         ms as f64 / 1000.0
                     ),
                     _ => format!("{} {} ago", d.result, age(d.age_seconds)),
+                },
+            ),
+            s.recoverable.as_ref().map_or_else(
+                || "-".to_owned(),
+                |r| match (r.spans.first(), r.spans.last(), r.end_age_seconds) {
+                    (Some(first), Some(_), Some(end)) => format!(
+                        "{} to {} ago{}",
+                        first.from,
+                        age(end),
+                        if r.spans.len() > 1 {
+                            format!(" ({} spans)", r.spans.len())
+                        } else {
+                            String::new()
+                        }
+                    ),
+                    _ => "none".to_owned(),
                 },
             ),
             match (&s.schedule, s.suspended) {
@@ -201,7 +217,9 @@ pub fn status(st: &Status, format: Format, colour: Colour) -> String {
         } else {
             Level::Fail
         };
-        row[12] = colour.paint(level, &row[12]);
+        // The last cell: PROBLEMS.
+        let problems = row.len() - 1;
+        row[problems] = colour.paint(level, &row[problems]);
         rows.push(row.to_vec());
     }
     let mut out = columns(&rows);
@@ -253,6 +271,7 @@ mod tests {
                 next_run: NextRun::Never,
                 last_run: None,
                 last_drill: None,
+                recoverable: None,
                 fence: None,
                 restores: vec![],
                 problems: vec![problem],

@@ -264,7 +264,8 @@ pub fn choose(
 
 /// The times a shard can be recovered to: from each base's cut to the last commit the
 /// archive carries it to, overlapping spans merged.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Span {
     pub from: Timestamp,
     pub to: Timestamp,

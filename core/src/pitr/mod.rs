@@ -4,7 +4,9 @@
 //!
 //! - [`manifest`]: an increment's record, read as hostile input;
 //! - [`chain`]: which increments carry a snapshot forward, to which target, and the
-//!   window a shard can be recovered to (pure).
+//!   window a shard can be recovered to (pure);
+//! - [`record`]: that window as the archive job last found it, on the newest snapshot.
 
 pub mod chain;
 pub mod manifest;
+pub mod record;

@@ -23,6 +23,9 @@ use crate::k8s_names::escape_controls;
 use crate::labels::{MANAGED_BY, MANAGED_BY_VTSNAP};
 use crate::mysql_version::Flavor;
 use crate::naming::{KeyRange, SafeNameError, TabletAlias, TabletUid, TabletUidError};
+use crate::pitr::record::{
+    ANN_PITR_WINDOW, WindowDiscounted, WindowRecord, WindowRecordError, standing as pitr_standing,
+};
 use crate::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 
 const NAME: &str = "metadata.name";
@@ -100,6 +103,9 @@ pub struct VolumeSnapshot {
     /// Its last drill ([`ANN_DRILL`]) as read: an unreadable record never makes the
     /// snapshot unreadable, it counts as none ([`VolumeSnapshot::drill`]).
     pub drill_record: Option<Result<DrillRecord, DrillRecordError>>,
+    /// The recoverable window the archive job last found ([`ANN_PITR_WINDOW`]), as read:
+    /// like a drill record, an unreadable one counts as none.
+    pub pitr_window: Option<Result<WindowRecord, WindowRecordError>>,
 }
 
 /// Why a VolumeSnapshot cannot be read; every variant names the snapshot
@@ -331,6 +337,7 @@ impl VolumeSnapshot {
             cluster_owners: r.cluster_owners()?,
             unusable: ann(ANN_UNUSABLE)?.map(str::to_owned),
             drill_record: ann(ANN_DRILL)?.map(DrillRecord::parse),
+            pitr_window: ann(ANN_PITR_WINDOW)?.map(WindowRecord::parse),
             reprovisioned: r.reprovisioned(),
             uid: r.uid()?,
             namespace: namespace.to_owned(),
@@ -366,6 +373,17 @@ impl VolumeSnapshot {
     /// Its last drill, only if it counts at `now`.
     pub fn counted_drill(&self, now: Timestamp) -> Option<&DrillRecord> {
         self.drill(now).and_then(Result::ok)
+    }
+
+    /// The recoverable window recorded on it, if any: the record, or why it counts for
+    /// nothing at `now` (docs/pitr.md §3).
+    pub fn pitr_window(&self, now: Timestamp) -> Option<Result<&WindowRecord, WindowDiscounted>> {
+        let record = self.pitr_window.as_ref()?;
+        Some(pitr_standing(
+            record.as_ref(),
+            self.drill_of().as_ref(),
+            now,
+        ))
     }
 }
 

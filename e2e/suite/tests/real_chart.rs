@@ -744,8 +744,8 @@ fn plugin_through_kubectl(kube: &RealKube, install_ns: &str) {
         .filter(|c| c["check"] == "rbac" && c["level"] == "pass")
         .count();
     assert_eq!(
-        rbac_passes, 7,
-        "one line per program (drills are on): {report:#}"
+        rbac_passes, 8,
+        "one line per program (drills and the archive are on): {report:#}"
     );
     // The reconciler ran above: the one shard has its CronJob.
     assert!(

@@ -200,6 +200,15 @@ pub struct ArchiveLine {
     pub passed_snapshots: Vec<Passed>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub passed_backups: Vec<Passed>,
+    /// The recoverable window as the archive stood after this run (docs/pitr.md §3).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub window: Vec<Span>,
+    /// The snapshot the window was recorded on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_recorded_on: Option<String>,
+    /// Why the window was not recorded (the run's outcome stands).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_not_recorded: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorLine>,
 }
@@ -213,6 +222,9 @@ impl ArchiveLine {
             take: None,
             passed_snapshots: Vec::new(),
             passed_backups: Vec::new(),
+            window: Vec::new(),
+            window_recorded_on: None,
+            window_not_recorded: None,
             error: None,
         }
     }
@@ -237,6 +249,9 @@ impl ArchiveLine {
         println!("{}", serde_json::to_string(self).unwrap_or_default());
         if let Some(e) = &self.error {
             eprintln!("{}", e.message);
+        }
+        if let Some(why) = &self.window_not_recorded {
+            eprintln!("the recoverable window was not recorded: {why}");
         }
         self.outcome.exit()
     }

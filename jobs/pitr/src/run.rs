@@ -9,14 +9,19 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use vtsnap_core::config::Config;
 use vtsnap_core::discover;
+use vtsnap_core::pitr::chain::Base;
+use vtsnap_core::pitr::manifest::Increment;
 use vtsnap_core::reconcile::apis;
-use vtsnap_core::shard::ShardName;
+use vtsnap_core::shard::{ShardName, ShardRef};
+use vtsnap_core::snapshot::VolumeSnapshot;
 use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
 
 use crate::act::archive::take;
-use crate::archive::FileArchive;
+use crate::act::window::write_record;
+use crate::archive::{ArchiveError, FileArchive};
 use crate::decide::archive::{OnPrimary, next_increment};
+use crate::decide::window::window_record;
 use crate::observe::{bases, cluster, read_archive};
 use crate::report::{ArchiveLine, ArchiveOutcome};
 
@@ -95,16 +100,78 @@ pub async fn archive(
     } else {
         OnPrimary::Never
     };
-    let next = match next_increment(&bases, &observed.increments, &tablets, on_primary) {
-        Ok(t) => t,
-        Err(e) => return line.end(ArchiveOutcome::Refused, "no-increment", e),
+    let line = match next_increment(&bases, &observed.increments, &tablets, on_primary) {
+        Err(e) => line.end(ArchiveOutcome::Refused, "no-increment", e),
+        Ok(next) => {
+            line.take = Some(next.clone());
+            match opts.mode {
+                Mode::DryRun => line.finish(ArchiveOutcome::Planned),
+                Mode::Take => match take(&vtctld, &next, opts.backup_limit).await {
+                    Ok(t) => line.finish(t.into()),
+                    Err(e) => line.end(ArchiveOutcome::Failed, "backup", e),
+                },
+            }
+        }
     };
-    line.take = Some(next.clone());
-    if opts.mode == Mode::DryRun {
-        return line.finish(ArchiveOutcome::Planned);
+    // Whatever this run did, the window as the archive now stands goes on the newest
+    // snapshot, for `kubectl vtsnap status` (docs/pitr.md §3).
+    let increments = match line.outcome {
+        ArchiveOutcome::Stored => {
+            read_archive(&archive, &shard.keyspace, &keyspace_shard, Timestamp::now())
+                .map(|o| o.increments)
+        }
+        _ => Ok(observed.increments),
+    };
+    record_window(
+        kube, &shard, &snapshots, &bases, increments, opts.mode, line,
+    )
+    .await
+}
+
+/// Puts the window on `line`, and (unless a dry run) on the newest base snapshot.
+async fn record_window(
+    kube: &kube::Client,
+    shard: &ShardRef,
+    snapshots: &[serde_json::Value],
+    bases: &[Base],
+    increments: Result<Vec<Increment>, ArchiveError>,
+    mode: Mode,
+    mut line: ArchiveLine,
+) -> ArchiveLine {
+    let increments = match increments {
+        Ok(i) => i,
+        Err(e) => {
+            line.window_not_recorded = Some(format!("the archive could not be read again: {e}"));
+            return line;
+        }
+    };
+    let bind = |name: &str| {
+        snapshots
+            .iter()
+            .filter(|o| {
+                o.pointer("/metadata/name")
+                    .and_then(serde_json::Value::as_str)
+                    == Some(name)
+            })
+            .find_map(|o| VolumeSnapshot::read(o).ok()?.drill_of())
+    };
+    let (on, record) = match window_record(bases, &increments, bind, Timestamp::now()) {
+        Ok(r) => r,
+        Err(e) => {
+            line.window_not_recorded = Some(e.to_string());
+            return line;
+        }
+    };
+    line.window = record.spans.clone();
+    if mode == Mode::DryRun {
+        return line;
     }
-    match take(&vtctld, &next, opts.backup_limit).await {
-        Ok(t) => line.finish(t.into()),
-        Err(e) => line.end(ArchiveOutcome::Failed, "backup", e),
+    match write_record(kube, &shard.namespace, &on, &record).await {
+        Ok(()) => line.window_recorded_on = Some(on),
+        Err(e) => {
+            line.window_not_recorded =
+                Some(format!("VolumeSnapshot {}/{on}: {e}", shard.namespace));
+        }
     }
+    line
 }

@@ -12,6 +12,7 @@ use vtsnap_core::cron::Schedule;
 use vtsnap_core::fence::lease_name;
 use vtsnap_core::k8s_names::escape_controls;
 use vtsnap_core::naming::TabletUid;
+use vtsnap_core::pitr::chain::Span;
 use vtsnap_core::reconcile::ObjectKey;
 use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::{Phase, VolumeSnapshot, mode_label};
@@ -133,6 +134,20 @@ pub struct LastDrill {
     pub reason: Option<String>,
 }
 
+/// The recoverable window the binlog archive job last recorded (docs/pitr.md §3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Recoverable {
+    /// The snapshot that carries the record.
+    pub snapshot: String,
+    /// Any second of these spans can be recovered to, oldest first.
+    pub spans: Vec<Span>,
+    /// How long ago the window ends: the newest point a recovery can reach now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_age_seconds: Option<i64>,
+    /// How long ago the archive job read the archive.
+    pub checked_age_seconds: i64,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Fence {
     pub holder: String,
@@ -165,6 +180,9 @@ pub struct ShardStatus {
     pub last_run: Option<LastRun>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_drill: Option<LastDrill>,
+    /// Point-in-time recovery, when the archive job has recorded a window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recoverable: Option<Recoverable>,
     pub fence: Option<Fence>,
     pub restores: Vec<Restore>,
     /// What needs a person, in words; empty when the shard is protected.
@@ -201,6 +219,7 @@ impl ShardStatus {
             },
             last_run: None,
             last_drill: None,
+            recoverable: None,
             fence: None,
             restores: Vec::new(),
             problems: Vec::new(),
@@ -306,6 +325,18 @@ fn shard_status(
             age_seconds: now.as_second() - d.at.as_second(),
             rto_ms: d.rto.map(|t| t.total_ms()),
             reason: d.reason.clone(),
+        });
+    st.recoverable = mine
+        .iter()
+        // Only records that count (written on their snapshot, not from the future); the
+        // most recently checked one.
+        .filter_map(|r| Some((r, r.pitr_window(now)?.ok()?)))
+        .max_by_key(|(r, w)| (w.checked, r.name.clone()))
+        .map(|(r, w)| Recoverable {
+            snapshot: r.name.clone(),
+            spans: w.spans.clone(),
+            end_age_seconds: w.end().map(|e| now.as_second() - e.as_second()),
+            checked_age_seconds: now.as_second() - w.checked.as_second(),
         });
     if let Some(cron) = crons.get(shard) {
         st.schedule = Some(cron.schedule.clone());

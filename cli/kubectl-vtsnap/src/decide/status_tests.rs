@@ -611,3 +611,76 @@ fn a_snapshot_with_an_unreadable_drill_record_is_still_shown() {
     );
     assert!(st.shards[0].last_drill.is_none());
 }
+
+/// The binlog archive's window, as its job recorded it on the newest snapshot: shown with
+/// how far back it ends and when it was read; a record copied onto another snapshot, or
+/// read "in the future", is not shown (docs/pitr.md §3).
+#[test]
+fn the_recoverable_window_is_the_newest_record_that_counts() {
+    let bound = |name: &str, uid: &str, checked: &str, end: &str| {
+        let mut s = snapshot(name, "x-80", "2026-12-01T06:00:00Z", "ready");
+        s["metadata"]["uid"] = json!(uid);
+        s["status"] = json!({"readyToUse": true, "creationTime": "2026-12-01T06:00:00Z"});
+        let record = json!({"spans": [
+            {"from": "2026-11-30T00:00:00Z", "to": "2026-11-30T02:00:00Z"},
+            {"from": "2026-11-30T06:00:00Z", "to": end}],
+            "checked": checked, "snapshotUid": "uid-a", "cut": "2026-12-01T06:00:00Z"});
+        s["metadata"]["annotations"] = json!({"vtsnap.io/pitr-window": record.to_string()});
+        s
+    };
+    let seen = StatusObjects {
+        snapshots: vec![
+            bound(
+                "a-1",
+                "uid-a",
+                "2026-12-01T11:55:00Z",
+                "2026-12-01T11:50:00Z",
+            ),
+            // Copied from a-1: another UID, so it is not a-2's.
+            bound(
+                "a-2",
+                "uid-b",
+                "2026-12-01T11:59:00Z",
+                "2026-12-01T11:58:00Z",
+            ),
+        ],
+        cronjobs: vec![cron("x-80")],
+        ..StatusObjects::default()
+    };
+    let st = status_of(&config(), &seen);
+    let r = st.shards[0].recoverable.as_ref().unwrap();
+    assert_eq!(r.snapshot, "a-1");
+    assert_eq!(r.spans.len(), 2);
+    assert_eq!(r.end_age_seconds, Some(600));
+    assert_eq!(r.checked_age_seconds, 300);
+    let json = serde_json::to_value(&st.shards[0]).unwrap();
+    assert_eq!(json["recoverable"]["checked_age_seconds"], 300);
+    assert_eq!(
+        json["recoverable"]["spans"][1]["to"],
+        "2026-12-01T11:50:00Z"
+    );
+    // Read ten minutes ahead of this clock: not a reading yet.
+    let seen = StatusObjects {
+        snapshots: vec![bound(
+            "a-1",
+            "uid-a",
+            "2026-12-01T12:10:00Z",
+            "2026-12-01T11:50:00Z",
+        )],
+        ..StatusObjects::default()
+    };
+    assert_eq!(status_of(&config(), &seen).shards[0].recoverable, None);
+    // No record: nothing shown, and no key in JSON.
+    let seen = StatusObjects {
+        snapshots: vec![snapshot("a-1", "x-80", "2026-12-01T10:00:00Z", "ready")],
+        ..StatusObjects::default()
+    };
+    let st = status_of(&config(), &seen);
+    assert_eq!(st.shards[0].recoverable, None);
+    assert!(
+        serde_json::to_value(&st.shards[0])
+            .unwrap()
+            .get("recoverable")
+            .is_none()
+    );
+}

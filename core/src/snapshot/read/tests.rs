@@ -81,6 +81,7 @@ fn reads_every_field_build_writes() {
             cluster_owners: vec!["uid-1".into()],
             unusable: None,
             drill_record: None,
+            pitr_window: None,
             uid: None,
             reprovisioned: Default::default(),
         }

@@ -325,3 +325,37 @@ fn a_drill_record_binds_to_its_snapshot_and_an_unreadable_one_counts_as_none() {
         assert_eq!(e.field(), "metadata.uid", "{bad}");
     }
 }
+
+/// The archive job's window record reads like a drill record: bound to its snapshot,
+/// an unreadable one counts as none and never makes the snapshot unreadable.
+#[test]
+fn a_window_record_binds_to_its_snapshot_and_an_unreadable_one_counts_as_none() {
+    use crate::pitr::record::{ANN_PITR_WINDOW, WindowDiscounted};
+    let now: Timestamp = "2026-12-04T12:00:00Z".parse().unwrap();
+    let with = |record: &str| {
+        let record = record.to_owned();
+        read_with(move |o| {
+            o["metadata"]["uid"] = json!("snap-uid-1");
+            o["metadata"]["annotations"][ANN_PITR_WINDOW] = json!(record);
+        })
+        .unwrap()
+    };
+    let s = with(
+        r#"{"spans":[{"from":"2026-11-29T13:05:10Z","to":"2026-12-04T11:58:00Z"}],"checked":"2026-12-04T11:59:00Z","snapshotUid":"snap-uid-1","cut":"2026-11-29T13:05:10Z"}"#,
+    );
+    let w = s.pitr_window(now).unwrap().unwrap();
+    assert_eq!(w.end(), Some("2026-12-04T11:58:00Z".parse().unwrap()));
+    let s = with(
+        r#"{"spans":[],"checked":"2026-12-04T11:59:00Z","snapshotUid":"another","cut":"2026-11-29T13:05:10Z"}"#,
+    );
+    assert_eq!(
+        s.pitr_window(now),
+        Some(Err(WindowDiscounted::OtherSnapshot))
+    );
+    let s = with("{}");
+    let why = s.pitr_window(now).unwrap().unwrap_err();
+    assert!(why.to_string().contains("is not a window record"), "{why}");
+    assert_eq!(read_with(|_| {}).unwrap().pitr_window(now), None);
+    let e = read_with(|o| o["metadata"]["annotations"][ANN_PITR_WINDOW] = json!(1)).unwrap_err();
+    assert!(matches!(e, ReadError::Malformed { .. }), "{e}");
+}

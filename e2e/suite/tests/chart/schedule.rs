@@ -3,7 +3,8 @@
 //! shard's stays; the old one goes only once the shard is gone from the spec and from
 //! vtctld and no Job of it runs; a CronJob a person made, even one wearing the
 //! reconciler's label, is never touched; a second run changes nothing. Each shard's drill
-//! CronJob (the chart's drills are on) follows the same shards through the same gate.
+//! and binlog-archive CronJobs (the chart's drills and archive are on) follow the same
+//! shards through the same gate.
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -71,12 +72,14 @@ pub async fn reshard(
     let low = format!("{FULL}-snap-example-commerce-x-80");
     let high = format!("{FULL}-snap-example-commerce-80-x");
     let drill = |shard: &str| format!("{FULL}-drill-example-commerce-{shard}");
+    let archive = |shard: &str| format!("{FULL}-pitr-example-commerce-{shard}");
 
     // A second run changes nothing.
     let p = run(as_schedule, config, system).await;
     assert_eq!(on(&p, &old), (Action::Keep, Reason::UpToDate));
     assert_eq!(on(&p, &drill("x-x")), (Action::Keep, Reason::UpToDate));
-    assert_eq!(p.decisions.len(), 2, "{p:#?}");
+    assert_eq!(on(&p, &archive("x-x")), (Action::Keep, Reason::UpToDate));
+    assert_eq!(p.decisions.len(), 3, "{p:#?}");
 
     // A person's CronJob that looks like one of the reconciler's (its label, a record of a
     // shard no spec has) but is not owned by the template: never written, never deleted.
@@ -99,6 +102,7 @@ pub async fn reshard(
     assert_eq!(on(&p, &old), (Action::Keep, Reason::UpToDate));
     for shard in ["x-80", "80-x"] {
         assert_eq!(on(&p, &drill(shard)), (Action::Create, Reason::NewShard));
+        assert_eq!(on(&p, &archive(shard)), (Action::Create, Reason::NewShard));
     }
     assert!(
         p.decisions.iter().all(|d| d.name != hand_name),
@@ -178,6 +182,10 @@ pub async fn reshard(
     let p = run(as_schedule, config, system).await;
     assert_eq!(on(&p, &old), (Action::Keep, Reason::StillInVtctld));
     assert_eq!(on(&p, &drill("x-x")), (Action::Keep, Reason::StillInVtctld));
+    assert_eq!(
+        on(&p, &archive("x-x")),
+        (Action::Keep, Reason::StillInVtctld)
+    );
 
     // vtctld drops it, but a Job of the old CronJob runs (no kubelet finishes it): kept.
     vtctld.with(|s| s.shards.retain(|(_, shard), _| shard != "-"));
@@ -191,9 +199,11 @@ pub async fn reshard(
     .await;
     let p = run(as_schedule, config, system).await;
     assert_eq!(on(&p, &old), (Action::Keep, Reason::JobRunning));
-    // The old shard's drill CronJob runs no Job: it goes now.
-    assert_eq!(on(&p, &drill("x-x")), (Action::Delete, Reason::ShardGone));
-    assert!(kube.get(&crons, system, &drill("x-x")).await.is_none());
+    // The old shard's drill and archive CronJobs run no Job: they go now.
+    for gone in [drill("x-x"), archive("x-x")] {
+        assert_eq!(on(&p, &gone), (Action::Delete, Reason::ShardGone));
+        assert!(kube.get(&crons, system, &gone).await.is_none());
+    }
 
     // The Job is gone: so is the old CronJob.
     let jobs: Api<DynamicObject> = Api::namespaced_with(
@@ -220,5 +230,5 @@ pub async fn reshard(
             .all(|d| (d.action, d.reason) == (Action::Keep, Reason::UpToDate)),
         "{p:#?}"
     );
-    assert_eq!(p.decisions.len(), 4);
+    assert_eq!(p.decisions.len(), 6);
 }

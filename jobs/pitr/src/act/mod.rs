@@ -1,5 +1,7 @@
 //! Act: what touches the world — the next increment asked of vtctld ([`archive`]), the
-//! archive's files fetched and checked ([`fetch`]).
+//! archive's files fetched and checked ([`fetch`]), the window recorded on the newest
+//! snapshot ([`window`]).
 
 pub mod archive;
 pub mod fetch;
+pub mod window;
