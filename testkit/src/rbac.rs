@@ -129,6 +129,7 @@ mod tests {
                 "drill",
                 "gc",
                 "node",
+                "pitr",
                 "schedule",
                 "snapshot",
                 "vtbackup-storage"

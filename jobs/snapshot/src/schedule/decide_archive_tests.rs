@@ -258,3 +258,30 @@ fn an_archive_cronjob_of_a_gone_shard_waits_for_vtctld() {
     let d = find(&after(InVtctld::Absent), archive).clone();
     assert_eq!((d.action, d.reason), (Action::Delete, Reason::ShardGone));
 }
+
+#[test]
+fn a_second_drill_or_archive_cronjob_of_a_shard_with_them_on_is_kept_as_a_duplicate() {
+    // Drills and the archive on for every shard; a copy of each of -80's CronJobs under an
+    // old release name: kept and named, never deleted as if its kind were off.
+    let on = config("  pitr: {enabled: true}\n");
+    let made = applied_with(
+        &[],
+        &plan(&on, &with_archive_seen(vec![two_shards()], vec![])),
+        &with_archive(),
+    );
+    let mut crons = made.clone();
+    for current in ["vtsnap-drill-example-commerce-x-80", ARCHIVE_X80] {
+        let mut copy = made.iter().find(|c| c.name == current).unwrap().clone();
+        copy.name = format!("old-{current}");
+        copy.uid = format!("uid-old-{current}");
+        crons.push(copy);
+    }
+    let p = plan(&on, &with_archive_seen(vec![two_shards()], crons));
+    for current in ["vtsnap-drill-example-commerce-x-80", ARCHIVE_X80] {
+        let d = find(&p, &format!("old-{current}"));
+        assert_eq!((d.action, d.reason), (Action::Keep, Reason::Duplicate), "{d:#?}");
+        assert!(d.message.contains(current), "{}", d.message);
+        assert_eq!(find(&p, current).reason, Reason::UpToDate);
+    }
+    assert_eq!(p.count(Action::Delete), 0, "{p:#?}");
+}
