@@ -279,7 +279,11 @@ fn a_second_drill_or_archive_cronjob_of_a_shard_with_them_on_is_kept_as_a_duplic
     let p = plan(&on, &with_archive_seen(vec![two_shards()], crons));
     for current in ["vtsnap-drill-example-commerce-x-80", ARCHIVE_X80] {
         let d = find(&p, &format!("old-{current}"));
-        assert_eq!((d.action, d.reason), (Action::Keep, Reason::Duplicate), "{d:#?}");
+        assert_eq!(
+            (d.action, d.reason),
+            (Action::Keep, Reason::Duplicate),
+            "{d:#?}"
+        );
         assert!(d.message.contains(current), "{}", d.message);
         assert_eq!(find(&p, current).reason, Reason::UpToDate);
     }
