@@ -367,6 +367,7 @@ fn shard_status(
         })
         .collect();
     let mut problems = problems(config, &st);
+    problems.extend(archive_problem(config, &st, now));
     problems.extend(restored_after_reprovisioning(seen, &mine, &st.shard));
     st.problems = problems;
     st
@@ -483,6 +484,39 @@ fn problems(config: &Config, st: &ShardStatus) -> Vec<String> {
         ));
     }
     out
+}
+
+/// How long an archive run may take before its reading is due: a run's start and its
+/// backup (docs/pitr.md §3).
+const ARCHIVE_GRACE_SECONDS: i64 = 600;
+
+/// With `pitr.enabled` (and not suspended): no window recorded, or the archive job has not
+/// read the archive for two runs of its schedule (UTC) and [`ARCHIVE_GRACE_SECONDS`].
+fn archive_problem(config: &Config, st: &ShardStatus, now: Timestamp) -> Option<String> {
+    let policy = config
+        .cluster_in(&st.shard.namespace, &st.shard.cluster)
+        .map(|c| resolve_in(c, &st.shard.keyspace, &st.shard.shard.to_string()).pitr)?;
+    if !policy.enabled || policy.suspend {
+        return None;
+    }
+    let Some(r) = &st.recoverable else {
+        return Some(
+            "pitr.enabled, but no recoverable window is recorded: the binlog archive has not run, or has not read the archive"
+                .to_owned(),
+        );
+    };
+    let checked = Timestamp::from_second(now.as_second() - r.checked_age_seconds).ok()?;
+    let schedule = Schedule::parse(&policy.schedule).ok()?;
+    let second_run = schedule
+        .next_after(checked, &TimeZone::UTC)
+        .and_then(|first| schedule.next_after(first, &TimeZone::UTC))?;
+    (now.as_second() > second_run.as_second() + ARCHIVE_GRACE_SECONDS).then(|| {
+        format!(
+            "the binlog archive was last read {}m ago, more than two runs of {:?}: its CronJob is not running or failing",
+            r.checked_age_seconds / 60,
+            policy.schedule
+        )
+    })
 }
 
 fn nodes(seen: &Seen) -> Vec<NodeStatus> {

@@ -684,3 +684,85 @@ fn the_recoverable_window_is_the_newest_record_that_counts() {
             .is_none()
     );
 }
+
+/// With `pitr.enabled`, a shard whose archive job has recorded no window, or has not read
+/// the archive for two runs of its schedule, has a problem; one read on time, a suspended
+/// archive, or a shard without pitr has none.
+#[test]
+fn an_archive_that_stopped_reading_is_a_problem_of_its_shard() {
+    let with_record = |checked: &str| {
+        let mut s = snapshot("a-1", "x-80", "2026-12-01T06:00:00Z", "ready");
+        s["metadata"]["uid"] = json!("uid-a");
+        s["status"] = json!({"readyToUse": true, "creationTime": "2026-12-01T06:00:00Z"});
+        let record = json!({"spans": [{"from": "2026-12-01T06:00:00Z", "to": "2026-12-01T09:00:00Z"}],
+            "checked": checked, "snapshotUid": "uid-a", "cut": "2026-12-01T06:00:00Z"});
+        s["metadata"]["annotations"] = json!({"vtsnap.io/pitr-window": record.to_string()});
+        StatusObjects {
+            snapshots: vec![s],
+            cronjobs: vec![cron("x-80")],
+            ..StatusObjects::default()
+        }
+    };
+    let pitr = |policy: &str| {
+        Config::from_yaml(&format!(
+            "clusters:\n- name: example\n  namespace: vitess\n  pitr: {policy}\n"
+        ))
+        .unwrap()
+    };
+    let on = pitr("{enabled: true}");
+    let archive_problems = |config: &Config, objects: &StatusObjects| -> Vec<String> {
+        status_of(config, objects).shards[0]
+            .problems
+            .iter()
+            .filter(|p| p.contains("archive"))
+            .cloned()
+            .collect()
+    };
+    // Now is 12:00. Read at 11:31: the runs at 11:45 and 12:00 are due, then ten minutes:
+    // not late yet. At 11:29: 11:30 and 11:45 have passed, and 11:55: late.
+    assert_eq!(
+        archive_problems(&on, &with_record("2026-12-01T11:31:00Z")),
+        Vec::<String>::new()
+    );
+    let late = archive_problems(&on, &with_record("2026-12-01T11:29:00Z"));
+    assert_eq!(late.len(), 1, "{late:?}");
+    assert!(
+        late[0].starts_with(
+            "the binlog archive was last read 31m ago, more than two runs of \"*/15 * * * *\""
+        ),
+        "{late:?}"
+    );
+    // Exactly at the bound: read at 10:49:59, the runs at 10:50 and 11:50 are due, and
+    // ten minutes after the second is now: not late yet.
+    let at_50 = pitr("{enabled: true, schedule: \"50 * * * *\"}");
+    assert!(archive_problems(&at_50, &with_record("2026-12-01T10:49:59Z")).is_empty());
+    assert_eq!(
+        archive_problems(&at_50, &with_record("2026-12-01T09:49:59Z")).len(),
+        1
+    );
+    let hourly = pitr("{enabled: true, schedule: \"0 * * * *\"}");
+    assert_eq!(
+        archive_problems(&hourly, &with_record("2026-12-01T10:00:00Z")),
+        Vec::<String>::new(),
+        "11:00 and 12:00 due, plus ten minutes"
+    );
+    assert_eq!(
+        archive_problems(&hourly, &with_record("2026-12-01T09:59:59Z")).len(),
+        1,
+        "10:00 and 11:00 passed, and 11:10"
+    );
+    // No record at all, with the archive on.
+    let none = StatusObjects {
+        snapshots: vec![snapshot("a-1", "x-80", "2026-12-01T06:00:00Z", "ready")],
+        cronjobs: vec![cron("x-80")],
+        ..StatusObjects::default()
+    };
+    let p = archive_problems(&on, &none);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(p[0].contains("no recoverable window is recorded"), "{p:?}");
+    // Suspended, or not enabled: no problem either way.
+    for quiet in [pitr("{enabled: true, suspend: true}"), config()] {
+        assert!(archive_problems(&quiet, &none).is_empty());
+        assert!(archive_problems(&quiet, &with_record("2026-12-01T06:00:00Z")).is_empty());
+    }
+}
