@@ -21,8 +21,8 @@ pub use crate::duration::GoDuration;
 pub use input::{InputError, MAX_BYTES, MAX_DEPTH};
 pub use model::*;
 pub use resolve::{
-    ResolvedDeletion, ResolvedPolicy, ResolvedRestore, ResolvedRetention, ResolvedSnapshot,
-    ResolvedTarget, VtbackupStorage, defaults, merge, with_defaults,
+    ResolvedDeletion, ResolvedPitr, ResolvedPolicy, ResolvedRestore, ResolvedRetention,
+    ResolvedSnapshot, ResolvedTarget, VtbackupStorage, defaults, merge, with_defaults,
 };
 
 /// One problem in a config file, at a path.

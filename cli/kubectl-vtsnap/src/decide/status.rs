@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::jiff::tz::TimeZone;
 use serde::Serialize;
-use vtsnap_core::config::{Config, resolve_in};
+use vtsnap_core::config::{Config, ResolvedPitr, resolve_in};
 use vtsnap_core::cron::Schedule;
 use vtsnap_core::fence::lease_name;
 use vtsnap_core::k8s_names::escape_controls;
@@ -366,8 +366,7 @@ fn shard_status(
             })
         })
         .collect();
-    let mut problems = problems(config, &st);
-    problems.extend(archive_problem(config, &st, now));
+    let mut problems = problems(config, &st, now);
     problems.extend(restored_after_reprovisioning(seen, &mine, &st.shard));
     st.problems = problems;
     st
@@ -421,7 +420,7 @@ fn restored_after_reprovisioning(
         .collect()
 }
 
-fn problems(config: &Config, st: &ShardStatus) -> Vec<String> {
+fn problems(config: &Config, st: &ShardStatus, now: Timestamp) -> Vec<String> {
     let mut out = Vec::new();
     let policy = config
         .cluster_in(&st.shard.namespace, &st.shard.cluster)
@@ -483,6 +482,11 @@ fn problems(config: &Config, st: &ShardStatus) -> Vec<String> {
             f.holder, f.expires
         ));
     }
+    out.extend(
+        policy
+            .as_ref()
+            .and_then(|p| archive_problem(&p.pitr, st, now)),
+    );
     out
 }
 
@@ -492,10 +496,7 @@ const ARCHIVE_GRACE_SECONDS: i64 = 600;
 
 /// With `pitr.enabled` (and not suspended): no window recorded, or the archive job has not
 /// read the archive for two runs of its schedule (UTC) and [`ARCHIVE_GRACE_SECONDS`].
-fn archive_problem(config: &Config, st: &ShardStatus, now: Timestamp) -> Option<String> {
-    let policy = config
-        .cluster_in(&st.shard.namespace, &st.shard.cluster)
-        .map(|c| resolve_in(c, &st.shard.keyspace, &st.shard.shard.to_string()).pitr)?;
+fn archive_problem(policy: &ResolvedPitr, st: &ShardStatus, now: Timestamp) -> Option<String> {
     if !policy.enabled || policy.suspend {
         return None;
     }

@@ -19,7 +19,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use serde_json::{Value, json};
-use vtsnap_core::config::{Config, Mode, resolve_in};
+use vtsnap_core::config::{Config, Mode, ResolvedPolicy, resolve_in};
+use vtsnap_core::duration::GoDuration;
 use vtsnap_core::naming::KeyRange;
 use vtsnap_core::reconcile::ObjectKey;
 use vtsnap_core::schedule::{Staggered, assign};
@@ -185,6 +186,51 @@ fn decision(
     }
 }
 
+/// A kind that can be turned off: the reason its CronJobs are deleted then, and what the
+/// messages call the chart's switch and the shard's.
+struct Switch {
+    reason: Reason,
+    chart_off: &'static str,
+    field: &'static str,
+}
+
+/// `None` for snapshots, which are always on.
+fn switch(kind: Kind) -> Option<Switch> {
+    match kind {
+        Kind::Snapshot => None,
+        Kind::Drill => Some(Switch {
+            reason: Reason::DrillsOff,
+            chart_off: "the chart's drills are off",
+            field: "drill.enabled",
+        }),
+        Kind::Archive => Some(Switch {
+            reason: Reason::PitrOff,
+            chart_off: "the chart's binlog archive is off",
+            field: "pitr.enabled",
+        }),
+    }
+}
+
+/// The shard's (schedule, stagger, suspension) for a CronJob of `kind`, or `None` when
+/// its policy has the kind off.
+fn timing(kind: Kind, p: &ResolvedPolicy) -> Option<(String, Option<GoDuration>, bool)> {
+    match kind {
+        Kind::Snapshot => Some((
+            p.snapshot.schedule.clone(),
+            p.snapshot.stagger,
+            p.snapshot.suspend,
+        )),
+        Kind::Drill => p
+            .drill
+            .enabled
+            .then(|| (p.drill.schedule.clone(), p.drill.stagger, p.drill.suspend)),
+        Kind::Archive => p
+            .pitr
+            .enabled
+            .then(|| (p.pitr.schedule.clone(), p.pitr.stagger, p.pitr.suspend)),
+    }
+}
+
 /// What one shard's CronJob should be (before its offset is known).
 struct Want<'a> {
     kind: Kind,
@@ -242,23 +288,9 @@ pub fn plan(config: &Config, seen: &Observed) -> Plan {
                 let Some(kt) = template.of_kind(kind) else {
                     continue;
                 };
-                // (schedule, stagger, suspension) of the policy; a drill or an archive the
-                // shard has off is not wanted.
-                let (schedule, stagger, suspend) = match kind {
-                    Kind::Snapshot => {
-                        let p = &resolved.snapshot;
-                        (p.schedule.clone(), p.stagger, p.suspend)
-                    }
-                    Kind::Drill if !resolved.drill.enabled => continue,
-                    Kind::Drill => {
-                        let p = &resolved.drill;
-                        (p.schedule.clone(), p.stagger, p.suspend)
-                    }
-                    Kind::Archive if !resolved.pitr.enabled => continue,
-                    Kind::Archive => {
-                        let p = &resolved.pitr;
-                        (p.schedule.clone(), p.stagger, p.suspend)
-                    }
+                // A drill or an archive the shard has off is not wanted.
+                let Some((schedule, stagger, suspend)) = timing(kind, &resolved) else {
+                    continue;
                 };
                 let form = name_form(config, &key);
                 let name = names::cronjob_name(&template.fullname, kind, &key, form);
@@ -582,20 +614,11 @@ fn unwanted(
         uid: Some(c.uid.clone()),
         ..decision(&c.name, Some(key), Action::Delete, reason, message)
     };
-    match c.kind {
-        Kind::Drill if template.drill.is_none() => {
-            return kind_off(
-                Reason::DrillsOff,
-                "the chart's drills are off, no Job running",
-            );
-        }
-        Kind::Archive if template.archive.is_none() => {
-            return kind_off(
-                Reason::PitrOff,
-                "the chart's binlog archive is off, no Job running",
-            );
-        }
-        _ => {}
+    let off = switch(c.kind);
+    if let Some(s) = &off
+        && template.of_kind(c.kind).is_none()
+    {
+        return kind_off(s.reason, &format!("{}, no Job running", s.chart_off));
     }
     let id = key.cluster_key();
     if unread.contains(&id) {
@@ -624,20 +647,13 @@ fn unwanted(
         let resolved = config
             .cluster_in(&key.namespace, &key.cluster)
             .map(|cl| resolve_in(cl, &key.keyspace, &key.shard.to_string()));
-        match (c.kind, resolved) {
-            (Kind::Drill, Some(r)) if !r.drill.enabled => {
-                return kind_off(
-                    Reason::DrillsOff,
-                    "drill.enabled is false for this shard, no Job running",
-                );
-            }
-            (Kind::Archive, Some(r)) if !r.pitr.enabled => {
-                return kind_off(
-                    Reason::PitrOff,
-                    "pitr.enabled is false for this shard, no Job running",
-                );
-            }
-            _ => {}
+        if let (Some(s), Some(r)) = (&off, resolved)
+            && timing(c.kind, &r).is_none()
+        {
+            return kind_off(
+                s.reason,
+                &format!("{} is false for this shard, no Job running", s.field),
+            );
         }
         // Another CronJob of ours is this shard's (adopted first by name): this one is a
         // second. Deleting either is not under the gate (docs/design.md §5.8): kept.

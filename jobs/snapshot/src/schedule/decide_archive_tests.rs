@@ -28,21 +28,8 @@ fn with_archive_seen(clusters: Vec<ClusterSeen>, cronjobs: Vec<CronSeen>) -> Obs
     }
 }
 
-/// The chart's drills on, its archive off.
-fn with_drills_seen(clusters: Vec<ClusterSeen>, cronjobs: Vec<CronSeen>) -> Observed {
-    Observed {
-        template: Ok(with_drills()),
-        clusters,
-        cronjobs,
-    }
-}
-
 const ARCHIVE_X80: &str = "vtsnap-pitr-example-commerce-x-80";
 const ARCHIVE_80X: &str = "vtsnap-pitr-example-commerce-80-x";
-
-fn two_shards() -> ClusterSeen {
-    cluster(&[("commerce", "-80"), ("commerce", "80-")])
-}
 
 /// The archive on for the keyspace, off for its shard `80-`.
 fn keyspace_on_one_shard_off() -> Config {

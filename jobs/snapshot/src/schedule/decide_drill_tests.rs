@@ -4,20 +4,8 @@
 
 use super::*;
 
-fn with_drills_seen(clusters: Vec<ClusterSeen>, cronjobs: Vec<CronSeen>) -> Observed {
-    Observed {
-        template: Ok(with_drills()),
-        clusters,
-        cronjobs,
-    }
-}
-
 const DRILL_X80: &str = "vtsnap-drill-example-commerce-x-80";
 const DRILL_80X: &str = "vtsnap-drill-example-commerce-80-x";
-
-fn two_shards() -> ClusterSeen {
-    cluster(&[("commerce", "-80"), ("commerce", "80-")])
-}
 
 /// (hour, minute) of a daily line `M H * * *`.
 fn at(d: &Decision) -> (u32, u32) {

@@ -49,6 +49,19 @@ fn with_drills() -> Template {
     }
 }
 
+/// The chart's drills on (its archive off).
+fn with_drills_seen(clusters: Vec<ClusterSeen>, cronjobs: Vec<CronSeen>) -> Observed {
+    Observed {
+        template: Ok(with_drills()),
+        clusters,
+        cronjobs,
+    }
+}
+
+fn two_shards() -> ClusterSeen {
+    cluster(&[("commerce", "-80"), ("commerce", "80-")])
+}
+
 fn config(extra: &str) -> Config {
     Config::from_yaml(&format!(
         "clusters:\n- name: example\n  namespace: vitess\n{extra}"
