@@ -138,12 +138,7 @@ pub async fn drop_and_check_nothing_left(lab: Lab, limit: Duration) -> Result<()
     fp.gone_within(limit).await
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free port: {e}"))
-}
+pub use vtsnap_testkit::vitess::free_port;
 
 /// Where kubelet mounts pod `pod_uid`'s volumes.
 pub fn pod_volumes(kubelet: &Path, pod_uid: &str) -> PathBuf {

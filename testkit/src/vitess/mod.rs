@@ -15,7 +15,7 @@ pub mod container;
 pub mod pods;
 mod tablet;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -135,12 +135,26 @@ pub(crate) fn binary_dir() -> PathBuf {
         .unwrap_or_else(|| root.join("target/tools"))
 }
 
-/// A free TCP port on 127.0.0.1.
+/// A free TCP port on 127.0.0.1, never one this process handed out before.
+///
+/// The kernel may give the same ephemeral port to two `bind(0)` calls once the first
+/// listener is closed; two daemons given one port then race for it, and a probe of the
+/// loser's port reaches the winner (a vttablet's gRPC port answering with another's
+/// HTTP server). Each test binary is one process, so one set covers its tests.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free port: {e}"))
+    static GIVEN: std::sync::Mutex<BTreeSet<u16>> = std::sync::Mutex::new(BTreeSet::new());
+    let mut given = GIVEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or_else(|e| panic!("no free port: {e}"));
+        if given.insert(port) {
+            return port;
+        }
+    }
 }
 
 /// Makes `dir` (and its parents below `volumes`) owned by the image's user.

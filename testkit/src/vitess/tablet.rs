@@ -199,18 +199,20 @@ impl VitessTablet {
         ));
     }
 
-    /// Waits until its vttablet (started to serve its own volume) listens on its gRPC
+    /// Waits until its vttablet (started to serve its own volume) answers gRPC on its
     /// port. A port found free can be taken, before vttablet binds it, as the local port
-    /// of some outgoing connection on this host; vttablet then exits, and here it is
-    /// started again on new ports (on Kubernetes each Pod has its own ports).
+    /// of some outgoing connection or the listener of another process on this host;
+    /// vttablet then exits, and here it is started again on new ports (on Kubernetes
+    /// each Pod has its own ports). An open port alone proves nothing: whoever holds it
+    /// must answer the HTTP/2 preface, as a gRPC server does.
     pub async fn wait_vttablet_listening(&mut self, limit: Duration) {
         let start = Instant::now();
         loop {
             let addr = format!("127.0.0.1:{}", self.grpc_port);
-            if tokio::net::TcpStream::connect(&addr).await.is_ok() {
+            let running = self.vttablet.as_ref().is_some_and(Container::running);
+            if running && speaks_http2(&addr).await {
                 return;
             }
-            let running = self.vttablet.as_ref().is_some_and(Container::running);
             assert!(
                 start.elapsed() < limit,
                 "the vttablet of {} did not listen on {addr} within {limit:?}:\n{}",
@@ -469,4 +471,24 @@ impl NewTablet {
             ],
         }
     }
+}
+
+/// Whether the server at `addr` answers the HTTP/2 client preface with a SETTINGS frame
+/// (RFC 9113 §3.4: the server's preface is a SETTINGS frame, type 0x4).
+async fn speaks_http2(addr: &str) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let probe = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+            .await
+            .ok()?;
+        let mut header = [0_u8; 9];
+        s.read_exact(&mut header).await.ok()?;
+        Some(header[3] == 0x4)
+    };
+    tokio::time::timeout(Duration::from_secs(2), probe)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
 }
