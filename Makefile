@@ -179,7 +179,7 @@ mutants-check: dev-tools
 # Ends with one plain closing line summing every test binary's result (both tiers).
 # One pass over a clean checkout rebuilds nothing twice: no incremental caches (gigabytes).
 test: export CARGO_INCREMENTAL := 0
-# 10 s per fuzz target in make test (14 targets): the 60-minute budget of a cold run;
+# 10 s per fuzz target in make test (15 targets): the 60-minute budget of a cold run;
 # `make fuzz-check` alone keeps 20.
 test: export FUZZ_SECONDS := 10
 # Each stage is timed; the table is printed at the end, or at the stage that failed.

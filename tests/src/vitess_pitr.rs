@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use vtsnap_core::coverage::{Exactness, GtidSet, Text};
 use vtsnap_core::pitr::chain::{self, Base, Target};
 use vtsnap_core::pitr::manifest::Increment;
-use vtsnap_pitr::act::fetch::fetch_all;
+use vtsnap_pitr::act::fetch::{fetch_all, last_transaction};
 use vtsnap_pitr::archive::FileArchive;
 use vtsnap_pitr::decide::replay::{self, Client};
 use vtsnap_pitr::observe::{Observed, read_archive};
@@ -165,13 +165,22 @@ pub async fn recover_plan(
     let fetch_start = Instant::now();
     let fetched = fetch_all(&archive, chosen.iter().copied(), &vtdataroot.join("pitr")).unwrap();
     let fetch = fetch_start.elapsed();
+    // The script writes its report there as the server's user, as in the recovery Pod.
+    vtsnap_testkit::vitess::give_to_vitess(&vtdataroot.join("pitr"));
     let in_container: Vec<PathBuf> = fetched
         .iter()
         .map(|f| Path::new("/vt/vtdataroot").join(f.path.strip_prefix(&vtdataroot).unwrap()))
         .collect();
     let client = socket_client();
     let guard = replay::guard(base, &chosen, target);
-    let script = replay::script(&in_container, target, &client, &guard).unwrap();
+    let bytes: u64 = fetched.iter().map(|f| f.bytes).sum();
+    let last = last_transaction(&fetched, target).unwrap();
+    let report = replay::Report {
+        path: "/vt/vtdataroot/pitr/result.json".into(),
+        bytes,
+        last_transaction: last,
+    };
+    let script = replay::script(&in_container, target, &client, &guard, Some(&report)).unwrap();
     let replay_start = Instant::now();
     let out = t
         .container(TabletRole::Mysqld)
@@ -187,11 +196,29 @@ pub async fn recover_plan(
     let after = gtid(&t.gtid_executed().await);
     let reached = &chosen.last().unwrap().to;
     crate::pitr_oracle::verify(&before, &after, reached, target).unwrap();
+    // The script's own report, as the recovery Pod reads it: the server's set, and for a
+    // time the last transaction applied before it.
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(vtdataroot.join("pitr/result.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        gtid(result["gtidExecuted"].as_str().unwrap()),
+        after,
+        "{result}"
+    );
+    assert_eq!(result["bytes"], bytes, "{result}");
+    match target {
+        Target::Before(t) => {
+            let last = result["lastTransaction"].as_i64().unwrap();
+            assert!(last < t.as_second(), "{result}: {t}");
+        }
+        Target::Through(_) => assert!(result["lastTransaction"].is_null(), "{result}"),
+    }
     Recovered {
         after,
         restore: restored,
         fetch,
         replay: replayed,
-        bytes: fetched.iter().map(|f| f.bytes).sum(),
+        bytes,
     }
 }

@@ -297,7 +297,7 @@ async fn an_online_snapshot_is_a_base_checked_after_restore() {
     let t = shard.add_mysqld(AT_BOUND).await;
     let before = t.gtid_executed().await;
     let guard = replay::guard(&base, &[], &bound);
-    let script = replay::script(&[], &bound, &socket_client(), &guard).unwrap();
+    let script = replay::script(&[], &bound, &socket_client(), &guard, None).unwrap();
     assert!(plan.increments.is_empty(), "{plan:?}");
     let out = t
         .container(TabletRole::Mysqld)

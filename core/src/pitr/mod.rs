@@ -7,6 +7,7 @@
 //!   window a shard can be recovered to (pure);
 //! - [`record`]: that window as the archive job last found it, on the newest snapshot.
 
+pub mod binlog;
 pub mod chain;
 pub mod manifest;
 pub mod record;

@@ -20,8 +20,7 @@ use std::fs::File;
 use std::io::{self, BufReader, Read, Seek};
 use std::os::unix::fs::FileExt;
 
-const MAGIC: [u8; 4] = [0xfe, b'b', b'i', b'n'];
-const HEADER_LEN: usize = 19;
+use vtsnap_core::pitr::binlog::{HEADER_LEN, MAGIC};
 const FORMAT_DESCRIPTION_EVENT: u8 = 15;
 const BINLOG_CHECKPOINT_EVENT: u8 = 161;
 const START_ENCRYPTION_EVENT: u8 = 164;

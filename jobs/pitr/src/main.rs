@@ -10,7 +10,7 @@ use vtsnap_core::pitr::chain::Base;
 use vtsnap_core::pitr::chain::{self, Target};
 use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::GtidFlavor;
-use vtsnap_pitr::act::fetch::fetch_all;
+use vtsnap_pitr::act::fetch::{fetch_all, last_transaction};
 use vtsnap_pitr::archive::FileArchive;
 use vtsnap_pitr::decide::replay::{self, Client};
 use vtsnap_pitr::observe::{Observed, Passed, bases, read_archive};
@@ -123,6 +123,11 @@ enum Command {
         /// The MySQL user the replay runs as (over the socket).
         #[arg(long, default_value = "vt_dba")]
         user: String,
+        /// Where the script writes its result once its checks pass, as the mysqld's
+        /// container sees it: bytes replayed, when the last applied transaction began,
+        /// the server's gtid_executed (what the recovery Pod reports).
+        #[arg(long)]
+        result_file: Option<String>,
     },
 }
 
@@ -139,8 +144,15 @@ fn main() -> ExitCode {
             seen_as,
             socket,
             user,
+            result_file,
         } => match prepare(&args) {
-            Ok(p) => fetch(&p, &dest, seen_as.as_deref(), Client { socket, user }),
+            Ok(p) => fetch(
+                &p,
+                &dest,
+                seen_as.as_deref(),
+                Client { socket, user },
+                result_file,
+            ),
             Err(e) => e,
         },
     }
@@ -245,7 +257,13 @@ fn prepare(args: &PlanArgs) -> Result<Prepared, Exit> {
     })
 }
 
-fn fetch(p: &Prepared, dest: &Path, seen_as: Option<&Path>, client: Client) -> Exit {
+fn fetch(
+    p: &Prepared,
+    dest: &Path,
+    seen_as: Option<&Path>,
+    client: Client,
+    result_file: Option<String>,
+) -> Exit {
     let line = p.line();
     let Ok(plan) = &p.chosen else {
         return line.print();
@@ -273,7 +291,22 @@ fn fetch(p: &Prepared, dest: &Path, seen_as: Option<&Path>, client: Client) -> E
         .map(|f| seen_as.join(f.path.strip_prefix(dest).unwrap_or(&f.path)))
         .collect();
     let guard = replay::guard(base, &increments, &p.target);
-    let script = match replay::script(&files, &p.target, &client, &guard) {
+    let bytes = fetched.iter().map(|f| f.bytes).sum();
+    let report = match result_file {
+        Some(path) => match last_transaction(&fetched, &p.target) {
+            Ok(last) => Some(replay::Report {
+                path,
+                bytes,
+                last_transaction: last,
+            }),
+            Err(e) => {
+                eprintln!("{e}");
+                return Exit::Failed;
+            }
+        },
+        None => None,
+    };
+    let script = match replay::script(&files, &p.target, &client, &guard, report.as_ref()) {
         Ok(s) => s,
         Err(e) => return usage(e.to_string()),
     };
@@ -285,7 +318,7 @@ fn fetch(p: &Prepared, dest: &Path, seen_as: Option<&Path>, client: Client) -> E
     FetchLine {
         plan: line,
         files: files.iter().map(|f| f.display().to_string()).collect(),
-        bytes: fetched.iter().map(|f| f.bytes).sum(),
+        bytes,
         script: seen_as.join("replay.sh").display().to_string(),
     }
     .print()

@@ -16,8 +16,7 @@ use crate::archive::{ArchiveError, FileArchive};
 /// The most one binlog may decompress to (MySQL's largest `max_binlog_size` is 1 GiB; a
 /// binlog holding one huge transaction may exceed it).
 pub const MAX_BINLOG_BYTES: u64 = 64 << 30;
-/// Every binlog file starts with these four bytes (MySQL `BINLOG_MAGIC`).
-pub const BINLOG_MAGIC: [u8; 4] = [0xfe, b'b', b'i', b'n'];
+pub use vtsnap_core::pitr::binlog::MAGIC as BINLOG_MAGIC;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
@@ -32,6 +31,8 @@ pub enum FetchError {
     },
     #[error("cannot write {}: {source}", path.display())]
     Write { path: PathBuf, source: io::Error },
+    #[error("fetched binlog {}: {problem}", path.display())]
+    Unreadable { path: PathBuf, problem: String },
 }
 
 /// A binlog fetched and checked.
@@ -175,3 +176,34 @@ pub fn fetch_all<'a>(
 #[cfg(test)]
 #[path = "fetch_tests.rs"]
 mod tests;
+
+/// When the last transaction a replay of `fetched` (in order) to `target` applies began:
+/// for a time target, the RPO's other end (docs/pitr.md §8); `None` for a GTID target,
+/// which is met exactly or not at all. A binlog whose events do not add up fails naming it.
+pub fn last_transaction(
+    fetched: &[Fetched],
+    target: &vtsnap_core::pitr::chain::Target,
+) -> Result<Option<u32>, FetchError> {
+    use vtsnap_core::pitr::chain::Target;
+    let Target::Before(t) = target else {
+        return Ok(None);
+    };
+    // Before the epoch nothing is applied; after u32's end everything is.
+    let stop = u32::try_from(t.as_second().max(0)).ok();
+    let mut last = None;
+    for f in fetched {
+        let file = File::open(&f.path).map_err(|e| FetchError::Unreadable {
+            path: f.path.clone(),
+            problem: e.to_string(),
+        })?;
+        let walked =
+            vtsnap_core::pitr::binlog::walk(io::BufReader::new(file), stop).map_err(|e| {
+                FetchError::Unreadable {
+                    path: f.path.clone(),
+                    problem: e.to_string(),
+                }
+            })?;
+        last = walked.last_transaction.or(last);
+    }
+    Ok(last)
+}

@@ -175,3 +175,54 @@ fn each_increment_is_fetched_into_its_own_directory() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].path, s.dest.path().join(BACKUP).join(BINLOG));
 }
+
+#[test]
+fn the_last_transaction_is_walked_across_files_in_order() {
+    use vtsnap_core::pitr::chain::Target;
+    let dir = tempfile::tempdir().unwrap();
+    let ev = |ts: u32, kind: u8| {
+        let mut e = ts.to_le_bytes().to_vec();
+        e.push(kind);
+        e.extend(1_u32.to_le_bytes());
+        e.extend(29_u32.to_le_bytes());
+        e.extend([0; 6]);
+        e.extend([0; 10]);
+        e
+    };
+    let write = |name: &str, times: &[u32]| {
+        let mut f = BINLOG_MAGIC.to_vec();
+        f.extend(ev(100, 15));
+        for &t in times {
+            f.extend(ev(t, 33));
+            f.extend(ev(t, 16));
+        }
+        let path = dir.path().join(name);
+        std::fs::write(&path, &f).unwrap();
+        Fetched {
+            path,
+            bytes: f.len() as u64,
+        }
+    };
+    let files = [write("b.1", &[1000, 1002]), write("b.2", &[1004, 1006])];
+    let at = |s: i64| Target::Before(Timestamp::from_second(s).unwrap());
+    assert_eq!(last_transaction(&files, &at(1005)).unwrap(), Some(1004));
+    assert_eq!(last_transaction(&files, &at(1004)).unwrap(), Some(1002));
+    assert_eq!(last_transaction(&files, &at(1000)).unwrap(), None);
+    assert_eq!(last_transaction(&files, &at(5000)).unwrap(), Some(1006));
+    let gtid = vtsnap_core::coverage::GtidSet::parse(
+        vtsnap_core::snapshot::GtidFlavor::Mysql56,
+        "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5",
+        vtsnap_core::coverage::Text::Server,
+    )
+    .unwrap();
+    assert_eq!(
+        last_transaction(&files, &Target::Through(gtid)).unwrap(),
+        None
+    );
+    // A fetched file cut short names itself.
+    let cut = &files[1];
+    let bytes = std::fs::read(&cut.path).unwrap();
+    std::fs::write(&cut.path, &bytes[..bytes.len() - 3]).unwrap();
+    let err = last_transaction(&files, &at(5000)).unwrap_err().to_string();
+    assert!(err.contains("b.2") && err.contains("cut short"), "{err}");
+}

@@ -74,12 +74,26 @@ pub fn guard(base: &Base, increments: &[&Increment], target: &Target) -> Guard {
     }
 }
 
-/// The bash script that replays `files` in order up to `target`, checked by `guard`.
+/// What the script writes once the replay passed its checks (the recovery Pod's result,
+/// docs/pitr.md §8): one JSON object with the bytes replayed, when the last transaction
+/// applied began (a time target), and the server's `gtid_executed`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// Where, as the server's container sees it.
+    pub path: String,
+    pub bytes: u64,
+    /// Unix seconds.
+    pub last_transaction: Option<u32>,
+}
+
+/// The bash script that replays `files` in order up to `target`, checked by `guard`, and
+/// then writes `report` if asked.
 pub fn script(
     files: &[PathBuf],
     target: &Target,
     client: &Client,
     guard: &Guard,
+    report: Option<&Report>,
 ) -> Result<String, ScriptError> {
     let stop = match target {
         Target::Before(t) => format!("--stop-datetime={}", quoted(&stop_datetime(*t))?),
@@ -119,6 +133,20 @@ pub fn script(
         s.push_str(&format!(
             "check 'the replay stopped short of the target' \"{}\"\n",
             subset(&g, executed)
+        ));
+    }
+    if let Some(r) = report {
+        // GTID sets hold only [0-9a-z:,_-] and the newlines between sources: JSON as is.
+        s.push_str(&format!(
+            "gtid=$({mysql} -N -B -e 'SELECT REPLACE(@@global.gtid_executed, CHAR(10), \"\")')\n"
+        ));
+        let last = r
+            .last_transaction
+            .map_or_else(|| "null".to_owned(), |t| t.to_string());
+        s.push_str(&format!(
+            "printf '{{\"bytes\":{},\"lastTransaction\":{last},\"gtidExecuted\":\"%s\"}}\\n' \"$gtid\" > {}\n",
+            r.bytes,
+            quoted(&r.path)?
         ));
     }
     Ok(s)

@@ -35,7 +35,7 @@ fn a_time_target_stops_each_binlog_at_the_utc_second_and_a_set_includes_it() {
     let t: Timestamp = "2026-12-07T15:02:59.9+02:00".parse().unwrap();
     let target = Target::Before(t);
     let g = guard(&base(Exactness::Exact), &[], &target);
-    let s = script(&files, &target, &client(), &g).unwrap();
+    let s = script(&files, &target, &client(), &g, None).unwrap();
     let mysql = "mysql --no-defaults -S '/vt/socket/mysql.sock' -u 'vt_dba'";
     assert_eq!(
         s,
@@ -50,7 +50,7 @@ fn a_time_target_stops_each_binlog_at_the_utc_second_and_a_set_includes_it() {
     );
     let target = Target::Through(u("1-5:7"));
     let g = guard(&base(Exactness::Exact), &[], &target);
-    let s = script(&files[..1], &target, &client(), &g).unwrap();
+    let s = script(&files[..1], &target, &client(), &g, None).unwrap();
     assert!(
         s.contains(&format!(
             "mysqlbinlog --include-gtids='{U}:1-5:7' '/vt/pitr/b1/"
@@ -69,7 +69,7 @@ fn a_time_target_stops_each_binlog_at_the_utc_second_and_a_set_includes_it() {
     );
     let bad = [PathBuf::from("/tmp/it's")];
     assert_eq!(
-        script(&bad, &target, &client(), &g).unwrap_err(),
+        script(&bad, &target, &client(), &g, None).unwrap_err(),
         ScriptError::Unquotable("/tmp/it's".into())
     );
 }
@@ -86,7 +86,7 @@ fn the_guard_checks_an_online_base_first_and_bounds_a_time_replay_by_the_archive
             end_holds: Some(u("1-150")),
         }
     );
-    let s = script(&[], &target, &client(), &g).unwrap();
+    let s = script(&[], &target, &client(), &g, None).unwrap();
     let check = s.find("the restored base holds").unwrap();
     assert!(check < s.find("super_read_only").unwrap(), "{s}");
     let inc = |to: &str| Increment {
@@ -114,5 +114,47 @@ fn the_guard_checks_an_online_base_first_and_bounds_a_time_replay_by_the_archive
             end_within: u("1-200"),
             end_holds: None,
         }
+    );
+}
+
+#[test]
+fn the_report_is_written_last_and_only_after_every_check() {
+    let target = Target::Before(Timestamp::from_second(1_000).unwrap());
+    let g = guard(&base(Exactness::Exact), &[], &target);
+    let r = Report {
+        path: "/pitr/result.json".into(),
+        bytes: 4096,
+        last_transaction: Some(990),
+    };
+    let s = script(
+        &[PathBuf::from("/pitr/b/binlog.000002")],
+        &target,
+        &client(),
+        &g,
+        Some(&r),
+    )
+    .unwrap();
+    let written = s.find("> '/pitr/result.json'").unwrap();
+    assert!(s.rfind("check ").unwrap() < written, "{s}");
+    assert!(s.find("mysqlbinlog").unwrap() < written, "{s}");
+    assert!(
+        s.contains(r#"{"bytes":4096,"lastTransaction":990,"gtidExecuted":"%s"}"#),
+        "{s}"
+    );
+    let none = Report {
+        last_transaction: None,
+        ..r.clone()
+    };
+    let s = script(&[], &target, &client(), &g, Some(&none)).unwrap();
+    assert!(s.contains(r#""lastTransaction":null"#), "{s}");
+    let quote = Report {
+        path: "/pitr/it's".into(),
+        ..r
+    };
+    assert!(script(&[], &target, &client(), &g, Some(&quote)).is_err());
+    assert!(
+        !script(&[], &target, &client(), &g, None)
+            .unwrap()
+            .contains("printf")
     );
 }
