@@ -17,6 +17,10 @@ pub const COMPONENT_VTTABLET: &str = "vttablet";
 pub const COMPONENT_VTCTLD: &str = "vtctld";
 pub const COMPONENT_VTBACKUP: &str = "vtbackup";
 
+/// The tablet Pod's container that runs mysqld (mysqlctld), in vitess-operator's Pods and
+/// in vtsnap's throwaway restores.
+pub const MYSQLD_CONTAINER: &str = "mysqld";
+
 /// The tablet Pod's data volume and the port name of vtctld's gRPC Service.
 pub const DATA_VOLUME: &str = "persistent-volume-claim";
 pub const VTCTLD_GRPC_PORT_NAME: &str = "grpc";

@@ -1,15 +1,17 @@
-//! A tablet's data volume as its Pod and PVC name it, read where the admission webhook and
-//! the drill read them: the claim the Pod's data volume names (vitess-operator's
-//! `persistent-volume-claim`), and the storage the PVC requests, read from its JSON so that
-//! a size of the wrong type is named rather than lost in a parse error.
+//! A tablet's data volume as its Pod and PVC name it, read where the admission webhook
+//! and the throwaway restores (drills, recoveries) read them: the claim the Pod's data
+//! volume names (vitess-operator's `persistent-volume-claim`), the storage the PVC
+//! requests (read from its JSON so that a size of the wrong type is named rather than
+//! lost in a parse error), and what a restore copies of a tablet Pod.
 
-use k8s_openapi::api::core::v1::Volume;
+use k8s_openapi::api::core::v1::{PodSecurityContext, Volume};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::k8s_names::json_kind;
 use crate::labels;
 use crate::quantity::{self, QuantityError};
+use crate::shard::ShardRef;
 
 /// The claim a Pod's data volume (`persistent-volume-claim`) names.
 pub fn data_claim(volumes: &[Volume]) -> Option<&str> {
@@ -55,6 +57,88 @@ pub fn requested_size(pvc: &Value) -> Result<u128, SizeError> {
         Some(other) => Err(SizeError::NotText {
             found: json_kind(other),
         }),
+    }
+}
+
+/// `planetscale.com/cluster=…,keyspace=…,shard=…` of the shard's tablet objects.
+pub fn tablet_selector(s: &ShardRef) -> String {
+    format!(
+        "{}={},{}={},{}={},{}={}",
+        labels::COMPONENT,
+        labels::COMPONENT_VTTABLET,
+        labels::CLUSTER,
+        s.cluster,
+        labels::KEYSPACE,
+        s.keyspace,
+        labels::SHARD,
+        s.shard.safe_name()
+    )
+}
+
+/// What a throwaway restore (a drill, a recovery) takes of a tablet's data PVC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TabletPvc {
+    /// `spec.resources.requests.storage`, in bytes.
+    pub requested: Result<u128, SizeError>,
+    /// `spec.storageClassName` (`None`: the cluster's default).
+    pub storage_class: Option<String>,
+}
+
+impl TabletPvc {
+    pub fn read(pvc: &Value) -> Self {
+        Self {
+            requested: requested_size(pvc),
+            storage_class: pvc
+                .pointer("/spec/storageClassName")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        }
+    }
+}
+
+/// A field of the tablet Pod that does not read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TabletPodUnreadable {
+    #[error("spec.securityContext is not a Pod's security context: {0}")]
+    SecurityContext(String),
+}
+
+/// What a throwaway restore takes of a tablet's Pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TabletPod {
+    /// The image of its `mysqld` container, if it has one with an image.
+    pub mysqld_image: Option<String>,
+    /// Its `securityContext` (the data's owner); `Ok(None)`: none, or not an object.
+    pub security: Result<Option<PodSecurityContext>, TabletPodUnreadable>,
+}
+
+impl TabletPod {
+    pub fn read(pod: &Value) -> Self {
+        let mysqld_image = pod
+            .pointer("/spec/containers")
+            .and_then(Value::as_array)
+            .and_then(|cs| {
+                cs.iter().find(|c| {
+                    c.get("name").and_then(Value::as_str) == Some(labels::MYSQLD_CONTAINER)
+                })
+            })
+            .and_then(|c| c.get("image"))
+            .and_then(Value::as_str)
+            .filter(|i| !i.is_empty())
+            .map(str::to_owned);
+        let security = match pod
+            .pointer("/spec/securityContext")
+            .filter(|v| v.is_object())
+        {
+            None => Ok(None),
+            Some(s) => serde_json::from_value(s.clone())
+                .map(Some)
+                .map_err(|e| TabletPodUnreadable::SecurityContext(e.to_string())),
+        };
+        Self {
+            mysqld_image,
+            security,
+        }
     }
 }
 

@@ -16,5 +16,6 @@ pub mod act;
 pub mod archive;
 pub mod decide;
 pub mod observe;
+pub mod recover;
 pub mod report;
 pub mod run;

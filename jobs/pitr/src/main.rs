@@ -12,8 +12,10 @@ use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::GtidFlavor;
 use vtsnap_pitr::act::fetch::{fetch_all, last_transaction};
 use vtsnap_pitr::archive::FileArchive;
+use vtsnap_pitr::decide::recovery::{self, After, Settings};
 use vtsnap_pitr::decide::replay::{self, Client};
 use vtsnap_pitr::observe::{Observed, Passed, bases, read_archive};
+use vtsnap_pitr::recover::{self, RecoverOptions};
 use vtsnap_pitr::report::{FetchLine, PlanLine};
 use vtsnap_pitr::run::{self, ArchiveOptions, Mode};
 
@@ -60,8 +62,73 @@ struct ArchiveArgs {
     dry_run: bool,
 }
 
+/// What `run` recovers, and how.
+#[derive(Debug, Clone, clap::Args)]
+struct RunArgs {
+    #[command(flatten)]
+    shard: vtsnap_core::cli::ShardArgs,
+    /// The root of Vitess's file backup storage, as mounted here.
+    #[arg(long, env = "VTSNAP_ARCHIVE_ROOT")]
+    archive_root: PathBuf,
+    /// The same storage as a Pod volume source (JSON), mounted read-only into the
+    /// recovery Pod at --archive-root: `{"nfs":{"server":"…","path":"…"}}`,
+    /// `{"persistentVolumeClaim":{"claimName":"…"}}`.
+    #[arg(long, env = "VTSNAP_ARCHIVE_VOLUME")]
+    archive_volume: String,
+    /// Recover every transaction committed before this time (RFC 3339).
+    #[arg(long, conflicts_with = "to_gtid", required_unless_present = "to_gtid")]
+    to_time: Option<String>,
+    /// Recover every transaction of this GTID set (as `@@gtid_executed` prints it).
+    #[arg(long)]
+    to_gtid: Option<String>,
+    /// Start from this snapshot only.
+    #[arg(long)]
+    snapshot: Option<String>,
+    /// Once replayed: `serve` leaves mysqld up in the Pod; `cut` stops it cleanly and
+    /// cuts the volume into a VolumeSnapshot, then removes the Pod and its PVC.
+    #[arg(long, value_enum, default_value = "serve")]
+    after: AfterArg,
+    /// vtsnap-restore's image (the Pod's first init container).
+    #[arg(long, env = "VTSNAP_RESTORE_IMAGE")]
+    restore_image: String,
+    /// This program's image (the Pod's fetch init container).
+    #[arg(long, env = "VTSNAP_PITR_IMAGE")]
+    pitr_image: String,
+    /// How long the recovery Pod may run in all (a served one is gone after it).
+    #[arg(long, default_value = "1h", value_parser = vtsnap_core::cli::positive_duration)]
+    deadline: vtsnap_core::duration::GoDuration,
+    /// Print the plan and the objects, make nothing.
+    #[arg(long, env = "VTSNAP_DRY_RUN", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+    dry_run: bool,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum AfterArg {
+    Serve,
+    Cut,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Recover the shard to a point into a new PVC and Pod: the base restored, the
+    /// archive's binlogs replayed up to the point and checked (docs/pitr.md §8).
+    #[command(
+        after_help = "Examples:\n  vtsnap-pitr run --config /etc/vtsnap/config.yaml --cluster example \\\n    \
+        --keyspace commerce --shard - --archive-root /vt/backups \\\n    \
+        --archive-volume '{\"nfs\":{\"server\":\"nfs.example.com\",\"path\":\"/backups\"}}' \\\n    \
+        --restore-image vtsnap/vtsnap-restore:0.1.0 --pitr-image vtsnap/vtsnap-pitr:0.1.0 \\\n    \
+        --to-time 2026-12-07T14:02:00Z\n  \
+        (the same with --to-gtid SET, --after cut, or --dry-run)\n\n\
+        The JSON line names the base, the increments, the Pod (and how to reach its mysql),\n  \
+        or the cut snapshot; RPO (a time target minus when the last applied transaction\n  \
+        began) and RTO.\n\n\
+        Exit codes: 0 recovered or planned; 1 the recovery failed (named; nothing left\n  \
+        behind); 2 bad usage or config; 3 no snapshot reaches the target."
+    )]
+    Run {
+        #[command(flatten)]
+        args: RunArgs,
+    },
     /// Take the shard's next binlog-archive increment: a Vitess incremental backup, on a
     /// replica, from as far as the archive already carries the newest snapshot.
     #[command(
@@ -133,6 +200,7 @@ enum Command {
 
 fn main() -> ExitCode {
     match Cli::<Command>::parse_as("vtsnap-pitr", ABOUT) {
+        Command::Run { args } => run_recovery(args),
         Command::Archive { args } => archive(args),
         Command::Plan { args } => match prepare(&args) {
             Ok(p) => p.line().print(),
@@ -171,13 +239,64 @@ fn archive(a: ArchiveArgs) -> Exit {
     })
 }
 
+fn run_recovery(a: RunArgs) -> Exit {
+    let target = match target_of(a.to_time.as_deref(), a.to_gtid.as_deref(), Timestamp::now()) {
+        Ok(t) => t,
+        Err(e) => return usage(e),
+    };
+    let archive_volume: serde_json::Value = match serde_json::from_str(&a.archive_volume) {
+        Ok(v @ serde_json::Value::Object(_)) => v,
+        Ok(_) => return usage("--archive-volume: not a JSON object (a Pod volume source)".into()),
+        Err(e) => return usage(format!("--archive-volume: not JSON: {e}")),
+    };
+    let settings = Settings {
+        restore_image: a.restore_image.clone(),
+        pitr_image: a.pitr_image.clone(),
+        recovery_uid: vtsnap_core::naming::TabletUid::new(recovery::defaults::RECOVERY_UID),
+        mysqld_command: "mysqld".into(),
+        mysqld_resources: serde_json::from_str(recovery::defaults::MYSQLD_RESOURCES)
+            .unwrap_or_default(),
+        deadline_seconds: a.deadline.get().as_secs(),
+        ready_seconds: recovery::defaults::READY_SECONDS,
+        archive_volume,
+        archive_root: a.archive_root.display().to_string(),
+        image_pull_secrets: Vec::new(),
+    };
+    let opts = RecoverOptions {
+        settings,
+        archive_root: a.archive_root.clone(),
+        target,
+        snapshot: a.snapshot.clone(),
+        after: match a.after {
+            AfterArg::Serve => After::Serve,
+            AfterArg::Cut => After::Cut,
+        },
+        dry_run: a.dry_run,
+    };
+    let name = a.shard.name();
+    vtsnap_core::cli::with_cluster(&a.shard.config, |config, kube| async move {
+        match config.shard(&name) {
+            Ok(c) => recover::recover(&kube, &c.shard, &opts).await.print(),
+            Err(e) => usage(e.to_string()),
+        }
+    })
+}
+
 fn usage(message: String) -> Exit {
     eprintln!("{message}");
     Exit::Usage
 }
 
 fn target(args: &PlanArgs, now: Timestamp) -> Result<Target, String> {
-    match (&args.to_time, &args.to_gtid) {
+    target_of(args.to_time.as_deref(), args.to_gtid.as_deref(), now)
+}
+
+fn target_of(
+    to_time: Option<&str>,
+    to_gtid: Option<&str>,
+    now: Timestamp,
+) -> Result<Target, String> {
+    match (to_time, to_gtid) {
         (Some(t), None) => {
             let at: Timestamp = t
                 .parse()

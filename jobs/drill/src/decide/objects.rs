@@ -30,7 +30,7 @@ pub const ANN_DRILL_OF: &str = "vtsnap.io/drill-of";
 pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
 pub const COMPONENT_DRILL: &str = "drill";
 
-pub const MYSQLD_CONTAINER: &str = "mysqld";
+pub use vtsnap_core::labels::MYSQLD_CONTAINER;
 pub const CHECKER_CONTAINER: &str = "checker";
 const DATA_VOLUME: &str = "data";
 const SOCKET_VOLUME: &str = "socket";

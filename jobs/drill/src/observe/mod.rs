@@ -5,14 +5,13 @@
 //! drill Pod's status as the Job watches it ([`pod`]), and the restored server as the
 //! checker probes it ([`server`]).
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodSecurityContext};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, ListParams};
 use serde_json::Value;
 use vtsnap_core::config::{Config, ConfiguredShard, ResolvedRestore};
 use vtsnap_core::coverage::{Purged, read_primary, read_primary_at};
 use vtsnap_core::discover;
 use vtsnap_core::discover::versions::read_shard;
-use vtsnap_core::labels as op;
 use vtsnap_core::labels::MANAGED_BY;
 use vtsnap_core::naming::TabletAlias;
 use vtsnap_core::reconcile::list;
@@ -20,11 +19,12 @@ use vtsnap_core::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 use vtsnap_core::shard::{ShardName, ShardRef};
 use vtsnap_core::snapshot::choice::ShardState;
 use vtsnap_core::snapshot::{SnapshotRead, VolumeSnapshot};
-use vtsnap_core::tablet_volume::{SizeError, data_claim_of, requested_size};
+use vtsnap_core::tablet_volume::data_claim_of;
+pub use vtsnap_core::tablet_volume::{TabletPod, TabletPodUnreadable, TabletPvc, tablet_selector};
 use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
 
-use crate::decide::objects::{MANAGED_BY_DRILL, MYSQLD_CONTAINER};
+use crate::decide::objects::MANAGED_BY_DRILL;
 use crate::error::DrillError;
 
 pub mod dump;
@@ -53,92 +53,11 @@ pub struct Observed {
     pub purged: Result<Purged, String>,
 }
 
-/// What a drill takes of a tablet's data PVC.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TabletPvc {
-    /// `spec.resources.requests.storage`, in bytes.
-    pub requested: Result<u128, SizeError>,
-    /// `spec.storageClassName` (`None`: the cluster's default).
-    pub storage_class: Option<String>,
-}
-
-impl TabletPvc {
-    pub fn read(pvc: &Value) -> Self {
-        Self {
-            requested: requested_size(pvc),
-            storage_class: pvc
-                .pointer("/spec/storageClassName")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-        }
-    }
-}
-
-/// A field of the tablet Pod that does not read.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum TabletPodUnreadable {
-    #[error("spec.securityContext is not a Pod's security context: {0}")]
-    SecurityContext(String),
-}
-
-/// What a drill takes of a tablet's Pod.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TabletPod {
-    /// The image of its `mysqld` container, if it has one with an image.
-    pub mysqld_image: Option<String>,
-    /// Its `securityContext` (the data's owner); `Ok(None)`: none, or not an object.
-    pub security: Result<Option<PodSecurityContext>, TabletPodUnreadable>,
-}
-
-impl TabletPod {
-    pub fn read(pod: &Value) -> Self {
-        let mysqld_image = pod
-            .pointer("/spec/containers")
-            .and_then(Value::as_array)
-            .and_then(|cs| {
-                cs.iter()
-                    .find(|c| c.get("name").and_then(Value::as_str) == Some(MYSQLD_CONTAINER))
-            })
-            .and_then(|c| c.get("image"))
-            .and_then(Value::as_str)
-            .filter(|i| !i.is_empty())
-            .map(str::to_owned);
-        let security = match pod
-            .pointer("/spec/securityContext")
-            .filter(|v| v.is_object())
-        {
-            None => Ok(None),
-            Some(s) => serde_json::from_value(s.clone())
-                .map(Some)
-                .map_err(|e| TabletPodUnreadable::SecurityContext(e.to_string())),
-        };
-        Self {
-            mysqld_image,
-            security,
-        }
-    }
-}
-
 /// The shard a run drills, resolved from the config.
 pub fn shard_of(config: &Config, name: &ShardName) -> Result<ConfiguredShard, DrillError> {
     config
         .shard(name)
         .map_err(|e| DrillError::UnknownShard(e.to_string()))
-}
-
-/// `planetscale.com/cluster=…,keyspace=…,shard=…` of the shard's tablet objects.
-pub fn tablet_selector(s: &ShardRef) -> String {
-    format!(
-        "{}={},{}={},{}={},{}={}",
-        op::COMPONENT,
-        op::COMPONENT_VTTABLET,
-        op::CLUSTER,
-        s.cluster,
-        op::KEYSPACE,
-        s.keyspace,
-        op::SHARD,
-        s.shard.safe_name()
-    )
 }
 
 /// The label selector of the shard's drill objects.

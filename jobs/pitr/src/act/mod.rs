@@ -4,4 +4,5 @@
 
 pub mod archive;
 pub mod fetch;
+pub mod recover;
 pub mod window;

@@ -4,5 +4,6 @@
 //! archive step writes is [`window`]'s.
 
 pub mod archive;
+pub mod recovery;
 pub mod replay;
 pub mod window;

@@ -1,0 +1,370 @@
+//! The recovery's objects (docs/pitr.md §8): a PVC restored from the base snapshot and a
+//! Pod that restores it, fetches the archive's binlogs, starts mysqld on it and replays
+//! them up to the target. Pure builders: `run` makes them, `run --dry-run` prints them.
+//!
+//! Like a drill's Pod it never touches a tablet: its PVC is its own clone of the base,
+//! mysqld has no network listener, no replication and no grant tables (only the Pod's own
+//! containers share its socket), and it carries vtsnap's labels, never the operator's, so
+//! no Service selects it. Unlike a drill's it mounts the shard's backup storage
+//! (read-only), and what it leaves is the user's: the Pod serving the recovered data, or
+//! a VolumeSnapshot cut of it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::PodSecurityContext;
+use serde_json::{Value, json};
+use vtsnap_core::labels::{MANAGED_BY, MYSQLD_CONTAINER};
+use vtsnap_core::naming::{TabletUid, join_with_limit};
+use vtsnap_core::pitr::chain::Target;
+use vtsnap_core::restore_pod::{CONTAINER as RESTORE_CONTAINER, VTDATAROOT, VTDATAROOT_SUBPATH};
+use vtsnap_core::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, ShardRef};
+
+/// The `app.kubernetes.io/managed-by` value of a recovery's objects.
+pub const MANAGED_BY_PITR: &str = "vtsnap-pitr";
+pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
+pub const COMPONENT_RECOVERY: &str = "recovery";
+/// The base snapshot a recovery object restores.
+pub const ANN_RECOVERY_OF: &str = "vtsnap.io/recovery-of";
+/// The point it recovers to: `before <RFC 3339>` or `through <GTID set>`.
+pub const ANN_RECOVERY_TARGET: &str = "vtsnap.io/recovery-target";
+/// The base VolumeSnapshot as read, which the fetch container plans from (a downward API
+/// file: the object may exceed an argument's 128 KiB, never an annotation's bound).
+pub const ANN_RECOVERY_BASE: &str = "vtsnap.io/recovery-base";
+
+pub const FETCH_CONTAINER: &str = "fetch";
+pub const REPLAY_CONTAINER: &str = "replay";
+const DATA_VOLUME: &str = "data";
+const SOCKET_VOLUME: &str = "socket";
+const WORK_VOLUME: &str = "work";
+const BASE_VOLUME: &str = "base";
+const ARCHIVE_VOLUME: &str = "archive";
+const SOCKET_DIR: &str = "/vt/socket";
+const SOCKET: &str = "/vt/socket/mysql.sock";
+/// Where the binlogs, `replay.sh` and the result go (an `emptyDir`).
+pub const WORK_DIR: &str = "/pitr";
+/// The replay's result (docs/pitr.md §8), copied into the termination message.
+pub const RESULT_FILE: &str = "/pitr/result.json";
+const BASE_DIR: &str = "/vtsnap/recovery";
+const BASE_FILE: &str = "/vtsnap/recovery/base.json";
+/// The MySQL user the replay runs as over the socket (no grant tables: any name works).
+const REPLAY_USER: &str = "vt_dba";
+
+/// What the Pod does once the replay passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum After {
+    /// mysqld keeps serving on its socket, for `kubectl exec … -c mysqld -- mysql`.
+    Serve,
+    /// mysqld is shut down cleanly and the volume is cut into a VolumeSnapshot.
+    Cut,
+}
+
+/// The install's settings for recoveries (the command line's flags).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// `vtsnap-restore`'s image (the first init container).
+    pub restore_image: String,
+    /// This program's image (the fetch init container).
+    pub pitr_image: String,
+    /// The tablet UID the restored directory is moved to (never a serving tablet's).
+    pub recovery_uid: TabletUid,
+    /// The server binary in the tablet's image.
+    pub mysqld_command: String,
+    pub mysqld_resources: Value,
+    /// How long the Pod may run in all (a served one too: then it is gone).
+    pub deadline_seconds: u64,
+    /// How long the replay waits for mysqld to answer.
+    pub ready_seconds: u64,
+    /// The shard's backup storage as a Pod volume source (`{"nfs": …}`,
+    /// `{"persistentVolumeClaim": …}`), mounted read-only at `archive_root`.
+    pub archive_volume: Value,
+    pub archive_root: String,
+    pub image_pull_secrets: Vec<String>,
+}
+
+/// `run`'s defaults, written once for the command line and for every caller.
+pub mod defaults {
+    /// One below the drill's, so that a drill and a recovery of one snapshot differ.
+    pub const RECOVERY_UID: u32 = 999_999_998;
+    pub const MYSQLD_RESOURCES: &str =
+        r#"{"requests":{"cpu":"500m","memory":"1Gi"},"limits":{"memory":"2Gi"}}"#;
+    pub const READY_SECONDS: u64 = 600;
+}
+
+/// One recovery: which base, to which point, into what.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recovery {
+    pub shard: ShardRef,
+    /// The base snapshot's name, and the object as read (for the fetch container).
+    pub base: String,
+    pub base_object: Value,
+    pub target: Target,
+    /// Bytes the PVC asks for (the tablets' request, at least the snapshot's size).
+    pub storage_bytes: u128,
+    pub storage_class: Option<String>,
+    /// The tablet's mysqld image: it has `mysqld`, `mysqlbinlog`, `mysql` and `bash`.
+    pub mysqld_image: String,
+    pub pod_security: Option<PodSecurityContext>,
+    pub after: After,
+}
+
+/// `vtsnap-pitr-<cluster>-<keyspace>-<shard>-<stamp>`, a valid name of at most 63
+/// characters (a Pod's name is its hostname).
+pub fn recovery_name(shard: &ShardRef, stamp: &str) -> String {
+    join_with_limit(
+        &[
+            "vtsnap-pitr",
+            &shard.cluster,
+            &shard.keyspace,
+            &shard.shard.safe_name(),
+            stamp,
+        ],
+        63,
+    )
+}
+
+/// `before <time>` or `through <set>`: the target as the annotation and report name it.
+pub fn target_text(t: &Target) -> String {
+    match t {
+        Target::Before(at) => format!("before {at}"),
+        Target::Through(g) => format!("through {g}"),
+    }
+}
+
+/// The recovery's labels: vtsnap's, with the shard's (never the operator's).
+pub fn labels(shard: &ShardRef) -> BTreeMap<&'static str, String> {
+    BTreeMap::from([
+        (MANAGED_BY, MANAGED_BY_PITR.to_owned()),
+        (LABEL_COMPONENT, COMPONENT_RECOVERY.to_owned()),
+        (LABEL_CLUSTER, shard.cluster.clone()),
+        (LABEL_KEYSPACE, shard.keyspace.clone()),
+        (LABEL_SHARD, shard.shard.safe_name()),
+    ])
+}
+
+fn metadata(name: &str, r: &Recovery) -> Value {
+    json!({
+        "name": name,
+        "namespace": r.shard.namespace,
+        "labels": labels(&r.shard),
+        "annotations": {ANN_RECOVERY_OF: r.base, ANN_RECOVERY_TARGET: target_text(&r.target)},
+    })
+}
+
+/// The PVC: a clone of the base, as a new tablet's would be.
+pub fn pvc(name: &str, r: &Recovery) -> Value {
+    let source =
+        json!({"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": r.base});
+    let mut spec = json!({
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": r.storage_bytes.to_string()}},
+        "dataSource": source,
+        "dataSourceRef": source,
+    });
+    if let Some(class) = &r.storage_class {
+        spec["storageClassName"] = json!(class);
+    }
+    json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata(name, r), "spec": spec})
+}
+
+/// The fetch container's target flags.
+fn target_args(t: &Target) -> [String; 2] {
+    match t {
+        Target::Before(at) => ["--to-time".into(), at.to_string()],
+        Target::Through(g) => ["--to-gtid".into(), g.to_string()],
+    }
+}
+
+/// What the replay container runs: wait for mysqld, replay (the script fetch wrote),
+/// hand the result to the kubelet, and shut mysqld down cleanly for a cut.
+fn replay_command(after: After, ready_seconds: u64) -> String {
+    let ping = format!("mysqladmin --no-defaults -S {SOCKET} -u {REPLAY_USER}");
+    let shutdown = match after {
+        After::Serve => String::new(),
+        After::Cut => format!("{ping} shutdown\n"),
+    };
+    format!(
+        "set -euo pipefail\n\
+         for _ in $(seq {ready_seconds}); do {ping} ping >/dev/null 2>&1 && break; sleep 1; done\n\
+         {ping} ping >/dev/null\n\
+         bash {WORK_DIR}/replay.sh\n\
+         cat {RESULT_FILE} > /dev/termination-log\n\
+         {shutdown}"
+    )
+}
+
+/// The Pod: restore, fetch, then mysqld and the replay side by side.
+pub fn pod(name: &str, r: &Recovery, s: &Settings) -> Value {
+    let uid = s.recovery_uid;
+    let dir = format!("{VTDATAROOT}/{}", uid.tablet_dir_name());
+    let data = json!({"name": DATA_VOLUME, "mountPath": VTDATAROOT, "subPath": VTDATAROOT_SUBPATH});
+    let socket = json!({"name": SOCKET_VOLUME, "mountPath": SOCKET_DIR});
+    let work = json!({"name": WORK_VOLUME, "mountPath": WORK_DIR});
+    let no_escalation =
+        json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}});
+    let small =
+        json!({"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "256Mi"}});
+    let security = r
+        .pod_security
+        .as_ref()
+        .and_then(|p| serde_json::to_value(p).ok())
+        .unwrap_or_else(
+            || json!({"runAsUser": 999, "runAsGroup": 999, "fsGroup": 999, "runAsNonRoot": true}),
+        );
+    let mut fetch = vec![
+        "fetch".to_owned(),
+        "--shard".into(),
+        r.shard.to_string(),
+        "--objects".into(),
+        BASE_FILE.into(),
+        "--archive-root".into(),
+        s.archive_root.clone(),
+        "--snapshot".into(),
+        r.base.clone(),
+        "--dest".into(),
+        WORK_DIR.into(),
+        "--socket".into(),
+        SOCKET.into(),
+        "--user".into(),
+        REPLAY_USER.into(),
+        "--result-file".into(),
+        RESULT_FILE.into(),
+    ];
+    fetch.extend(target_args(&r.target));
+    let mut spec = json!({
+        "restartPolicy": "Never",
+        "activeDeadlineSeconds": s.deadline_seconds,
+        "automountServiceAccountToken": false,
+        "enableServiceLinks": false,
+        "securityContext": security,
+        "initContainers": [
+            {
+                "name": RESTORE_CONTAINER,
+                "image": s.restore_image,
+                "args": ["--vtdataroot", VTDATAROOT],
+                "env": [
+                    {"name": "VTSNAP_TABLET_UID", "value": uid.get().to_string()},
+                    {"name": "VTSNAP_LOG_FORMAT", "value": "json"},
+                ],
+                "volumeMounts": [data.clone()],
+                "securityContext": no_escalation.clone(),
+                "resources": small.clone(),
+            },
+            {
+                "name": FETCH_CONTAINER,
+                "image": s.pitr_image,
+                "args": fetch,
+                "env": [{"name": "VTSNAP_LOG_FORMAT", "value": "json"}],
+                "volumeMounts": [
+                    work.clone(),
+                    {"name": BASE_VOLUME, "mountPath": BASE_DIR, "readOnly": true},
+                    {"name": ARCHIVE_VOLUME, "mountPath": s.archive_root, "readOnly": true},
+                ],
+                "securityContext": no_escalation.clone(),
+                "resources": small,
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+            },
+        ],
+        "containers": [
+            {
+                "name": MYSQLD_CONTAINER,
+                "image": r.mysqld_image,
+                "command": [s.mysqld_command],
+                "args": [
+                    format!("--defaults-file={dir}/my.cnf"),
+                    format!("--socket={SOCKET}"),
+                    "--skip-networking",
+                    "--skip-replica-start",
+                    "--skip-grant-tables",
+                    format!("--log-error={dir}/error.log"),
+                ],
+                "volumeMounts": [data, socket.clone()],
+                "securityContext": no_escalation.clone(),
+                "resources": s.mysqld_resources,
+            },
+            {
+                "name": REPLAY_CONTAINER,
+                "image": r.mysqld_image,
+                "command": ["bash", "-c", replay_command(r.after, s.ready_seconds)],
+                "volumeMounts": [socket, work],
+                "securityContext": no_escalation,
+                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "512Mi"}},
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+            },
+        ],
+        "volumes": [
+            {"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": name}},
+            {"name": SOCKET_VOLUME, "emptyDir": {}},
+            {"name": WORK_VOLUME, "emptyDir": {}},
+            {"name": BASE_VOLUME, "downwardAPI": {"items": [{
+                "path": "base.json",
+                "fieldRef": {"fieldPath": format!("metadata.annotations['{ANN_RECOVERY_BASE}']")},
+            }]}},
+            volume(ARCHIVE_VOLUME, &s.archive_volume),
+        ],
+    });
+    if !s.image_pull_secrets.is_empty() {
+        spec["imagePullSecrets"] = s
+            .image_pull_secrets
+            .iter()
+            .map(|n| json!({ "name": n }))
+            .collect();
+    }
+    let mut meta = metadata(name, r);
+    meta["annotations"][ANN_RECOVERY_BASE] = json!(base_list(&r.base_object).to_string());
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+}
+
+/// A Pod volume named `name` from a volume source (`{"nfs": …}`).
+fn volume(name: &str, source: &Value) -> Value {
+    let mut v = source.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("name".into(), json!(name));
+    }
+    v
+}
+
+/// The base as a one-item list (what `--objects` reads), without what only the API server
+/// needs: the managed fields may be most of an object's size.
+fn base_list(base: &Value) -> Value {
+    let mut b = base.clone();
+    if let Some(m) = b.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("managedFields");
+    }
+    json!({"apiVersion": "v1", "kind": "List", "items": [b]})
+}
+
+/// The recovered volume's VolumeSnapshot: labelled as the recovery's (never as a
+/// snapshot vtsnap took of a tablet, so no retention, choice or coverage counts it), with
+/// the recovered server's set and the base's MySQL facts.
+pub fn cut(name: &str, r: &Recovery, class: Option<&str>, gtid_executed: &str) -> Value {
+    let mut meta = metadata(name, r);
+    meta["annotations"][vtsnap_core::snapshot::ANN_GTID_EXECUTED] = json!(gtid_executed);
+    for key in [
+        vtsnap_core::snapshot::ANN_MYSQL_FLAVOR,
+        vtsnap_core::snapshot::ANN_MYSQL_VERSION,
+    ] {
+        if let Some(v) = r
+            .base_object
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_str)
+        {
+            meta["annotations"][key] = json!(v);
+        }
+    }
+    let mut spec = json!({"source": {"persistentVolumeClaimName": name}});
+    if let Some(c) = class {
+        spec["volumeSnapshotClassName"] = json!(c);
+    }
+    json!({
+        "apiVersion": "snapshot.storage.k8s.io/v1",
+        "kind": "VolumeSnapshot",
+        "metadata": meta,
+        "spec": spec,
+    })
+}
+
+#[cfg(test)]
+#[path = "recovery_tests.rs"]
+mod tests;
