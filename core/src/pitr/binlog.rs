@@ -172,6 +172,12 @@ mod tests {
             walk(binlog(&[]).as_slice(), None).unwrap().last_transaction,
             None
         );
+        // An event may be its header alone (a STOP_EVENT with no checksum).
+        let bare = walk(
+            file(&[event(100, 15, 10), event(101, 3, 0)]).as_slice(),
+            None,
+        );
+        assert_eq!(bare.unwrap().events, 2);
     }
 
     #[test]
