@@ -242,3 +242,18 @@ fn names_are_valid_hostnames_however_long_the_shard() {
         "{n}"
     );
 }
+
+#[test]
+fn the_pod_pulls_with_the_install_s_secrets_only_when_given() {
+    let r = recovery(before(), After::Serve);
+    let none = pod("rec", &r, &settings());
+    assert!(none["spec"].get("imagePullSecrets").is_none(), "{none}");
+    let s = Settings {
+        image_pull_secrets: vec!["regcred".into()],
+        ..settings()
+    };
+    assert_eq!(
+        pod("rec", &r, &s)["spec"]["imagePullSecrets"],
+        json!([{"name": "regcred"}])
+    );
+}
