@@ -85,19 +85,19 @@ enum Filled {
     Whole,
 }
 
-/// Fills `buf`, telling a clean end (nothing read) from a cut one.
+/// Fills `buf`, telling a clean end (nothing read) from a cut one; `read_to_end` retries
+/// what a signal interrupts.
 fn read_or_end(r: &mut impl Read, buf: &mut [u8]) -> Result<Filled, io::Error> {
-    let mut got = 0;
-    while got < buf.len() {
-        match r.read(&mut buf[got..]) {
-            Ok(0) if got == 0 => return Ok(Filled::End),
-            Ok(0) => return Ok(Filled::Part),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+    let mut got = Vec::with_capacity(buf.len());
+    r.take(buf.len() as u64).read_to_end(&mut got)?;
+    Ok(match got.len() {
+        0 => Filled::End,
+        n if n < buf.len() => Filled::Part,
+        _ => {
+            buf.copy_from_slice(&got);
+            Filled::Whole
         }
-    }
-    Ok(Filled::Whole)
+    })
 }
 
 #[cfg(test)]
