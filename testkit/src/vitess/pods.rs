@@ -12,8 +12,9 @@
 //! Secret under `/vt/secrets/db-init-script`; UID and fsGroup 999.
 //!
 //! Differences, on purpose: the lab's lean my.cnf is one more `EXTRA_MY_CNF` file (from
-//! a ConfigMap); the backup location is an empty directory per Pod (`/vt/backups`, the
-//! file storage), so "backups configured, none taken"; termination grace is 60 s, not
+//! a ConfigMap); the backup location (`/vt/backups`, the file storage) is one host
+//! directory every tablet Pod mounts, as tablets share an NFS volume, and the test reads
+//! it as the recovery does; termination grace is 60 s, not
 //! 30 minutes; no mysqld-exporter container; no `--logtostderr` (Vitess 24 logs to
 //! stderr, structured, and has no such flag).
 
@@ -126,6 +127,8 @@ pub struct VitessPods {
     pub vtctld_grpc: String,
     kubectl: PathBuf,
     kubeconfig: PathBuf,
+    /// The tablets' shared backup storage on the host (owned by Vitess's user).
+    backups: std::sync::Arc<tempfile::TempDir>,
 }
 
 impl VitessPods {
@@ -184,7 +187,11 @@ impl VitessPods {
             kube.wait_for(&pods(), ns, name, "Ready", LIMIT, pod_ready)
                 .await;
         }
+        let backups = tempfile::tempdir()
+            .unwrap_or_else(|e| panic!("no directory for the tablets' backups: {e}"));
+        super::give_to_vitess(backups.path());
         let p = Self {
+            backups: std::sync::Arc::new(backups),
             namespace: ns.to_owned(),
             vtctld_grpc: format!("{vtctld_ip}:{GRPC_PORT}"),
             etcd,
@@ -204,6 +211,11 @@ impl VitessPods {
         p.ctl(&["CreateKeyspace", "--durability-policy=none", KEYSPACE])
             .await;
         p
+    }
+
+    /// The tablets' backup storage (`/vt/backups` in their Pods) on the host.
+    pub fn backups(&self) -> &Path {
+        self.backups.path()
     }
 
     /// VTOrc as a Pod, watching the cell.
@@ -357,7 +369,7 @@ impl VitessPods {
             vs.extend([
                 json!({"name": "db-init-script-secret", "secret": {"secretName": INIT_DB_SECRET}}),
                 json!({"name": LAB_CNF, "configMap": {"name": LAB_CNF}}),
-                json!({"name": "vitess-backups", "emptyDir": {}}),
+                json!({"name": "vitess-backups", "hostPath": {"path": self.backups().display().to_string(), "type": "Directory"}}),
             ]);
         }
         pod

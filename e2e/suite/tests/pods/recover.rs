@@ -1,0 +1,203 @@
+//! Point-in-time recovery as real Pods (docs/pitr.md §8), for `real_pods.rs`: a table is
+//! written, its checksum and the primary's GTID set noted, then dropped; `vtsnap-pitr
+//! archive` has a replica's real vttablet store an incremental backup in the tablets'
+//! shared backup storage; `vtsnap-pitr run` then recovers the shard into a new PVC and a
+//! Pod that kubelet runs (vtsnap-restore, fetch from the pitr image, mysqld and the replay
+//! from the tablet's image): once to the noted GTID set, cut into a VolumeSnapshot, and
+//! once to the drop's second, served, where the table is back with the noted checksum.
+
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams};
+use serde_json::{Value, json};
+use vtsnap_core::config::Config;
+use vtsnap_core::coverage::{GtidSet, Text};
+use vtsnap_core::naming::{TabletAlias, TabletUid};
+use vtsnap_core::pitr::chain::Target;
+use vtsnap_core::shard::{ShardName, ShardRef};
+use vtsnap_core::snapshot::GtidFlavor;
+use vtsnap_pitr::decide::recovery::{After, Settings, defaults};
+use vtsnap_pitr::recover::{RecoverLine, RecoverOptions, RecoverOutcome, recover};
+use vtsnap_pitr::report::ArchiveOutcome;
+use vtsnap_pitr::run::{ArchiveOptions, Mode, archive};
+use vtsnap_testkit::pod_backend::PodBackend;
+use vtsnap_testkit::real_kube::{RealKube, snapshot_ready};
+use vtsnap_testkit::vitess::pods::VitessPods;
+
+use super::{LIMIT, caught_up, gtid_set, snapshots};
+
+/// What the story tells of the two recoveries.
+pub struct Recovered {
+    pub to_gtid: RecoverLine,
+    pub to_time: RecoverLine,
+}
+
+fn mysql_set(printed: &str) -> GtidSet {
+    GtidSet::parse(GtidFlavor::Mysql56, &gtid_set(printed), Text::Server).unwrap()
+}
+
+/// Drops a table after noting it, archives, and recovers it twice (see the module).
+pub async fn recover_a_dropped_table(
+    kube: &RealKube,
+    ns: &str,
+    vt: &VitessPods,
+    db: &PodBackend,
+    primary: &TabletAlias,
+    replicas: &[&TabletAlias],
+) -> Recovered {
+    db.query(
+        primary,
+        "CREATE TABLE vt_commerce.pitr (id INT PRIMARY KEY, v VARCHAR(64)) ENGINE=InnoDB; \
+         INSERT INTO vt_commerce.pitr VALUES (1, 'kept'), (2, 'kept too'), (3, 'and this')",
+    )
+    .await
+    .unwrap();
+    let noted_sum = db.value(primary, "CHECKSUM TABLE vt_commerce.pitr").await;
+    let noted_set = mysql_set(&db.value(primary, "SELECT @@global.gtid_executed").await);
+    // The drop at the next whole second, in the same session: a time target of that
+    // second excludes it and keeps every earlier write.
+    let drop_at: i64 = db
+        .value(
+            primary,
+            "DO SLEEP(1.05 - MOD(UNIX_TIMESTAMP(NOW(6)), 1)); SELECT UNIX_TIMESTAMP(); \
+             DROP TABLE vt_commerce.pitr; INSERT INTO vt_commerce.t (v) VALUES ('after the drop')",
+        )
+        .await
+        .parse()
+        .unwrap();
+    let gone = db
+        .query(
+            primary,
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'pitr'",
+        )
+        .await
+        .unwrap();
+    assert_eq!(gone, [vec!["0".to_owned()]], "the table was not dropped");
+    for r in replicas {
+        caught_up(db, primary, r).await;
+    }
+
+    let config = Config::from_yaml(&format!(
+        "clusters:\n- name: example\n  namespace: {ns}\n  vtctld: \"{}\"\n  pitr: {{enabled: true}}\n",
+        vt.vtctld_grpc
+    ))
+    .unwrap();
+    let name = ShardName::new("example", "commerce", "-");
+    let stored = archive(
+        &kube.client(),
+        &config,
+        &name,
+        &ArchiveOptions {
+            archive_root: vt.backups().to_path_buf(),
+            mode: Mode::Take,
+            backup_limit: Duration::from_secs(300),
+        },
+    )
+    .await;
+    assert_eq!(
+        stored.outcome,
+        ArchiveOutcome::Stored,
+        "{}",
+        serde_json::to_string(&stored).unwrap()
+    );
+
+    let shard = ShardRef {
+        namespace: ns.to_owned(),
+        cluster: "example".into(),
+        keyspace: "commerce".into(),
+        shard: "-".parse().unwrap(),
+    };
+    let opts = |target: Target, after: After| RecoverOptions {
+        settings: Settings {
+            restore_image: "localhost/vtsnap/vtsnap-restore:0.1.0".into(),
+            pitr_image: "localhost/vtsnap/vtsnap-pitr:0.1.0".into(),
+            recovery_uid: TabletUid::new(defaults::RECOVERY_UID),
+            mysqld_command: "mysqld".into(),
+            mysqld_resources: json!({"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}),
+            deadline_seconds: 600,
+            ready_seconds: 180,
+            archive_volume: json!({"hostPath": {"path": vt.backups().display().to_string(), "type": "Directory"}}),
+            archive_root: "/vt/backups".into(),
+            image_pull_secrets: Vec::new(),
+        },
+        archive_root: vt.backups().to_path_buf(),
+        target,
+        snapshot: None,
+        after,
+        dry_run: false,
+    };
+
+    // To the noted set, cut: the snapshot names exactly that set; nothing else is left.
+    let to_gtid = recover(
+        &kube.client(),
+        &shard,
+        &opts(Target::Through(noted_set.clone()), After::Cut),
+    )
+    .await;
+    let line = serde_json::to_string(&to_gtid).unwrap();
+    assert_eq!(to_gtid.outcome, RecoverOutcome::Recovered, "{line}");
+    assert!(to_gtid.left.is_empty(), "{line}");
+    assert!(!to_gtid.increments.is_empty(), "{line}");
+    let cut = to_gtid.snapshot.clone().unwrap();
+    let taken = kube
+        .wait_for(&snapshots(), ns, &cut, "readyToUse", LIMIT, snapshot_ready)
+        .await;
+    let recorded = taken["metadata"]["annotations"]["vtsnap.io/gtid-executed"]
+        .as_str()
+        .unwrap();
+    assert_eq!(mysql_set(recorded), noted_set, "{taken}");
+    assert_eq!(
+        taken["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "vtsnap-pitr"
+    );
+    let pod = to_gtid.pod.clone().unwrap();
+    kube.wait_gone(&super::pods(), ns, &pod, LIMIT).await;
+    kube.wait_gone(&pvcs(), ns, &pod, LIMIT).await;
+
+    // To the drop's second, served: the table is back with its checksum.
+    let at = k8s_openapi::jiff::Timestamp::from_second(drop_at).unwrap();
+    let to_time = recover(
+        &kube.client(),
+        &shard,
+        &opts(Target::Before(at), After::Serve),
+    )
+    .await;
+    let line = serde_json::to_string(&to_time).unwrap();
+    assert_eq!(to_time.outcome, RecoverOutcome::Recovered, "{line}");
+    let rpo = to_time.rpo_seconds.unwrap();
+    assert!((0..=60).contains(&rpo), "{line}");
+    let served = to_time.pod.clone().unwrap();
+    let alias = TabletAlias::new("zone1", defaults::RECOVERY_UID);
+    db.insert(&alias, ns, &served);
+    assert_eq!(
+        db.value(&alias, "CHECKSUM TABLE vt_commerce.pitr").await,
+        noted_sum,
+        "{line}"
+    );
+    let after = mysql_set(&db.value(&alias, "SELECT @@global.gtid_executed").await);
+    assert!(noted_set.is_subset_of(&after), "{after} lacks {noted_set}");
+    // The served Pod and its PVC are the user's to delete.
+    let dp = DeleteParams::background();
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(kube.client(), ns);
+    pods.delete(&served, &dp).await.unwrap();
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(kube.client(), ns);
+    claims.delete(&served, &dp).await.unwrap();
+    kube.wait_gone(&super::pods(), ns, &served, LIMIT).await;
+    kube.wait_gone(&pvcs(), ns, &served, LIMIT).await;
+    // The cut is the user's too; this story's later parts count the shard's snapshots.
+    let cuts = vtsnap_core::reconcile::apis::volume_snapshots(&kube.client(), ns);
+    cuts.delete(&cut, &dp).await.unwrap();
+    kube.wait_gone(&snapshots(), ns, &cut, LIMIT).await;
+    Recovered { to_gtid, to_time }
+}
+
+fn pvcs() -> kube::core::ApiResource {
+    vtsnap_testkit::real_kube::resource("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims")
+}
+
+/// The line as the story prints it.
+pub fn summary(r: &RecoverLine) -> Value {
+    json!({"base": r.base, "increments": r.increments.len(), "rpo_seconds": r.rpo_seconds,
+           "rto_ms": r.rto_ms, "snapshot": r.snapshot})
+}
