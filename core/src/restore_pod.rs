@@ -24,3 +24,22 @@ pub const ENV_LOG_FORMAT: &str = crate::cli::ENV_LOG_FORMAT;
 /// The user and group of vitess-operator's tablet Pods, which the init container runs as
 /// so that what it moves stays theirs.
 pub const POD_USER: u32 = 999;
+
+/// The Job that owns a throwaway restore's objects (a drill's, a recovery's), so that the
+/// garbage collector removes what a killed run leaves behind once the Job is deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobOwner {
+    pub name: String,
+    pub uid: String,
+}
+
+impl JobOwner {
+    /// The `ownerReferences` entry: not the controller, and no blocking of the Job's
+    /// deletion (its account may not update Jobs' finalizers).
+    pub fn reference(&self) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "batch/v1", "kind": "Job", "name": self.name, "uid": self.uid,
+            "controller": false, "blockOwnerDeletion": false,
+        })
+    }
+}

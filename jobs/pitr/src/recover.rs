@@ -34,6 +34,8 @@ pub struct RecoverOptions {
     pub target: Target,
     pub snapshot: Option<String>,
     pub after: After,
+    /// The Job this run is (owner of the PVC and the Pod).
+    pub owner: Option<vtsnap_core::restore_pod::JobOwner>,
     /// Print the objects, make nothing.
     pub dry_run: bool,
 }
@@ -306,6 +308,7 @@ async fn shape(
         mysqld_image,
         pod_security,
         after: o.after,
+        owner: o.owner.clone(),
     })
 }
 

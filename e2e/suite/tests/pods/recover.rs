@@ -124,6 +124,7 @@ pub async fn recover_a_dropped_table(
         target,
         snapshot: None,
         after,
+        owner: None,
         dry_run: false,
     };
 

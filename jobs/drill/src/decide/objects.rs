@@ -104,11 +104,7 @@ impl Settings {
 
 /// Who owns the drill's objects: the drill Job, so that the garbage collector removes
 /// them when a killed drill leaves them behind.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owner {
-    pub name: String,
-    pub uid: String,
-}
+pub use vtsnap_core::restore_pod::JobOwner as Owner;
 
 /// What the drill restores and where.
 #[derive(Debug, Clone, PartialEq)]
@@ -165,10 +161,7 @@ fn metadata(name: &str, t: &Target, owner: Option<&Owner>) -> Value {
         "annotations": {ANN_DRILL_OF: t.snapshot},
     });
     if let Some(o) = owner {
-        m["ownerReferences"] = json!([{
-            "apiVersion": "batch/v1", "kind": "Job", "name": o.name, "uid": o.uid,
-            "controller": false, "blockOwnerDeletion": false,
-        }]);
+        m["ownerReferences"] = json!([o.reference()]);
     }
     m
 }

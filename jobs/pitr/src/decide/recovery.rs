@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 use vtsnap_core::labels::{MANAGED_BY, MYSQLD_CONTAINER};
 use vtsnap_core::naming::{TabletUid, join_with_limit};
 use vtsnap_core::pitr::chain::Target;
-use vtsnap_core::restore_pod::{CONTAINER as RESTORE_CONTAINER, VTDATAROOT, VTDATAROOT_SUBPATH};
+use vtsnap_core::restore_pod::{
+    CONTAINER as RESTORE_CONTAINER, JobOwner, VTDATAROOT, VTDATAROOT_SUBPATH,
+};
 use vtsnap_core::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, ShardRef};
 
 /// The `app.kubernetes.io/managed-by` value of a recovery's objects.
@@ -106,6 +108,9 @@ pub struct Recovery {
     pub mysqld_image: String,
     pub pod_security: Option<PodSecurityContext>,
     pub after: After,
+    /// The Job `run` runs in: it owns the PVC and the Pod (a served recovery lives until
+    /// the Job is deleted, or the Pod's deadline), never the cut snapshot.
+    pub owner: Option<JobOwner>,
 }
 
 /// `vtsnap-pitr-<cluster>-<keyspace>-<shard>-<stamp>`, a valid name of at most 63
@@ -151,6 +156,15 @@ fn metadata(name: &str, r: &Recovery) -> Value {
     })
 }
 
+/// [`metadata`] of what the run's Job owns (the PVC, the Pod).
+fn owned_metadata(name: &str, r: &Recovery) -> Value {
+    let mut m = metadata(name, r);
+    if let Some(o) = &r.owner {
+        m["ownerReferences"] = json!([o.reference()]);
+    }
+    m
+}
+
 /// The PVC: a clone of the base, as a new tablet's would be.
 pub fn pvc(name: &str, r: &Recovery) -> Value {
     let source =
@@ -164,7 +178,7 @@ pub fn pvc(name: &str, r: &Recovery) -> Value {
     if let Some(class) = &r.storage_class {
         spec["storageClassName"] = json!(class);
     }
-    json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata(name, r), "spec": spec})
+    json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": owned_metadata(name, r), "spec": spec})
 }
 
 /// The fetch container's target flags.
@@ -310,7 +324,7 @@ pub fn pod(name: &str, r: &Recovery, s: &Settings) -> Value {
             .map(|n| json!({ "name": n }))
             .collect();
     }
-    let mut meta = metadata(name, r);
+    let mut meta = owned_metadata(name, r);
     meta["annotations"][ANN_RECOVERY_BASE] = json!(base_list(&r.base_object).to_string());
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
 }

@@ -43,6 +43,10 @@ fn recovery(target: Target, after: After) -> Recovery {
         mysqld_image: "vitess/lite:v24".into(),
         pod_security: None,
         after,
+        owner: Some(JobOwner {
+            name: "recover-1".into(),
+            uid: "job-uid".into(),
+        }),
     }
 }
 
@@ -255,5 +259,26 @@ fn the_pod_pulls_with_the_install_s_secrets_only_when_given() {
     assert_eq!(
         pod("rec", &r, &s)["spec"]["imagePullSecrets"],
         json!([{"name": "regcred"}])
+    );
+}
+
+#[test]
+fn the_job_owns_the_pvc_and_the_pod_never_the_cut() {
+    let r = recovery(before(), After::Cut);
+    for o in [pvc("rec", &r), pod("rec", &r, &settings())] {
+        let owner = &o["metadata"]["ownerReferences"][0];
+        assert_eq!(
+            (&owner["kind"], &owner["uid"]),
+            (&json!("Job"), &json!("job-uid")),
+            "{o}"
+        );
+    }
+    let c = cut("rec", &r, None, "");
+    assert!(c["metadata"].get("ownerReferences").is_none(), "{c}");
+    let alone = Recovery { owner: None, ..r };
+    assert!(
+        pvc("rec", &alone)["metadata"]
+            .get("ownerReferences")
+            .is_none()
     );
 }
