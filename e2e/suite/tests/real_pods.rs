@@ -753,14 +753,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         &replicas,
     )
     .await;
-    story.mark(&format!(
-        "PITR: a dropped table recovered as Pods from {} and {} increment(s): to its GTID set, cut into {}; to its second, served (RPO {} s, RTO {} ms)",
-        recovered.to_time.base.as_deref().unwrap_or("?"),
-        recovered.to_time.increments.len(),
-        recovered.to_gtid.snapshot.as_deref().unwrap_or("?"),
-        recovered.to_time.rpo_seconds.unwrap_or(-1),
-        recovered.to_time.rto_ms.unwrap_or(0),
-    ));
+    story.mark(&recovered.story());
 
     // Nothing fell back from a watch to polling; the Events are on the server.
     for (what, log) in &job_logs {

@@ -7,7 +7,8 @@
 //! - [`decide`]: the replay script and the check of what it did (pure);
 //! - [`act`]: the next increment asked of vtctld; an increment's binlogs out of the
 //!   archive, checked;
-//! - [`report`]: each command's JSON line; [`run`]: the archive step, whole.
+//! - [`report`]: each command's JSON line; [`run`]: the archive step, whole;
+//!   [`recover`]: a recovery, whole (the recovery Pod).
 //!
 //! Which increments carry a snapshot to a target is `vtsnap_core::pitr::chain` (the CLI's
 //! status and the GC ask it too).

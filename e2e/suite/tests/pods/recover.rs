@@ -197,6 +197,21 @@ fn pvcs() -> kube::core::ApiResource {
     vtsnap_testkit::real_kube::resource("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims")
 }
 
+impl Recovered {
+    /// The story's line.
+    pub fn story(&self) -> String {
+        format!(
+            "PITR: a dropped table recovered as Pods from {} and {} increment(s): to its GTID \
+             set, cut into {}; to its second, served (RPO {} s, RTO {} ms)",
+            self.to_time.base.as_deref().unwrap_or("?"),
+            self.to_time.increments.len(),
+            self.to_gtid.snapshot.as_deref().unwrap_or("?"),
+            self.to_time.rpo_seconds.unwrap_or(-1),
+            self.to_time.rto_ms.unwrap_or(0),
+        )
+    }
+}
+
 /// The line as the story prints it.
 pub fn summary(r: &RecoverLine) -> Value {
     json!({"base": r.base, "increments": r.increments.len(), "rpo_seconds": r.rpo_seconds,
