@@ -43,3 +43,93 @@ impl JobOwner {
         })
     }
 }
+
+/// The pieces every throwaway restore's Pod (a drill's, a recovery's) is made of: the
+/// clone restored by `vtsnap-restore` to a UID no serving tablet has, then mysqld started
+/// on it with no network listener and no grant tables, its socket shared only inside the
+/// Pod (docs/design.md §5.9).
+pub mod throwaway {
+    use k8s_openapi::api::core::v1::PodSecurityContext;
+    use serde_json::{Value, json};
+
+    use super::{CONTAINER, ENV_TABLET_UID, POD_USER, VTDATAROOT, VTDATAROOT_SUBPATH};
+    use crate::naming::TabletUid;
+
+    pub const DATA_VOLUME: &str = "data";
+    pub const SOCKET_VOLUME: &str = "socket";
+    pub const SOCKET_DIR: &str = "/vt/socket";
+    pub const SOCKET: &str = "/vt/socket/mysql.sock";
+
+    /// The data volume (the PVC's `vtdataroot` subPath) as the containers mount it.
+    pub fn data_mount() -> Value {
+        json!({"name": DATA_VOLUME, "mountPath": VTDATAROOT, "subPath": VTDATAROOT_SUBPATH})
+    }
+
+    pub fn socket_mount() -> Value {
+        json!({"name": SOCKET_VOLUME, "mountPath": SOCKET_DIR})
+    }
+
+    /// No privilege escalation, no capabilities.
+    pub fn unprivileged() -> Value {
+        json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}})
+    }
+
+    /// The tablet Pod's security context (the data's owner), or vitess-operator's.
+    pub fn pod_security(tablet: Option<&PodSecurityContext>) -> Value {
+        tablet
+            .and_then(|s| serde_json::to_value(s).ok())
+            .unwrap_or_else(|| {
+                json!({"runAsUser": POD_USER, "runAsGroup": POD_USER, "fsGroup": POD_USER, "runAsNonRoot": true})
+            })
+    }
+
+    /// The init container: `vtsnap-restore` moves the clone to `uid`.
+    pub fn restore_container(image: &str, uid: TabletUid) -> Value {
+        json!({
+            "name": CONTAINER,
+            "image": image,
+            "args": ["--vtdataroot", VTDATAROOT],
+            "env": [
+                {"name": ENV_TABLET_UID, "value": uid.get().to_string()},
+                {"name": "VTSNAP_LOG_FORMAT", "value": "json"},
+            ],
+            "volumeMounts": [data_mount()],
+            "securityContext": unprivileged(),
+            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        })
+    }
+
+    /// mysqld (`command` of the tablet's `image`) on the clone at `uid`: its own my.cnf,
+    /// the Pod's socket, no network, no replication (`skip_replication`: the flavor's
+    /// option), no grant tables, its error log in the clone's directory.
+    pub fn mysqld_container(
+        name: &str,
+        (image, command): (&str, &str),
+        uid: TabletUid,
+        skip_replication: &str,
+        resources: &Value,
+    ) -> Value {
+        let dir = format!("{VTDATAROOT}/{}", uid.tablet_dir_name());
+        json!({
+            "name": name,
+            "image": image,
+            "command": [command],
+            "args": [
+                format!("--defaults-file={dir}/my.cnf"),
+                format!("--socket={SOCKET}"),
+                "--skip-networking",
+                skip_replication,
+                "--skip-grant-tables",
+                format!("--log-error={dir}/error.log"),
+            ],
+            "volumeMounts": [data_mount(), socket_mount()],
+            "securityContext": unprivileged(),
+            "resources": resources,
+        })
+    }
+
+    /// `imagePullSecrets` of `names`; `None` when there are none.
+    pub fn pull_secrets(names: &[String]) -> Option<Value> {
+        (!names.is_empty()).then(|| names.iter().map(|n| json!({ "name": n })).collect())
+    }
+}

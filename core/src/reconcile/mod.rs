@@ -12,6 +12,7 @@
 //! The shard key is [`crate::shard::ShardRef`].
 
 pub mod apis;
+mod delete;
 mod key;
 pub mod list;
 mod read;
@@ -21,6 +22,7 @@ mod wait;
 mod wake;
 pub mod watch;
 
+pub use delete::{Deleted, delete_made};
 pub use key::ObjectKey;
 pub use read::Read;
 pub use replace::{Change, Outcome, ReplaceError, replace_with_retry};

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use vtsnap_core::coverage::Coverage;
 use vtsnap_core::events::{EventType, Events, Subject};
-use vtsnap_core::reconcile::{Refusal, Waited, wait_until};
+use vtsnap_core::reconcile::{Deleted, Refusal, Waited, delete_made, wait_until};
 use vtsnap_core::snapshot::{ANN_DRILL, DrillOf, DrillRecord, DrillResult};
 
 use crate::decide::outcome::{self, WaitEnd, Watched};
@@ -173,17 +173,10 @@ where
     K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
 {
     let kind = K::kind(&()).into_owned();
-    let dp = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: uid.map(str::to_owned),
-            resource_version: None,
-        }),
-        ..DeleteParams::background()
-    };
-    match api.delete(name, &dp).await {
-        Ok(_) => done.steps.push(format!("{}-deleted", kind.to_lowercase())),
-        Err(kube::Error::Api(e)) if e.code == 404 => {}
-        Err(e) => {
+    match delete_made(api, name, uid).await {
+        Deleted::Accepted => done.steps.push(format!("{}-deleted", kind.to_lowercase())),
+        Deleted::Gone => {}
+        Deleted::Failed(e) => {
             tracing::warn!(object = %format!("{kind}/{name}"), error = %e, "not deleted; its owner's garbage collection will");
             done.left.push(format!("{kind}/{name}"));
         }

@@ -35,6 +35,13 @@ struct PlanArgs {
     /// The root of Vitess's file backup storage (`--file-backup-storage-root`).
     #[arg(long, env = "VTSNAP_ARCHIVE_ROOT")]
     archive_root: PathBuf,
+    #[command(flatten)]
+    to: TargetArgs,
+}
+
+/// The point to recover to, and the base: what `plan`, `fetch` and `run` share.
+#[derive(Debug, Clone, clap::Args)]
+struct TargetArgs {
     /// Recover every transaction committed before this time (RFC 3339).
     #[arg(long, conflicts_with = "to_gtid", required_unless_present = "to_gtid")]
     to_time: Option<String>,
@@ -75,15 +82,8 @@ struct RunArgs {
     /// `{"persistentVolumeClaim":{"claimName":"…"}}`.
     #[arg(long, env = "VTSNAP_ARCHIVE_VOLUME")]
     archive_volume: String,
-    /// Recover every transaction committed before this time (RFC 3339).
-    #[arg(long, conflicts_with = "to_gtid", required_unless_present = "to_gtid")]
-    to_time: Option<String>,
-    /// Recover every transaction of this GTID set (as `@@gtid_executed` prints it).
-    #[arg(long)]
-    to_gtid: Option<String>,
-    /// Start from this snapshot only.
-    #[arg(long)]
-    snapshot: Option<String>,
+    #[command(flatten)]
+    to: TargetArgs,
     /// Once replayed: `serve` leaves mysqld up in the Pod; `cut` stops it cleanly and
     /// cuts the volume into a VolumeSnapshot, then removes the Pod and its PVC.
     #[arg(long, value_enum, default_value = "serve")]
@@ -246,7 +246,7 @@ fn archive(a: ArchiveArgs) -> Exit {
 }
 
 fn run_recovery(a: RunArgs) -> Exit {
-    let target = match target_of(a.to_time.as_deref(), a.to_gtid.as_deref(), Timestamp::now()) {
+    let target = match target(&a.to, Timestamp::now()) {
         Ok(t) => t,
         Err(e) => return usage(e),
     };
@@ -272,7 +272,7 @@ fn run_recovery(a: RunArgs) -> Exit {
         settings,
         archive_root: a.archive_root.clone(),
         target,
-        snapshot: a.snapshot.clone(),
+        snapshot: a.to.snapshot.clone(),
         after: match a.after {
             AfterArg::Serve => After::Serve,
             AfterArg::Cut => After::Cut,
@@ -298,16 +298,8 @@ fn usage(message: String) -> Exit {
     Exit::Usage
 }
 
-fn target(args: &PlanArgs, now: Timestamp) -> Result<Target, String> {
-    target_of(args.to_time.as_deref(), args.to_gtid.as_deref(), now)
-}
-
-fn target_of(
-    to_time: Option<&str>,
-    to_gtid: Option<&str>,
-    now: Timestamp,
-) -> Result<Target, String> {
-    match (to_time, to_gtid) {
+fn target(args: &TargetArgs, now: Timestamp) -> Result<Target, String> {
+    match (args.to_time.as_deref(), args.to_gtid.as_deref()) {
         (Some(t), None) => {
             let at: Timestamp = t
                 .parse()
@@ -351,7 +343,7 @@ impl Prepared {
 fn prepare(args: &PlanArgs) -> Result<Prepared, Exit> {
     let now = Timestamp::now();
     let shard = ShardRef::parse_path(&args.shard).map_err(|e| usage(format!("--shard: {e}")))?;
-    let target = target(args, now).map_err(usage)?;
+    let target = target(&args.to, now).map_err(usage)?;
     let snapshots =
         vtsnap_core::dump::read(&args.objects).map_err(|e| usage(format!("--objects: {e}")))?;
     let keyspace_shard = shard.shard.to_string();
@@ -360,7 +352,7 @@ fn prepare(args: &PlanArgs) -> Result<Prepared, Exit> {
     let observed = read_archive(&archive, &shard.keyspace, &keyspace_shard, now)
         .map_err(|e| usage(format!("--archive-root: {e}")))?;
     let (bases, passed) = bases(&snapshots, &shard);
-    if let Some(name) = &args.snapshot
+    if let Some(name) = &args.to.snapshot
         && !bases.iter().any(|b| &b.name == name)
     {
         return Err(match passed.iter().find(|p| &p.name == name) {
@@ -374,7 +366,7 @@ fn prepare(args: &PlanArgs) -> Result<Prepared, Exit> {
         &bases,
         &observed.increments,
         &target,
-        args.snapshot.as_deref(),
+        args.to.snapshot.as_deref(),
     );
     Ok(Prepared {
         shard,

@@ -90,6 +90,28 @@ pub struct RecoverLine {
 }
 
 impl RecoverLine {
+    /// A line for `shard` and `target` that says nothing yet (a failure until it does).
+    pub fn new(shard: String, target: String) -> Self {
+        Self {
+            shard,
+            target,
+            outcome: RecoverOutcome::Failed,
+            base: None,
+            increments: Vec::new(),
+            pod: None,
+            after: None,
+            shell: None,
+            snapshot: None,
+            result: None,
+            rpo_seconds: None,
+            rto_ms: None,
+            steps: Vec::new(),
+            left: Vec::new(),
+            objects: None,
+            error: None,
+        }
+    }
+
     fn end(mut self, outcome: RecoverOutcome, error: impl ToString) -> Self {
         self.outcome = outcome;
         self.error = Some(error.to_string());
@@ -124,24 +146,7 @@ pub fn rpo_seconds(target: &Target, last_transaction: Option<u32>) -> Option<i64
 /// One recovery of `shard`, stamped `now`.
 pub async fn recover(kube: &kube::Client, shard: &ShardRef, o: &RecoverOptions) -> RecoverLine {
     let now = Timestamp::now();
-    let mut line = RecoverLine {
-        shard: shard.to_string(),
-        target: target_text(&o.target),
-        outcome: RecoverOutcome::Failed,
-        base: None,
-        increments: Vec::new(),
-        pod: None,
-        after: None,
-        shell: None,
-        snapshot: None,
-        result: None,
-        rpo_seconds: None,
-        rto_ms: None,
-        steps: Vec::new(),
-        left: Vec::new(),
-        objects: None,
-        error: None,
-    };
+    let mut line = RecoverLine::new(shard.to_string(), target_text(&o.target));
     let snapshots = match apis::shard_snapshots(kube, shard).await {
         Ok(s) => s,
         Err(e) => {
@@ -333,22 +338,8 @@ mod tests {
     #[test]
     fn the_line_s_exit_follows_its_outcome() {
         let line = |outcome| RecoverLine {
-            shard: "s".into(),
-            target: "t".into(),
             outcome,
-            base: None,
-            increments: Vec::new(),
-            pod: None,
-            after: None,
-            shell: None,
-            snapshot: None,
-            result: None,
-            rpo_seconds: None,
-            rto_ms: None,
-            steps: Vec::new(),
-            left: Vec::new(),
-            objects: None,
-            error: None,
+            ..RecoverLine::new("s".into(), "t".into())
         };
         assert_eq!(line(RecoverOutcome::Recovered).exit(), Exit::Ok);
         assert_eq!(line(RecoverOutcome::Planned).exit(), Exit::Ok);

@@ -12,7 +12,7 @@
 //! path the drill Pod does not have.
 
 use std::collections::BTreeMap;
-use vtsnap_core::restore_pod::CONTAINER as RESTORE_CONTAINER;
+use vtsnap_core::restore_pod::throwaway;
 
 use k8s_openapi::api::core::v1::PodSecurityContext;
 use serde_json::{Value, json};
@@ -32,10 +32,6 @@ pub const COMPONENT_DRILL: &str = "drill";
 
 pub use vtsnap_core::labels::MYSQLD_CONTAINER;
 pub const CHECKER_CONTAINER: &str = "checker";
-const DATA_VOLUME: &str = "data";
-const SOCKET_VOLUME: &str = "socket";
-const VTDATAROOT: &str = "/vt/vtdataroot";
-const SOCKET_DIR: &str = "/vt/socket";
 /// Where the checker leaves its report (the kubelet's default terminationMessagePath).
 pub const RESULT_FILE: &str = "/dev/termination-log";
 /// A container's termination message holds at most this many bytes.
@@ -207,64 +203,33 @@ fn skip_replication(position: &str) -> &'static str {
 /// no network, the checker judges it through the socket and then shuts it down.
 pub fn pod(name: &str, t: &Target, s: &Settings, owner: Option<&Owner>) -> Value {
     let uid = s.drill_uid;
-    let dir = format!("{VTDATAROOT}/{}", uid.tablet_dir_name());
-    let data_mount = json!({"name": DATA_VOLUME, "mountPath": VTDATAROOT, "subPath": "vtdataroot"});
-    let socket_mount = json!({"name": SOCKET_VOLUME, "mountPath": SOCKET_DIR});
-    let no_escalation =
-        json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}});
-    let security = t
-        .pod_security
-        .as_ref()
-        .and_then(|s| serde_json::to_value(s).ok())
-        .unwrap_or_else(
-            || json!({"runAsUser": 999, "runAsGroup": 999, "fsGroup": 999, "runAsNonRoot": true}),
-        );
+    let mysqld = throwaway::mysqld_container(
+        MYSQLD_CONTAINER,
+        (&t.mysqld_image, &s.mysqld_command),
+        uid,
+        skip_replication(&t.position),
+        &s.mysqld_resources,
+    );
     let mut spec = json!({
         "restartPolicy": "Never",
         "activeDeadlineSeconds": s.deadline_seconds,
         "automountServiceAccountToken": false,
         "enableServiceLinks": false,
-        "securityContext": security,
+        "securityContext": throwaway::pod_security(t.pod_security.as_ref()),
         "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
             "labelSelector": {"matchLabels": {MANAGED_BY: MANAGED_BY_DRILL, LABEL_COMPONENT: COMPONENT_DRILL}},
             "namespaceSelector": {},
             "topologyKey": "kubernetes.io/hostname",
         }]}},
-        "initContainers": [{
-            "name": RESTORE_CONTAINER,
-            "image": s.restore_image,
-            "args": ["--vtdataroot", VTDATAROOT],
-            "env": [
-                {"name": "VTSNAP_TABLET_UID", "value": uid.get().to_string()},
-                {"name": "VTSNAP_LOG_FORMAT", "value": "json"},
-            ],
-            "volumeMounts": [data_mount.clone()],
-            "securityContext": no_escalation.clone(),
-            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
-        }],
+        "initContainers": [throwaway::restore_container(&s.restore_image, uid)],
         "containers": [
-            {
-                "name": MYSQLD_CONTAINER,
-                "image": t.mysqld_image,
-                "command": [s.mysqld_command],
-                "args": [
-                    format!("--defaults-file={dir}/my.cnf"),
-                    format!("--socket={SOCKET_DIR}/mysql.sock"),
-                    "--skip-networking",
-                    skip_replication(&t.position),
-                    "--skip-grant-tables",
-                    format!("--log-error={dir}/error.log"),
-                ],
-                "volumeMounts": [data_mount, socket_mount.clone()],
-                "securityContext": no_escalation.clone(),
-                "resources": s.mysqld_resources,
-            },
+            mysqld,
             {
                 "name": CHECKER_CONTAINER,
                 "image": s.checker_image,
                 "args": [
                     "check",
-                    "--socket", format!("{SOCKET_DIR}/mysql.sock"),
+                    "--socket", throwaway::SOCKET,
                     "--position-file", POSITION_FILE,
                     "--position-kind", position_kind(t.exactness),
                     "--ready-timeout", s.ready_timeout,
@@ -275,18 +240,18 @@ pub fn pod(name: &str, t: &Target, s: &Settings, owner: Option<&Owner>) -> Value
                 ],
                 "env": [{"name": "VTSNAP_LOG_FORMAT", "value": "json"}],
                 "volumeMounts": [
-                    socket_mount,
+                    throwaway::socket_mount(),
                     {"name": POSITION_VOLUME, "mountPath": POSITION_DIR, "readOnly": true},
                 ],
-                "securityContext": no_escalation,
+                "securityContext": throwaway::unprivileged(),
                 "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
                 "terminationMessagePath": RESULT_FILE,
                 "terminationMessagePolicy": "File",
             },
         ],
         "volumes": [
-            {"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": name}},
-            {"name": SOCKET_VOLUME, "emptyDir": {}},
+            {"name": throwaway::DATA_VOLUME, "persistentVolumeClaim": {"claimName": name}},
+            {"name": throwaway::SOCKET_VOLUME, "emptyDir": {}},
             {"name": POSITION_VOLUME, "downwardAPI": {"items": [{
                 "path": "position",
                 "fieldRef": {"fieldPath": format!("metadata.annotations['{ANN_POSITION}']")},
@@ -296,12 +261,8 @@ pub fn pod(name: &str, t: &Target, s: &Settings, owner: Option<&Owner>) -> Value
     if let Some((label, node)) = &t.pin_to {
         spec["nodeSelector"] = json!({ label.clone(): node });
     }
-    if !s.image_pull_secrets.is_empty() {
-        spec["imagePullSecrets"] = s
-            .image_pull_secrets
-            .iter()
-            .map(|name| json!({ "name": name }))
-            .collect();
+    if let Some(secrets) = throwaway::pull_secrets(&s.image_pull_secrets) {
+        spec["imagePullSecrets"] = secrets;
     }
     let mut meta = metadata(name, t, owner);
     // No operator label: no Service selects it, no operator or vtsnap tablet logic sees it.

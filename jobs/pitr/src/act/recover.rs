@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::Resource;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::Value;
-use vtsnap_core::reconcile::{Waited, wait_until};
+use vtsnap_core::reconcile::{Deleted, Waited, delete_made, wait_until};
 
 use crate::decide::recovery::{FETCH_CONTAINER, REPLAY_CONTAINER, Recovery, cut as snapshot_of};
 
@@ -321,17 +321,10 @@ where
     K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
 {
     let kind = K::kind(&()).into_owned();
-    let dp = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: uid.map(str::to_owned),
-            resource_version: None,
-        }),
-        ..DeleteParams::background()
-    };
-    match api.delete(name, &dp).await {
-        Ok(_) => done.steps.push(format!("{}-deleted", kind.to_lowercase())),
-        Err(kube::Error::Api(e)) if e.code == 404 => {}
-        Err(_) => done.left.push(format!("{kind}/{name}")),
+    match delete_made(api, name, uid).await {
+        Deleted::Accepted => done.steps.push(format!("{}-deleted", kind.to_lowercase())),
+        Deleted::Gone => {}
+        Deleted::Failed(_) => done.left.push(format!("{kind}/{name}")),
     }
 }
 

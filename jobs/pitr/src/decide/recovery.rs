@@ -16,9 +16,8 @@ use serde_json::{Value, json};
 use vtsnap_core::labels::{MANAGED_BY, MYSQLD_CONTAINER};
 use vtsnap_core::naming::{TabletUid, join_with_limit};
 use vtsnap_core::pitr::chain::Target;
-use vtsnap_core::restore_pod::{
-    CONTAINER as RESTORE_CONTAINER, JobOwner, VTDATAROOT, VTDATAROOT_SUBPATH,
-};
+use vtsnap_core::restore_pod::JobOwner;
+use vtsnap_core::restore_pod::throwaway::{self, SOCKET};
 use vtsnap_core::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, ShardRef};
 
 /// The `app.kubernetes.io/managed-by` value of a recovery's objects.
@@ -35,13 +34,9 @@ pub const ANN_RECOVERY_BASE: &str = "vtsnap.io/recovery-base";
 
 pub const FETCH_CONTAINER: &str = "fetch";
 pub const REPLAY_CONTAINER: &str = "replay";
-const DATA_VOLUME: &str = "data";
-const SOCKET_VOLUME: &str = "socket";
 const WORK_VOLUME: &str = "work";
 const BASE_VOLUME: &str = "base";
 const ARCHIVE_VOLUME: &str = "archive";
-const SOCKET_DIR: &str = "/vt/socket";
-const SOCKET: &str = "/vt/socket/mysql.sock";
 /// Where the binlogs, `replay.sh` and the result go (an `emptyDir`).
 pub const WORK_DIR: &str = "/pitr";
 /// The replay's result (docs/pitr.md §8), copied into the termination message.
@@ -210,21 +205,17 @@ fn replay_command(after: After, ready_seconds: u64) -> String {
 /// The Pod: restore, fetch, then mysqld and the replay side by side.
 pub fn pod(name: &str, r: &Recovery, s: &Settings) -> Value {
     let uid = s.recovery_uid;
-    let dir = format!("{VTDATAROOT}/{}", uid.tablet_dir_name());
-    let data = json!({"name": DATA_VOLUME, "mountPath": VTDATAROOT, "subPath": VTDATAROOT_SUBPATH});
-    let socket = json!({"name": SOCKET_VOLUME, "mountPath": SOCKET_DIR});
     let work = json!({"name": WORK_VOLUME, "mountPath": WORK_DIR});
-    let no_escalation =
-        json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}});
     let small =
         json!({"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "256Mi"}});
-    let security = r
-        .pod_security
-        .as_ref()
-        .and_then(|p| serde_json::to_value(p).ok())
-        .unwrap_or_else(
-            || json!({"runAsUser": 999, "runAsGroup": 999, "fsGroup": 999, "runAsNonRoot": true}),
-        );
+    // MySQL only: the archive is refused for MariaDB.
+    let mysqld = throwaway::mysqld_container(
+        MYSQLD_CONTAINER,
+        (&r.mysqld_image, &s.mysqld_command),
+        uid,
+        "--skip-replica-start",
+        &s.mysqld_resources,
+    );
     let mut fetch = vec![
         "fetch".to_owned(),
         "--shard".into(),
@@ -250,20 +241,9 @@ pub fn pod(name: &str, r: &Recovery, s: &Settings) -> Value {
         "activeDeadlineSeconds": s.deadline_seconds,
         "automountServiceAccountToken": false,
         "enableServiceLinks": false,
-        "securityContext": security,
+        "securityContext": throwaway::pod_security(r.pod_security.as_ref()),
         "initContainers": [
-            {
-                "name": RESTORE_CONTAINER,
-                "image": s.restore_image,
-                "args": ["--vtdataroot", VTDATAROOT],
-                "env": [
-                    {"name": "VTSNAP_TABLET_UID", "value": uid.get().to_string()},
-                    {"name": "VTSNAP_LOG_FORMAT", "value": "json"},
-                ],
-                "volumeMounts": [data.clone()],
-                "securityContext": no_escalation.clone(),
-                "resources": small.clone(),
-            },
+            throwaway::restore_container(&s.restore_image, uid),
             {
                 "name": FETCH_CONTAINER,
                 "image": s.pitr_image,
@@ -274,41 +254,26 @@ pub fn pod(name: &str, r: &Recovery, s: &Settings) -> Value {
                     {"name": BASE_VOLUME, "mountPath": BASE_DIR, "readOnly": true},
                     {"name": ARCHIVE_VOLUME, "mountPath": s.archive_root, "readOnly": true},
                 ],
-                "securityContext": no_escalation.clone(),
+                "securityContext": throwaway::unprivileged(),
                 "resources": small,
                 "terminationMessagePolicy": "FallbackToLogsOnError",
             },
         ],
         "containers": [
-            {
-                "name": MYSQLD_CONTAINER,
-                "image": r.mysqld_image,
-                "command": [s.mysqld_command],
-                "args": [
-                    format!("--defaults-file={dir}/my.cnf"),
-                    format!("--socket={SOCKET}"),
-                    "--skip-networking",
-                    "--skip-replica-start",
-                    "--skip-grant-tables",
-                    format!("--log-error={dir}/error.log"),
-                ],
-                "volumeMounts": [data, socket.clone()],
-                "securityContext": no_escalation.clone(),
-                "resources": s.mysqld_resources,
-            },
+            mysqld,
             {
                 "name": REPLAY_CONTAINER,
                 "image": r.mysqld_image,
                 "command": ["bash", "-c", replay_command(r.after, s.ready_seconds)],
-                "volumeMounts": [socket, work],
-                "securityContext": no_escalation,
+                "volumeMounts": [throwaway::socket_mount(), work],
+                "securityContext": throwaway::unprivileged(),
                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "512Mi"}},
                 "terminationMessagePolicy": "FallbackToLogsOnError",
             },
         ],
         "volumes": [
-            {"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": name}},
-            {"name": SOCKET_VOLUME, "emptyDir": {}},
+            {"name": throwaway::DATA_VOLUME, "persistentVolumeClaim": {"claimName": name}},
+            {"name": throwaway::SOCKET_VOLUME, "emptyDir": {}},
             {"name": WORK_VOLUME, "emptyDir": {}},
             {"name": BASE_VOLUME, "downwardAPI": {"items": [{
                 "path": "base.json",
@@ -317,12 +282,8 @@ pub fn pod(name: &str, r: &Recovery, s: &Settings) -> Value {
             volume(ARCHIVE_VOLUME, &s.archive_volume),
         ],
     });
-    if !s.image_pull_secrets.is_empty() {
-        spec["imagePullSecrets"] = s
-            .image_pull_secrets
-            .iter()
-            .map(|n| json!({ "name": n }))
-            .collect();
+    if let Some(secrets) = throwaway::pull_secrets(&s.image_pull_secrets) {
+        spec["imagePullSecrets"] = secrets;
     }
     let mut meta = owned_metadata(name, r);
     meta["annotations"][ANN_RECOVERY_BASE] = json!(base_list(&r.base_object).to_string());

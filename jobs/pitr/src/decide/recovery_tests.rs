@@ -1,5 +1,6 @@
 use k8s_openapi::jiff::Timestamp;
 use vtsnap_core::coverage::{GtidSet, Text};
+use vtsnap_core::restore_pod::CONTAINER as RESTORE_CONTAINER;
 use vtsnap_core::snapshot::GtidFlavor;
 
 use super::*;
