@@ -264,3 +264,89 @@ fn fetch_writes_the_checked_binlogs_and_the_replay_script_or_names_the_damaged_f
         "{err}"
     );
 }
+
+/// `run`'s own inputs are checked before anything is read or made: each bad one is named.
+#[test]
+fn run_names_each_bad_input_and_exits_2_before_reading_the_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "clusters: []\n").unwrap();
+    let base = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_vtsnap-pitr"))
+            .arg("run")
+            .arg("--config")
+            .arg(&config)
+            .args([
+                "--cluster",
+                "example",
+                "--keyspace",
+                "commerce",
+                "--shard",
+                "-",
+            ])
+            .args(["--archive-root", "/vt/backups", "--restore-image", "r:1"])
+            .args(["--pitr-image", "p:1"])
+            .args(extra)
+            .env_clear()
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let volume = r#"{"nfs":{"server":"nfs","path":"/b"}}"#;
+    for (args, words) in [
+        (
+            vec![
+                "--archive-volume",
+                "[1]",
+                "--to-time",
+                "2026-12-01T10:15:00Z",
+            ],
+            "--archive-volume: not a JSON object",
+        ),
+        (
+            vec![
+                "--archive-volume",
+                "{nfs",
+                "--to-time",
+                "2026-12-01T10:15:00Z",
+            ],
+            "--archive-volume: not JSON",
+        ),
+        (
+            vec!["--archive-volume", volume, "--to-time", "soon"],
+            "--to-time \"soon\": not an RFC 3339 time",
+        ),
+        (
+            vec![
+                "--archive-volume",
+                volume,
+                "--to-time",
+                "2999-01-01T00:00:00Z",
+            ],
+            "after now",
+        ),
+        (
+            vec!["--archive-volume", volume, "--to-gtid", "nope:1"],
+            "--to-gtid \"nope:1\"",
+        ),
+        (
+            vec![
+                "--archive-volume",
+                volume,
+                "--to-time",
+                "2026-12-01T10:15:00Z",
+                "--after",
+                "later",
+            ],
+            "--after",
+        ),
+        (vec!["--archive-volume", volume], "--to-time"),
+    ] {
+        let (code, err) = base(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(words), "{args:?}: {err}");
+    }
+}
