@@ -2,8 +2,7 @@
 //! enough for code that reads binlog framing. Layout: MySQL `libbinlogevents` /
 //! MariaDB `sql/log_event.h` (19-byte v4 header, little-endian).
 
-pub const MAGIC: [u8; 4] = [0xfe, b'b', b'i', b'n'];
-pub const HEADER_LEN: usize = 19;
+pub use vtsnap_core::pitr::binlog::{HEADER_LEN, MAGIC};
 pub const QUERY_EVENT: u8 = 2;
 /// Write_rows (v2): the bulk of a busy server's binlog.
 pub const WRITE_ROWS_EVENT: u8 = 30;
@@ -13,9 +12,14 @@ pub const START_ENCRYPTION_EVENT: u8 = 164;
 
 /// One event with a v4 header; with `crc`, a CRC32 of the event is appended.
 pub fn event(ty: u8, flags: u16, body: &[u8], crc: bool) -> Vec<u8> {
+    event_at(0, ty, flags, body, crc)
+}
+
+/// [`event`] with its header's `timestamp` (Unix seconds).
+pub fn event_at(timestamp: u32, ty: u8, flags: u16, body: &[u8], crc: bool) -> Vec<u8> {
     let size = HEADER_LEN + body.len() + if crc { 4 } else { 0 };
     let mut e = Vec::with_capacity(size);
-    e.extend_from_slice(&0u32.to_le_bytes());
+    e.extend_from_slice(&timestamp.to_le_bytes());
     e.push(ty);
     e.extend_from_slice(&7u32.to_le_bytes());
     e.extend_from_slice(&u32::try_from(size).unwrap().to_le_bytes());

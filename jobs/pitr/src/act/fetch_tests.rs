@@ -180,15 +180,7 @@ fn each_increment_is_fetched_into_its_own_directory() {
 fn the_last_transaction_is_walked_across_files_in_order() {
     use vtsnap_core::pitr::chain::Target;
     let dir = tempfile::tempdir().unwrap();
-    let ev = |ts: u32, kind: u8| {
-        let mut e = ts.to_le_bytes().to_vec();
-        e.push(kind);
-        e.extend(1_u32.to_le_bytes());
-        e.extend(29_u32.to_le_bytes());
-        e.extend([0; 6]);
-        e.extend([0; 10]);
-        e
-    };
+    let ev = |ts: u32, kind: u8| vtsnap_testkit::binlog::event_at(ts, kind, 0, &[0; 10], false);
     let write = |name: &str, times: &[u32]| {
         let mut f = BINLOG_MAGIC.to_vec();
         f.extend(ev(100, 15));
