@@ -4,22 +4,19 @@
 use kube::Resource;
 use kube::api::{Api, DeleteParams, Preconditions};
 
-/// How a delete of a made object ended.
-#[derive(Debug)]
-pub enum Deleted {
-    /// The server took the delete (the object may linger behind finalizers).
-    Accepted,
-    /// It was already gone.
-    Gone,
-    /// The server refused or could not be reached: the object may still be there.
-    Failed(kube::Error),
-}
-
-/// Deletes `name` in the background if its UID is still `uid` (any UID when `None`).
-pub async fn delete_made<K>(api: &Api<K>, name: &str, uid: Option<&str>) -> Deleted
-where
-    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+/// Deletes `name` in the background if its UID is still `uid` (any UID when `None`), and
+/// notes it as a run reports it: `<kind>-deleted` among `steps`; nothing when it was
+/// already gone; `<Kind>/<name>` among `left` when the server refused or could not be
+/// reached, logged (its owner's garbage collection removes it).
+pub async fn remove_made<K>(
+    api: &Api<K>,
+    name: &str,
+    uid: Option<&str>,
+    (steps, left): (&mut Vec<String>, &mut Vec<String>),
+) where
+    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
 {
+    let kind = K::kind(&()).into_owned();
     let dp = DeleteParams {
         preconditions: Some(Preconditions {
             uid: uid.map(str::to_owned),
@@ -28,8 +25,11 @@ where
         ..DeleteParams::background()
     };
     match api.delete(name, &dp).await {
-        Ok(_) => Deleted::Accepted,
-        Err(kube::Error::Api(e)) if e.code == 404 => Deleted::Gone,
-        Err(e) => Deleted::Failed(e),
+        Ok(_) => steps.push(format!("{}-deleted", kind.to_lowercase())),
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => {
+            tracing::warn!(object = %format!("{kind}/{name}"), error = %e, "not deleted; its owner's garbage collection will");
+            left.push(format!("{kind}/{name}"));
+        }
     }
 }

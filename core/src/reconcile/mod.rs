@@ -22,7 +22,7 @@ mod wait;
 mod wake;
 pub mod watch;
 
-pub use delete::{Deleted, delete_made};
+pub use delete::remove_made;
 pub use key::ObjectKey;
 pub use read::Read;
 pub use replace::{Change, Outcome, ReplaceError, replace_with_retry};

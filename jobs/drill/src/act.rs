@@ -14,7 +14,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use vtsnap_core::coverage::Coverage;
 use vtsnap_core::events::{EventType, Events, Subject};
-use vtsnap_core::reconcile::{Deleted, Refusal, Waited, delete_made, wait_until};
+use vtsnap_core::reconcile::{Refusal, Waited, remove_made, wait_until};
 use vtsnap_core::snapshot::{ANN_DRILL, DrillOf, DrillRecord, DrillResult};
 
 use crate::decide::outcome::{self, WaitEnd, Watched};
@@ -172,15 +172,7 @@ async fn remove<K>(api: &Api<K>, name: &str, uid: Option<&str>, done: &mut Done)
 where
     K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
 {
-    let kind = K::kind(&()).into_owned();
-    match delete_made(api, name, uid).await {
-        Deleted::Accepted => done.steps.push(format!("{}-deleted", kind.to_lowercase())),
-        Deleted::Gone => {}
-        Deleted::Failed(e) => {
-            tracing::warn!(object = %format!("{kind}/{name}"), error = %e, "not deleted; its owner's garbage collection will");
-            done.left.push(format!("{kind}/{name}"));
-        }
-    }
+    remove_made(api, name, uid, (&mut done.steps, &mut done.left)).await;
 }
 
 /// How long the run waits for its deleted objects to go (a Pod's grace period, the PVC's

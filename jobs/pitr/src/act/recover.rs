@@ -6,10 +6,9 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kube::Resource;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::Value;
-use vtsnap_core::reconcile::{Deleted, Waited, delete_made, wait_until};
+use vtsnap_core::reconcile::{Waited, remove_made, wait_until};
 
 use crate::decide::recovery::{FETCH_CONTAINER, REPLAY_CONTAINER, Recovery, cut as snapshot_of};
 
@@ -152,8 +151,10 @@ impl Made {
         name: &str,
         done: &mut Done,
     ) {
-        remove(pods, name, self.pod.as_deref(), done).await;
-        remove(pvcs, name, self.pvc.as_deref(), done).await;
+        let pod = self.pod.as_deref();
+        remove_made(pods, name, pod, (&mut done.steps, &mut done.left)).await;
+        let pvc = self.pvc.as_deref();
+        remove_made(pvcs, name, pvc, (&mut done.steps, &mut done.left)).await;
     }
 }
 
@@ -192,7 +193,8 @@ async fn make(
             Ok(made)
         }
         Err(source) => {
-            remove(pvcs, name, made.pvc.as_deref(), done).await;
+            let pvc = made.pvc.as_deref();
+            remove_made(pvcs, name, pvc, (&mut done.steps, &mut done.left)).await;
             Err(RecoverError::Create {
                 object: format!("Pod {name}"),
                 source,
@@ -313,19 +315,6 @@ async fn cut_volume(
     done.cut = Some(name.to_owned());
     done.cut_ms = Some(ms(started.elapsed()));
     Ok(())
-}
-
-/// Deletes one object this run made, only the very one (its UID).
-async fn remove<K>(api: &Api<K>, name: &str, uid: Option<&str>, done: &mut Done)
-where
-    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
-{
-    let kind = K::kind(&()).into_owned();
-    match delete_made(api, name, uid).await {
-        Deleted::Accepted => done.steps.push(format!("{}-deleted", kind.to_lowercase())),
-        Deleted::Gone => {}
-        Deleted::Failed(_) => done.left.push(format!("{kind}/{name}")),
-    }
 }
 
 #[cfg(test)]
