@@ -37,14 +37,15 @@ pub fn plugin_through_kubectl(kube: &RealKube, install_ns: &str) {
             .output()
             .unwrap()
     };
-    let out = run(&[
+    let doctor_args = [
         "vtsnap",
         "doctor",
         "--install-namespace",
         install_ns,
         "-o",
         "json",
-    ]);
+    ];
+    let out = run(&doctor_args);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "{e}: {}{}",
@@ -106,15 +107,7 @@ pub fn plugin_through_kubectl(kube: &RealKube, install_ns: &str) {
     // The serving certificate replaced by one that expires in 10 days: a warning of its
     // own, not hidden behind the webhook's missing endpoints.
     let doctor = |run: &dyn Fn(&[&str]) -> std::process::Output| {
-        let out = run(&[
-            "vtsnap",
-            "doctor",
-            "--install-namespace",
-            install_ns,
-            "-o",
-            "json",
-        ]);
-        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+        serde_json::from_slice::<Value>(&run(&doctor_args).stdout).unwrap()
     };
     let secrets: Value =
         serde_json::from_slice(&run(&["get", "secrets", "-n", install_ns, "-o", "json"]).stdout)
