@@ -142,11 +142,100 @@ impl TabletPod {
     }
 }
 
+/// Which of the shard's tablet Pods a throwaway restore takes its shape from: the first
+/// by name that has a data PVC. One rule for the API and for a dump.
+pub fn shape_tablet<'a>(pods: impl IntoIterator<Item = &'a Value>) -> Option<&'a Value> {
+    pods.into_iter()
+        .filter(|p| data_claim_of(p).is_some())
+        .min_by_key(|p| p.pointer("/metadata/name").and_then(Value::as_str))
+}
+
+/// The tablet a throwaway restore takes its shape from, as read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TabletShape {
+    pub pod: TabletPod,
+    /// Its data PVC's name, and the PVC (`None`: not found).
+    pub claim: String,
+    pub pvc: Option<TabletPvc>,
+}
+
+/// A read of the shard's tablets that failed: what was being read, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("reading {reading}: {source}")]
+pub struct TabletReadError {
+    pub reading: &'static str,
+    #[source]
+    pub source: kube::Error,
+}
+
+/// [`shape_tablet`] of the shard's tablet Pods and its data PVC, from the API; `None`
+/// when no tablet Pod of the shard has a data PVC.
+pub async fn read_shape_tablet(
+    kube: &kube::Client,
+    shard: &ShardRef,
+) -> Result<Option<TabletShape>, TabletReadError> {
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+    use kube::api::{Api, ListParams};
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), &shard.namespace);
+    let listed = crate::reconcile::list::all(
+        &pods,
+        &ListParams::default().labels(&tablet_selector(shard)),
+    )
+    .await
+    .map_err(|source| TabletReadError {
+        reading: "the shard's tablet Pods",
+        source,
+    })?;
+    let pods: Vec<Value> = listed
+        .into_iter()
+        .filter_map(|p| serde_json::to_value(p).ok())
+        .collect();
+    let Some(tablet) = shape_tablet(&pods) else {
+        return Ok(None);
+    };
+    let claim = data_claim_of(tablet).unwrap_or_default();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(kube.clone(), &shard.namespace);
+    let pvc = pvcs
+        .get_opt(&claim)
+        .await
+        .map_err(|source| TabletReadError {
+            reading: "the tablet's data PVC",
+            source,
+        })?
+        .and_then(|p| serde_json::to_value(p).ok())
+        .map(|p| TabletPvc::read(&p));
+    Ok(Some(TabletShape {
+        pod: TabletPod::read(tablet),
+        claim,
+        pvc,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn the_shape_comes_from_the_first_tablet_by_name_with_a_data_pvc() {
+        let pod = |name: &str, claim: Option<&str>| {
+            let volumes: Vec<Value> = claim
+                .map(|c| json!({"name": labels::DATA_VOLUME, "persistentVolumeClaim": {"claimName": c}}))
+                .into_iter()
+                .collect();
+            json!({"metadata": {"name": name}, "spec": {"volumes": volumes}})
+        };
+        let pods = [
+            pod("t-3", Some("pvc-3")),
+            pod("t-1", None),
+            pod("t-2", Some("pvc-2")),
+        ];
+        let chosen = shape_tablet(&pods).unwrap();
+        assert_eq!(chosen["metadata"]["name"], "t-2");
+        assert!(shape_tablet(&[pod("t-1", None)]).is_none());
+        assert!(shape_tablet(&[]).is_none());
+    }
 
     fn pvc(storage: Value) -> Value {
         json!({"spec": {"resources": {"requests": {"storage": storage}}}})

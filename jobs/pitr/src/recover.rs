@@ -7,17 +7,15 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams};
 use serde::Serialize;
 use serde_json::Value;
 use vtsnap_core::exit::Exit;
 use vtsnap_core::pitr::chain::{self, Target};
 use vtsnap_core::quantity;
-use vtsnap_core::reconcile::{apis, list};
+use vtsnap_core::reconcile::apis;
 use vtsnap_core::shard::ShardRef;
-use vtsnap_core::tablet_volume::{TabletPod, TabletPvc, data_claim_of, tablet_selector};
+use vtsnap_core::tablet_volume::read_shape_tablet;
 
 use crate::act::recover::{ReplayResult, recover as act};
 use crate::archive::FileArchive;
@@ -261,35 +259,21 @@ async fn shape(
     base: &Value,
     o: &RecoverOptions,
 ) -> Result<Recovery, String> {
-    let pods: Api<Pod> = Api::namespaced(kube.clone(), &shard.namespace);
-    let listed = list::all(
-        &pods,
-        &ListParams::default().labels(&tablet_selector(shard)),
-    )
-    .await
-    .map_err(|e| format!("listing the shard's tablet Pods: {e}"))?;
-    let mut tablets: Vec<Value> = listed
-        .into_iter()
-        .filter_map(|p| serde_json::to_value(p).ok())
-        .filter(|p| data_claim_of(p).is_some())
-        .collect();
-    tablets.sort_by_key(|p| p.pointer("/metadata/name").map(Value::to_string));
-    let tablet = tablets
-        .first()
+    let tablet = read_shape_tablet(kube, shard)
+        .await
+        .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("no tablet Pod of {shard} with a data PVC was found"))?;
-    let read = TabletPod::read(tablet);
-    let mysqld_image = read
+    let mysqld_image = tablet
+        .pod
         .mysqld_image
         .ok_or_else(|| "the tablet Pod has no mysqld container with an image".to_owned())?;
-    let pod_security = read.security.map_err(|e| format!("the tablet Pod: {e}"))?;
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(kube.clone(), &shard.namespace);
-    let claim = data_claim_of(tablet).unwrap_or_default();
-    let tablet_pvc = pvcs
-        .get_opt(&claim)
-        .await
-        .map_err(|e| format!("reading PVC {claim}: {e}"))?
-        .and_then(|p| serde_json::to_value(p).ok())
-        .map(|p| TabletPvc::read(&p))
+    let pod_security = tablet
+        .pod
+        .security
+        .map_err(|e| format!("the tablet Pod: {e}"))?;
+    let claim = tablet.claim;
+    let tablet_pvc = tablet
+        .pvc
         .ok_or_else(|| format!("the tablet's data PVC {claim} was not found"))?;
     let requested = tablet_pvc
         .requested

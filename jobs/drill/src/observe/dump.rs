@@ -11,7 +11,7 @@ use vtsnap_core::config::ConfiguredShard;
 use vtsnap_core::input::{Accept, MAX_DUMP, read_bounded};
 use vtsnap_core::snapshot::VolumeSnapshot;
 use vtsnap_core::snapshot::choice::ShardState;
-use vtsnap_core::tablet_volume::data_claim_of;
+use vtsnap_core::tablet_volume::{data_claim_of, shape_tablet};
 
 use super::{Observed, TabletPod, TabletPvc, drill_selector, tablet_selector};
 
@@ -61,11 +61,8 @@ pub fn from_dump(
         .filter(|o| VolumeSnapshot::is_vtsnaps(o) && VolumeSnapshot::is_of_shard(o, shard))
         .map(VolumeSnapshot::read)
         .collect();
-    let mut tablet_pods: Vec<&Value> = kind(items, "Pod")
-        .filter(|p| selected(p, ns, &tablet_selector(shard)))
-        .collect();
-    tablet_pods.sort_by_key(|p| name(p).to_owned());
-    let tablet_pod = tablet_pods.into_iter().find(|p| data_claim_of(p).is_some());
+    let tablet_pod =
+        shape_tablet(kind(items, "Pod").filter(|p| selected(p, ns, &tablet_selector(shard))));
     let tablet_pvc = tablet_pod.and_then(data_claim_of).and_then(|claim| {
         kind(items, "PersistentVolumeClaim").find(|c| {
             name(c) == claim && c.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns)

@@ -7,7 +7,6 @@
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, ListParams};
-use serde_json::Value;
 use vtsnap_core::config::{Config, ConfiguredShard, ResolvedRestore};
 use vtsnap_core::coverage::{Purged, read_primary, read_primary_at};
 use vtsnap_core::discover;
@@ -19,7 +18,7 @@ use vtsnap_core::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 use vtsnap_core::shard::{ShardName, ShardRef};
 use vtsnap_core::snapshot::choice::ShardState;
 use vtsnap_core::snapshot::{SnapshotRead, VolumeSnapshot};
-use vtsnap_core::tablet_volume::data_claim_of;
+use vtsnap_core::tablet_volume::read_shape_tablet;
 pub use vtsnap_core::tablet_volume::{TabletPod, TabletPodUnreadable, TabletPvc, tablet_selector};
 use vtsnap_core::vtctld::VtctldClient;
 use vtsnap_core::vtctld::client::CallLimits;
@@ -112,30 +111,16 @@ pub async fn observe(
         .map(|o| VolumeSnapshot::read(&o))
         .collect();
 
+    let shape = read_shape_tablet(kube, shard)
+        .await
+        .map_err(|e| DrillError::Kubernetes {
+            reading: e.reading.to_owned(),
+            source: e.source,
+        })?;
+    let tablet_pod = shape.as_ref().map(|t| t.pod.clone());
+    let tablet_pvc = shape.and_then(|t| t.pvc);
     let pods: Api<Pod> = Api::namespaced(kube.clone(), ns);
-    let tablets = list::all(
-        &pods,
-        &ListParams::default().labels(&tablet_selector(shard)),
-    )
-    .await
-    .map_err(read_err("the shard's tablet Pods"))?;
-    let mut tablet_pods: Vec<Value> = tablets
-        .into_iter()
-        .filter_map(|p| serde_json::to_value(p).ok())
-        .collect();
-    tablet_pods.sort_by_key(|p| p.pointer("/metadata/name").map(Value::to_string));
-    let tablet_pod = tablet_pods.into_iter().find(|p| data_claim_of(p).is_some());
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(kube.clone(), ns);
-    let tablet_pvc = match tablet_pod.as_ref().and_then(data_claim_of) {
-        Some(claim) => pvcs
-            .get_opt(&claim)
-            .await
-            .map_err(read_err("the tablet's data PVC"))?
-            .and_then(|p| serde_json::to_value(p).ok()),
-        None => None,
-    };
-    let tablet_pod = tablet_pod.as_ref().map(TabletPod::read);
-    let tablet_pvc = tablet_pvc.as_ref().map(TabletPvc::read);
 
     let drills = ListParams::default().labels(&drill_selector(shard));
     let mut leftovers: Vec<String> = list::all(&pvcs, &drills)
