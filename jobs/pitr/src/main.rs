@@ -14,7 +14,7 @@ use vtsnap_pitr::act::fetch::{fetch_all, last_transaction};
 use vtsnap_pitr::archive::FileArchive;
 use vtsnap_pitr::decide::recovery::{self, After, Settings};
 use vtsnap_pitr::decide::replay::{self, Client};
-use vtsnap_pitr::observe::{Observed, Passed, bases, read_archive};
+use vtsnap_pitr::observe::{Observed, Passed, bases, named_base, read_archive};
 use vtsnap_pitr::recover::{self, RecoverOptions};
 use vtsnap_pitr::report::{FetchLine, PlanLine};
 use vtsnap_pitr::run::{self, ArchiveOptions, Mode};
@@ -352,15 +352,8 @@ fn prepare(args: &PlanArgs) -> Result<Prepared, Exit> {
     let observed = read_archive(&archive, &shard.keyspace, &keyspace_shard, now)
         .map_err(|e| usage(format!("--archive-root: {e}")))?;
     let (bases, passed) = bases(&snapshots, &shard);
-    if let Some(name) = &args.to.snapshot
-        && !bases.iter().any(|b| &b.name == name)
-    {
-        return Err(match passed.iter().find(|p| &p.name == name) {
-            Some(p) => usage(format!("--snapshot {name}: not a base: {}", p.why)),
-            None => usage(format!(
-                "--snapshot {name}: no snapshot of {shard} has that name"
-            )),
-        });
+    if let Some(name) = &args.to.snapshot {
+        named_base(name, &bases, &passed, &shard).map_err(usage)?;
     }
     let chosen = chain::choose(
         &bases,

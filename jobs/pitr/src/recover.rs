@@ -22,7 +22,7 @@ use crate::archive::FileArchive;
 use crate::decide::recovery::{
     After, Recovery, Settings, cut, pod, pvc, recovery_name, target_text,
 };
-use crate::observe::{bases, read_archive};
+use crate::observe::{bases, named_base, read_archive};
 
 #[derive(Debug, Clone)]
 pub struct RecoverOptions {
@@ -46,6 +46,8 @@ pub enum RecoverOutcome {
     Planned,
     /// No base reaches the target, or the shard's objects do not allow one.
     Refused,
+    /// `--snapshot` names no base of the shard.
+    Usage,
     Failed,
 }
 
@@ -120,6 +122,7 @@ impl RecoverLine {
         match self.outcome {
             RecoverOutcome::Recovered | RecoverOutcome::Planned => Exit::Ok,
             RecoverOutcome::Refused => Exit::Refused,
+            RecoverOutcome::Usage => Exit::Usage,
             RecoverOutcome::Failed => Exit::Failed,
         }
     }
@@ -161,7 +164,12 @@ pub async fn recover(kube: &kube::Client, shard: &ShardRef, o: &RecoverOptions) 
         Ok(obs) => obs,
         Err(e) => return line.end(RecoverOutcome::Failed, format!("the archive: {e}")),
     };
-    let (bases, _passed) = bases(&snapshots, shard);
+    let (bases, passed) = bases(&snapshots, shard);
+    if let Some(name) = &o.snapshot
+        && let Err(e) = named_base(name, &bases, &passed, shard)
+    {
+        return line.end(RecoverOutcome::Usage, e);
+    }
     let plan = match chain::choose(
         &bases,
         &observed.increments,
@@ -329,5 +337,6 @@ mod tests {
         assert_eq!(line(RecoverOutcome::Planned).exit(), Exit::Ok);
         assert_eq!(line(RecoverOutcome::Refused).exit(), Exit::Refused);
         assert_eq!(line(RecoverOutcome::Failed).exit(), Exit::Failed);
+        assert_eq!(line(RecoverOutcome::Usage).exit(), Exit::Usage);
     }
 }

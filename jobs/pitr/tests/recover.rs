@@ -282,3 +282,35 @@ async fn a_run_killed_at_each_write_leaves_only_what_its_job_owns() {
         }
     }
 }
+
+/// `--snapshot` naming no base is refused as bad usage, naming it, before anything is made.
+#[tokio::test]
+async fn a_named_snapshot_that_is_no_base_is_named_and_nothing_is_made() {
+    let w = world();
+    let unusable = vtsnap_testkit::operator_objects::VtsnapSnapshot {
+        ready: false,
+        ..operator_shard().snapshot("snap-b", "2026-12-01T10:05:00Z".parse().unwrap())
+    };
+    w.kube.put_json(GROUP, PLURAL, unusable.object());
+    for (name, words) in [
+        (
+            "snap-x",
+            "--snapshot snap-x: no snapshot of vitess/example/commerce/- has that name",
+        ),
+        ("snap-b", "--snapshot snap-b: not a base"),
+    ] {
+        let o = RecoverOptions {
+            snapshot: Some(name.into()),
+            ..options(&w, After::Cut)
+        };
+        let line = recover(&w.kube.client(), &shard_ref(), &o).await;
+        let text = serde_json::to_string(&line).unwrap();
+        assert_eq!(line.outcome, RecoverOutcome::Usage, "{text}");
+        assert_eq!(line.exit().code(), 2, "{text}");
+        assert!(line.error.as_deref().unwrap().contains(words), "{text}");
+        assert!(
+            left_behind(&w.kube).is_empty() && cuts(&w.kube).is_empty(),
+            "{text}"
+        );
+    }
+}

@@ -75,6 +75,23 @@ pub fn read_archive(
     Ok(o)
 }
 
+/// Whether `--snapshot NAME` names one of the shard's bases; why not, in words, when it
+/// names a snapshot that is no base or no snapshot of the shard at all.
+pub fn named_base(
+    name: &str,
+    bases: &[Base],
+    passed: &[Passed],
+    shard: &ShardRef,
+) -> Result<(), String> {
+    if bases.iter().any(|b| b.name == name) {
+        return Ok(());
+    }
+    Err(match passed.iter().find(|p| p.name == name) {
+        Some(p) => format!("--snapshot {name}: not a base: {}", p.why),
+        None => format!("--snapshot {name}: no snapshot of {shard} has that name"),
+    })
+}
+
 /// The shard's snapshots that can be a recovery's base, and the others with why: ready,
 /// not marked unusable, cut, and with a MySQL GTID position (exact when cold, a lower
 /// bound when online).
