@@ -157,6 +157,20 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// Whether mysqlctld has finished initializing or starting mysqld: it opens its gRPC
+/// socket only after `init_db.sql` has run (go/cmd/mysqlctld/cli/mysqlctld.go). mysqld
+/// answers on its own socket earlier, while the script's users do not exist yet, and a
+/// client of a missing user meets MySQL's decoy account, whose random plugin
+/// (`sha256_password`) Vitess's client cannot speak. A kubelet's socket paths are
+/// longer than `sun_path`: core's connector reaches them through their directory.
+pub async fn mysqlctld_serving(socket: &Path) -> bool {
+    let limit = Duration::from_secs(2);
+    matches!(
+        tokio::time::timeout(limit, vtsnap_core::unixsock::connect(socket)).await,
+        Ok(Ok(_))
+    )
+}
+
 /// Makes `dir` (and its parents below `volumes`) owned by the image's user.
 pub fn give_to_vitess(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();

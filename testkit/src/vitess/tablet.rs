@@ -299,9 +299,12 @@ impl VitessTablet {
             .replace('\n', "")
     }
 
+    /// Waits until mysqlctld has initialized (or started) mysqld and mysqld answers.
     pub(super) async fn wait_for_mysqld(&self, limit: Duration) {
         let start = Instant::now();
-        while self.sql("SELECT 1").await.is_err() {
+        while !super::mysqlctld_serving(&self.mysqlctl_socket()).await
+            || self.sql("SELECT 1").await.is_err()
+        {
             assert!(
                 start.elapsed() < limit,
                 "mysqld of {} did not answer within {limit:?}:\n{}\n--- error.log:\n{}",

@@ -19,7 +19,7 @@ use vtsnap_testkit::pod_backend::PodBackend;
 pub use vtsnap_testkit::real_kube::pod_ready;
 use vtsnap_testkit::real_kube::{RealKube, container_freezer_cgroup, resource};
 use vtsnap_testkit::vitess::pods::VitessPods;
-use vtsnap_testkit::vitess::{BackupRestore, give_to_vitess};
+use vtsnap_testkit::vitess::{BackupRestore, give_to_vitess, mysqlctld_serving};
 
 pub const RELEASE: &str = "p";
 pub const FULL: &str = "p-vtsnap";
@@ -243,6 +243,19 @@ pub async fn start_tablet(
             "{}: mysqld does not answer on its socket within {LIMIT:?}:\n{logs}",
             t.op.name
         );
+    }
+    // mysqld answers before init_db.sql has made the tablet's users; a PlannedReparentShard
+    // then fails on a replica (GetGlobalStatusVars meets MySQL's decoy account)
+    let start = Instant::now();
+    while !mysqlctld_serving(&t.socket_dir.join("mysqlctl.sock")).await {
+        if start.elapsed() > LIMIT {
+            let logs = container_logs(kube, &ns, &t.op.name).await;
+            panic!(
+                "{}: mysqlctld did not finish initializing within {LIMIT:?}:\n{logs}",
+                t.op.name
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
     t
 }
