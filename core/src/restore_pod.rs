@@ -31,7 +31,14 @@ pub const POD_USER: u32 = 999;
 pub struct JobOwner {
     pub name: String,
     pub uid: String,
+    /// The Job's namespace; `None` when not told, which stands for the objects' own.
+    pub namespace: Option<String>,
 }
+
+/// On a run's object whose Job is in another namespace: the Job, as `namespace/name`.
+pub const ANN_OWNER_JOB: &str = "vtsnap.io/owner-job";
+/// On the same object: the Job's UID.
+pub const ANN_OWNER_JOB_UID: &str = "vtsnap.io/owner-job-uid";
 
 impl JobOwner {
     /// The `ownerReferences` entry: not the controller, and no blocking of the Job's
@@ -41,6 +48,26 @@ impl JobOwner {
             "apiVersion": "batch/v1", "kind": "Job", "name": self.name, "uid": self.uid,
             "controller": false, "blockOwnerDeletion": false,
         })
+    }
+
+    /// Points `metadata` of an object made in `namespace` back at the Job. An owner must
+    /// be in its dependent's namespace: the garbage collector takes one of another
+    /// namespace for a missing owner and deletes the dependent (event
+    /// `OwnerRefInvalidNamespace`), mid-run. A Job elsewhere (a chart's, in its release's
+    /// namespace) is named in annotations instead, and what a killed run leaves is not
+    /// collected (docs/design.md §5.9).
+    pub fn mark(&self, namespace: &str, metadata: &mut serde_json::Value) {
+        match self.namespace.as_deref() {
+            Some(own) if own != namespace => {
+                let annotations = &mut metadata["annotations"];
+                if !annotations.is_object() {
+                    *annotations = serde_json::json!({});
+                }
+                annotations[ANN_OWNER_JOB] = format!("{own}/{}", self.name).into();
+                annotations[ANN_OWNER_JOB_UID] = self.uid.clone().into();
+            }
+            _ => metadata["ownerReferences"] = serde_json::json!([self.reference()]),
+        }
     }
 }
 
@@ -131,5 +158,44 @@ pub mod throwaway {
     /// `imagePullSecrets` of `names`; `None` when there are none.
     pub fn pull_secrets(names: &[String]) -> Option<Value> {
         (!names.is_empty()).then(|| names.iter().map(|n| json!({ "name": n })).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn owner(namespace: Option<&str>) -> JobOwner {
+        JobOwner {
+            name: "drill-1".into(),
+            uid: "u-1".into(),
+            namespace: namespace.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_job_of_the_objects_namespace_owns_them() {
+        for o in [owner(Some("vitess")), owner(None)] {
+            let mut m = json!({"name": "x", "annotations": {"a": "b"}});
+            o.mark("vitess", &mut m);
+            assert_eq!(m["ownerReferences"][0]["uid"], "u-1");
+            assert_eq!(m["ownerReferences"][0]["kind"], "Job");
+            assert_eq!(m["annotations"], json!({"a": "b"}));
+        }
+    }
+
+    #[test]
+    fn a_job_of_another_namespace_is_named_never_made_an_owner() {
+        let mut m = json!({"name": "x", "annotations": {"a": "b"}});
+        owner(Some("vtsnap-system")).mark("vitess", &mut m);
+        assert!(m.get("ownerReferences").is_none(), "{m}");
+        assert_eq!(m["annotations"][ANN_OWNER_JOB], "vtsnap-system/drill-1");
+        assert_eq!(m["annotations"][ANN_OWNER_JOB_UID], "u-1");
+        assert_eq!(m["annotations"]["a"], "b");
+        let mut bare = json!({"name": "x"});
+        owner(Some("other")).mark("vitess", &mut bare);
+        assert_eq!(bare["annotations"][ANN_OWNER_JOB], "other/drill-1");
     }
 }

@@ -289,6 +289,33 @@ impl ShardArgs {
     }
 }
 
+/// The Job a throwaway restore runs in (a drill's, a recovery's): the owner of what it
+/// makes. The chart sets all three from the Pod's own labels and namespace.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct OwnerArgs {
+    /// The Job's name.
+    #[arg(long, env = "VTSNAP_OWNER_NAME", requires = "owner_uid")]
+    pub owner_name: Option<String>,
+    /// The Job's UID.
+    #[arg(long, env = "VTSNAP_OWNER_UID", requires = "owner_name")]
+    pub owner_uid: Option<String>,
+    /// The Job's namespace, when it is not the shard's: its objects then name it in
+    /// annotations, as an owner must share its dependents' namespace.
+    #[arg(long, env = "VTSNAP_OWNER_NAMESPACE", requires = "owner_name")]
+    pub owner_namespace: Option<String>,
+}
+
+impl OwnerArgs {
+    pub fn owner(&self) -> Option<crate::restore_pod::JobOwner> {
+        let (name, uid) = self.owner_name.clone().zip(self.owner_uid.clone())?;
+        Some(crate::restore_pod::JobOwner {
+            name,
+            uid,
+            namespace: self.owner_namespace.clone(),
+        })
+    }
+}
+
 /// The flags of an offline plan from a dump (`plan --objects dump.json`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct DumpArgs {

@@ -84,6 +84,7 @@ async fn owner_job(kube: &RealKube, ns: &str) -> Owner {
     Owner {
         name: "drill-job".into(),
         uid: job["metadata"]["uid"].as_str().unwrap().into(),
+        namespace: Some(ns.into()),
     }
 }
 
@@ -192,6 +193,39 @@ async fn a_drill_killed_once_its_pvc_exists_leaves_it_to_the_garbage_collector()
 #[tokio::test]
 async fn a_drill_killed_while_its_pod_waits_leaves_both_to_the_garbage_collector() {
     killed_drill_leaves_nothing(KillAt::PodCreated).await;
+}
+
+/// The chart's drill Job runs in the release's namespace, the drill's objects in the
+/// shard's. The real garbage collector deletes a dependent whose owner is in another
+/// namespace (event `OwnerRefInvalidNamespace`): the drill's PVC, made that way, would go
+/// mid-drill. A control PVC made that way is the event waited for; the drill's, which
+/// names its Job in annotations instead, outlives it.
+#[tokio::test]
+async fn a_drill_job_of_another_namespace_names_itself_and_the_collector_keeps_its_objects() {
+    let kube = RealKube::from_env().await;
+    let ns = kube.namespace("drill-elsewhere").await;
+    let jobs_ns = kube.namespace("drill-jobs").await;
+    kube.create(unready_snapshot(&ns.name, "s-1")).await;
+    let owner = owner_job(&kube, &jobs_ns.name).await;
+    let t = target(&ns.name, "s-1");
+    let name = objects::drill_name(&t.shard, "20261203120000");
+    let pvc = objects::pvc(&name, &t, Some(&owner));
+    assert!(pvc["metadata"].get("ownerReferences").is_none(), "{pvc}");
+    assert_eq!(
+        pvc["metadata"]["annotations"][vtsnap_core::restore_pod::ANN_OWNER_JOB],
+        format!("{}/drill-job", jobs_ns.name)
+    );
+    kube.create(pvc).await;
+    let mut control = objects::pvc("control", &t, None);
+    control["metadata"]["ownerReferences"] = json!([owner.reference()]);
+    kube.create(control).await;
+    kube.wait_gone(&pvcs(), &ns.name, "control", Duration::from_secs(120))
+        .await;
+    let kept = kube.get(&pvcs(), &ns.name, &name).await;
+    assert!(
+        kept.is_some_and(|p| p["metadata"]["deletionTimestamp"].is_null()),
+        "the collector took the drill's PVC too"
+    );
 }
 
 #[tokio::test]

@@ -729,8 +729,13 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     job_logs.push(("the online ad-hoc Job".to_owned(), online_log));
 
     // Each snapshot proves it restores: a drill Pod per snapshot, run by kubelet.
-    let drills =
-        drill::drill_each(&kube, &vitess.name, &vt.vtctld_grpc, &[&snapshot, &online]).await;
+    let drills = drill::drill_each(
+        &kube,
+        (&vitess.name, &system.name),
+        &vt.vtctld_grpc,
+        &[&snapshot, &online],
+    )
+    .await;
     let rto: Vec<u64> = drills.iter().map(|d| d.rto_ms.unwrap_or(0)).collect();
     story.mark(&format!(
         "restore drills passed as Pods: {snapshot} (RTO {} ms), {online} (RTO {} ms)",

@@ -12,7 +12,7 @@ use vtsnap_core::naming::TabletUid;
 use vtsnap_core::snapshot::parse_position;
 use vtsnap_drill::check;
 use vtsnap_drill::decide;
-use vtsnap_drill::decide::objects::{Owner, Settings, defaults};
+use vtsnap_drill::decide::objects::{Settings, defaults};
 use vtsnap_drill::decide::verdict::Expectation;
 use vtsnap_drill::observe::server::{self, ProbeOptions};
 use vtsnap_drill::observe::{self, dump};
@@ -78,12 +78,9 @@ struct DrillArgs {
         value_delimiter = ','
     )]
     image_pull_secrets: Vec<String>,
-    /// The drill Job's name and UID (the owner of the drill's objects; the chart sets
-    /// both from the Pod's labels).
-    #[arg(long, env = "VTSNAP_OWNER_NAME", requires = "owner_uid")]
-    owner_name: Option<String>,
-    #[arg(long, env = "VTSNAP_OWNER_UID", requires = "owner_name")]
-    owner_uid: Option<String>,
+    /// The drill Job (the owner of the drill's objects).
+    #[command(flatten)]
+    owner: vtsnap_core::cli::OwnerArgs,
     /// Write the run's Prometheus metrics (outcome, RTO parts) to this textfile.
     #[arg(long, env = "VTSNAP_METRICS_FILE")]
     metrics_file: Option<PathBuf>,
@@ -285,11 +282,7 @@ fn plan_offline(d: &DrillArgs, objects: &Path, shard_state: Option<&Path>) -> Ex
         Ok(o) => o,
         Err(e) => return usage(format!("--objects {}: {e}", objects.display())),
     };
-    let owner = d
-        .owner_name
-        .clone()
-        .zip(d.owner_uid.clone())
-        .map(|(name, uid)| Owner { name, uid });
+    let owner = d.owner.owner();
     let plan = decide::plan(&observed, &settings, owner.as_ref(), Timestamp::now());
     run::planned(
         Summary::new(format!("{}/{}/{}", name.cluster, name.keyspace, name.shard)),
@@ -309,11 +302,7 @@ fn drill(d: DrillArgs, plan_only: bool) -> Exit {
     };
     let options = RunOptions {
         settings,
-        owner: d
-            .owner_name
-            .clone()
-            .zip(d.owner_uid.clone())
-            .map(|(name, uid)| Owner { name, uid }),
+        owner: d.owner.owner(),
         snapshot: d.snapshot.clone(),
         plan_only,
     };

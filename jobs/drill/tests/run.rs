@@ -112,6 +112,7 @@ fn options() -> RunOptions {
         owner: Some(Owner {
             name: "drill-29467".into(),
             uid: "job-uid".into(),
+            namespace: None,
         }),
         snapshot: None,
         plan_only: false,

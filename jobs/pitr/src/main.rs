@@ -100,12 +100,10 @@ struct RunArgs {
     /// Print the plan and the objects, make nothing.
     #[arg(long, env = "VTSNAP_DRY_RUN", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
     dry_run: bool,
-    /// The Job this runs in, name and UID: it owns the recovery's PVC and Pod, so that
-    /// deleting it removes them (a killed run's too).
-    #[arg(long, env = "VTSNAP_OWNER_NAME", requires = "owner_uid")]
-    owner_name: Option<String>,
-    #[arg(long, env = "VTSNAP_OWNER_UID", requires = "owner_name")]
-    owner_uid: Option<String>,
+    /// The Job this runs in: it owns the recovery's PVC and Pod, so that deleting it
+    /// removes them (a killed run's too).
+    #[command(flatten)]
+    owner: vtsnap_core::cli::OwnerArgs,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -277,11 +275,7 @@ fn run_recovery(a: RunArgs) -> Exit {
             AfterArg::Serve => After::Serve,
             AfterArg::Cut => After::Cut,
         },
-        owner: a
-            .owner_name
-            .clone()
-            .zip(a.owner_uid.clone())
-            .map(|(name, uid)| vtsnap_core::restore_pod::JobOwner { name, uid }),
+        owner: a.owner.owner(),
         dry_run: a.dry_run,
     };
     let name = a.shard.name();

@@ -88,6 +88,7 @@ fn options(w: &World, after: After) -> RecoverOptions {
         owner: Some(JobOwner {
             name: "recover-1".into(),
             uid: "job-uid".into(),
+            namespace: None,
         }),
         dry_run: false,
     }
@@ -174,10 +175,18 @@ async fn a_cut_leaves_only_the_snapshot_naming_the_replayed_set() {
     let w = world();
     let set = format!("{U}:1-120");
     let kubelet = tokio::spawn(fake_kubelet(w.kube.clone(), 0, report(&set), After::Cut));
-    let line = recover(&w.kube.client(), &shard_ref(), &options(&w, After::Cut)).await;
+    let line = recover(
+        &w.kube.client_as("pitr-recover"),
+        &shard_ref(),
+        &options(&w, After::Cut),
+    )
+    .await;
     kubelet.abort();
     let text = serde_json::to_string(&line).unwrap();
     assert_eq!(line.outcome, RecoverOutcome::Recovered, "{text}");
+    // Every request the recovery sent, its chart account may send.
+    let refused = vtsnap_testkit::rbac::refused("pitr-recover", &w.kube.log());
+    assert!(refused.is_empty(), "{refused:?}");
     assert_eq!(line.base.as_deref(), Some("snap-a"), "{text}");
     assert_eq!(line.increments, [INCREMENT], "{text}");
     assert!(left_behind(&w.kube).is_empty(), "{text}");

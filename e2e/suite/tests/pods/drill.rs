@@ -17,17 +17,24 @@ use vtsnap_testkit::real_kube::{RealKube, resource};
 use super::{pods, snapshots};
 
 /// Drills each of `names` (snapshots of `example/commerce/-` in `ns`) in turn, as the
-/// drill Job would: its objects owned by a Job of the test's. Returns each summary.
-pub async fn drill_each(kube: &RealKube, ns: &str, vtctld: &str, names: &[&str]) -> Vec<Summary> {
+/// chart's drill Job would: run by a Job of the test's in `jobs_ns` (the release's
+/// namespace). Returns each summary.
+pub async fn drill_each(
+    kube: &RealKube,
+    (ns, jobs_ns): (&str, &str),
+    vtctld: &str,
+    names: &[&str],
+) -> Vec<Summary> {
     let job = kube
         .create(json!({"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": "drill-owner", "namespace": ns},
+            "metadata": {"name": "drill-owner", "namespace": jobs_ns},
             "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
                 "containers": [{"name": "c", "image": "never-pulled"}]}}}}))
         .await;
     let owner = Owner {
         name: "drill-owner".into(),
         uid: job["metadata"]["uid"].as_str().unwrap().into(),
+        namespace: Some(jobs_ns.into()),
     };
     let config = Config::from_yaml(&format!(
         "clusters:\n- name: example\n  namespace: {ns}\n  vtctld: \"{vtctld}\"\n  restore: {{enabled: true, nodeLocal: true}}\n"

@@ -157,7 +157,7 @@ fn metadata(name: &str, t: &Target, owner: Option<&Owner>) -> Value {
         "annotations": {ANN_DRILL_OF: t.snapshot},
     });
     if let Some(o) = owner {
-        m["ownerReferences"] = json!([o.reference()]);
+        o.mark(&t.shard.namespace, &mut m);
     }
     m
 }
@@ -356,6 +356,7 @@ mod tests {
         let owner = Owner {
             name: "drill-1".into(),
             uid: "u-1".into(),
+            namespace: None,
         };
         let p = pvc("d", &t, Some(&owner));
         assert_eq!(p["spec"]["dataSourceRef"]["name"], t.snapshot);

@@ -129,6 +129,7 @@ fn the_drill_restores_what_a_new_tablet_would_get() {
     let owner = Owner {
         name: "drill-job".into(),
         uid: "job-uid".into(),
+        namespace: None,
     };
     let p = plan(&o, &settings(), Some(&owner), now());
     let (snap, pvc, pod) = drilled(&p);

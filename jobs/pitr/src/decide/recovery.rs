@@ -155,7 +155,7 @@ fn metadata(name: &str, r: &Recovery) -> Value {
 fn owned_metadata(name: &str, r: &Recovery) -> Value {
     let mut m = metadata(name, r);
     if let Some(o) = &r.owner {
-        m["ownerReferences"] = json!([o.reference()]);
+        o.mark(&r.shard.namespace, &mut m);
     }
     m
 }

@@ -47,6 +47,7 @@ fn recovery(target: Target, after: After) -> Recovery {
         owner: Some(JobOwner {
             name: "recover-1".into(),
             uid: "job-uid".into(),
+            namespace: None,
         }),
     }
 }
