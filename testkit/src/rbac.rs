@@ -130,6 +130,7 @@ mod tests {
                 "gc",
                 "node",
                 "pitr",
+                "pitr-recover",
                 "schedule",
                 "snapshot",
                 "vtbackup-storage"

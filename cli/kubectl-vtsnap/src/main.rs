@@ -9,19 +9,20 @@ use kubectl_vtsnap::client::{self, LastRequest};
 use kubectl_vtsnap::decide::{doctor, status};
 use kubectl_vtsnap::kubeconfig::Source;
 use kubectl_vtsnap::report::{self, Colour, Format};
-use kubectl_vtsnap::{explain, observe};
+use kubectl_vtsnap::{explain, observe, recover};
 use vtsnap_core::cli::{CommonArgs, positive_duration};
 use vtsnap_core::config::{GoDuration, Mode};
 use vtsnap_core::exit::Exit;
 use vtsnap_core::k8s_names::escape_controls;
 
-/// kubectl vtsnap: is each shard protected, is the install healthy, a snapshot now, and
-/// why a snapshot or a PVC is what it is.
+/// kubectl vtsnap: is each shard protected, is the install healthy, a snapshot now, a
+/// shard at a point in time, and why a snapshot or a PVC is what it is.
 #[derive(Debug, Parser)]
 #[command(name = "kubectl-vtsnap", bin_name = "kubectl vtsnap", version = vtsnap_core::cli::VERSION,
     after_help = "Install: copy kubectl-vtsnap onto your PATH; kubectl finds it as `kubectl vtsnap`.\n\n\
     Examples:\n  kubectl vtsnap status\n  kubectl vtsnap doctor -o json\n  \
     kubectl vtsnap backup example/commerce/-80 --online --wait\n  \
+    kubectl vtsnap recover example/commerce/- --to-time 2026-12-07T14:02:00Z --shell\n  \
     kubectl vtsnap explain snapshot example-commerce-x-80-20261201060000 -n vitess\n  \
     kubectl vtsnap explain pvc example-vttablet-zone1-0000000104-5f0d1a2b -n vitess")]
 struct Cli {
@@ -85,6 +86,36 @@ enum Command {
         #[arg(long)]
         wait: bool,
     },
+    /// Point-in-time recovery of one shard into a new Pod (or a snapshot): a Job of the
+    /// chart's recovery template running `vtsnap-pitr run` (docs/pitr.md §8).
+    #[command(
+        after_help = "Examples:\n  kubectl vtsnap recover example/commerce/- --to-time 2026-12-07T14:02:00Z --shell\n  \
+        kubectl vtsnap recover example/commerce/-80 --to-gtid 'c6f3…:1-4200' --after cut --wait\n\n\
+        Exit codes: without --wait 0 once the Job is created; with --wait (or --shell) 0 recovered,\n  \
+        1 failed (or cannot be told), 2 usage, 3 refused (no base reaches the target: the window is named)."
+    )]
+    Recover {
+        /// CLUSTER/KEYSPACE/SHARD, e.g. example/commerce/-80.
+        shard: ShardArg,
+        /// Every transaction committed before this time (RFC 3339).
+        #[arg(long, conflicts_with = "to_gtid", required_unless_present = "to_gtid")]
+        to_time: Option<String>,
+        /// Every transaction of this GTID set.
+        #[arg(long)]
+        to_gtid: Option<String>,
+        /// Start from this snapshot only.
+        #[arg(long)]
+        snapshot: Option<String>,
+        /// Once replayed: serve it in the Pod, or cut a VolumeSnapshot and remove the Pod.
+        #[arg(long, value_enum, default_value_t = kubectl_vtsnap::recover::After::Serve)]
+        after: kubectl_vtsnap::recover::After,
+        /// Follow the Job to its end and print the run's line (within --timeout, 1h unless given).
+        #[arg(long)]
+        wait: bool,
+        /// --wait, then open a `mysql` prompt on the served recovery (kubectl exec).
+        #[arg(long, conflicts_with = "after")]
+        shell: bool,
+    },
     /// Why a snapshot is kept, deleted or unusable; why a PVC was or was not restored.
     #[command(subcommand)]
     Explain(Explain),
@@ -126,9 +157,11 @@ fn names_checked(cli: &Cli) -> Result<(), String> {
 fn limit(cli: &Cli) -> Duration {
     const DEFAULT: Duration = Duration::from_secs(2 * 60);
     const WAIT: Duration = Duration::from_secs(30 * 60);
+    const RECOVER: Duration = Duration::from_secs(60 * 60);
     cli.timeout.map_or(
         match cli.command {
             Command::Backup { wait: true, .. } => WAIT,
+            Command::Recover { wait, shell, .. } if wait || shell => RECOVER,
             _ => DEFAULT,
         },
         |t| t.get(),
@@ -140,6 +173,7 @@ fn command_name(c: &Command) -> &'static str {
         Command::Status { .. } => "status",
         Command::Doctor => "doctor",
         Command::Backup { .. } => "backup",
+        Command::Recover { .. } => "recover",
         Command::Explain(Explain::Snapshot { .. }) => "explain snapshot",
         Command::Explain(Explain::Pvc { .. }) => "explain pvc",
     }
@@ -309,6 +343,38 @@ async fn command(cli: &Cli, limit: Duration, last: LastRequest) -> Exit {
                 Err(e) => fail(&e.to_string()),
             }
         }
+        Command::Recover {
+            shard,
+            to_time,
+            to_gtid,
+            snapshot,
+            after,
+            wait,
+            shell,
+        } => {
+            let (install, config) = match install_and_config(&kube, cli).await {
+                Ok(x) => x,
+                Err(e) => return e,
+            };
+            let request = match recover_request(
+                &config,
+                cli.namespace.as_deref(),
+                shard,
+                (to_time.as_deref(), to_gtid.as_deref()),
+                (snapshot.as_deref(), *after),
+            ) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("kubectl vtsnap: {e}");
+                    return Exit::Usage;
+                }
+            };
+            let wait = (*wait || *shell).then(|| act::wait_budget(limit, started.elapsed()));
+            match recover::recover(&kube, &install, &request, wait).await {
+                Ok(out) => recovered(cli, &out, &request, *shell),
+                Err(e) => fail(&e.to_string()),
+            }
+        }
         Command::Explain(what) => {
             let value = match what {
                 Explain::Snapshot { name } => {
@@ -336,6 +402,67 @@ async fn command(cli: &Cli, limit: Duration, last: LastRequest) -> Exit {
                 Err(e) => fail(&e),
             }
         }
+    }
+}
+
+/// The recovery asked for, checked before anything is read or made.
+fn recover_request(
+    config: &vtsnap_core::config::Config,
+    namespace: Option<&str>,
+    shard: &ShardArg,
+    (to_time, to_gtid): (Option<&str>, Option<&str>),
+    (snapshot, after): (Option<&str>, recover::After),
+) -> Result<recover::Request, recover::RecoverError> {
+    Ok(recover::Request {
+        shard: shard.clone(),
+        namespace: recover::shard_namespace(config, &shard.cluster, namespace)?,
+        target: recover::target(to_time, to_gtid, Timestamp::now())?,
+        snapshot: snapshot.map(recover::snapshot_name).transpose()?,
+        after,
+    })
+}
+
+/// Prints the recovery Job's outcome; with `shell`, opens `mysql` on the served Pod.
+fn recovered(cli: &Cli, out: &recover::Outcome, r: &recover::Request, shell: bool) -> Exit {
+    if cli.output == Format::Table {
+        println!("job {}: {}", out.job, out.result);
+        if let Some(line) = &out.run {
+            println!("{line}");
+        }
+        if let Some(why) = &out.log_unavailable {
+            println!("no run line: {why}");
+        }
+    } else {
+        print!("{}", report::structured(out, cli.output));
+    }
+    let outcome = out.run.as_ref().and_then(|l| l["outcome"].as_str());
+    let exit = match (out.result, outcome) {
+        ("created", _) | (_, Some("recovered")) => Exit::Ok,
+        (_, Some("refused")) => Exit::Refused,
+        (_, Some("usage")) => Exit::Usage,
+        _ => Exit::Failed,
+    };
+    if !shell || exit != Exit::Ok {
+        return exit;
+    }
+    let Some(args) = out
+        .run
+        .as_ref()
+        .and_then(|l| recover::shell_args(l, &r.namespace))
+    else {
+        return fail("the run's line names no served Pod to open a prompt on");
+    };
+    let mut kubectl = std::process::Command::new("kubectl");
+    if let Some(k) = &cli.kubeconfig {
+        kubectl.arg("--kubeconfig").arg(k);
+    }
+    if let Some(c) = &cli.context {
+        kubectl.args(["--context", c]);
+    }
+    match kubectl.args(&args).status() {
+        Ok(s) if s.success() => Exit::Ok,
+        Ok(s) => fail(&format!("kubectl {}: {s}", args.join(" "))),
+        Err(e) => fail(&format!("kubectl (on PATH): {e}")),
     }
 }
 

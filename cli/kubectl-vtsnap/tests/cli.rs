@@ -117,6 +117,35 @@ fn an_api_it_cannot_reach_is_exit_1_in_one_line() {
             vec!["status", "-n", "Vitess_NS"],
             "\"Vitess_NS\" is not a namespace name",
         ),
+        // recover: a target is required, one only; a prompt needs a served recovery
+        (vec!["recover", "example/commerce/-"], "--to-time <TO_TIME>"),
+        (
+            vec![
+                "recover",
+                "example/commerce/-",
+                "--to-gtid",
+                "u:1",
+                "--to-time",
+                "2026-12-01T00:00:00Z",
+            ],
+            "cannot be used with",
+        ),
+        (
+            vec![
+                "recover",
+                "example/commerce/-",
+                "--to-gtid",
+                "u:1",
+                "--shell",
+                "--after",
+                "cut",
+            ],
+            "cannot be used with",
+        ),
+        (
+            vec!["recover", "example/Commerce\u{7}/-", "--to-gtid", "u:1"],
+            "Commerce\\u{7}",
+        ),
     ] {
         let out = plugin(&args, &kc);
         assert_eq!(out.status.code(), Some(2), "{args:?}");

@@ -289,12 +289,25 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
             "--shard=-"
         ]
     );
-    assert!(
+    // The drill's Job, its owner, from the Pod's labels and namespace (the release's).
+    let env = |name: &str| {
         c["env"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|e| e["name"] == "VTSNAP_OWNER_UID"),
+            .find(|e| e["name"] == name)
+            .map(|e| e["valueFrom"]["fieldRef"]["fieldPath"].clone())
+    };
+    assert_eq!(
+        env("VTSNAP_OWNER_UID"),
+        Some(json!(
+            "metadata.labels['batch.kubernetes.io/controller-uid']"
+        )),
+        "{c}"
+    );
+    assert_eq!(
+        env("VTSNAP_OWNER_NAMESPACE"),
+        Some(json!("metadata.namespace")),
         "{c}"
     );
     // Its binlog-archive CronJob, from the chart's archive template: the pitr account, the
@@ -657,6 +670,34 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
         );
     }
     plugin::plugin_through_kubectl(&kube, &system.name);
+    // kubectl vtsnap recover: its Job runs as the pitr-recover account, which may make the
+    // recovery's PVC, Pod and snapshot in the shard's namespace, and nothing of a tablet's.
+    let pod = plugin::recover_through_kubectl(&kube, &system.name, &vitess.name);
+    assert_eq!(pod["serviceAccountName"], account("pitr-recover"));
+    let as_recover = kube
+        .as_service_account(&system.name, &account("pitr-recover"))
+        .await;
+    for (group, res, verb) in [
+        ("", "persistentvolumeclaims", "create"),
+        ("", "pods", "create"),
+        ("", "pods", "delete"),
+        ("snapshot.storage.k8s.io", "volumesnapshots", "create"),
+    ] {
+        assert!(
+            may(&as_recover, &vitess.name, group, res, verb).await,
+            "pitr-recover may not {verb} {res}"
+        );
+    }
+    for (group, res, verb) in [
+        ("", "pods", "patch"),
+        ("snapshot.storage.k8s.io", "volumesnapshots", "delete"),
+        ("planetscale.com", "vitessclusters", "get"),
+    ] {
+        assert!(
+            !may(&as_recover, &vitess.name, group, res, verb).await,
+            "pitr-recover may {verb} {res}: outside its rules"
+        );
+    }
     schedule::reshard(
         &kube,
         &as_schedule,

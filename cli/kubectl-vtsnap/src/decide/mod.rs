@@ -3,6 +3,7 @@
 
 pub mod doctor;
 pub mod objects;
+pub mod recover;
 pub mod schedules;
 pub mod status;
 pub mod storage;

@@ -9,34 +9,7 @@ use vtsnap_testkit::real_kube::RealKube;
 /// kubectl as `kubectl vtsnap`. On this install (its webhook's and node helper's Pods kept
 /// off the one Node) doctor exits 1 naming exactly those two faults.
 pub fn plugin_through_kubectl(kube: &RealKube, install_ns: &str) {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let kubectl = root.join("target/tools/kubectl");
-    // Built beside this test by scripts/test-real.sh (`cargo build -p kubectl-vtsnap`).
-    let bin_dir = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .and_then(std::path::Path::parent)
-        .unwrap()
-        .to_path_buf();
-    assert!(
-        bin_dir.join("kubectl-vtsnap").exists(),
-        "{} has no kubectl-vtsnap: cargo build -p kubectl-vtsnap",
-        bin_dir.display()
-    );
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let run = |args: &[&str]| {
-        // kubectl takes no flag before a plugin's name: the kubeconfig goes by env.
-        std::process::Command::new(&kubectl)
-            .args(args)
-            .env("PATH", &path)
-            .env("KUBECONFIG", kube.kubeconfig())
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| plugin_output(kube, args);
     let doctor_args = [
         "vtsnap",
         "doctor",
@@ -82,8 +55,8 @@ pub fn plugin_through_kubectl(kube: &RealKube, install_ns: &str) {
         .filter(|c| c["check"] == "rbac" && c["level"] == "pass")
         .count();
     assert_eq!(
-        rbac_passes, 8,
-        "one line per program (drills and the archive are on): {report:#}"
+        rbac_passes, 9,
+        "one line per program (drills, the archive and its recovery are on): {report:#}"
     );
     // The reconciler ran above: the one shard has its CronJob.
     assert!(
@@ -249,4 +222,103 @@ fn events_of_one_pvc(run: &dyn Fn(&[&str]) -> std::process::Output, namespace: &
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `kubectl vtsnap recover` as its users run it: a Job of the chart's recovery template in
+/// the install's namespace, as the `pitr-recover` account, `vtsnap-pitr run`'s args naming
+/// the shard (its namespace from the config) and the target. No node runs it here
+/// (real_pods.rs runs recoveries); the Job is deleted again. A target after now is refused
+/// before anything is made.
+pub fn recover_through_kubectl(kube: &RealKube, install_ns: &str, shard_ns: &str) -> Value {
+    let run = |args: &[&str]| plugin_output(kube, args);
+    let common = [
+        "vtsnap",
+        "recover",
+        "example/commerce/-",
+        "--install-namespace",
+        install_ns,
+    ];
+    let future = run(&[&common[..], &["--to-time", "2999-01-01T00:00:00Z"]].concat());
+    assert_eq!(future.status.code(), Some(2), "{future:?}");
+    assert!(
+        String::from_utf8_lossy(&future.stderr).contains("after now"),
+        "{future:?}"
+    );
+    let out = run(&[
+        &common[..],
+        &["--to-gtid", "u:1-5", "--after", "cut", "-o", "json"],
+    ]
+    .concat());
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let made: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(made["result"], "created", "{made}");
+    let job = made["job"].as_str().unwrap().to_owned();
+    let got = std::process::Command::new(kubectl_path())
+        .args(["-n", install_ns, "get", "job", &job, "-o", "json"])
+        .env("KUBECONFIG", kube.kubeconfig())
+        .output()
+        .unwrap();
+    let job_json: Value = serde_json::from_slice(&got.stdout).unwrap();
+    let deleted = std::process::Command::new(kubectl_path())
+        .args(["-n", install_ns, "delete", "job", &job, "--wait=false"])
+        .env("KUBECONFIG", kube.kubeconfig())
+        .output()
+        .unwrap();
+    assert!(deleted.status.success(), "{deleted:?}");
+    let pod = &job_json["spec"]["template"]["spec"];
+    let args: Vec<&str> = pod["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[0], "run", "{args:?}");
+    let tail = [
+        "--cluster",
+        "example",
+        "--cluster-namespace",
+        shard_ns,
+        "--keyspace",
+        "commerce",
+        "--shard=-",
+        "--to-gtid",
+        "u:1-5",
+        "--after",
+        "cut",
+    ];
+    assert_eq!(args[args.len() - tail.len()..], tail, "{args:?}");
+    assert!(args.contains(&"--archive-volume"), "{args:?}");
+    assert!(job_json["metadata"].get("ownerReferences").is_none());
+    pod.clone()
+}
+
+fn kubectl_path() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/kubectl")
+}
+
+/// `kubectl vtsnap ARGS` through the real kubectl, the plugin on PATH.
+fn plugin_output(kube: &RealKube, args: &[&str]) -> std::process::Output {
+    // Built beside this test by scripts/test-real.sh (`cargo build -p kubectl-vtsnap`).
+    let bin_dir = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .and_then(std::path::Path::parent)
+        .unwrap()
+        .to_path_buf();
+    assert!(
+        bin_dir.join("kubectl-vtsnap").exists(),
+        "{} has no kubectl-vtsnap: cargo build -p kubectl-vtsnap",
+        bin_dir.display()
+    );
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    std::process::Command::new(kubectl_path())
+        .args(args)
+        .env("PATH", &path)
+        .env("KUBECONFIG", kube.kubeconfig())
+        .output()
+        .unwrap()
 }

@@ -1,0 +1,222 @@
+use k8s_openapi::jiff::Timestamp;
+use serde_json::json;
+
+use super::*;
+
+fn now() -> Timestamp {
+    "2026-12-07T12:00:00Z".parse().unwrap()
+}
+
+fn template() -> CronJob {
+    serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": "recover", "namespace": "vtsnap"},
+        "spec": {"schedule": "0 0 1 1 *", "suspend": true, "jobTemplate": {
+            "metadata": {"labels": {"app.kubernetes.io/component": "pitr-recover"}},
+            "spec": {"activeDeadlineSeconds": 7200, "template": {"spec": {
+                "serviceAccountName": "vtsnap-pitr-recover", "restartPolicy": "Never",
+                "containers": [{"name": "recover", "image": "pitr:1",
+                    "args": ["run", "--archive-root", "/vt/backups"]}]}}}}}
+    }))
+    .unwrap()
+}
+
+fn request(target: Target) -> Request {
+    Request {
+        shard: "example/commerce/-80".parse().unwrap(),
+        namespace: "vitess".into(),
+        target,
+        snapshot: Some("example-commerce-x-80-20261207100000".into()),
+        after: After::Cut,
+    }
+}
+
+fn args(j: &Job) -> Vec<String> {
+    j.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .args
+        .clone()
+        .unwrap()
+}
+
+#[test]
+fn the_job_is_the_template_s_with_the_shard_and_the_target_in_run_s_args() {
+    let j = job(
+        &template(),
+        "vtsnap",
+        &request(Target::Time("2026-12-07T11:02:00Z".into())),
+    )
+    .unwrap();
+    assert_eq!(j.metadata.generate_name.as_deref(), Some("vtsnap-recover-"));
+    assert!(j.metadata.owner_references.is_none(), "no CronJob trims it");
+    let labels = j.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels["vtsnap.io/shard"], "x-80");
+    assert_eq!(labels["app.kubernetes.io/component"], "pitr-recover");
+    assert_eq!(labels[LABEL_TRIGGER], TRIGGER_KUBECTL);
+    assert_eq!(
+        args(&j),
+        [
+            "run",
+            "--archive-root",
+            "/vt/backups",
+            "--cluster",
+            "example",
+            "--cluster-namespace",
+            "vitess",
+            "--keyspace",
+            "commerce",
+            "--shard=-80",
+            "--to-time",
+            "2026-12-07T11:02:00Z",
+            "--snapshot",
+            "example-commerce-x-80-20261207100000",
+            "--after",
+            "cut"
+        ]
+    );
+    let spec = j.spec.unwrap();
+    assert_eq!(spec.active_deadline_seconds, Some(7200));
+    assert_eq!(
+        spec.template.spec.unwrap().service_account_name.as_deref(),
+        Some("vtsnap-pitr-recover")
+    );
+    let mut served = request(Target::Gtid("u:1-5".into()));
+    served.after = After::Serve;
+    served.snapshot = None;
+    let a = args(&job(&template(), "vtsnap", &served).unwrap());
+    assert_eq!(a[a.len() - 4..], ["--to-gtid", "u:1-5", "--after", "serve"]);
+}
+
+#[test]
+fn a_template_without_its_run_container_is_named() {
+    let mut t = template();
+    let mut v = serde_json::to_value(&t).unwrap();
+    v["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["name"] = json!("x");
+    t = serde_json::from_value(v.clone()).unwrap();
+    let r = request(Target::Gtid("u:1".into()));
+    assert_eq!(
+        job(&t, "vtsnap", &r).unwrap_err(),
+        "no container named recover"
+    );
+    v["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0] =
+        json!({"name": "recover", "image": "x", "args": ["archive"]});
+    let t: CronJob = serde_json::from_value(v).unwrap();
+    assert_eq!(
+        job(&t, "vtsnap", &r).unwrap_err(),
+        "the recover container does not run `run`"
+    );
+}
+
+#[test]
+fn a_target_is_a_past_time_or_a_bounded_gtid_set() {
+    assert_eq!(
+        target(Some("2026-12-07T11:02:00+01:00"), None, now()),
+        Ok(Target::Time("2026-12-07T10:02:00Z".into()))
+    );
+    assert!(matches!(
+        target(Some("yesterday"), None, now()),
+        Err(RecoverError::Time(..))
+    ));
+    assert_eq!(
+        target(Some("2026-12-07T12:00:01Z"), None, now()),
+        Err(RecoverError::Future("2026-12-07T12:00:01Z".into()))
+    );
+    assert_eq!(
+        target(Some("2026-12-07T12:00:00Z"), None, now()),
+        Ok(Target::Time("2026-12-07T12:00:00Z".into()))
+    );
+    assert_eq!(
+        target(None, Some("u:1-5"), now()),
+        Ok(Target::Gtid("u:1-5".into()))
+    );
+    for bad in ["", "u:1\n--after", &"u".repeat(GTID_MAX + 1)] {
+        assert!(
+            matches!(target(None, Some(bad), now()), Err(RecoverError::Gtid(_))),
+            "{bad:?}"
+        );
+    }
+    assert_eq!(
+        target(None, Some(&"u".repeat(GTID_MAX)), now()),
+        Ok(Target::Gtid("u".repeat(GTID_MAX)))
+    );
+    assert!(matches!(
+        target(None, None, now()),
+        Err(RecoverError::Gtid(_))
+    ));
+}
+
+#[test]
+fn the_shard_s_namespace_is_the_config_s_or_the_one_named_among_several() {
+    let config = Config::from_yaml(
+        "clusters:\n- {name: a, namespace: one, vtctld: \"v:1\"}\n- {name: b, namespace: x, vtctld: \"v:1\"}\n- {name: b, namespace: y, vtctld: \"v:1\"}\n",
+    )
+    .unwrap();
+    assert_eq!(shard_namespace(&config, "a", None), Ok("one".into()));
+    assert_eq!(shard_namespace(&config, "b", Some("y")), Ok("y".into()));
+    assert_eq!(
+        shard_namespace(&config, "b", None),
+        Err(RecoverError::SeveralNamespaces {
+            cluster: "b".into(),
+            namespaces: 2
+        })
+    );
+    assert_eq!(
+        shard_namespace(&config, "a", Some("x")),
+        Err(RecoverError::NotInNamespace {
+            cluster: "a".into(),
+            namespace: "x".into()
+        })
+    );
+    assert_eq!(
+        shard_namespace(&config, "c", None),
+        Err(RecoverError::NoCluster("c".into()))
+    );
+}
+
+#[test]
+fn the_run_s_line_is_found_among_its_log_lines_and_gives_the_shell() {
+    let line = json!({"shard": "vitess/example/commerce/-", "target": "u:1-5",
+        "outcome": "recovered", "pod": "vtsnap-recover-x", "after": "serve", "steps": []});
+    let log = format!(
+        "{{\"level\":\"INFO\",\"msg\":\"replayed\"}}\n{line}\n{{\"level\":\"INFO\",\"outcome\":\"x\"}}\n"
+    );
+    assert_eq!(run_line(&log), Some(line.clone()));
+    assert_eq!(run_line("not json\n{}\n"), None);
+    let shell = shell_args(&line, "vitess").unwrap();
+    assert_eq!(
+        shell[..7],
+        [
+            "exec",
+            "-it",
+            "-n",
+            "vitess",
+            "vtsnap-recover-x",
+            "-c",
+            "mysqld"
+        ]
+    );
+    let mut cut = line.clone();
+    cut["after"] = json!("cut");
+    assert_eq!(shell_args(&cut, "vitess"), None);
+    let mut failed = line.clone();
+    failed["outcome"] = json!("failed");
+    assert_eq!(shell_args(&failed, "vitess"), None);
+    let mut hostile = line;
+    hostile["pod"] = json!("x; rm -rf /");
+    assert_eq!(shell_args(&hostile, "vitess"), None);
+}
+
+#[test]
+fn a_snapshot_name_is_checked_before_it_goes_into_args() {
+    assert_eq!(snapshot_name("s-1"), Ok("s-1".into()));
+    assert!(matches!(
+        snapshot_name("--after=cut"),
+        Err(RecoverError::Snapshot(..))
+    ));
+}

@@ -1,0 +1,139 @@
+//! `kubectl vtsnap recover`: point-in-time recovery of one shard as a Job of the chart's
+//! recovery template (decided in `decide::recover`), optionally followed to the run's JSON
+//! line.
+
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, ListParams, LogParams, PostParams};
+use serde_json::Value;
+use vtsnap_core::api_error::message;
+use vtsnap_core::k8s_names::label_value;
+use vtsnap_core::reconcile::{Waited, list, wait_until};
+
+use crate::decide::doctor::Install;
+pub use crate::decide::recover::*;
+
+fn api_err(doing: impl Into<String>) -> impl FnOnce(kube::Error) -> RecoverError {
+    let doing = doing.into();
+    move |e| RecoverError::Api {
+        doing,
+        cause: message(&e),
+    }
+}
+
+/// What the Job did: its name, and with a wait, the run's line (or why it is missing).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Outcome {
+    pub job: String,
+    /// `created` (not followed), `succeeded` or `failed`.
+    pub result: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_unavailable: Option<String>,
+}
+
+/// Reads the template, creates the Job; with `wait`, follows it to its end.
+pub async fn recover(
+    kube: &kube::Client,
+    install: &Install,
+    r: &Request,
+    wait: Option<Duration>,
+) -> Result<Outcome, RecoverError> {
+    let where_ = format!(
+        "ConfigMap {}/{}-snapshot-schedule",
+        install.namespace, install.fullname
+    );
+    let maps: Api<ConfigMap> = Api::namespaced(kube.clone(), &install.namespace);
+    let map = maps
+        .get_opt(&format!("{}-snapshot-schedule", install.fullname))
+        .await
+        .map_err(api_err(format!("read {where_}")))?
+        .ok_or_else(|| RecoverError::NoTemplate(where_.clone()))?;
+    let text = map
+        .data
+        .as_ref()
+        .and_then(|d| d.get(TEMPLATE_KEY))
+        .ok_or_else(|| RecoverError::NoTemplate(where_.clone()))?;
+    let template: CronJob = serde_json::from_str(text)
+        .map_err(|e| RecoverError::BadTemplate(where_.clone(), e.to_string()))?;
+    let job = job(&template, &install.fullname, r)
+        .map_err(|e| RecoverError::BadTemplate(where_.clone(), e))?;
+    let jobs: Api<Job> = Api::namespaced(kube.clone(), &install.namespace);
+    let created = jobs
+        .create(&PostParams::default(), &job)
+        .await
+        .map_err(api_err("create the recovery Job"))?;
+    let name = created.metadata.name.unwrap_or_default();
+    let Some(limit) = wait else {
+        return Ok(Outcome {
+            job: name,
+            result: "created",
+            run: None,
+            log_unavailable: None,
+        });
+    };
+    let condition = |j: Option<&Job>, kind: &str| {
+        j.and_then(|j| j.status.as_ref())
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == kind && c.status == "True"))
+    };
+    let done = match wait_until(&jobs, &name, limit, |j| {
+        condition(j, "Complete") || condition(j, "Failed")
+    })
+    .await
+    {
+        Waited::Met(j) => j,
+        Waited::TimedOut { .. } => return Err(RecoverError::Timeout { job: name, limit }),
+        Waited::Refused(refusal) => {
+            return Err(RecoverError::Api {
+                doing: format!("watch Job {name}"),
+                cause: refusal.to_string(),
+            });
+        }
+    };
+    let mut out = Outcome {
+        result: if condition(done.as_ref(), "Complete") {
+            "succeeded"
+        } else {
+            "failed"
+        },
+        job: name,
+        run: None,
+        log_unavailable: None,
+    };
+    match job_log(kube, &install.namespace, &out.job).await {
+        Ok(log) => match run_line(&log) {
+            Some(line) => out.run = Some(line),
+            None => out.log_unavailable = Some("no run line in the Job's log".into()),
+        },
+        Err(e) => out.log_unavailable = Some(e),
+    }
+    Ok(out)
+}
+
+/// The recover container's log of the Job's newest Pod (bounded).
+async fn job_log(kube: &kube::Client, namespace: &str, job: &str) -> Result<String, String> {
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), namespace);
+    label_value(job).map_err(|e| format!("Job name {job:?}: {e}"))?;
+    let selector = format!("job-name={job}");
+    let found = list::all(&pods, &ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| format!("cannot list the Job's Pods: {}", message(&e)))?;
+    let pod = found
+        .into_iter()
+        .max_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0))
+        .and_then(|p| p.metadata.name)
+        .ok_or("the Job has no Pod")?;
+    let params = LogParams {
+        container: Some(CONTAINER.into()),
+        limit_bytes: Some(256 * 1024),
+        tail_lines: Some(200),
+        ..LogParams::default()
+    };
+    pods.logs(&pod, &params)
+        .await
+        .map_err(|e| format!("log of Pod {pod}: {}", message(&e)))
+}
