@@ -159,6 +159,26 @@ pub mod throwaway {
     pub fn pull_secrets(names: &[String]) -> Option<Value> {
         (!names.is_empty()).then(|| names.iter().map(|n| json!({ "name": n })).collect())
     }
+
+    /// `--mysqld-resources`: JSON that is a container's `resources`.
+    pub fn parse_resources(text: &str) -> Result<Value, String> {
+        let resources: Value = serde_json::from_str(text)
+            .map_err(|e| format!("--mysqld-resources is not JSON: {e}"))?;
+        serde_json::from_value::<k8s_openapi::api::core::v1::ResourceRequirements>(
+            resources.clone(),
+        )
+        .map_err(|e| format!("--mysqld-resources is not a container's resources: {e}"))?;
+        Ok(resources)
+    }
+
+    /// `--image-pull-secret` names, each a Secret's name.
+    pub fn check_pull_secrets(names: &[String]) -> Result<(), String> {
+        for name in names {
+            crate::k8s_names::dns_subdomain(name)
+                .map_err(|e| format!("--image-pull-secret {name:?} is not a Secret's name: {e}"))?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -2,13 +2,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::jiff::Timestamp;
 use vtsnap_core::cli::{self, CommonArgs};
 use vtsnap_core::config::GoDuration;
 use vtsnap_core::coverage::Exactness;
 use vtsnap_core::exit::Exit;
 use vtsnap_core::naming::TabletUid;
+use vtsnap_core::restore_pod::throwaway;
 use vtsnap_core::snapshot::parse_position;
 use vtsnap_drill::check;
 use vtsnap_drill::decide;
@@ -325,10 +325,7 @@ fn drill(d: DrillArgs, plan_only: bool) -> Exit {
 }
 
 fn settings(d: &DrillArgs) -> Result<Settings, String> {
-    let resources: serde_json::Value = serde_json::from_str(&d.mysqld_resources)
-        .map_err(|e| format!("--mysqld-resources is not JSON: {e}"))?;
-    serde_json::from_value::<ResourceRequirements>(resources.clone())
-        .map_err(|e| format!("--mysqld-resources is not a container's resources: {e}"))?;
+    let resources = throwaway::parse_resources(&d.mysqld_resources)?;
     if d.ready_timeout.get() + d.table_budget.get() >= d.deadline.get() {
         return Err(format!(
             "--ready-timeout {} and --table-budget {} must together be shorter than --deadline {}",
@@ -338,10 +335,7 @@ fn settings(d: &DrillArgs) -> Result<Settings, String> {
     if d.mysqld_command.is_empty() {
         return Err("--mysqld-command is empty".into());
     }
-    for name in &d.image_pull_secrets {
-        vtsnap_core::k8s_names::dns_subdomain(name)
-            .map_err(|e| format!("--image-pull-secret {name:?} is not a Secret's name: {e}"))?;
-    }
+    throwaway::check_pull_secrets(&d.image_pull_secrets)?;
     Ok(Settings {
         restore_image: d.restore_image.clone(),
         checker_image: d.checker_image.clone(),

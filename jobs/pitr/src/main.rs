@@ -1,5 +1,6 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use vtsnap_core::restore_pod::throwaway;
 
 use clap::Subcommand;
 use k8s_openapi::jiff::Timestamp;
@@ -97,6 +98,16 @@ struct RunArgs {
     /// How long the recovery Pod may run in all (a served one is gone after it).
     #[arg(long, default_value = "1h", value_parser = vtsnap_core::cli::positive_duration)]
     deadline: vtsnap_core::duration::GoDuration,
+    /// The recovery mysqld's `resources`, as JSON.
+    #[arg(long, env = "VTSNAP_MYSQLD_RESOURCES", default_value = recovery::defaults::MYSQLD_RESOURCES)]
+    mysqld_resources: String,
+    /// A Secret the recovery Pod's images are pulled with (repeat it, or comma-separate).
+    #[arg(
+        long = "image-pull-secret",
+        env = "VTSNAP_IMAGE_PULL_SECRETS",
+        value_delimiter = ','
+    )]
+    image_pull_secrets: Vec<String>,
     /// Print the plan and the objects, make nothing.
     #[arg(long, env = "VTSNAP_DRY_RUN", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
     dry_run: bool,
@@ -253,18 +264,24 @@ fn run_recovery(a: RunArgs) -> Exit {
         Ok(_) => return usage("--archive-volume: not a JSON object (a Pod volume source)".into()),
         Err(e) => return usage(format!("--archive-volume: not JSON: {e}")),
     };
+    let mysqld_resources = match throwaway::parse_resources(&a.mysqld_resources) {
+        Ok(r) => r,
+        Err(e) => return usage(e),
+    };
+    if let Err(e) = throwaway::check_pull_secrets(&a.image_pull_secrets) {
+        return usage(e);
+    }
     let settings = Settings {
         restore_image: a.restore_image.clone(),
         pitr_image: a.pitr_image.clone(),
         recovery_uid: vtsnap_core::naming::TabletUid::new(recovery::defaults::RECOVERY_UID),
         mysqld_command: "mysqld".into(),
-        mysqld_resources: serde_json::from_str(recovery::defaults::MYSQLD_RESOURCES)
-            .unwrap_or_default(),
+        mysqld_resources,
         deadline_seconds: a.deadline.get().as_secs(),
         ready_seconds: recovery::defaults::READY_SECONDS,
         archive_volume,
         archive_root: a.archive_root.display().to_string(),
-        image_pull_secrets: Vec::new(),
+        image_pull_secrets: a.image_pull_secrets.clone(),
     };
     let opts = RecoverOptions {
         settings,

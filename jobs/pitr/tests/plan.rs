@@ -344,6 +344,28 @@ fn run_names_each_bad_input_and_exits_2_before_reading_the_cluster() {
             "--after",
         ),
         (vec!["--archive-volume", volume], "--to-time"),
+        (
+            vec![
+                "--archive-volume",
+                volume,
+                "--to-time",
+                "2026-12-01T10:15:00Z",
+                "--mysqld-resources",
+                r#"{"requests":{"cpu":[1]}}"#,
+            ],
+            "--mysqld-resources is not a container's resources",
+        ),
+        (
+            vec![
+                "--archive-volume",
+                volume,
+                "--to-time",
+                "2026-12-01T10:15:00Z",
+                "--image-pull-secret",
+                "Bad/Name",
+            ],
+            "--image-pull-secret \"Bad/Name\" is not a Secret's name",
+        ),
     ] {
         let (code, err) = base(&args);
         assert_eq!(code, 2, "{args:?}: {err}");
