@@ -153,6 +153,12 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         "vtbackupStorage": {"schedule": schedule, "timeZone": "UTC", "backoffLimit": 0},
         "node": {"kubeletDir": kubelet.display().to_string(), "stateDir": node_state.display().to_string()},
         "admission": {"replicas": 1, "refresh": "2s", "podDisruptionBudget": {"enabled": false}},
+        // the archive's template (no shard's config turns the archive on: the story takes
+        // its increment itself) and the recovery's, for `kubectl vtsnap recover`
+        "pitr": {"enabled": true, "backupStorage": {"root": "/vt/backups",
+            "volume": {"hostPath": {"path": vt.backups().display().to_string(), "type": "Directory"}}},
+            "recover": {"deadline": "10m", "activeDeadlineSeconds": 900,
+                "mysqldResources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}}},
     });
     let release = Release::install(RELEASE, &system.name, &values, kube.kubeconfig());
     story.mark(&format!(
@@ -751,7 +757,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         .collect();
     let recovered = recover::recover_a_dropped_table(
         &kube,
-        &vitess.name,
+        (&vitess.name, &system.name),
         &vt,
         &db,
         &primary.op.alias,
@@ -837,7 +843,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         "reprovisioned_after_purge": {"snapshot": purged.snapshot, "io_error": purged.io_error},
         "online_snapshot": online,
         "drills": drills.iter().map(|d| json!({"snapshot": d.snapshot, "drill": d.drill})).collect::<Vec<_>>(),
-        "pitr": {"to_gtid": recover::summary(&recovered.to_gtid), "to_time": recover::summary(&recovered.to_time)},
+        "pitr": {"to_gtid": recover::summary(&recovered.to_gtid), "to_time": recover::summary_of_line(&recovered.to_time)},
         "kube_version": kube.version().await,
     }));
 }

@@ -190,6 +190,11 @@ impl VitessPods {
         let backups = tempfile::tempdir()
             .unwrap_or_else(|e| panic!("no directory for the tablets' backups: {e}"));
         super::give_to_vitess(backups.path());
+        // readable by vtsnap's own Pods too (UID 65532), as an NFS export would be
+        let readable =
+            <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
+        std::fs::set_permissions(backups.path(), readable)
+            .unwrap_or_else(|e| panic!("{}: {e}", backups.path().display()));
         let p = Self {
             backups: std::sync::Arc::new(backups),
             namespace: ns.to_owned(),

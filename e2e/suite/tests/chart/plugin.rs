@@ -293,32 +293,9 @@ pub fn recover_through_kubectl(kube: &RealKube, install_ns: &str, shard_ns: &str
 }
 
 fn kubectl_path() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/kubectl")
+    vtsnap_e2e::kubectl()
 }
 
-/// `kubectl vtsnap ARGS` through the real kubectl, the plugin on PATH.
 fn plugin_output(kube: &RealKube, args: &[&str]) -> std::process::Output {
-    // Built beside this test by scripts/test-real.sh (`cargo build -p kubectl-vtsnap`).
-    let bin_dir = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .and_then(std::path::Path::parent)
-        .unwrap()
-        .to_path_buf();
-    assert!(
-        bin_dir.join("kubectl-vtsnap").exists(),
-        "{} has no kubectl-vtsnap: cargo build -p kubectl-vtsnap",
-        bin_dir.display()
-    );
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    std::process::Command::new(kubectl_path())
-        .args(args)
-        .env("PATH", &path)
-        .env("KUBECONFIG", kube.kubeconfig())
-        .output()
-        .unwrap()
+    vtsnap_e2e::kubectl_vtsnap(kube.kubeconfig(), args)
 }

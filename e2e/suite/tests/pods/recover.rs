@@ -1,10 +1,12 @@
 //! Point-in-time recovery as real Pods (docs/pitr.md §8), for `real_pods.rs`: a table is
 //! written, its checksum and the primary's GTID set noted, then dropped; `vtsnap-pitr
 //! archive` has a replica's real vttablet store an incremental backup in the tablets'
-//! shared backup storage; `vtsnap-pitr run` then recovers the shard into a new PVC and a
-//! Pod that kubelet runs (vtsnap-restore, fetch from the pitr image, mysqld and the replay
-//! from the tablet's image): once to the noted GTID set, cut into a VolumeSnapshot, and
-//! once to the drop's second, served, where the table is back with the noted checksum.
+//! shared backup storage; the shard is then recovered into a new PVC and a Pod that
+//! kubelet runs (vtsnap-restore, fetch from the pitr image, mysqld and the replay from the
+//! tablet's image): once by `vtsnap-pitr run` to the noted GTID set, cut into a
+//! VolumeSnapshot, and once as its users ask, `kubectl vtsnap recover` to the drop's
+//! second: a Job of the chart's template runs `run` on the node as the `pitr-recover`
+//! account, and the served Pod has the table back with the noted checksum.
 
 use std::time::Duration;
 
@@ -29,7 +31,8 @@ use super::{LIMIT, caught_up, gtid_set, snapshots};
 /// What the story tells of the two recoveries.
 pub struct Recovered {
     pub to_gtid: RecoverLine,
-    pub to_time: RecoverLine,
+    /// The run's line, as `kubectl vtsnap recover --wait` printed it.
+    pub to_time: Value,
 }
 
 fn mysql_set(printed: &str) -> GtidSet {
@@ -39,7 +42,7 @@ fn mysql_set(printed: &str) -> GtidSet {
 /// Drops a table after noting it, archives, and recovers it twice (see the module).
 pub async fn recover_a_dropped_table(
     kube: &RealKube,
-    ns: &str,
+    (ns, install_ns): (&str, &str),
     vt: &VitessPods,
     db: &PodBackend,
     primary: &TabletAlias,
@@ -155,19 +158,44 @@ pub async fn recover_a_dropped_table(
     kube.wait_gone(&super::pods(), ns, &pod, LIMIT).await;
     kube.wait_gone(&pvcs(), ns, &pod, LIMIT).await;
 
-    // To the drop's second, served: the table is back with its checksum.
+    // To the drop's second, served, as its users ask: the plugin's Job runs in the
+    // release's namespace, so the recovery's objects name it rather than being owned.
     let at = k8s_openapi::jiff::Timestamp::from_second(drop_at).unwrap();
-    let to_time = recover(
-        &kube.client(),
-        &shard,
-        &opts(Target::Before(at), After::Serve),
-    )
-    .await;
-    let line = serde_json::to_string(&to_time).unwrap();
-    assert_eq!(to_time.outcome, RecoverOutcome::Recovered, "{line}");
-    let rpo = to_time.rpo_seconds.unwrap();
-    assert!((0..=60).contains(&rpo), "{line}");
-    let served = to_time.pod.clone().unwrap();
+    let args = [
+        "vtsnap",
+        "recover",
+        "example/commerce/-",
+        "--to-time",
+        &at.to_string(),
+        "--wait",
+        "--timeout",
+        "10m",
+        "--install-namespace",
+        install_ns,
+        "-o",
+        "json",
+    ];
+    let out = vtsnap_e2e::kubectl_vtsnap(kube.kubeconfig(), &args);
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{printed}");
+    let made: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let to_time = made["run"].clone();
+    assert_eq!(made["result"], "succeeded", "{printed}");
+    assert_eq!(to_time["outcome"], "recovered", "{printed}");
+    let rpo = to_time["rpoSeconds"].as_i64().unwrap();
+    assert!((0..=60).contains(&rpo), "{printed}");
+    let served = to_time["pod"].as_str().unwrap().to_owned();
+    let pod = kube.get(&super::pods(), ns, &served).await.unwrap();
+    assert!(pod["metadata"]["ownerReferences"].is_null(), "{pod}");
+    assert_eq!(
+        pod["metadata"]["annotations"]["vtsnap.io/owner-job"],
+        format!("{install_ns}/{}", made["job"].as_str().unwrap())
+    );
+    let line = printed;
     let alias = TabletAlias::new("zone1", defaults::RECOVERY_UID);
     db.insert(&alias, ns, &served);
     assert_eq!(
@@ -202,12 +230,13 @@ impl Recovered {
     pub fn story(&self) -> String {
         format!(
             "PITR: a dropped table recovered as Pods from {} and {} increment(s): to its GTID \
-             set, cut into {}; to its second, served (RPO {} s, RTO {} ms)",
-            self.to_time.base.as_deref().unwrap_or("?"),
-            self.to_time.increments.len(),
+             set, cut into {}; to its second by kubectl vtsnap recover's Job, served (RPO {} \
+             s, RTO {} ms)",
+            self.to_time["base"].as_str().unwrap_or("?"),
+            self.to_time["increments"].as_array().map_or(0, Vec::len),
             self.to_gtid.snapshot.as_deref().unwrap_or("?"),
-            self.to_time.rpo_seconds.unwrap_or(-1),
-            self.to_time.rto_ms.unwrap_or(0),
+            self.to_time["rpoSeconds"].as_i64().unwrap_or(-1),
+            self.to_time["rtoMs"].as_u64().unwrap_or(0),
         )
     }
 }
@@ -216,4 +245,10 @@ impl Recovered {
 pub fn summary(r: &RecoverLine) -> Value {
     json!({"base": r.base, "increments": r.increments.len(), "rpo_seconds": r.rpo_seconds,
            "rto_ms": r.rto_ms, "snapshot": r.snapshot})
+}
+
+/// A printed line (the plugin's) as the story prints it.
+pub fn summary_of_line(r: &Value) -> Value {
+    json!({"base": r["base"], "increments": r["increments"].as_array().map_or(0, Vec::len),
+           "rpo_seconds": r["rpoSeconds"], "rto_ms": r["rtoMs"], "snapshot": r["snapshot"]})
 }
