@@ -207,6 +207,28 @@ mod tests {
     }
 
     #[test]
+    fn mysqld_resources_and_pull_secrets_are_checked_as_what_they_name() {
+        let ok = r#"{"requests":{"cpu":"50m"},"limits":{"memory":"1Gi"}}"#;
+        assert_eq!(
+            throwaway::parse_resources(ok),
+            Ok(json!({"requests": {"cpu": "50m"}, "limits": {"memory": "1Gi"}}))
+        );
+        let not_json = throwaway::parse_resources("{cpu").unwrap_err();
+        assert!(not_json.contains("is not JSON"), "{not_json}");
+        let not_resources = throwaway::parse_resources(r#"{"requests":{"cpu":[1]}}"#).unwrap_err();
+        assert!(
+            not_resources.contains("is not a container's resources"),
+            "{not_resources}"
+        );
+        assert_eq!(throwaway::check_pull_secrets(&["regcred".into()]), Ok(()));
+        let bad = throwaway::check_pull_secrets(&["regcred".into(), "Bad/Name".into()]);
+        assert!(
+            bad.unwrap_err()
+                .contains("--image-pull-secret \"Bad/Name\" is not a Secret's name")
+        );
+    }
+
+    #[test]
     fn a_job_of_another_namespace_is_named_never_made_an_owner() {
         let mut m = json!({"name": "x", "annotations": {"a": "b"}});
         owner(Some("vtsnap-system")).mark("vitess", &mut m);

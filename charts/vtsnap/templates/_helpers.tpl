@@ -96,6 +96,15 @@ securityContext:
   runAsGroup: 65532
   seccompProfile: {type: RuntimeDefault}
 {{- end -}}
+{{- /* The same, for a Pod that reads Vitess's file backup storage: Vitess writes it
+     without world permission (go/os2: directories 0770, files 0660), so the readers are
+     in the tablets' group as well. (dict "root" $ "groups" list) */}}
+{{- define "vtsnap.restrictedPodWithGroups" -}}
+{{- include "vtsnap.restrictedPod" .root }}
+{{- with .groups }}
+  supplementalGroups: {{ toJson . }}
+{{- end }}
+{{- end -}}
 {{- define "vtsnap.restrictedContainer" -}}
 securityContext:
   allowPrivilegeEscalation: false
@@ -157,7 +166,7 @@ spec:
           {{- with $root.Values.imagePullSecrets }}
           imagePullSecrets: {{ toYaml . | nindent 12 }}
           {{- end }}
-          {{- include "vtsnap.restrictedPod" $root | nindent 10 }}
+          {{- include "vtsnap.restrictedPodWithGroups" (dict "root" $root "groups" .supplementalGroups) | nindent 10 }}
           containers:
           - name: {{ .container }}
             image: {{ include "vtsnap.image" (dict "root" $root "program" (default .program .image)) }}

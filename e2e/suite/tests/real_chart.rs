@@ -327,6 +327,8 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
     assert_eq!(archive["spec"]["schedule"], NEVER);
     let pod = &archive["spec"]["jobTemplate"]["spec"]["template"]["spec"];
     assert_eq!(pod["serviceAccountName"], format!("{FULL}-pitr"));
+    // Vitess writes its backups without world permission: the tablets' group reads them
+    assert_eq!(pod["securityContext"]["supplementalGroups"], json!([999]));
     let c = &pod["containers"][0];
     assert_eq!(
         c["args"],
@@ -674,6 +676,7 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
     // recovery's PVC, Pod and snapshot in the shard's namespace, and nothing of a tablet's.
     let pod = plugin::recover_through_kubectl(&kube, &system.name, &vitess.name);
     assert_eq!(pod["serviceAccountName"], account("pitr-recover"));
+    assert_eq!(pod["securityContext"]["supplementalGroups"], json!([999]));
     let as_recover = kube
         .as_service_account(&system.name, &account("pitr-recover"))
         .await;

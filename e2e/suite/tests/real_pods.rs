@@ -34,8 +34,6 @@ mod purge;
 #[path = "pods/recover.rs"]
 mod recover;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use kube::Api;
@@ -135,31 +133,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         "PlannedReparentShard, VTOrc Ready; every tablet Pod Ready, replicas caught up by GTID",
     );
     let schedule = once_later();
-    let node_state = kube
-        .kubeconfig()
-        .parent()
-        .unwrap()
-        .join("node/vtsnap-node-state");
-    let values = json!({
-        "image": {"registry": "localhost", "repository": "vtsnap", "tag": "0.1.0", "pullPolicy": "Never"},
-        "config": {"clusters": [{"name": "example", "namespace": vitess.name, "vtctld": vt.vtctld_grpc,
-            "snapshot": {"mode": "cold", "volumeSnapshotClassName": class.name,
-                         "cutTimeout": "60s", "readyTimeout": "60s", "maxHold": "120s"},
-            "restore": {"enabled": true, "nodeLocal": true}}]},
-        "snapshot": {"timeZone": "UTC", "activeDeadlineSeconds": 300, "backoffLimit": 0,
-                     "reconcile": {"schedule": "* * * * *"},
-                     "shards": [{"cluster": "example", "keyspace": "commerce", "shard": "-", "schedule": schedule}]},
-        "gc": {"schedule": schedule, "timeZone": "UTC", "backoffLimit": 0},
-        "vtbackupStorage": {"schedule": schedule, "timeZone": "UTC", "backoffLimit": 0},
-        "node": {"kubeletDir": kubelet.display().to_string(), "stateDir": node_state.display().to_string()},
-        "admission": {"replicas": 1, "refresh": "2s", "podDisruptionBudget": {"enabled": false}},
-        // the archive's template (no shard's config turns the archive on: the story takes
-        // its increment itself) and the recovery's, for `kubectl vtsnap recover`
-        "pitr": {"enabled": true, "backupStorage": {"root": "/vt/backups",
-            "volume": {"hostPath": {"path": vt.backups().display().to_string(), "type": "Directory"}}},
-            "recover": {"deadline": "10m", "activeDeadlineSeconds": 900,
-                "mysqldResources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}}},
-    });
+    let values = chart_values(&kube, (&vitess.name, &vt, &class.name), &schedule, &kubelet);
     let release = Release::install(RELEASE, &system.name, &values, kube.kubeconfig());
     story.mark(&format!(
         "helm install: the snapshot, GC and vtbackup-storage CronJobs at {schedule:?} (UTC)"
@@ -654,27 +628,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     online_values["config"]["clusters"][0]["snapshot"]["mode"] = json!("online");
     release.upgrade(&online_values);
     // an online snapshot never drains a tablet: vtctld's tablet types, read while it runs
-    let watching = Arc::new(AtomicBool::new(true));
-    let sampler = {
-        let (client, watching) = (vt.client(), watching.clone());
-        tokio::spawn(async move {
-            let mut drained = Vec::new();
-            while watching.load(Ordering::Relaxed) {
-                for t in client
-                    .get_tablets("commerce", "-")
-                    .await
-                    .unwrap_or_default()
-                {
-                    let serving = [TabletType::Primary as i32, TabletType::Replica as i32];
-                    if !serving.contains(&t.r#type) {
-                        drained.push(format!("{:?} type {}", t.alias, t.r#type));
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            drained
-        })
-    };
+    let drain_watch = DrainWatch::start(vt.client());
     kubectl(
         &kube,
         &[
@@ -722,8 +676,7 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
         online_taken["metadata"]["labels"]["vtsnap.io/mode"], "online",
         "{online_taken}"
     );
-    watching.store(false, Ordering::Relaxed);
-    let drained = sampler.await.unwrap();
+    let drained = drain_watch.stop().await;
     assert!(
         drained.is_empty(),
         "the online Job drained a tablet: {drained:?}"
@@ -772,28 +725,18 @@ async fn the_chart_runs_as_pods_from_a_scheduled_cold_snapshot_to_a_restored_tab
     }
     assert_no_fallback("the webhook", &webhook_log);
     assert_no_fallback("the node helper", &node_log);
-    let events = kube
-        .list(
-            &resource("events.k8s.io", "v1", "Event", "events"),
-            &vitess.name,
-        )
-        .await;
-    let reasons: Vec<&str> = events
-        .iter()
-        .filter(|e| e["regarding"]["name"] == json!(snapshot))
-        .filter_map(|e| e["reason"].as_str())
-        .collect();
-    for want in [
-        "SnapshotCreated",
-        "SnapshotCut",
-        "SnapshotReady",
-        "DrillPassed",
-    ] {
-        assert!(
-            reasons.contains(&want),
-            "no {want} Event on {snapshot}: {reasons:?}"
-        );
-    }
+    assert_events(
+        &kube,
+        &vitess.name,
+        &snapshot,
+        &[
+            "SnapshotCreated",
+            "SnapshotCut",
+            "SnapshotReady",
+            "DrillPassed",
+        ],
+    )
+    .await;
     story.program("admission", &webhook, "admission");
     story.program("node", &node_pod, "node");
 

@@ -179,6 +179,98 @@ impl Tablet {
     }
 }
 
+/// The chart's values for the story: the real images; the snapshot, GC and
+/// vtbackup-storage CronJobs at `schedule`, the schedule reconciler every minute; the
+/// node helper in `kubelet`'s directory; the archive's and the recovery's templates.
+pub fn chart_values(
+    kube: &RealKube,
+    (vitess_ns, vt, class): (&str, &VitessPods, &str),
+    schedule: &str,
+    kubelet: &Path,
+) -> Value {
+    let node_state = kube
+        .kubeconfig()
+        .parent()
+        .unwrap()
+        .join("node/vtsnap-node-state");
+    json!({
+        "image": {"registry": "localhost", "repository": "vtsnap", "tag": "0.1.0", "pullPolicy": "Never"},
+        "config": {"clusters": [{"name": "example", "namespace": vitess_ns, "vtctld": vt.vtctld_grpc,
+            "snapshot": {"mode": "cold", "volumeSnapshotClassName": class,
+                         "cutTimeout": "60s", "readyTimeout": "60s", "maxHold": "120s"},
+            "restore": {"enabled": true, "nodeLocal": true}}]},
+        "snapshot": {"timeZone": "UTC", "activeDeadlineSeconds": 300, "backoffLimit": 0,
+                     "reconcile": {"schedule": "* * * * *"},
+                     "shards": [{"cluster": "example", "keyspace": "commerce", "shard": "-", "schedule": schedule}]},
+        "gc": {"schedule": schedule, "timeZone": "UTC", "backoffLimit": 0},
+        "vtbackupStorage": {"schedule": schedule, "timeZone": "UTC", "backoffLimit": 0},
+        "node": {"kubeletDir": kubelet.display().to_string(), "stateDir": node_state.display().to_string()},
+        "admission": {"replicas": 1, "refresh": "2s", "podDisruptionBudget": {"enabled": false}},
+        // the archive's template (no shard's config turns the archive on: the story takes
+        // its increment itself) and the recovery's, for `kubectl vtsnap recover`
+        "pitr": {"enabled": true, "backupStorage": {"root": "/vt/backups",
+            "volume": {"hostPath": {"path": vt.backups().display().to_string(), "type": "Directory"}}},
+            "recover": {"deadline": "10m", "activeDeadlineSeconds": 900,
+                "mysqldResources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}}},
+    })
+}
+
+/// vtctld's tablet types of the shard, read every 200 ms until stopped: every tablet
+/// that was ever in another type than PRIMARY or REPLICA (drained).
+pub struct DrainWatch {
+    watching: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    sampler: tokio::task::JoinHandle<Vec<String>>,
+}
+
+impl DrainWatch {
+    pub fn start(client: vtsnap_core::vtctld::client::VtctldClient) -> Self {
+        use std::sync::atomic::Ordering;
+        use vtsnap_core::vtctld::TabletType;
+        let watching = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let still = watching.clone();
+        let sampler = tokio::spawn(async move {
+            let mut drained = Vec::new();
+            while still.load(Ordering::Relaxed) {
+                for t in client
+                    .get_tablets("commerce", "-")
+                    .await
+                    .unwrap_or_default()
+                {
+                    let serving = [TabletType::Primary as i32, TabletType::Replica as i32];
+                    if !serving.contains(&t.r#type) {
+                        drained.push(format!("{:?} type {}", t.alias, t.r#type));
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            drained
+        });
+        Self { watching, sampler }
+    }
+
+    /// Stops reading; what was seen drained.
+    pub async fn stop(self) -> Vec<String> {
+        self.watching
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        self.sampler.await.unwrap()
+    }
+}
+
+/// Each of `reasons` is an Event (events.k8s.io) about the object `name` in `ns`.
+pub async fn assert_events(kube: &RealKube, ns: &str, name: &str, reasons: &[&str]) {
+    let events = kube
+        .list(&resource("events.k8s.io", "v1", "Event", "events"), ns)
+        .await;
+    let seen: Vec<&str> = events
+        .iter()
+        .filter(|e| e["regarding"]["name"] == json!(name))
+        .filter_map(|e| e["reason"].as_str())
+        .collect();
+    for want in reasons {
+        assert!(seen.contains(want), "no {want} Event on {name}: {seen:?}");
+    }
+}
+
 /// The status kubelet reports for one container of `pod`.
 pub fn container_status<'a>(pod: &'a Value, container: &str) -> &'a Value {
     pod["status"]["containerStatuses"]
