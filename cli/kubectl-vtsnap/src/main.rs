@@ -97,15 +97,8 @@ enum Command {
     Recover {
         /// CLUSTER/KEYSPACE/SHARD, e.g. example/commerce/-80.
         shard: ShardArg,
-        /// Every transaction committed before this time (RFC 3339).
-        #[arg(long, conflicts_with = "to_gtid", required_unless_present = "to_gtid")]
-        to_time: Option<String>,
-        /// Every transaction of this GTID set.
-        #[arg(long)]
-        to_gtid: Option<String>,
-        /// Start from this snapshot only.
-        #[arg(long)]
-        snapshot: Option<String>,
+        #[command(flatten)]
+        to: vtsnap_core::cli::PitrTargetArgs,
         /// Once replayed: serve it in the Pod, or cut a VolumeSnapshot and remove the Pod.
         #[arg(long, value_enum, default_value_t = kubectl_vtsnap::recover::After::Serve)]
         after: kubectl_vtsnap::recover::After,
@@ -345,9 +338,7 @@ async fn command(cli: &Cli, limit: Duration, last: LastRequest) -> Exit {
         }
         Command::Recover {
             shard,
-            to_time,
-            to_gtid,
-            snapshot,
+            to,
             after,
             wait,
             shell,
@@ -360,8 +351,8 @@ async fn command(cli: &Cli, limit: Duration, last: LastRequest) -> Exit {
                 &config,
                 cli.namespace.as_deref(),
                 shard,
-                (to_time.as_deref(), to_gtid.as_deref()),
-                (snapshot.as_deref(), *after),
+                (to.to_time.as_deref(), to.to_gtid.as_deref()),
+                (to.snapshot.as_deref(), *after),
             ) {
                 Ok(r) => r,
                 Err(e) => {

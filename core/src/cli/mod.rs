@@ -316,6 +316,50 @@ impl OwnerArgs {
     }
 }
 
+/// A point-in-time recovery's target, as `vtsnap-pitr plan|fetch|run` and `kubectl vtsnap
+/// recover` take it (docs/pitr.md §1): `#[command(flatten)]` it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PitrTargetArgs {
+    /// Recover every transaction committed before this time (RFC 3339).
+    #[arg(long, conflicts_with = "to_gtid", required_unless_present = "to_gtid")]
+    pub to_time: Option<String>,
+    /// Recover every transaction of this GTID set (as `@@gtid_executed` prints it).
+    #[arg(long)]
+    pub to_gtid: Option<String>,
+    /// Start from this snapshot only.
+    #[arg(long)]
+    pub snapshot: Option<String>,
+}
+
+/// The default resources of a throwaway restore's mysqld (a drill's, a recovery's).
+pub const MYSQLD_RESOURCES: &str =
+    r#"{"requests":{"cpu":"500m","memory":"1Gi"},"limits":{"memory":"2Gi"}}"#;
+
+/// The flags of a throwaway restore's Pod (a drill's, a recovery's) that a cluster's
+/// nodes and registry decide: `#[command(flatten)]` them.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ThrowawayPodArgs {
+    /// The throwaway mysqld's `resources`, as JSON.
+    #[arg(long, env = "VTSNAP_MYSQLD_RESOURCES", default_value = MYSQLD_RESOURCES)]
+    pub mysqld_resources: String,
+    /// A Secret the Pod's images are pulled with (repeat it, or comma-separate).
+    #[arg(
+        long = "image-pull-secret",
+        env = "VTSNAP_IMAGE_PULL_SECRETS",
+        value_delimiter = ','
+    )]
+    pub image_pull_secrets: Vec<String>,
+}
+
+impl ThrowawayPodArgs {
+    /// The resources and the Secrets, each checked (a usage error names the flag).
+    pub fn checked(&self) -> Result<(serde_json::Value, Vec<String>), String> {
+        let resources = crate::restore_pod::throwaway::parse_resources(&self.mysqld_resources)?;
+        crate::restore_pod::throwaway::check_pull_secrets(&self.image_pull_secrets)?;
+        Ok((resources, self.image_pull_secrets.clone()))
+    }
+}
+
 /// The flags of an offline plan from a dump (`plan --objects dump.json`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct DumpArgs {

@@ -8,7 +8,6 @@ use vtsnap_core::config::GoDuration;
 use vtsnap_core::coverage::Exactness;
 use vtsnap_core::exit::Exit;
 use vtsnap_core::naming::TabletUid;
-use vtsnap_core::restore_pod::throwaway;
 use vtsnap_core::snapshot::parse_position;
 use vtsnap_drill::check;
 use vtsnap_drill::decide;
@@ -59,9 +58,6 @@ struct DrillArgs {
     /// The server binary in the tablet's mysqld image.
     #[arg(long, env = "VTSNAP_MYSQLD_COMMAND", default_value = defaults::MYSQLD_COMMAND)]
     mysqld_command: String,
-    /// The drill mysqld's `resources`, as JSON.
-    #[arg(long, env = "VTSNAP_MYSQLD_RESOURCES", default_value = defaults::MYSQLD_RESOURCES)]
-    mysqld_resources: String,
     /// How long the drill Pod may run in all.
     #[arg(long, env = "VTSNAP_DEADLINE", default_value = defaults::DEADLINE)]
     deadline: GoDuration,
@@ -71,13 +67,9 @@ struct DrillArgs {
     /// How long CHECK TABLE may take; beyond it the rest is sampled out.
     #[arg(long, env = "VTSNAP_TABLE_BUDGET", default_value = defaults::TABLE_BUDGET)]
     table_budget: GoDuration,
-    /// A Secret the drill Pod's images are pulled with (repeat it, or comma-separate).
-    #[arg(
-        long = "image-pull-secret",
-        env = "VTSNAP_IMAGE_PULL_SECRETS",
-        value_delimiter = ','
-    )]
-    image_pull_secrets: Vec<String>,
+    /// The drill mysqld's resources and the Pod's pull Secrets.
+    #[command(flatten)]
+    pod: vtsnap_core::cli::ThrowawayPodArgs,
     /// The drill Job (the owner of the drill's objects).
     #[command(flatten)]
     owner: vtsnap_core::cli::OwnerArgs,
@@ -325,7 +317,7 @@ fn drill(d: DrillArgs, plan_only: bool) -> Exit {
 }
 
 fn settings(d: &DrillArgs) -> Result<Settings, String> {
-    let resources = throwaway::parse_resources(&d.mysqld_resources)?;
+    let (resources, image_pull_secrets) = d.pod.checked()?;
     if d.ready_timeout.get() + d.table_budget.get() >= d.deadline.get() {
         return Err(format!(
             "--ready-timeout {} and --table-budget {} must together be shorter than --deadline {}",
@@ -335,7 +327,6 @@ fn settings(d: &DrillArgs) -> Result<Settings, String> {
     if d.mysqld_command.is_empty() {
         return Err("--mysqld-command is empty".into());
     }
-    throwaway::check_pull_secrets(&d.image_pull_secrets)?;
     Ok(Settings {
         restore_image: d.restore_image.clone(),
         checker_image: d.checker_image.clone(),
@@ -345,7 +336,7 @@ fn settings(d: &DrillArgs) -> Result<Settings, String> {
         deadline_seconds: d.deadline.get().as_secs(),
         table_budget: d.table_budget.to_string(),
         ready_timeout: d.ready_timeout.to_string(),
-        image_pull_secrets: d.image_pull_secrets.clone(),
+        image_pull_secrets,
     })
 }
 

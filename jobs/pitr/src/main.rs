@@ -1,6 +1,5 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use vtsnap_core::restore_pod::throwaway;
 
 use clap::Subcommand;
 use k8s_openapi::jiff::Timestamp;
@@ -41,18 +40,7 @@ struct PlanArgs {
 }
 
 /// The point to recover to, and the base: what `plan`, `fetch` and `run` share.
-#[derive(Debug, Clone, clap::Args)]
-struct TargetArgs {
-    /// Recover every transaction committed before this time (RFC 3339).
-    #[arg(long, conflicts_with = "to_gtid", required_unless_present = "to_gtid")]
-    to_time: Option<String>,
-    /// Recover every transaction of this GTID set (as `@@gtid_executed` prints it).
-    #[arg(long)]
-    to_gtid: Option<String>,
-    /// Start from this snapshot only.
-    #[arg(long)]
-    snapshot: Option<String>,
-}
+type TargetArgs = vtsnap_core::cli::PitrTargetArgs;
 
 /// The shard whose archive is kept, and where the archive is.
 #[derive(Debug, Clone, clap::Args)]
@@ -98,16 +86,9 @@ struct RunArgs {
     /// How long the recovery Pod may run in all (a served one is gone after it).
     #[arg(long, default_value = "1h", value_parser = vtsnap_core::cli::positive_duration)]
     deadline: vtsnap_core::duration::GoDuration,
-    /// The recovery mysqld's `resources`, as JSON.
-    #[arg(long, env = "VTSNAP_MYSQLD_RESOURCES", default_value = recovery::defaults::MYSQLD_RESOURCES)]
-    mysqld_resources: String,
-    /// A Secret the recovery Pod's images are pulled with (repeat it, or comma-separate).
-    #[arg(
-        long = "image-pull-secret",
-        env = "VTSNAP_IMAGE_PULL_SECRETS",
-        value_delimiter = ','
-    )]
-    image_pull_secrets: Vec<String>,
+    /// The recovery mysqld's resources and the Pod's pull Secrets.
+    #[command(flatten)]
+    pod: vtsnap_core::cli::ThrowawayPodArgs,
     /// Print the plan and the objects, make nothing.
     #[arg(long, env = "VTSNAP_DRY_RUN", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
     dry_run: bool,
@@ -264,13 +245,10 @@ fn run_recovery(a: RunArgs) -> Exit {
         Ok(_) => return usage("--archive-volume: not a JSON object (a Pod volume source)".into()),
         Err(e) => return usage(format!("--archive-volume: not JSON: {e}")),
     };
-    let mysqld_resources = match throwaway::parse_resources(&a.mysqld_resources) {
-        Ok(r) => r,
+    let (mysqld_resources, image_pull_secrets) = match a.pod.checked() {
+        Ok(checked) => checked,
         Err(e) => return usage(e),
     };
-    if let Err(e) = throwaway::check_pull_secrets(&a.image_pull_secrets) {
-        return usage(e);
-    }
     let settings = Settings {
         restore_image: a.restore_image.clone(),
         pitr_image: a.pitr_image.clone(),
@@ -281,7 +259,7 @@ fn run_recovery(a: RunArgs) -> Exit {
         ready_seconds: recovery::defaults::READY_SECONDS,
         archive_volume,
         archive_root: a.archive_root.display().to_string(),
-        image_pull_secrets: a.image_pull_secrets.clone(),
+        image_pull_secrets,
     };
     let opts = RecoverOptions {
         settings,

@@ -73,8 +73,7 @@ pub struct Settings {
 pub mod defaults {
     pub const DRILL_UID: u32 = 999_999_999;
     pub const MYSQLD_COMMAND: &str = "mysqld";
-    pub const MYSQLD_RESOURCES: &str =
-        r#"{"requests":{"cpu":"500m","memory":"1Gi"},"limits":{"memory":"2Gi"}}"#;
+    pub const MYSQLD_RESOURCES: &str = vtsnap_core::cli::MYSQLD_RESOURCES;
     pub const DEADLINE: &str = "1h";
     pub const READY_TIMEOUT: &str = "10m";
     pub const TABLE_BUDGET: &str = "5m";

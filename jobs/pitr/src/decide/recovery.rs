@@ -83,8 +83,7 @@ pub struct Settings {
 pub mod defaults {
     /// One below the drill's, so that a drill and a recovery of one snapshot differ.
     pub const RECOVERY_UID: u32 = 999_999_998;
-    pub const MYSQLD_RESOURCES: &str =
-        r#"{"requests":{"cpu":"500m","memory":"1Gi"},"limits":{"memory":"2Gi"}}"#;
+    pub const MYSQLD_RESOURCES: &str = vtsnap_core::cli::MYSQLD_RESOURCES;
     pub const READY_SECONDS: u64 = 600;
 }
 
