@@ -423,6 +423,9 @@ fn recovered(cli: &Cli, out: &recover::Outcome, r: &recover::Request, shell: boo
         if let Some(why) = &out.log_unavailable {
             println!("no run line: {why}");
         }
+        if let Some(cleanup) = &out.cleanup {
+            println!("when done: {cleanup}");
+        }
     } else {
         print!("{}", report::structured(out, cli.output));
     }

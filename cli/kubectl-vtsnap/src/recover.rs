@@ -33,6 +33,9 @@ pub struct Outcome {
     pub run: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_unavailable: Option<String>,
+    /// What removes a served recovery when its user is done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cleanup: Option<String>,
 }
 
 /// Reads the template, creates the Job; with `wait`, follows it to its end.
@@ -73,6 +76,7 @@ pub async fn recover(
             result: "created",
             run: None,
             log_unavailable: None,
+            cleanup: None,
         });
     };
     let condition = |j: Option<&Job>, kind: &str| {
@@ -103,10 +107,14 @@ pub async fn recover(
         job: name,
         run: None,
         log_unavailable: None,
+        cleanup: None,
     };
     match job_log(kube, &install.namespace, &out.job).await {
         Ok(log) => match run_line(&log) {
-            Some(line) => out.run = Some(line),
+            Some(line) => {
+                out.cleanup = cleanup(&line, &r.namespace, &install.namespace, &out.job);
+                out.run = Some(line);
+            }
             None => out.log_unavailable = Some("no run line in the Job's log".into()),
         },
         Err(e) => out.log_unavailable = Some(e),

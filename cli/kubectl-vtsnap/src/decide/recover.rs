@@ -224,6 +224,28 @@ pub fn run_line(log: &str) -> Option<Value> {
         })
 }
 
+/// What removes a served recovery once its user is done: its Pod and PVC in the shard's
+/// namespace (named, not owned, when its Job is elsewhere), then the Job. Names checked.
+pub fn cleanup(
+    line: &Value,
+    namespace: &str,
+    install_namespace: &str,
+    job: &str,
+) -> Option<String> {
+    let pod = line["pod"].as_str()?;
+    for name in [pod, job] {
+        dns_subdomain(name).ok()?;
+    }
+    for ns in [namespace, install_namespace] {
+        dns_label(ns).ok()?;
+    }
+    (line["outcome"] == "recovered" && line["after"] == "serve").then(|| {
+        format!(
+            "kubectl delete pod,pvc -n {namespace} {pod} && kubectl delete job -n {install_namespace} {job}"
+        )
+    })
+}
+
 /// The `kubectl exec` arguments that open a `mysql` prompt on a served recovery's Pod,
 /// from the run's line: its `pod`, checked as a name, in the shard's namespace.
 pub fn shell_args(line: &Value, namespace: &str) -> Option<Vec<String>> {

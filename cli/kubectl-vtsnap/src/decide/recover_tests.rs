@@ -208,9 +208,17 @@ fn the_run_s_line_is_found_among_its_log_lines_and_gives_the_shell() {
     let mut failed = line.clone();
     failed["outcome"] = json!("failed");
     assert_eq!(shell_args(&failed, "vitess"), None);
+    assert_eq!(
+        cleanup(&line, "vitess", "vtsnap", "vtsnap-recover-abcde").as_deref(),
+        Some(
+            "kubectl delete pod,pvc -n vitess vtsnap-recover-x && kubectl delete job -n vtsnap vtsnap-recover-abcde"
+        )
+    );
+    assert_eq!(cleanup(&cut, "vitess", "vtsnap", "j"), None);
     let mut hostile = line;
     hostile["pod"] = json!("x; rm -rf /");
     assert_eq!(shell_args(&hostile, "vitess"), None);
+    assert_eq!(cleanup(&hostile, "vitess", "vtsnap", "j"), None);
 }
 
 #[test]

@@ -189,6 +189,12 @@ pub async fn recover_a_dropped_table(
     let rpo = to_time["rpoSeconds"].as_i64().unwrap();
     assert!((0..=60).contains(&rpo), "{printed}");
     let served = to_time["pod"].as_str().unwrap().to_owned();
+    assert!(
+        made["cleanup"]
+            .as_str()
+            .is_some_and(|c| c.contains(&format!("-n {ns} {served}"))),
+        "{printed}"
+    );
     let pod = kube.get(&super::pods(), ns, &served).await.unwrap();
     assert!(pod["metadata"]["ownerReferences"].is_null(), "{pod}");
     assert_eq!(
