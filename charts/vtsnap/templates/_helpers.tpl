@@ -210,9 +210,9 @@ spec:
 {{- $args | toJson -}}
 {{- end -}}
 
-{{- /* The drill's PVC and Pod are its Job's: the Job's name and UID, from the Pod's own
+{{- /* A throwaway restore's PVC and Pod (a drill's, a recovery's) are its Job's: the Job's name and UID, from the Pod's own
      labels, and its namespace (an owner of another namespace than the shard's is named
      in annotations, not made an owner). A JSON list of env entries. */}}
-{{- define "vtsnap.drillEnv" -}}
+{{- define "vtsnap.ownerEnv" -}}
 {{- list (dict "name" "VTSNAP_OWNER_NAME" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.labels['batch.kubernetes.io/job-name']"))) (dict "name" "VTSNAP_OWNER_UID" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.labels['batch.kubernetes.io/controller-uid']"))) (dict "name" "VTSNAP_OWNER_NAMESPACE" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.namespace"))) | toJson -}}
 {{- end -}}
