@@ -32,7 +32,8 @@ struct Cli {
     /// or in-cluster).
     #[arg(long, global = true)]
     kubeconfig: Option<PathBuf>,
-    /// The longest the whole command may take [default: 2m; backup --wait: 30m].
+    /// The longest the whole command may take [default: 2m; backup --wait: 30m; recover
+    /// --wait or --shell: 1h].
     #[arg(long, global = true, env = "VTSNAP_TIMEOUT", value_parser = positive_duration)]
     timeout: Option<GoDuration>,
     /// The kubeconfig context to use.
