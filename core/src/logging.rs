@@ -8,6 +8,9 @@ use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
+/// The environment variable of `--log-format`.
+pub const ENV_LOG_FORMAT: &str = "VTSNAP_LOG_FORMAT";
+
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum LogFormat {

@@ -19,7 +19,7 @@ pub const ENV_TABLET_UID: &str = "VTSNAP_TABLET_UID";
 pub const ENV_VTDATAROOT: &str = "VTSNAP_VTDATAROOT";
 
 /// The log format every program reads (`--log-format`).
-pub const ENV_LOG_FORMAT: &str = crate::cli::ENV_LOG_FORMAT;
+pub const ENV_LOG_FORMAT: &str = crate::logging::ENV_LOG_FORMAT;
 
 /// The user and group of vitess-operator's tablet Pods, which the init container runs as
 /// so that what it moves stays theirs.

@@ -18,8 +18,7 @@ use crate::retry::{RetryLayer, RetryPolicy};
 /// build was given one (`VTSNAP_GIT_COMMIT`, set by `make images`).
 pub const VERSION: &str = env!("VTSNAP_VERSION");
 
-/// The environment variable of `--log-format`.
-pub const ENV_LOG_FORMAT: &str = "VTSNAP_LOG_FORMAT";
+pub use crate::logging::ENV_LOG_FORMAT;
 
 /// The flags every binary has. `#[command(flatten)]` it into the top-level parser.
 #[derive(Debug, Clone, clap::Args)]
