@@ -348,19 +348,14 @@ async fn command(cli: &Cli, limit: Duration, last: LastRequest) -> Exit {
                 Ok(x) => x,
                 Err(e) => return e,
             };
-            let request = match recover_request(
-                &config,
-                cli.namespace.as_deref(),
-                shard,
-                (to.to_time.as_deref(), to.to_gtid.as_deref()),
-                (to.snapshot.as_deref(), *after),
-            ) {
-                Ok(r) => r,
-                Err(e) => {
-                    eprintln!("kubectl vtsnap: {e}");
-                    return Exit::Usage;
-                }
-            };
+            let request =
+                match recover_request(&config, cli.namespace.as_deref(), shard, to, *after) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        eprintln!("kubectl vtsnap: {e}");
+                        return Exit::Usage;
+                    }
+                };
             let wait = (*wait || *shell).then(|| act::wait_budget(limit, started.elapsed()));
             match recover::recover(&kube, &install, &request, wait).await {
                 Ok(out) => recovered(cli, &out, &request, *shell),
@@ -402,14 +397,18 @@ fn recover_request(
     config: &vtsnap_core::config::Config,
     namespace: Option<&str>,
     shard: &ShardArg,
-    (to_time, to_gtid): (Option<&str>, Option<&str>),
-    (snapshot, after): (Option<&str>, recover::After),
+    to: &vtsnap_core::cli::PitrTargetArgs,
+    after: recover::After,
 ) -> Result<recover::Request, recover::RecoverError> {
     Ok(recover::Request {
         shard: shard.clone(),
         namespace: recover::shard_namespace(config, &shard.cluster, namespace)?,
-        target: recover::target(to_time, to_gtid, Timestamp::now())?,
-        snapshot: snapshot.map(recover::snapshot_name).transpose()?,
+        target: recover::target(to, Timestamp::now())?,
+        snapshot: to
+            .snapshot
+            .as_deref()
+            .map(recover::snapshot_name)
+            .transpose()?,
         after,
     })
 }

@@ -330,6 +330,36 @@ pub struct PitrTargetArgs {
     pub snapshot: Option<String>,
 }
 
+impl PitrTargetArgs {
+    /// The target, checked: an RFC 3339 time not after `now`, or a MySQL GTID set as the
+    /// server prints it. A usage error names the flag.
+    pub fn target(
+        &self,
+        now: k8s_openapi::jiff::Timestamp,
+    ) -> Result<crate::pitr::chain::Target, String> {
+        use crate::pitr::chain::Target;
+        match (self.to_time.as_deref(), self.to_gtid.as_deref()) {
+            (Some(t), None) => {
+                let at: k8s_openapi::jiff::Timestamp = t
+                    .parse()
+                    .map_err(|e| format!("--to-time {t:?}: not an RFC 3339 time: {e}"))?;
+                if at > now {
+                    return Err(format!("--to-time {at}: after now ({now})"));
+                }
+                Ok(Target::Before(at))
+            }
+            (None, Some(g)) => crate::coverage::GtidSet::parse(
+                crate::snapshot::GtidFlavor::Mysql56,
+                g,
+                crate::coverage::Text::Server,
+            )
+            .map(Target::Through)
+            .map_err(|e| format!("--to-gtid {g:?}: {e}")),
+            _ => Err("give one of --to-time and --to-gtid".into()),
+        }
+    }
+}
+
 /// The default resources of a throwaway restore's mysqld (a drill's, a recovery's).
 pub const MYSQLD_RESOURCES: &str =
     r#"{"requests":{"cpu":"500m","memory":"1Gi"},"limits":{"memory":"2Gi"}}"#;

@@ -4,12 +4,10 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use k8s_openapi::jiff::Timestamp;
 use vtsnap_core::cli::Cli;
-use vtsnap_core::coverage::{GtidSet, Text};
 use vtsnap_core::exit::Exit;
 use vtsnap_core::pitr::chain::Base;
 use vtsnap_core::pitr::chain::{self, Target};
 use vtsnap_core::shard::ShardRef;
-use vtsnap_core::snapshot::GtidFlavor;
 use vtsnap_pitr::act::fetch::{fetch_all, last_transaction};
 use vtsnap_pitr::archive::FileArchive;
 use vtsnap_pitr::decide::recovery::{self, After, Settings};
@@ -236,7 +234,7 @@ fn archive(a: ArchiveArgs) -> Exit {
 }
 
 fn run_recovery(a: RunArgs) -> Exit {
-    let target = match target(&a.to, Timestamp::now()) {
+    let target = match a.to.target(Timestamp::now()) {
         Ok(t) => t,
         Err(e) => return usage(e),
     };
@@ -287,24 +285,6 @@ fn usage(message: String) -> Exit {
     Exit::Usage
 }
 
-fn target(args: &TargetArgs, now: Timestamp) -> Result<Target, String> {
-    match (args.to_time.as_deref(), args.to_gtid.as_deref()) {
-        (Some(t), None) => {
-            let at: Timestamp = t
-                .parse()
-                .map_err(|e| format!("--to-time {t:?}: not an RFC 3339 time: {e}"))?;
-            if at > now {
-                return Err(format!("--to-time {at}: after now ({now})"));
-            }
-            Ok(Target::Before(at))
-        }
-        (None, Some(g)) => GtidSet::parse(GtidFlavor::Mysql56, g, Text::Server)
-            .map(Target::Through)
-            .map_err(|e| format!("--to-gtid {g:?}: {e}")),
-        _ => Err("give one of --to-time and --to-gtid".into()),
-    }
-}
-
 /// What was read, and the choice made on it.
 struct Prepared {
     shard: ShardRef,
@@ -332,7 +312,7 @@ impl Prepared {
 fn prepare(args: &PlanArgs) -> Result<Prepared, Exit> {
     let now = Timestamp::now();
     let shard = ShardRef::parse_path(&args.shard).map_err(|e| usage(format!("--shard: {e}")))?;
-    let target = target(&args.to, now).map_err(usage)?;
+    let target = args.to.target(now).map_err(usage)?;
     let snapshots =
         vtsnap_core::dump::read(&args.objects).map_err(|e| usage(format!("--objects: {e}")))?;
     let keyspace_shard = shard.shard.to_string();

@@ -9,6 +9,7 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use serde_json::Value;
 use vtsnap_core::config::Config;
 use vtsnap_core::k8s_names::{dns_label, dns_subdomain, escape_controls};
+use vtsnap_core::pitr::chain;
 use vtsnap_core::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 
 use crate::act::{LABEL_TRIGGER, ShardArg, TRIGGER_KUBECTL};
@@ -47,10 +48,9 @@ pub struct Request {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RecoverError {
-    #[error("--to-time \"{0}\": not an RFC 3339 time: {1}")]
-    Time(String, String),
-    #[error("--to-time {0}: after now; nothing is archived from the future")]
-    Future(String),
+    /// The target as the run would refuse it (the flag named).
+    #[error("{0}")]
+    Target(String),
     #[error("--to-gtid: {0}")]
     Gtid(String),
     #[error("--snapshot \"{0}\": not a snapshot name: {1}")]
@@ -73,40 +73,32 @@ pub enum RecoverError {
     Timeout { job: String, limit: Duration },
 }
 
-/// `--to-time` checked as `vtsnap-pitr run` checks it (a time, not after `now`), or
-/// `--to-gtid` checked for size and control characters; the run checks the set's form.
+/// The target as `vtsnap-pitr run` checks it (`PitrTargetArgs::target`: a time not after
+/// `now`, or a GTID set of the server's form), a GTID set first bounded in size and
+/// refused with a control character, before it goes into a Job's args as the server
+/// would print it.
 pub fn target(
-    to_time: Option<&str>,
-    to_gtid: Option<&str>,
+    to: &vtsnap_core::cli::PitrTargetArgs,
     now: k8s_openapi::jiff::Timestamp,
 ) -> Result<Target, RecoverError> {
-    match (to_time, to_gtid) {
-        (Some(t), _) => {
-            let at: k8s_openapi::jiff::Timestamp =
-                t.parse().map_err(|e: k8s_openapi::jiff::Error| {
-                    RecoverError::Time(escape_controls(t).into_owned(), e.to_string())
-                })?;
-            if at > now {
-                return Err(RecoverError::Future(at.to_string()));
-            }
-            Ok(Target::Time(at.to_string()))
+    if let Some(g) = to.to_gtid.as_deref() {
+        if g.is_empty() || g.len() > GTID_MAX {
+            return Err(RecoverError::Gtid(format!(
+                "{} bytes; a GTID set of 1 to {GTID_MAX} bytes is expected",
+                g.len()
+            )));
         }
-        (None, Some(g)) => {
-            if g.is_empty() || g.len() > GTID_MAX {
-                return Err(RecoverError::Gtid(format!(
-                    "{} bytes; a GTID set of 1 to {GTID_MAX} bytes is expected",
-                    g.len()
-                )));
-            }
-            if g.chars().any(char::is_control) {
-                return Err(RecoverError::Gtid(format!(
-                    "\"{}\" holds a control character",
-                    escape_controls(g)
-                )));
-            }
-            Ok(Target::Gtid(g.to_owned()))
+        if g.chars().any(char::is_control) {
+            return Err(RecoverError::Gtid(format!(
+                "\"{}\" holds a control character",
+                escape_controls(g)
+            )));
         }
-        (None, None) => Err(RecoverError::Gtid("give --to-time or --to-gtid".to_owned())),
+    }
+    match to.target(now).map_err(RecoverError::Target)? {
+        chain::Target::Before(at) => Ok(Target::Time(at.to_string())),
+        // the set as the server prints it, which the run parses as it was checked here
+        chain::Target::Through(set) => Ok(Target::Gtid(set.to_string())),
     }
 }
 

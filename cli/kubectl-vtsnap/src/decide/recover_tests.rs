@@ -113,43 +113,88 @@ fn a_template_without_its_run_container_is_named() {
     );
 }
 
+const SOURCE: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+
+fn to(time: Option<&str>, gtid: Option<&str>) -> vtsnap_core::cli::PitrTargetArgs {
+    vtsnap_core::cli::PitrTargetArgs {
+        to_time: time.map(str::to_owned),
+        to_gtid: gtid.map(str::to_owned),
+        snapshot: None,
+    }
+}
+
+/// A GTID set of exactly `n` bytes, as the server prints it: one source, a first
+/// interval sized to make the length come out, then 7-digit transactions one apart.
+fn set_of_len(n: usize) -> String {
+    let head = format!("{SOURCE}:");
+    let rest = n - head.len();
+    let first_len = (rest - 1) % 8 + 1;
+    let first = if first_len <= 6 {
+        "1".repeat(first_len)
+    } else {
+        format!("1-{}", "1".repeat(first_len - 2))
+    };
+    let mut set = head + &first;
+    for i in 0..(rest - first_len) / 8 {
+        set.push_str(&format!(":{}", 1_000_001 + 2 * i));
+    }
+    assert_eq!(set.len(), n);
+    set
+}
+
 #[test]
 fn a_target_is_a_past_time_or_a_bounded_gtid_set() {
     assert_eq!(
-        target(Some("2026-12-07T11:02:00+01:00"), None, now()),
+        target(&to(Some("2026-12-07T11:02:00+01:00"), None), now()),
         Ok(Target::Time("2026-12-07T10:02:00Z".into()))
     );
-    assert!(matches!(
-        target(Some("yesterday"), None, now()),
-        Err(RecoverError::Time(..))
-    ));
-    assert_eq!(
-        target(Some("2026-12-07T12:00:01Z"), None, now()),
-        Err(RecoverError::Future("2026-12-07T12:00:01Z".into()))
+    let Err(RecoverError::Target(bad_time)) = target(&to(Some("yesterday"), None), now()) else {
+        panic!("a time that is not one was taken")
+    };
+    assert!(
+        bad_time.starts_with("--to-time \"yesterday\": not an RFC 3339 time"),
+        "{bad_time}"
     );
     assert_eq!(
-        target(Some("2026-12-07T12:00:00Z"), None, now()),
+        target(&to(Some("2026-12-07T12:00:01Z"), None), now()),
+        Err(RecoverError::Target(
+            "--to-time 2026-12-07T12:00:01Z: after now (2026-12-07T12:00:00Z)".into()
+        ))
+    );
+    assert_eq!(
+        target(&to(Some("2026-12-07T12:00:00Z"), None), now()),
         Ok(Target::Time("2026-12-07T12:00:00Z".into()))
     );
+    // the set as the server prints it, as the run checks it
     assert_eq!(
-        target(None, Some("u:1-5"), now()),
-        Ok(Target::Gtid("u:1-5".into()))
+        target(&to(None, Some(&format!("{SOURCE}:3-5:1"))), now()),
+        Ok(Target::Gtid(format!("{SOURCE}:1:3-5")))
     );
+    let Err(RecoverError::Target(not_a_set)) = target(&to(None, Some("u:1-5")), now()) else {
+        panic!("a set that is not one was taken")
+    };
+    assert!(not_a_set.starts_with("--to-gtid \"u:1-5\":"), "{not_a_set}");
     // 64 KiB: far above any shard's set, far below what a Job's args may hold
-    for bad in ["", "u:1\n--after", &"u".repeat(65_537)] {
+    for bad in ["", &format!("{SOURCE}:1\n--after"), &set_of_len(65_537)] {
         assert!(
-            matches!(target(None, Some(bad), now()), Err(RecoverError::Gtid(_))),
+            matches!(
+                target(&to(None, Some(bad)), now()),
+                Err(RecoverError::Gtid(_))
+            ),
             "{bad:?}"
         );
     }
+    let largest = set_of_len(65_536);
     assert_eq!(
-        target(None, Some(&"u".repeat(65_536)), now()),
-        Ok(Target::Gtid("u".repeat(65_536)))
+        target(&to(None, Some(&largest)), now()),
+        Ok(Target::Gtid(largest.clone()))
     );
-    assert!(matches!(
-        target(None, None, now()),
-        Err(RecoverError::Gtid(_))
-    ));
+    assert_eq!(
+        target(&to(None, None), now()),
+        Err(RecoverError::Target(
+            "give one of --to-time and --to-gtid".into()
+        ))
+    );
 }
 
 #[test]

@@ -224,6 +224,9 @@ fn events_of_one_pvc(run: &dyn Fn(&[&str]) -> std::process::Output, namespace: &
     );
 }
 
+/// A GTID set as MySQL prints one: the recovery's target.
+const SET: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5";
+
 /// `kubectl vtsnap recover` as its users run it: a Job of the chart's recovery template in
 /// the install's namespace, as the `pitr-recover` account, `vtsnap-pitr run`'s args naming
 /// the shard (its namespace from the config) and the target. No node runs it here
@@ -246,7 +249,7 @@ pub fn recover_through_kubectl(kube: &RealKube, install_ns: &str, shard_ns: &str
     );
     let out = run(&[
         &common[..],
-        &["--to-gtid", "u:1-5", "--after", "cut", "-o", "json"],
+        &["--to-gtid", SET, "--after", "cut", "-o", "json"],
     ]
     .concat());
     assert_eq!(out.status.code(), Some(0), "{out:?}");
@@ -282,7 +285,7 @@ pub fn recover_through_kubectl(kube: &RealKube, install_ns: &str, shard_ns: &str
         "commerce",
         "--shard=-",
         "--to-gtid",
-        "u:1-5",
+        SET,
         "--after",
         "cut",
     ];
