@@ -329,17 +329,9 @@ pub async fn backup(
             log_unavailable: None,
         });
     };
-    let ended = |j: Option<&Job>| {
-        j.and_then(|j| j.status.as_ref())
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-            })
-    };
     // A cold snapshot keeps the Job quiet for minutes: the shared wait watches again
     // when the connection drops meanwhile.
-    let done = match wait_until(&jobs, &name, limit, ended).await {
+    let done = match wait_until(&jobs, &name, limit, job_ended).await {
         Waited::Met(job) => job,
         Waited::TimedOut { watch_error, .. } => {
             return Err(BackupError::Timeout {
@@ -357,13 +349,7 @@ pub async fn backup(
             });
         }
     };
-    let succeeded = done
-        .and_then(|j| j.status)
-        .and_then(|s| s.conditions)
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "Complete" && c.status == "True")
-        });
+    let succeeded = job_condition(done.as_ref(), "Complete");
     let mut out = Outcome {
         job: name.clone(),
         result: if succeeded { "succeeded" } else { "failed" },
@@ -376,27 +362,60 @@ pub async fn backup(
     Ok(out)
 }
 
-/// The Job's newest Pod: the snapshot container's exit code and its summary line.
-async fn follow_pod(kube: &kube::Client, install: &Install, job: &str, out: &mut Outcome) {
-    let pods: Api<Pod> = Api::namespaced(kube.clone(), &install.namespace);
-    let found = match list::all(
+/// Whether the Job has condition `kind` (`Complete`, `Failed`) true.
+pub fn job_condition(job: Option<&Job>, kind: &str) -> bool {
+    job.and_then(|j| j.status.as_ref())
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == kind && c.status == "True"))
+}
+
+/// Whether the Job has ended, either way.
+pub fn job_ended(job: Option<&Job>) -> bool {
+    job_condition(job, "Complete") || job_condition(job, "Failed")
+}
+
+/// The Job's newest Pod and `container`'s log in it (at most 256 KiB, the last 200
+/// lines): `Err` says why there is no Pod to read; the inner one why its log is not.
+pub async fn newest_pod_log(
+    kube: &kube::Client,
+    namespace: &str,
+    job: &str,
+    container: &str,
+) -> Result<(Pod, Result<String, String>), String> {
+    label_value(job).map_err(|e| format!("Job name {job:?}: {e}"))?;
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), namespace);
+    let found = list::all(
         &pods,
         &ListParams::default().labels(&format!("job-name={job}")),
     )
     .await
-    {
-        Ok(found) => found,
-        Err(e) => {
-            out.log_unavailable = Some(format!("cannot list the Job's Pods: {}", message(&e)));
-            return;
-        }
-    };
-    let Some(pod) = found
+    .map_err(|e| format!("cannot list the Job's Pods: {}", message(&e)))?;
+    let pod = found
         .into_iter()
         .max_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0))
-    else {
-        out.log_unavailable = Some("the Job has no Pod".into());
-        return;
+        .ok_or("the Job has no Pod")?;
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let params = LogParams {
+        container: Some(container.into()),
+        limit_bytes: Some(256 * 1024),
+        tail_lines: Some(200),
+        ..LogParams::default()
+    };
+    let log = pods
+        .logs(&name, &params)
+        .await
+        .map_err(|e| format!("log of Pod {name}: {}", message(&e)));
+    Ok((pod, log))
+}
+
+/// The Job's newest Pod: the snapshot container's exit code and its summary line.
+async fn follow_pod(kube: &kube::Client, install: &Install, job: &str, out: &mut Outcome) {
+    let (pod, log) = match newest_pod_log(kube, &install.namespace, job, "snapshot").await {
+        Ok(found) => found,
+        Err(e) => {
+            out.log_unavailable = Some(e);
+            return;
+        }
     };
     out.exit_code = pod
         .status
@@ -407,13 +426,7 @@ async fn follow_pod(kube: &kube::Client, install: &Install, job: &str, out: &mut
         .and_then(|s| s.terminated.as_ref())
         .map(|t| t.exit_code);
     let name = pod.metadata.name.unwrap_or_default();
-    let params = LogParams {
-        container: Some("snapshot".into()),
-        limit_bytes: Some(256 * 1024),
-        tail_lines: Some(200),
-        ..LogParams::default()
-    };
-    match pods.logs(&name, &params).await {
+    match log {
         Ok(text) => match run_summary(&text) {
             Some(summary) => {
                 out.steps = summary["steps"]
@@ -428,7 +441,7 @@ async fn follow_pod(kube: &kube::Client, install: &Install, job: &str, out: &mut
             }
             None => out.log_unavailable = Some(format!("no run summary in the log of Pod {name}")),
         },
-        Err(e) => out.log_unavailable = Some(format!("log of Pod {name}: {}", message(&e))),
+        Err(e) => out.log_unavailable = Some(e),
     }
 }
 

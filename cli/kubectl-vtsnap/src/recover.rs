@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, ListParams, LogParams, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
 use serde_json::Value;
 use vtsnap_core::api_error::message;
-use vtsnap_core::k8s_names::label_value;
-use vtsnap_core::reconcile::{Waited, list, wait_until};
+use vtsnap_core::reconcile::{Waited, wait_until};
 
+use crate::act::{job_condition, job_ended, newest_pod_log};
 use crate::decide::doctor::Install;
 pub use crate::decide::recover::*;
 
@@ -79,16 +79,7 @@ pub async fn recover(
             cleanup: None,
         });
     };
-    let condition = |j: Option<&Job>, kind: &str| {
-        j.and_then(|j| j.status.as_ref())
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == kind && c.status == "True"))
-    };
-    let done = match wait_until(&jobs, &name, limit, |j| {
-        condition(j, "Complete") || condition(j, "Failed")
-    })
-    .await
-    {
+    let done = match wait_until(&jobs, &name, limit, job_ended).await {
         Waited::Met(j) => j,
         Waited::TimedOut { .. } => return Err(RecoverError::Timeout { job: name, limit }),
         Waited::Refused(refusal) => {
@@ -99,7 +90,7 @@ pub async fn recover(
         }
     };
     let mut out = Outcome {
-        result: if condition(done.as_ref(), "Complete") {
+        result: if job_condition(done.as_ref(), "Complete") {
             "succeeded"
         } else {
             "failed"
@@ -109,7 +100,10 @@ pub async fn recover(
         log_unavailable: None,
         cleanup: None,
     };
-    match job_log(kube, &install.namespace, &out.job).await {
+    match newest_pod_log(kube, &install.namespace, &out.job, CONTAINER)
+        .await
+        .and_then(|(_, log)| log)
+    {
         Ok(log) => match run_line(&log) {
             Some(line) => {
                 out.cleanup = cleanup(&line, &r.namespace, &install.namespace, &out.job);
@@ -120,28 +114,4 @@ pub async fn recover(
         Err(e) => out.log_unavailable = Some(e),
     }
     Ok(out)
-}
-
-/// The recover container's log of the Job's newest Pod (bounded).
-async fn job_log(kube: &kube::Client, namespace: &str, job: &str) -> Result<String, String> {
-    let pods: Api<Pod> = Api::namespaced(kube.clone(), namespace);
-    label_value(job).map_err(|e| format!("Job name {job:?}: {e}"))?;
-    let selector = format!("job-name={job}");
-    let found = list::all(&pods, &ListParams::default().labels(&selector))
-        .await
-        .map_err(|e| format!("cannot list the Job's Pods: {}", message(&e)))?;
-    let pod = found
-        .into_iter()
-        .max_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0))
-        .and_then(|p| p.metadata.name)
-        .ok_or("the Job has no Pod")?;
-    let params = LogParams {
-        container: Some(CONTAINER.into()),
-        limit_bytes: Some(256 * 1024),
-        tail_lines: Some(200),
-        ..LogParams::default()
-    };
-    pods.logs(&pod, &params)
-        .await
-        .map_err(|e| format!("log of Pod {pod}: {}", message(&e)))
 }

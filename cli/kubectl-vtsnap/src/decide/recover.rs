@@ -216,6 +216,15 @@ pub fn run_line(log: &str) -> Option<Value> {
         })
 }
 
+/// The Pod of a recovery the run's line says is served, its name and `namespace` checked
+/// as names before they go into a command.
+fn served_pod<'a>(line: &'a Value, namespace: &str) -> Option<&'a str> {
+    let pod = line["pod"].as_str()?;
+    dns_subdomain(pod).ok()?;
+    dns_label(namespace).ok()?;
+    (line["outcome"] == "recovered" && line["after"] == "serve").then_some(pod)
+}
+
 /// What removes a served recovery once its user is done: its Pod and PVC in the shard's
 /// namespace (named, not owned, when its Job is elsewhere), then the Job. Names checked.
 pub fn cleanup(
@@ -224,27 +233,19 @@ pub fn cleanup(
     install_namespace: &str,
     job: &str,
 ) -> Option<String> {
-    let pod = line["pod"].as_str()?;
-    for name in [pod, job] {
-        dns_subdomain(name).ok()?;
-    }
-    for ns in [namespace, install_namespace] {
-        dns_label(ns).ok()?;
-    }
-    (line["outcome"] == "recovered" && line["after"] == "serve").then(|| {
-        format!(
-            "kubectl delete pod,pvc -n {namespace} {pod} && kubectl delete job -n {install_namespace} {job}"
-        )
-    })
+    let pod = served_pod(line, namespace)?;
+    dns_subdomain(job).ok()?;
+    dns_label(install_namespace).ok()?;
+    Some(format!(
+        "kubectl delete pod,pvc -n {namespace} {pod} && kubectl delete job -n {install_namespace} {job}"
+    ))
 }
 
 /// The `kubectl exec` arguments that open a `mysql` prompt on a served recovery's Pod,
-/// from the run's line: its `pod`, checked as a name, in the shard's namespace.
+/// in the shard's namespace.
 pub fn shell_args(line: &Value, namespace: &str) -> Option<Vec<String>> {
-    let pod = line["pod"].as_str()?;
-    dns_subdomain(pod).ok()?;
-    dns_label(namespace).ok()?;
-    (line["outcome"] == "recovered" && line["after"] == "serve").then(|| {
+    let pod = served_pod(line, namespace)?;
+    Some(
         [
             "exec",
             "-it",
@@ -261,8 +262,8 @@ pub fn shell_args(line: &Value, namespace: &str) -> Option<Vec<String>> {
             "vt_dba",
         ]
         .map(str::to_owned)
-        .to_vec()
-    })
+        .to_vec(),
+    )
 }
 
 #[cfg(test)]
