@@ -7,7 +7,8 @@ use kube::api::{Api, DeleteParams, Preconditions};
 /// Deletes `name` in the background if its UID is still `uid` (any UID when `None`), and
 /// notes it as a run reports it: `<kind>-deleted` among `steps`; nothing when it was
 /// already gone; `<Kind>/<name>` among `left` when the server refused or could not be
-/// reached, logged (its owner's garbage collection removes it).
+/// reached, logged (its owner's garbage collection removes it, if it has an owner: a Job
+/// of another namespace is only named on it, `restore_pod::JobOwner::mark`).
 pub async fn remove_made<K>(
     api: &Api<K>,
     name: &str,
@@ -28,7 +29,7 @@ pub async fn remove_made<K>(
         Ok(_) => steps.push(format!("{}-deleted", kind.to_lowercase())),
         Err(kube::Error::Api(e)) if e.code == 404 => {}
         Err(e) => {
-            tracing::warn!(object = %format!("{kind}/{name}"), error = %e, "not deleted; its owner's garbage collection will");
+            tracing::warn!(object = %format!("{kind}/{name}"), error = %e, "not deleted; its owner's garbage collection will, if it has an owner");
             left.push(format!("{kind}/{name}"));
         }
     }

@@ -41,7 +41,8 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rto_ms: Option<u64>,
     pub steps: Vec<String>,
-    /// Objects it could not delete (their owner's garbage collection will).
+    /// Objects it could not delete (their owner's garbage collection will, if the Job
+    /// owns them: one of another namespace only names itself on them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub left: Vec<String>,
     /// Whether a tablet restored from the snapshot can catch up (unknown never fails it).
