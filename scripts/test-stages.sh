@@ -26,10 +26,38 @@ table() {
   { cat target/test.log target/test-real.log 2>/dev/null || true; } |
     awk '/^test result:/ {p += $4; f += $6} END {printf "tests: %d passed, %d failed\n", p, f}'
 }
+# A run stopped from outside (CI's time limit) still says where its time went: the stage
+# that was running is timed up to the signal.
+current=
+child=
+stopped() {
+  trap - TERM INT HUP
+  [ -z "$child" ] || kill -TERM "$child" 2>/dev/null
+  if [ -n "$current" ]; then
+    names+=("$current")
+    secs+=($(($(date +%s) - start)))
+    free+=("$(avail)")
+    results+=("STOPPED by signal $1")
+  fi
+  table
+  exit 143
+}
+for sig in TERM INT HUP; do
+  # shellcheck disable=SC2064 # the signal's name is fixed when the trap is set
+  trap "stopped $sig" "$sig"
+done
+run_started=$(date +%s)
 for stage in "$@"; do
   start=$(date +%s)
-  make --no-print-directory "$stage"
+  current=$stage
+  echo "== stage $stage starts at +$((start - run_started)) s"
+  # In the background and waited for: bash runs a trap only between commands.
+  make --no-print-directory "$stage" &
+  child=$!
+  wait "$child"
   status=$?
+  current=
+  child=
   names+=("$stage")
   secs+=($(($(date +%s) - start)))
   if [ "$status" -eq 0 ]; then
