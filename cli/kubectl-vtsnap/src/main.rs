@@ -14,6 +14,7 @@ use vtsnap_core::cli::{CommonArgs, positive_duration};
 use vtsnap_core::config::{GoDuration, Mode};
 use vtsnap_core::exit::Exit;
 use vtsnap_core::k8s_names::escape_controls;
+use vtsnap_core::pitr::run::RecoverOutcome;
 
 /// kubectl vtsnap: is each shard protected, is the install healthy, a snapshot now, a
 /// shard at a point in time, and why a snapshot or a PVC is what it is.
@@ -101,8 +102,8 @@ enum Command {
         #[command(flatten)]
         to: vtsnap_core::cli::PitrTargetArgs,
         /// Once replayed: serve it in the Pod, or cut a VolumeSnapshot and remove the Pod.
-        #[arg(long, value_enum, default_value_t = kubectl_vtsnap::recover::After::Serve)]
-        after: kubectl_vtsnap::recover::After,
+        #[arg(long, value_enum, default_value_t = vtsnap_core::pitr::run::After::Serve)]
+        after: vtsnap_core::pitr::run::After,
         /// Follow the Job to its end and print the run's line (within --timeout, 1h unless given).
         #[arg(long)]
         wait: bool,
@@ -398,7 +399,7 @@ fn recover_request(
     namespace: Option<&str>,
     shard: &ShardArg,
     to: &vtsnap_core::cli::PitrTargetArgs,
-    after: recover::After,
+    after: vtsnap_core::pitr::run::After,
 ) -> Result<recover::Request, recover::RecoverError> {
     Ok(recover::Request {
         shard: shard.clone(),
@@ -429,20 +430,20 @@ fn recovered(cli: &Cli, out: &recover::Outcome, r: &recover::Request, shell: boo
     } else {
         print!("{}", report::structured(out, cli.output));
     }
-    let outcome = out.run.as_ref().and_then(|l| l["outcome"].as_str());
+    let outcome = out.verdict.as_ref().map(|v| v.outcome);
     let exit = match (out.result, outcome) {
-        ("created", _) | (_, Some("recovered")) => Exit::Ok,
-        (_, Some("refused")) => Exit::Refused,
-        (_, Some("usage")) => Exit::Usage,
+        ("created", _) | (_, Some(RecoverOutcome::Recovered)) => Exit::Ok,
+        (_, Some(RecoverOutcome::Refused)) => Exit::Refused,
+        (_, Some(RecoverOutcome::Usage)) => Exit::Usage,
         _ => Exit::Failed,
     };
     if !shell || exit != Exit::Ok {
         return exit;
     }
     let Some(args) = out
-        .run
+        .verdict
         .as_ref()
-        .and_then(|l| recover::shell_args(l, &r.namespace))
+        .and_then(|v| recover::shell_args(v, &r.namespace))
     else {
         return fail("the run's line names no served Pod to open a prompt on");
     };

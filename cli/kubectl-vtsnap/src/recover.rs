@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use serde_json::Value;
 use vtsnap_core::api_error::message;
+use vtsnap_core::pitr::run::RunVerdict;
 use vtsnap_core::reconcile::{Waited, wait_until};
 
 use crate::act::{job_condition, job_ended, newest_pod_log};
@@ -29,8 +30,12 @@ pub struct Outcome {
     pub job: String,
     /// `created` (not followed), `succeeded` or `failed`.
     pub result: &'static str,
+    /// The run's line as written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<Value>,
+    /// What the plugin read of that line.
+    #[serde(skip)]
+    pub verdict: Option<RunVerdict>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_unavailable: Option<String>,
     /// What removes a served recovery when its user is done.
@@ -75,6 +80,7 @@ pub async fn recover(
             job: name,
             result: "created",
             run: None,
+            verdict: None,
             log_unavailable: None,
             cleanup: None,
         });
@@ -97,6 +103,7 @@ pub async fn recover(
         },
         job: name,
         run: None,
+        verdict: None,
         log_unavailable: None,
         cleanup: None,
     };
@@ -105,9 +112,10 @@ pub async fn recover(
         .and_then(|(_, log)| log)
     {
         Ok(log) => match run_line(&log) {
-            Some(line) => {
-                out.cleanup = cleanup(&line, &r.namespace, &install.namespace, &out.job);
+            Some((verdict, line)) => {
+                out.cleanup = cleanup(&verdict, &r.namespace, &install.namespace, &out.job);
                 out.run = Some(line);
+                out.verdict = Some(verdict);
             }
             None => out.log_unavailable = Some("no run line in the Job's log".into()),
         },

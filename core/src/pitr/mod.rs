@@ -5,9 +5,11 @@
 //! - [`manifest`]: an increment's record, read as hostile input;
 //! - [`chain`]: which increments carry a snapshot forward, to which target, and the
 //!   window a shard can be recovered to (pure);
-//! - [`record`]: that window as the archive job last found it, on the newest snapshot.
+//! - [`record`]: that window as the archive job last found it, on the newest snapshot;
+//! - [`run`]: the recovery run's words its readers share.
 
 pub mod binlog;
 pub mod chain;
 pub mod manifest;
 pub mod record;
+pub mod run;

@@ -7,10 +7,11 @@ use vtsnap_core::cli::Cli;
 use vtsnap_core::exit::Exit;
 use vtsnap_core::pitr::chain::Base;
 use vtsnap_core::pitr::chain::{self, Target};
+use vtsnap_core::pitr::run::After;
 use vtsnap_core::shard::ShardRef;
 use vtsnap_pitr::act::fetch::{fetch_all, last_transaction};
 use vtsnap_pitr::archive::FileArchive;
-use vtsnap_pitr::decide::recovery::{self, After, Settings};
+use vtsnap_pitr::decide::recovery::{self, Settings};
 use vtsnap_pitr::decide::replay::{self, Client};
 use vtsnap_pitr::observe::{Observed, Passed, bases, named_base, read_archive};
 use vtsnap_pitr::recover::{self, RecoverOptions};
@@ -74,7 +75,7 @@ struct RunArgs {
     /// Once replayed: `serve` leaves mysqld up in the Pod; `cut` stops it cleanly and
     /// cuts the volume into a VolumeSnapshot, then removes the Pod and its PVC.
     #[arg(long, value_enum, default_value = "serve")]
-    after: AfterArg,
+    after: After,
     /// vtsnap-restore's image (the Pod's first init container).
     #[arg(long, env = "VTSNAP_RESTORE_IMAGE")]
     restore_image: String,
@@ -94,12 +95,6 @@ struct RunArgs {
     /// removes them (a killed run's too).
     #[command(flatten)]
     owner: vtsnap_core::cli::OwnerArgs,
-}
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum AfterArg {
-    Serve,
-    Cut,
 }
 
 #[derive(Debug, Subcommand)]
@@ -264,10 +259,7 @@ fn run_recovery(a: RunArgs) -> Exit {
         archive_root: a.archive_root.clone(),
         target,
         snapshot: a.to.snapshot.clone(),
-        after: match a.after {
-            AfterArg::Serve => After::Serve,
-            AfterArg::Cut => After::Cut,
-        },
+        after: a.after,
         owner: a.owner.owner(),
         dry_run: a.dry_run,
     };

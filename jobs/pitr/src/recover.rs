@@ -19,9 +19,7 @@ use vtsnap_core::tablet_volume::read_shape_tablet;
 
 use crate::act::recover::{ReplayResult, recover as act};
 use crate::archive::FileArchive;
-use crate::decide::recovery::{
-    After, Recovery, Settings, cut, pod, pvc, recovery_name, target_text,
-};
+use crate::decide::recovery::{Recovery, Settings, cut, pod, pvc, recovery_name, target_text};
 use crate::observe::{bases, named_base, read_archive};
 
 #[derive(Debug, Clone)]
@@ -38,18 +36,7 @@ pub struct RecoverOptions {
     pub dry_run: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RecoverOutcome {
-    /// The replay passed: the Pod serves, or the cut snapshot is ready.
-    Recovered,
-    Planned,
-    /// No base reaches the target, or the shard's objects do not allow one.
-    Refused,
-    /// `--snapshot` names no base of the shard.
-    Usage,
-    Failed,
-}
+use vtsnap_core::pitr::run::{After, RecoverOutcome};
 
 /// The run's one JSON line.
 #[derive(Debug, Clone, Serialize)]

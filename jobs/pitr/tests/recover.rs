@@ -12,11 +12,13 @@ use serde_json::{Value, json};
 use vtsnap_core::coverage::{GtidSet, Text};
 use vtsnap_core::naming::TabletUid;
 use vtsnap_core::pitr::chain::Target;
+use vtsnap_core::pitr::run::After;
+use vtsnap_core::pitr::run::{RecoverOutcome, RunVerdict};
 use vtsnap_core::restore_pod::JobOwner;
 use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::{GROUP, GtidFlavor, PLURAL};
-use vtsnap_pitr::decide::recovery::{After, REPLAY_CONTAINER, Settings, defaults};
-use vtsnap_pitr::recover::{RecoverOptions, RecoverOutcome, recover};
+use vtsnap_pitr::decide::recovery::{REPLAY_CONTAINER, Settings, defaults};
+use vtsnap_pitr::recover::{RecoverOptions, recover};
 use vtsnap_testkit::fake_kube::{FakeKube, Fault, Verb, is};
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
 use vtsnap_testkit::fixtures::shard;
@@ -224,6 +226,10 @@ async fn a_served_recovery_stays_owned_by_its_job_and_a_failed_one_leaves_nothin
         line.shell.as_deref().unwrap().contains("kubectl exec"),
         "{text}"
     );
+    // The line as `kubectl vtsnap recover` reads it names the served Pod.
+    let verdict: RunVerdict = serde_json::from_str(&text).unwrap();
+    assert_eq!(verdict.served_pod(), line.pod.as_deref(), "{text}");
+    assert!(verdict.served_pod().is_some(), "{text}");
     let served = left_behind(&w.kube);
     assert_eq!(served.len(), 2, "{text}");
     for o in &served {

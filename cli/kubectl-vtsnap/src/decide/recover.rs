@@ -10,6 +10,7 @@ use serde_json::Value;
 use vtsnap_core::config::Config;
 use vtsnap_core::k8s_names::{dns_label, dns_subdomain, escape_controls};
 use vtsnap_core::pitr::chain;
+use vtsnap_core::pitr::run::{After, RunVerdict};
 use vtsnap_core::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
 
 use crate::act::{LABEL_TRIGGER, ShardArg, TRIGGER_KUBECTL};
@@ -26,13 +27,6 @@ const GTID_MAX: usize = 64 * 1024;
 pub enum Target {
     Time(String),
     Gtid(String),
-}
-
-/// What happens once replayed (`vtsnap-pitr run --after`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum After {
-    Serve,
-    Cut,
 }
 
 /// One recovery, as asked on the command line (checked).
@@ -181,14 +175,7 @@ pub fn job(template: &CronJob, fullname: &str, r: &Request) -> Result<Job, Strin
     if let Some(s) = &r.snapshot {
         args.extend(["--snapshot".to_owned(), s.clone()]);
     }
-    args.extend([
-        "--after".to_owned(),
-        match r.after {
-            After::Serve => "serve",
-            After::Cut => "cut",
-        }
-        .to_owned(),
-    ]);
+    args.extend(["--after".to_owned(), r.after.as_arg().to_owned()]);
     Ok(Job {
         metadata: meta,
         spec: Some(job_spec),
@@ -203,37 +190,34 @@ pub fn snapshot_name(name: &str) -> Result<String, RecoverError> {
         .map_err(|e| RecoverError::Snapshot(escape_controls(name).into_owned(), e.to_string()))
 }
 
-/// The run's JSON line in the recover container's log: the last JSON object with an
-/// `outcome`, a `shard` and a `target` (its JSON log lines share the log with it).
-pub fn run_line(log: &str) -> Option<Value> {
-    log.lines()
-        .rev()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| {
-            ["outcome", "shard", "target"]
-                .iter()
-                .all(|k| v.get(k).is_some())
-        })
+/// The run's line in the recover container's log: the last JSON line that reads as a
+/// run's verdict (its JSON log lines share the log with it), with the line as written.
+pub fn run_line(log: &str) -> Option<(RunVerdict, Value)> {
+    log.lines().rev().find_map(|l| {
+        let line = serde_json::from_str::<Value>(l).ok()?;
+        let verdict = serde_json::from_value::<RunVerdict>(line.clone()).ok()?;
+        Some((verdict, line))
+    })
 }
 
-/// The Pod of a recovery the run's line says is served, its name and `namespace` checked
-/// as names before they go into a command.
-fn served_pod<'a>(line: &'a Value, namespace: &str) -> Option<&'a str> {
-    let pod = line["pod"].as_str()?;
+/// The Pod of a recovery the run says is served, its name and `namespace` checked as names
+/// before they go into a command.
+fn served_pod<'a>(run: &'a RunVerdict, namespace: &str) -> Option<&'a str> {
+    let pod = run.served_pod()?;
     dns_subdomain(pod).ok()?;
     dns_label(namespace).ok()?;
-    (line["outcome"] == "recovered" && line["after"] == "serve").then_some(pod)
+    Some(pod)
 }
 
 /// What removes a served recovery once its user is done: its Pod and PVC in the shard's
 /// namespace (named, not owned, when its Job is elsewhere), then the Job. Names checked.
 pub fn cleanup(
-    line: &Value,
+    run: &RunVerdict,
     namespace: &str,
     install_namespace: &str,
     job: &str,
 ) -> Option<String> {
-    let pod = served_pod(line, namespace)?;
+    let pod = served_pod(run, namespace)?;
     dns_subdomain(job).ok()?;
     dns_label(install_namespace).ok()?;
     Some(format!(
@@ -243,8 +227,8 @@ pub fn cleanup(
 
 /// The `kubectl exec` arguments that open a `mysql` prompt on a served recovery's Pod,
 /// in the shard's namespace.
-pub fn shell_args(line: &Value, namespace: &str) -> Option<Vec<String>> {
-    let pod = served_pod(line, namespace)?;
+pub fn shell_args(run: &RunVerdict, namespace: &str) -> Option<Vec<String>> {
+    let pod = served_pod(run, namespace)?;
     Some(
         [
             "exec",

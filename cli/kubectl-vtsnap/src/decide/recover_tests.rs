@@ -232,9 +232,11 @@ fn the_run_s_line_is_found_among_its_log_lines_and_gives_the_shell() {
     let log = format!(
         "{{\"level\":\"INFO\",\"msg\":\"replayed\"}}\n{line}\n{{\"level\":\"INFO\",\"outcome\":\"x\"}}\n"
     );
-    assert_eq!(run_line(&log), Some(line.clone()));
+    let (verdict, written) = run_line(&log).unwrap();
+    assert_eq!(written, line);
     assert_eq!(run_line("not json\n{}\n"), None);
-    let shell = shell_args(&line, "vitess").unwrap();
+    let read = |v: &Value| serde_json::from_value::<RunVerdict>(v.clone()).unwrap();
+    let shell = shell_args(&verdict, "vitess").unwrap();
     assert_eq!(
         shell[..7],
         [
@@ -249,21 +251,24 @@ fn the_run_s_line_is_found_among_its_log_lines_and_gives_the_shell() {
     );
     let mut cut = line.clone();
     cut["after"] = json!("cut");
-    assert_eq!(shell_args(&cut, "vitess"), None);
+    assert_eq!(shell_args(&read(&cut), "vitess"), None);
     let mut failed = line.clone();
     failed["outcome"] = json!("failed");
-    assert_eq!(shell_args(&failed, "vitess"), None);
+    assert_eq!(shell_args(&read(&failed), "vitess"), None);
     assert_eq!(
-        cleanup(&line, "vitess", "vtsnap", "vtsnap-recover-abcde").as_deref(),
+        cleanup(&verdict, "vitess", "vtsnap", "vtsnap-recover-abcde").as_deref(),
         Some(
             "kubectl delete pod,pvc -n vitess vtsnap-recover-x && kubectl delete job -n vtsnap vtsnap-recover-abcde"
         )
     );
-    assert_eq!(cleanup(&cut, "vitess", "vtsnap", "j"), None);
+    assert_eq!(cleanup(&read(&cut), "vitess", "vtsnap", "j"), None);
     let mut hostile = line;
     hostile["pod"] = json!("x; rm -rf /");
-    assert_eq!(shell_args(&hostile, "vitess"), None);
-    assert_eq!(cleanup(&hostile, "vitess", "vtsnap", "j"), None);
+    assert_eq!(shell_args(&read(&hostile), "vitess"), None);
+    assert_eq!(cleanup(&read(&hostile), "vitess", "vtsnap", "j"), None);
+    assert_eq!(shell_args(&verdict, "bad namespace"), None);
+    assert_eq!(cleanup(&verdict, "vitess", "vtsnap", "bad job"), None);
+    assert_eq!(cleanup(&verdict, "vitess", "bad ns", "j"), None);
 }
 
 #[test]

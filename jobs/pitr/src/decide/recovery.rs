@@ -46,15 +46,7 @@ const BASE_FILE: &str = "/vtsnap/recovery/base.json";
 /// The MySQL user the replay runs as over the socket (no grant tables: any name works).
 const REPLAY_USER: &str = "vt_dba";
 
-/// What the Pod does once the replay passed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum After {
-    /// mysqld keeps serving on its socket, for `kubectl exec … -c mysqld -- mysql`.
-    Serve,
-    /// mysqld is shut down cleanly and the volume is cut into a VolumeSnapshot.
-    Cut,
-}
+use vtsnap_core::pitr::run::After;
 
 /// The install's settings for recoveries (the command line's flags).
 #[derive(Debug, Clone, PartialEq)]
