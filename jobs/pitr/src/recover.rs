@@ -285,7 +285,7 @@ async fn shape(
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned(),
-        base_object: base.clone(),
+        base_facts: crate::observe::base_facts(base),
         target: o.target.clone(),
         storage_bytes: requested.max(restore_bytes),
         storage_class: tablet_pvc.storage_class,

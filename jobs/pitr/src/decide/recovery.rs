@@ -79,13 +79,25 @@ pub mod defaults {
     pub const READY_SECONDS: u64 = 600;
 }
 
+/// What a recovery carries of its base beyond its name, read at the edge
+/// (`observe::base_facts`): the MySQL facts its cut repeats, and the object as the fetch
+/// container reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BaseFacts {
+    /// The base's MySQL flavor and version annotations, by key.
+    pub mysql: Vec<(&'static str, String)>,
+    /// The base as a one-item List (what `--objects` reads), without what only the API
+    /// server needs: the managed fields may be most of an object's size.
+    pub fetch_list: String,
+}
+
 /// One recovery: which base, to which point, into what.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recovery {
     pub shard: ShardRef,
-    /// The base snapshot's name, and the object as read (for the fetch container).
+    /// The base snapshot's name, and what the recovery carries of it.
     pub base: String,
-    pub base_object: Value,
+    pub base_facts: BaseFacts,
     pub target: Target,
     /// Bytes the PVC asks for (the tablets' request, at least the snapshot's size).
     pub storage_bytes: u128,
@@ -277,7 +289,7 @@ pub fn pod(name: &str, r: &Recovery, s: &Settings) -> Value {
         spec["imagePullSecrets"] = secrets;
     }
     let mut meta = owned_metadata(name, r);
-    meta["annotations"][ANN_RECOVERY_BASE] = json!(base_list(&r.base_object).to_string());
+    meta["annotations"][ANN_RECOVERY_BASE] = json!(r.base_facts.fetch_list);
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
 }
 
@@ -290,34 +302,14 @@ fn volume(name: &str, source: &Value) -> Value {
     v
 }
 
-/// The base as a one-item list (what `--objects` reads), without what only the API server
-/// needs: the managed fields may be most of an object's size.
-fn base_list(base: &Value) -> Value {
-    let mut b = base.clone();
-    if let Some(m) = b.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("managedFields");
-    }
-    json!({"apiVersion": "v1", "kind": "List", "items": [b]})
-}
-
 /// The recovered volume's VolumeSnapshot: labelled as the recovery's (never as a
 /// snapshot vtsnap took of a tablet, so no retention, choice or coverage counts it), with
 /// the recovered server's set and the base's MySQL facts.
 pub fn cut(name: &str, r: &Recovery, class: Option<&str>, gtid_executed: &str) -> Value {
     let mut meta = metadata(name, r);
     meta["annotations"][vtsnap_core::snapshot::ANN_GTID_EXECUTED] = json!(gtid_executed);
-    for key in [
-        vtsnap_core::snapshot::ANN_MYSQL_FLAVOR,
-        vtsnap_core::snapshot::ANN_MYSQL_VERSION,
-    ] {
-        if let Some(v) = r
-            .base_object
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(key))
-            .and_then(Value::as_str)
-        {
-            meta["annotations"][key] = json!(v);
-        }
+    for (key, value) in &r.base_facts.mysql {
+        meta["annotations"][*key] = json!(value);
     }
     let mut spec = json!({"source": {"persistentVolumeClaimName": name}});
     if let Some(c) = class {

@@ -33,11 +33,11 @@ fn recovery(target: Target, after: After) -> Recovery {
             shard: "-80".parse().unwrap(),
         },
         base: "example-commerce-x-80-20261207100000".into(),
-        base_object: json!({"metadata": {
+        base_facts: crate::observe::base_facts(&json!({"metadata": {
             "name": "example-commerce-x-80-20261207100000",
             "managedFields": [{"manager": "x", "fieldsV1": {"f:a": {}}}],
             "annotations": {"vtsnap.io/mysql-flavor": "mysql", "vtsnap.io/mysql-version": "9.7.0",
-                            "vtsnap.io/gtid-executed": "MySQL56/3e11fa47-71ca-11e1-9e33-c80aa9429562:1-10"}}}),
+                            "vtsnap.io/gtid-executed": "MySQL56/3e11fa47-71ca-11e1-9e33-c80aa9429562:1-10"}}})),
         target,
         storage_bytes: 10 << 30,
         storage_class: Some("topolvm".into()),

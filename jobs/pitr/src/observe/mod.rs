@@ -146,6 +146,33 @@ fn base(s: &VolumeSnapshot) -> Result<Base, String> {
     })
 }
 
+/// What a recovery carries of its base snapshot `base` (as read from the API): its MySQL
+/// facts, and the object as the fetch container reads it, without its managed fields.
+pub fn base_facts(base: &Value) -> crate::decide::recovery::BaseFacts {
+    let annotation = |key: &str| {
+        base.pointer("/metadata/annotations")
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let mysql = [
+        vtsnap_core::snapshot::ANN_MYSQL_FLAVOR,
+        vtsnap_core::snapshot::ANN_MYSQL_VERSION,
+    ]
+    .into_iter()
+    .filter_map(|key| Some((key, annotation(key)?)))
+    .collect();
+    let mut item = base.clone();
+    if let Some(m) = item.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("managedFields");
+    }
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [item]});
+    crate::decide::recovery::BaseFacts {
+        mysql,
+        fetch_list: list.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
