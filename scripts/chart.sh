@@ -57,7 +57,10 @@ refuse "additional properties 'enable' not allowed" --set snapshot.reconcile.ena
 refuse 'drill.shards[0].cluster: "nope" is not a config.clusters[].name' --set drill.enabled=true --set 'drill.shards[0].cluster=nope' --set 'drill.shards[0].keyspace=k' --set 'drill.shards[0].shard=-'
 refuse "/drill/deadline'" --set drill.deadline=soon
 refuse "at '/drill/shards/0': additional properties 'mode' not allowed" --set-json 'drill.shards=[{"cluster":"example","keyspace":"k","shard":"-","mode":"cold"}]'
-refuse "pitr.backupStorage.volume: the archive reads Vitess's file backup storage" --set pitr.enabled=true
+refuse "pitr.backupStorage: name where Vitess keeps its backups" --set pitr.enabled=true
+refuse "pitr.backupStorage: url and volume name two storages" --set pitr.enabled=true --set pitr.backupStorage.url=s3://b/r --set pitr.backupStorage.volume.nfs.server=n --set pitr.backupStorage.volume.nfs.path=/p
+refuse "/pitr/backupStorage/url'" --set pitr.enabled=true --set pitr.backupStorage.url=ftp://b/r
+refuse "/pitr/backupStorage/secret'" --set pitr.enabled=true --set pitr.backupStorage.url=s3://b/r --set pitr.backupStorage.secret=Bad_Name
 nfs='pitr.backupStorage.volume={"nfs":{"server":"nfs","path":"/b"}}'
 refuse "pitr.enabled: the binlog archive's CronJobs are made by the schedule reconciler" --set pitr.enabled=true --set-json "$nfs" --set snapshot.reconcile.enabled=false
 refuse "/pitr/backupTimeout'" --set pitr.backupTimeout=soon
@@ -166,6 +169,28 @@ cm = next(d for d in default if d["kind"] == "ConfigMap" and d["metadata"]["name
 assert "archive-cronjob.json" not in cm["data"], cm["data"].keys()
 assert not any(d["metadata"]["name"] == "vtsnap-pitr" for d in default), "no pitr account by default"
 print("chart: the archive template, its storage mount and its Roles; off by default")
+PY
+
+# Vitess's storage in an object store: the archive and the recovery read it by URL, with
+# the Secret's keys as their environment and no storage mount; the recovery passes the
+# Secret on to its Pod's fetch container.
+"$helm" template vtsnap "$chart" -n vtsnap -f "$chart/ci/full-values.yaml" --kube-version "$kube_version" \
+  --set pitr.backupStorage.url=s3://vitess-backups/prod --set pitr.backupStorage.secret=vitess-s3 \
+  --set-json pitr.backupStorage.volume=null >"$out/pitr-s3.yaml"
+python3 - "$out/pitr-s3.yaml" <<'PY'
+import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-snapshot-schedule"))
+for key, args in [("archive-cronjob.json", ["archive", "--archive-url", "s3://vitess-backups/prod", "--backup-timeout", "30m"]),
+                  ("recover-cronjob.json", ["run", "--archive-url", "s3://vitess-backups/prod", "--archive-secret", "vitess-s3"])]:
+    pod = json.loads(cm["data"][key])["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["args"][:len(args)] == args, (key, c["args"])
+    assert "--archive-root" not in c["args"] and "--archive-volume" not in c["args"], (key, c["args"])
+    assert c["envFrom"] == [{"secretRef": {"name": "vitess-s3"}}], (key, c.get("envFrom"))
+    assert [m["name"] for m in c["volumeMounts"]] == ["config"], (key, c["volumeMounts"])
+    assert [v["name"] for v in pod["volumes"]] == ["config"], (key, pod["volumes"])
+print("chart: an object-store archive is read by URL with its Secret, nothing mounted")
 PY
 
 # A long release name: CronJob names within 52 characters (the Job controller appends to

@@ -73,4 +73,18 @@ if ! curl -fsS --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; then
     exit 1
   }
 fi
+# An S3-compatible server for the object-store archive's tests: moto's server, pinned,
+# from PyPI, in its own virtual environment (testkit/src/s3.rs runs it).
+moto_version=5.2.1
+moto_dir=/opt/vtsnap-moto
+if [ "$("$moto_dir/bin/python" -c 'import moto; print(moto.__version__)' 2>/dev/null)" != "$moto_version" ]; then
+  echo "setup-host: installing moto[server] $moto_version into $moto_dir"
+  rm -rf "$moto_dir"
+  if ! python3 -m venv "$moto_dir" 2>/dev/null; then
+    # Debian's own python3 keeps venv apart
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+    python3 -m venv "$moto_dir"
+  fi
+  "$moto_dir/bin/pip" install -q --disable-pip-version-check "moto[server]==$moto_version"
+fi
 echo "setup-host: ready (DOCKER_HOST=unix://$sock)"

@@ -39,5 +39,6 @@ pub mod pod_backend;
 pub mod prom_parse;
 pub mod rbac;
 pub mod real_kube;
+pub mod s3;
 pub mod tree;
 pub mod vitess;

@@ -105,6 +105,7 @@ impl Real {
             clone: CloneSupport::Off,
             extra_cnf: String::new(),
             vtorc_refresh: vtsnap_testkit::vitess::VTORC_REFRESH,
+            backups: vtsnap_testkit::vitess::BackupStorage::File,
         })
         .await;
         Self {

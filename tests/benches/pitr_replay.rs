@@ -71,7 +71,7 @@ async fn bench(sizes: &[u64]) -> Vec<(u64, Recovered)> {
         write(&shard, (n as u64) * 1_000_000, mib).await;
         incremental_backup(&shard, &format!("MySQL56/{}", base.gtid)).await;
         let end = gtid(&shard.primary().gtid_executed().await);
-        let increments = observe(&shard).increments;
+        let increments = observe(&shard).await.increments;
         let r = recover(
             &mut shard,
             &vol,

@@ -18,6 +18,14 @@ pub const UIDS: [u32; 3] = [101, 102, 103];
 /// Tablets 101 (primary), 102 and 103 on btrfs subvolumes of one loop device, with the
 /// table `t` on the primary.
 pub async fn shard_on_btrfs(vtorc: Orchestrator) -> (VitessShard, BtrfsVolume) {
+    shard_on_btrfs_with(vtorc, vtsnap_testkit::vitess::BackupStorage::File).await
+}
+
+/// [`shard_on_btrfs`] with its backups kept in `backups`.
+pub async fn shard_on_btrfs_with(
+    vtorc: Orchestrator,
+    backups: vtsnap_testkit::vitess::BackupStorage,
+) -> (VitessShard, BtrfsVolume) {
     let vol = BtrfsVolume::create(4 << 30);
     let uids = UIDS.to_vec();
     for uid in &uids {
@@ -31,6 +39,7 @@ pub async fn shard_on_btrfs(vtorc: Orchestrator) -> (VitessShard, BtrfsVolume) {
         clone: CloneSupport::Off,
         extra_cnf: String::new(),
         vtorc_refresh: vtsnap_testkit::vitess::VTORC_REFRESH,
+        backups,
     })
     .await;
     let p = shard.primary();

@@ -133,6 +133,7 @@ impl VitessLab {
                 clone: spec.clone,
                 extra_cnf: spec.extra_cnf,
                 vtorc_refresh: spec.vtorc_refresh,
+                backups: vtsnap_testkit::vitess::BackupStorage::File,
             },
             placed,
         )

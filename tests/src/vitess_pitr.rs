@@ -11,10 +11,11 @@ use vtsnap_core::coverage::{Exactness, GtidSet, Text};
 use vtsnap_core::pitr::chain::{self, Base, Target};
 use vtsnap_core::pitr::manifest::Increment;
 use vtsnap_pitr::act::fetch::{fetch_all, last_transaction};
-use vtsnap_pitr::archive::FileArchive;
+use vtsnap_pitr::archive::{Archive, FileArchive, ObjectArchive};
 use vtsnap_pitr::decide::replay::{self, Client};
 use vtsnap_pitr::observe::{Observed, read_archive};
 use vtsnap_testkit::btrfs::BtrfsVolume;
+use vtsnap_testkit::vitess::BackupStorage;
 use vtsnap_testkit::vitess::{DATABASE, KEYSPACE, SHARD, TabletRole, VitessShard};
 
 use crate::vitess_cut::restore_clone_as;
@@ -99,12 +100,39 @@ pub async fn incremental_backup(shard: &VitessShard, from: &str) {
         .await;
 }
 
-pub fn archive_of(shard: &VitessShard) -> FileArchive {
-    FileArchive::new(&shard.shared_dir().join("backups"), KEYSPACE, SHARD).unwrap()
+/// The shard's archive where its Vitess keeps backups: its file storage, or its S3
+/// bucket read through the object-store client.
+pub fn archive_of(shard: &VitessShard) -> Archive {
+    match &shard.opts.backups {
+        BackupStorage::File => Archive::File(
+            FileArchive::new(&shard.shared_dir().join("backups"), KEYSPACE, SHARD).unwrap(),
+        ),
+        BackupStorage::S3 {
+            endpoint,
+            bucket,
+            root,
+        } => Archive::Object(
+            ObjectArchive::with_settings(
+                &format!("s3://{bucket}/{root}"),
+                KEYSPACE,
+                SHARD,
+                &[
+                    ("aws_endpoint", endpoint.clone()),
+                    ("aws_allow_http", "true".into()),
+                    ("aws_region", "us-east-1".into()),
+                    ("aws_access_key_id", "testing".into()),
+                    ("aws_secret_access_key", "testing".into()),
+                ],
+            )
+            .unwrap(),
+        ),
+    }
 }
 
-pub fn observe(shard: &VitessShard) -> Observed {
-    let o = read_archive(&archive_of(shard), KEYSPACE, SHARD, Timestamp::now()).unwrap();
+pub async fn observe(shard: &VitessShard) -> Observed {
+    let o = read_archive(&archive_of(shard), KEYSPACE, SHARD, Timestamp::now())
+        .await
+        .unwrap();
     assert!(o.unusable.is_empty(), "{:?}", o.unusable);
     assert!(o.incomplete.is_empty(), "{:?}", o.incomplete);
     o
@@ -163,7 +191,9 @@ pub async fn recover_plan(
     crate::pitr_oracle::check_base(&before, target).unwrap();
     let vtdataroot = t.volume.join("vtdataroot");
     let fetch_start = Instant::now();
-    let fetched = fetch_all(&archive, chosen.iter().copied(), &vtdataroot.join("pitr")).unwrap();
+    let fetched = fetch_all(&archive, chosen.iter().copied(), &vtdataroot.join("pitr"))
+        .await
+        .unwrap();
     let fetch = fetch_start.elapsed();
     // The script writes its report there as the server's user, as in the recovery Pod.
     vtsnap_testkit::vitess::give_to_vitess(&vtdataroot.join("pitr"));

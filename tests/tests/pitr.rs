@@ -16,6 +16,9 @@
 //!   real `vtsnap-snapshot run` took: the first increment from its recorded set, then from
 //!   the archive's end, empty when nothing is new, refused where the config does not
 //!   enable it.
+//! - Vitess's own `s3` storage on a real S3-compatible server (moto): the increments
+//!   Vitess writes there read through vtsnap's object-store client as they do from the
+//!   folder, and a recovery to a time before a drop gives the table back.
 //! - vtsnap's archive step (`next_increment`, then vtctld's `Backup` over gRPC) goes on
 //!   through a reparent: the next increment is taken on a replica of the new topology and
 //!   the chain from the snapshot reaches the new primary's transactions; with nothing new
@@ -29,7 +32,7 @@ use vtsnap_core::coverage::{Exactness, GtidSet};
 use vtsnap_core::pitr::chain::{self, Base, Refusal, Target};
 use vtsnap_core::pitr::manifest::Compression;
 use vtsnap_core::vtctld::TabletType;
-use vtsnap_lab::vitess_cut::{cold_cut, restore_clone_as, shard_on_btrfs};
+use vtsnap_lab::vitess_cut::{cold_cut, restore_clone_as, shard_on_btrfs, shard_on_btrfs_with};
 use vtsnap_lab::vitess_pitr::{
     ARCHIVER, LIMIT, caught_up, caught_up_with, gtid, incremental_backup, insert, insert_on,
     next_second, observe, recover, recover_plan, socket_client,
@@ -37,7 +40,10 @@ use vtsnap_lab::vitess_pitr::{
 use vtsnap_pitr::act::archive::{Taken, take};
 use vtsnap_pitr::decide::archive::{OnPrimary, Tablet, Take, next_increment};
 use vtsnap_pitr::decide::replay;
-use vtsnap_testkit::vitess::{DATABASE, KEYSPACE, Orchestrator, SHARD, TabletRole, VitessShard};
+use vtsnap_testkit::s3::S3Server;
+use vtsnap_testkit::vitess::{
+    BackupStorage, DATABASE, KEYSPACE, Orchestrator, SHARD, TabletRole, VitessShard,
+};
 
 const SOURCE: u32 = 102;
 const AT_TIME: u32 = 201;
@@ -69,7 +75,7 @@ async fn a_dropped_table_comes_back_to_a_time_and_to_a_gtid_and_a_missing_increm
     incremental_backup(&shard, &format!("MySQL56/{}", base.gtid)).await;
 
     // The real MANIFEST reads as one increment that carries the base past the drop.
-    let first = observe(&shard).increments;
+    let first = observe(&shard).await.increments;
     assert_eq!(first.len(), 1, "{first:?}");
     assert_eq!(first[0].compression, Compression::Gzip);
     assert!(!first[0].files.is_empty());
@@ -114,7 +120,7 @@ async fn a_dropped_table_comes_back_to_a_time_and_to_a_gtid_and_a_missing_increm
         .must_sql(&format!("INSERT INTO {DATABASE}.after_drop VALUES (3)"))
         .await;
     incremental_backup(&shard, "auto").await;
-    let all = observe(&shard).increments;
+    let all = observe(&shard).await.increments;
     assert_eq!(all.len(), 3, "{all:?}");
     let whole = chain::reach(&base, &all);
     assert_eq!((whole.increments.len(), whole.gap.clone()), (3, None));
@@ -129,7 +135,7 @@ async fn a_dropped_table_comes_back_to_a_time_and_to_a_gtid_and_a_missing_increm
             .join(names[1]),
     )
     .unwrap();
-    let holed = observe(&shard).increments;
+    let holed = observe(&shard).await.increments;
     let end = gtid(&shard.primary().gtid_executed().await);
     let e = chain::plan(&base, &holed, &Target::Through(end)).unwrap_err();
     let Refusal::Gap { gap } = &e else {
@@ -159,7 +165,7 @@ async fn archive_once(shard: &VitessShard, bases: &[Base], primary: u32) -> (Tak
         .collect();
     let next = next_increment(
         bases,
-        &observe(shard).increments,
+        &observe(shard).await.increments,
         &tablets,
         OnPrimary::Never,
     )
@@ -210,7 +216,7 @@ async fn the_archive_goes_on_through_a_reparent_and_a_replay_crosses_it() {
     assert_eq!(second.after_increments, 1);
 
     let end = gtid(&shard.tablet_by_uid(ARCHIVER).gtid_executed().await);
-    let increments = observe(&shard).increments;
+    let increments = observe(&shard).await.increments;
     let reach = chain::reach(&base, &increments);
     assert_eq!((reach.increments.len(), reach.gap.clone()), (2, None));
     assert!(
@@ -226,7 +232,7 @@ async fn the_archive_goes_on_through_a_reparent_and_a_replay_crosses_it() {
     // Nothing new: the call succeeds and stores nothing.
     let (_, taken) = archive_once(&shard, &bases, ARCHIVER).await;
     assert_eq!(taken, Taken::Empty);
-    assert_eq!(observe(&shard).increments.len(), 2);
+    assert_eq!(observe(&shard).await.increments.len(), 2);
 
     // A replay across the reparent lands exactly on the new primary's set.
     let checksum = format!("CHECKSUM TABLE {DATABASE}.t");
@@ -242,6 +248,48 @@ async fn the_archive_goes_on_through_a_reparent_and_a_replay_crosses_it() {
     .await;
     assert_eq!(after.after, end);
     assert_eq!(shard.tablet_by_uid(AT_GTID).must_sql(&checksum).await, want);
+}
+
+#[tokio::test]
+async fn increments_vitess_keeps_in_s3_are_read_and_replayed_to_a_time() {
+    let s3 = S3Server::start();
+    s3.create_bucket("vitess-backups");
+    let storage = BackupStorage::S3 {
+        endpoint: s3.endpoint(),
+        bucket: "vitess-backups".into(),
+        root: "prod/vt".into(),
+    };
+    let (mut shard, vol) = shard_on_btrfs_with(Orchestrator::Off, storage).await;
+    insert(&shard, 1, 31).await;
+    let base = Base {
+        name: "snap-s3".into(),
+        gtid: gtid(&cold_cut(&shard, &vol, SOURCE, "snap-s3").await),
+        exactness: Exactness::Exact,
+        cut: Timestamp::now(),
+    };
+    insert(&shard, 31, 61).await;
+    let checksum = format!("CHECKSUM TABLE {DATABASE}.t");
+    let at_point = shard.primary().must_sql(&checksum).await;
+    let drop_second = next_second().await;
+    shard
+        .primary()
+        .must_sql(&format!("DROP TABLE {DATABASE}.t"))
+        .await;
+    incremental_backup(&shard, &format!("MySQL56/{}", base.gtid)).await;
+
+    // Vitess wrote to the bucket, nothing to the folder; the object-store client finds
+    // the increment by its real MANIFEST, its files as Vitess stored them.
+    let folder = shard.shared_dir().join("backups").join(KEYSPACE);
+    assert!(!folder.exists(), "{} exists", folder.display());
+    let increments = observe(&shard).await.increments;
+    assert_eq!(increments.len(), 1, "{increments:?}");
+    assert_eq!(increments[0].compression, Compression::Gzip);
+    let to_time = Target::Before(drop_second);
+    recover(&mut shard, &vol, AT_TIME, &base, &increments, &to_time).await;
+    assert_eq!(
+        shard.tablet_by_uid(AT_TIME).must_sql(&checksum).await,
+        at_point
+    );
 }
 
 #[tokio::test]
@@ -270,7 +318,7 @@ async fn an_online_snapshot_is_a_base_checked_after_restore() {
         .must_sql(&format!("DROP TABLE {DATABASE}.t"))
         .await;
     incremental_backup(&shard, &format!("MySQL56/{lower}")).await;
-    let increments = observe(&shard).increments;
+    let increments = observe(&shard).await.increments;
     let plan = chain::plan(&base, &increments, &Target::Through(point.clone())).unwrap();
     assert_eq!(plan.base_check, chain::BaseCheck::WithinTargetAfterRestore);
     let after = recover_plan(
@@ -343,7 +391,7 @@ async fn the_archive_command_goes_on_from_the_snapshot_vtsnap_took() {
             .await;
     }
     let opts = ArchiveOptions {
-        archive_root: lab.shard.shared_dir().join("backups"),
+        archive: vtsnap_pitr::archive::ArchivePlace::Folder(lab.shard.shared_dir().join("backups")),
         mode: Mode::Take,
         backup_limit: LIMIT,
     };
@@ -372,7 +420,7 @@ async fn the_archive_command_goes_on_from_the_snapshot_vtsnap_took() {
         "from the set the run recorded"
     );
     assert!(
-        observe(&lab.shard).increments.is_empty(),
+        observe(&lab.shard).await.increments.is_empty(),
         "a dry run takes nothing"
     );
     assert_eq!(dry.window_recorded_on, None, "a dry run writes nothing");
@@ -382,7 +430,7 @@ async fn the_archive_command_goes_on_from_the_snapshot_vtsnap_took() {
     let line = archive(&kube, &on, &name, &opts).await;
     assert_eq!(line.outcome, ArchiveOutcome::Stored, "{line:?}");
     assert_eq!(line.exit_code, 0);
-    let increments = observe(&lab.shard).increments;
+    let increments = observe(&lab.shard).await.increments;
     assert_eq!(increments.len(), 1);
     let end = gtid(&lab.shard.primary().gtid_executed().await);
     assert!(end.is_subset_of(&increments[0].to), "{end}");
@@ -418,7 +466,7 @@ async fn the_archive_command_goes_on_from_the_snapshot_vtsnap_took() {
         format!("MySQL56/{}", increments[0].to),
         "from the archive's end"
     );
-    assert_eq!(observe(&lab.shard).increments.len(), 1);
+    assert_eq!(observe(&lab.shard).await.increments.len(), 1);
     // Nothing new: the same window, read again later.
     let again = snapshot().await;
     let now = Timestamp::now();

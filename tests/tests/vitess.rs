@@ -365,6 +365,7 @@ async fn under_semi_sync_a_cold_cut_of_one_replica_of_three_never_blocks_the_pri
         clone: CloneSupport::Off,
         extra_cnf: String::new(),
         vtorc_refresh: vtsnap_testkit::vitess::VTORC_REFRESH,
+        backups: vtsnap_testkit::vitess::BackupStorage::File,
     })
     .await;
     let client = shard.client();

@@ -181,6 +181,10 @@ spec:
             {{- with .env }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
+            {{- with .envFromSecret }}
+            envFrom:
+            - secretRef: {name: {{ . | quote }}}
+            {{- end }}
             {{- include "vtsnap.restrictedContainer" $root | nindent 12 }}
             {{- with $v.resources }}
             resources: {{ toYaml . | nindent 14 }}

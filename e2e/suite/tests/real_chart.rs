@@ -393,7 +393,7 @@ async fn the_chart_installs_and_each_program_does_its_job_with_only_its_own_rule
         &config,
         &ShardName::new("example", "commerce", "-"),
         &vtsnap_pitr::run::ArchiveOptions {
-            archive_root: archive_root.path().to_owned(),
+            archive: vtsnap_pitr::archive::ArchivePlace::Folder(archive_root.path().to_owned()),
             mode: vtsnap_pitr::run::Mode::DryRun,
             backup_limit: Duration::from_secs(60),
         },

@@ -10,8 +10,8 @@ use vtsnap_core::pitr::chain::{self, Target};
 use vtsnap_core::pitr::run::After;
 use vtsnap_core::shard::ShardRef;
 use vtsnap_pitr::act::fetch::{fetch_all, last_transaction};
-use vtsnap_pitr::archive::FileArchive;
-use vtsnap_pitr::decide::recovery::{self, Settings};
+use vtsnap_pitr::archive::{Archive, ArchivePlace};
+use vtsnap_pitr::decide::recovery::{self, ArchiveSource, Settings};
 use vtsnap_pitr::decide::replay::{self, Client};
 use vtsnap_pitr::observe::{Observed, Passed, bases, named_base, read_archive};
 use vtsnap_pitr::recover::{self, RecoverOptions};
@@ -31,11 +31,37 @@ struct PlanArgs {
     /// The VolumeSnapshots, as `kubectl get volumesnapshots -A -o json` prints them.
     #[arg(long)]
     objects: PathBuf,
-    /// The root of Vitess's file backup storage (`--file-backup-storage-root`).
-    #[arg(long, env = "VTSNAP_ARCHIVE_ROOT")]
-    archive_root: PathBuf,
+    #[command(flatten)]
+    storage: StorageArgs,
     #[command(flatten)]
     to: TargetArgs,
+}
+
+/// Where Vitess's backup storage is: one of the two.
+#[derive(Debug, Clone, clap::Args)]
+#[group(required = true, multiple = false)]
+struct StorageArgs {
+    /// The root of Vitess's `file` backup storage (`--file-backup-storage-root`), as
+    /// mounted here.
+    #[arg(long, env = "VTSNAP_ARCHIVE_ROOT")]
+    archive_root: Option<PathBuf>,
+    /// Vitess's backup storage in an object store: `s3://BUCKET[/ROOT]` (Vitess's
+    /// `--s3-backup-storage-bucket` and `--s3-backup-storage-root`), `gs://…`, `az://…`.
+    /// Credentials, region and endpoint from the environment (`AWS_ACCESS_KEY_ID`,
+    /// `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT`, `AWS_ALLOW_HTTP`, …).
+    #[arg(long, env = "VTSNAP_ARCHIVE_URL")]
+    archive_url: Option<String>,
+}
+
+impl StorageArgs {
+    fn place(&self) -> ArchivePlace {
+        match (&self.archive_root, &self.archive_url) {
+            (_, Some(url)) => ArchivePlace::Url(url.clone()),
+            (Some(root), None) => ArchivePlace::Folder(root.clone()),
+            // clap's group requires one
+            (None, None) => ArchivePlace::Folder(PathBuf::new()),
+        }
+    }
 }
 
 /// The point to recover to, and the base: what `plan`, `fetch` and `run` share.
@@ -46,9 +72,8 @@ type TargetArgs = vtsnap_core::cli::PitrTargetArgs;
 struct ArchiveArgs {
     #[command(flatten)]
     shard: vtsnap_core::cli::ShardArgs,
-    /// The root of Vitess's file backup storage, as mounted here.
-    #[arg(long, env = "VTSNAP_ARCHIVE_ROOT")]
-    archive_root: PathBuf,
+    #[command(flatten)]
+    storage: StorageArgs,
     /// How long the tablet's backup may take.
     #[arg(long, env = "VTSNAP_BACKUP_TIMEOUT", default_value = "1h", value_parser = vtsnap_core::cli::positive_duration)]
     backup_timeout: vtsnap_core::duration::GoDuration,
@@ -62,14 +87,17 @@ struct ArchiveArgs {
 struct RunArgs {
     #[command(flatten)]
     shard: vtsnap_core::cli::ShardArgs,
-    /// The root of Vitess's file backup storage, as mounted here.
-    #[arg(long, env = "VTSNAP_ARCHIVE_ROOT")]
-    archive_root: PathBuf,
-    /// The same storage as a Pod volume source (JSON), mounted read-only into the
-    /// recovery Pod at --archive-root: `{"nfs":{"server":"…","path":"…"}}`,
-    /// `{"persistentVolumeClaim":{"claimName":"…"}}`.
-    #[arg(long, env = "VTSNAP_ARCHIVE_VOLUME")]
-    archive_volume: String,
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// With --archive-root: the same storage as a Pod volume source (JSON), mounted
+    /// read-only into the recovery Pod at --archive-root:
+    /// `{"nfs":{"server":"…","path":"…"}}`, `{"persistentVolumeClaim":{"claimName":"…"}}`.
+    #[arg(long, env = "VTSNAP_ARCHIVE_VOLUME", requires = "archive_root")]
+    archive_volume: Option<String>,
+    /// With --archive-url: the Secret in the shard's namespace whose keys become the
+    /// recovery Pod's fetch environment (the store's credentials and endpoint).
+    #[arg(long, env = "VTSNAP_ARCHIVE_SECRET", requires = "archive_url")]
+    archive_secret: Option<String>,
     #[command(flatten)]
     to: TargetArgs,
     /// Once replayed: `serve` leaves mysqld up in the Pod; `cut` stops it cleanly and
@@ -219,7 +247,7 @@ fn main() -> ExitCode {
 fn archive(a: ArchiveArgs) -> Exit {
     let name = a.shard.name();
     let opts = ArchiveOptions {
-        archive_root: a.archive_root.clone(),
+        archive: a.storage.place(),
         mode: if a.dry_run { Mode::DryRun } else { Mode::Take },
         backup_limit: a.backup_timeout.get(),
     };
@@ -233,10 +261,9 @@ fn run_recovery(a: RunArgs) -> Exit {
         Ok(t) => t,
         Err(e) => return usage(e),
     };
-    let archive_volume: serde_json::Value = match serde_json::from_str(&a.archive_volume) {
-        Ok(v @ serde_json::Value::Object(_)) => v,
-        Ok(_) => return usage("--archive-volume: not a JSON object (a Pod volume source)".into()),
-        Err(e) => return usage(format!("--archive-volume: not JSON: {e}")),
+    let archive = match archive_source(&a) {
+        Ok(s) => s,
+        Err(e) => return usage(e),
     };
     let (mysqld_resources, image_pull_secrets) = match a.pod.checked() {
         Ok(checked) => checked,
@@ -250,13 +277,12 @@ fn run_recovery(a: RunArgs) -> Exit {
         mysqld_resources,
         deadline_seconds: a.deadline.get().as_secs(),
         ready_seconds: recovery::defaults::READY_SECONDS,
-        archive_volume,
-        archive_root: a.archive_root.display().to_string(),
+        archive,
         image_pull_secrets,
     };
     let opts = RecoverOptions {
         settings,
-        archive_root: a.archive_root.clone(),
+        archive: a.storage.place(),
         target,
         snapshot: a.to.snapshot.clone(),
         after: a.after,
@@ -272,6 +298,58 @@ fn run_recovery(a: RunArgs) -> Exit {
     })
 }
 
+/// The archive as the recovery Pod reaches it, from `run`'s flags, checked.
+fn archive_source(a: &RunArgs) -> Result<ArchiveSource, String> {
+    match (&a.storage.archive_root, &a.storage.archive_url) {
+        (_, Some(url)) => {
+            // Refused here, before any object is made, as the fetch container would.
+            vtsnap_pitr::archive::Archive::new(&a.storage.place(), "k", "s")
+                .map_err(|e| e.to_string())?;
+            if let Some(secret) = &a.archive_secret {
+                vtsnap_core::k8s_names::dns_subdomain(secret).map_err(|e| {
+                    format!(
+                        "--archive-secret {}: {e}",
+                        vtsnap_core::k8s_names::escape_controls(secret)
+                    )
+                })?;
+            }
+            Ok(ArchiveSource::Store {
+                url: url.clone(),
+                secret: a.archive_secret.clone(),
+            })
+        }
+        (Some(root), None) => {
+            let text = a
+                .archive_volume
+                .as_deref()
+                .ok_or("--archive-root needs --archive-volume: how the recovery Pod mounts it")?;
+            match serde_json::from_str(text) {
+                Ok(v @ serde_json::Value::Object(_)) => Ok(ArchiveSource::Volume {
+                    root: root.display().to_string(),
+                    source: v,
+                }),
+                Ok(_) => Err("--archive-volume: not a JSON object (a Pod volume source)".into()),
+                Err(e) => Err(format!("--archive-volume: not JSON: {e}")),
+            }
+        }
+        (None, None) => Err("--archive-root or --archive-url is needed".into()),
+    }
+}
+
+/// Runs `work` (an object store's requests) on a runtime of this thread.
+fn block_on<F: std::future::Future>(work: F) -> Result<F::Output, Exit> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => Ok(rt.block_on(work)),
+        Err(e) => {
+            eprintln!("cannot start an async runtime: {e}");
+            Err(Exit::Failed)
+        }
+    }
+}
+
 fn usage(message: String) -> Exit {
     eprintln!("{message}");
     Exit::Usage
@@ -281,7 +359,7 @@ fn usage(message: String) -> Exit {
 struct Prepared {
     shard: ShardRef,
     target: Target,
-    archive: FileArchive,
+    archive: Archive,
     observed: Observed,
     bases: Vec<Base>,
     passed: Vec<Passed>,
@@ -308,10 +386,22 @@ fn prepare(args: &PlanArgs) -> Result<Prepared, Exit> {
     let snapshots =
         vtsnap_core::dump::read(&args.objects).map_err(|e| usage(format!("--objects: {e}")))?;
     let keyspace_shard = shard.shard.to_string();
-    let archive = FileArchive::new(&args.archive_root, &shard.keyspace, &keyspace_shard)
-        .map_err(|e| usage(format!("--shard: {e}")))?;
-    let observed = read_archive(&archive, &shard.keyspace, &keyspace_shard, now)
-        .map_err(|e| usage(format!("--archive-root: {e}")))?;
+    let place = args.storage.place();
+    let archive = Archive::new(&place, &shard.keyspace, &keyspace_shard).map_err(|e| match e {
+        vtsnap_pitr::archive::ArchiveError::Url { .. } => usage(e.to_string()),
+        _ => usage(format!("--shard: {e}")),
+    })?;
+    let flag = match place {
+        ArchivePlace::Folder(_) => "--archive-root",
+        ArchivePlace::Url(_) => "--archive-url",
+    };
+    let observed = block_on(read_archive(
+        &archive,
+        &shard.keyspace,
+        &keyspace_shard,
+        now,
+    ))?
+    .map_err(|e| usage(format!("{flag}: {e}")))?;
     let (bases, passed) = bases(&snapshots, &shard);
     if let Some(name) = &args.to.snapshot {
         named_base(name, &bases, &passed, &shard).map_err(usage)?;
@@ -354,9 +444,10 @@ fn fetch(
         eprintln!("the plan names a snapshot or increment that was not read");
         return Exit::Failed;
     };
-    let fetched = match fetch_all(&p.archive, increments.iter().copied(), dest) {
-        Ok(f) => f,
-        Err(e) => {
+    let fetched = match block_on(fetch_all(&p.archive, increments.iter().copied(), dest)) {
+        Err(exit) => return exit,
+        Ok(Ok(f)) => f,
+        Ok(Err(e)) => {
             eprintln!("{e}");
             return Exit::Failed;
         }

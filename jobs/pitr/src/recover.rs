@@ -4,7 +4,6 @@
 //! [`crate::decide::recovery`]) → act ([`crate::act::recover`]) → report
 //! ([`RecoverLine`]).
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
@@ -18,15 +17,15 @@ use vtsnap_core::shard::ShardRef;
 use vtsnap_core::tablet_volume::read_shape_tablet;
 
 use crate::act::recover::{ReplayResult, recover as act};
-use crate::archive::FileArchive;
+use crate::archive::{Archive, ArchivePlace};
 use crate::decide::recovery::{Recovery, Settings, cut, pod, pvc, recovery_name, target_text};
 use crate::observe::{bases, named_base, read_archive};
 
 #[derive(Debug, Clone)]
 pub struct RecoverOptions {
     pub settings: Settings,
-    /// The archive as this process mounts it (the Pod mounts it at `settings.archive_root`).
-    pub archive_root: PathBuf,
+    /// The archive as this process reads it (the Pod mounts it at `settings.archive_root`).
+    pub archive: ArchivePlace,
     pub target: Target,
     pub snapshot: Option<String>,
     pub after: After,
@@ -145,9 +144,11 @@ pub async fn recover(kube: &kube::Client, shard: &ShardRef, o: &RecoverOptions) 
         }
     };
     let keyspace_shard = shard.shard.to_string();
-    let observed = match FileArchive::new(&o.archive_root, &shard.keyspace, &keyspace_shard)
-        .and_then(|a| read_archive(&a, &shard.keyspace, &keyspace_shard, now))
-    {
+    let read = match Archive::new(&o.archive, &shard.keyspace, &keyspace_shard) {
+        Ok(a) => read_archive(&a, &shard.keyspace, &keyspace_shard, now).await,
+        Err(e) => Err(e),
+    };
+    let observed = match read {
         Ok(obs) => obs,
         Err(e) => return line.end(RecoverOutcome::Failed, format!("the archive: {e}")),
     };

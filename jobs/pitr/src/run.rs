@@ -3,7 +3,6 @@
 //! ([`crate::decide::archive`]) → act ([`crate::act::archive`]) → report
 //! ([`crate::report::ArchiveLine`]).
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
@@ -19,7 +18,7 @@ use vtsnap_core::vtctld::client::CallLimits;
 
 use crate::act::archive::take;
 use crate::act::window::write_record;
-use crate::archive::{ArchiveError, FileArchive};
+use crate::archive::{Archive, ArchiveError, ArchivePlace};
 use crate::decide::archive::{OnPrimary, next_increment};
 use crate::decide::window::window_record;
 use crate::observe::{bases, cluster, read_archive};
@@ -34,8 +33,9 @@ pub enum Mode {
 
 #[derive(Debug, Clone)]
 pub struct ArchiveOptions {
-    /// The root of Vitess's file backup storage, as this Pod mounts it.
-    pub archive_root: PathBuf,
+    /// Vitess's backup storage: its `file` root as this Pod mounts it, or an object
+    /// store's URL.
+    pub archive: ArchivePlace,
     pub mode: Mode,
     /// How long the tablet's backup may take.
     pub backup_limit: Duration,
@@ -81,15 +81,15 @@ pub async fn archive(
     let (bases, passed) = bases(&snapshots, &shard);
     line.passed_snapshots = passed;
     let keyspace_shard = shard.shard.to_string();
-    let archive = match FileArchive::new(&opts.archive_root, &shard.keyspace, &keyspace_shard) {
+    let archive = match Archive::new(&opts.archive, &shard.keyspace, &keyspace_shard) {
         Ok(a) => a,
         Err(e) => return line.end(ArchiveOutcome::Usage, "bad-shard-name", e),
     };
-    let observed = match read_archive(&archive, &shard.keyspace, &keyspace_shard, Timestamp::now())
-    {
-        Ok(o) => o,
-        Err(e) => return line.end(ArchiveOutcome::Failed, "read-archive", e),
-    };
+    let observed =
+        match read_archive(&archive, &shard.keyspace, &keyspace_shard, Timestamp::now()).await {
+            Ok(o) => o,
+            Err(e) => return line.end(ArchiveOutcome::Failed, "read-archive", e),
+        };
     line.passed_backups = observed.unusable.clone();
     let tablets = match cluster::tablets(&vtctld, &shard).await {
         Ok(t) => t,
@@ -118,6 +118,7 @@ pub async fn archive(
     let increments = match line.outcome {
         ArchiveOutcome::Stored => {
             read_archive(&archive, &shard.keyspace, &keyspace_shard, Timestamp::now())
+                .await
                 .map(|o| o.increments)
         }
         _ => Ok(observed.increments),

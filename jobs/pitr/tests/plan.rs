@@ -366,9 +366,133 @@ fn run_names_each_bad_input_and_exits_2_before_reading_the_cluster() {
             ],
             "--image-pull-secret \"Bad/Name\" is not a Secret's name",
         ),
+        (
+            vec!["--to-time", "2026-12-01T10:15:00Z"],
+            "--archive-root needs --archive-volume",
+        ),
+        (
+            vec!["--archive-url", "s3://b/r", "--archive-volume", volume],
+            "cannot be used with",
+        ),
+        (
+            vec!["--archive-volume", volume, "--archive-secret", "s3-keys"],
+            "--archive-url",
+        ),
     ] {
         let (code, err) = base(&args);
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(words), "{args:?}: {err}");
+    }
+}
+
+/// `fetch` (what the recovery Pod's fetch container runs) reads the same archive from an
+/// object store (moto, a real S3 server) as from the folder: the same line, the same
+/// binlog; a bad URL or secret is named before anything is read.
+#[test]
+fn fetch_reads_the_same_archive_from_an_object_store() {
+    let s = Scene::new();
+    let (data, stored) = stored_binlog();
+    let hash = format!("{:08x}", crc32fast::hash(&stored));
+    s.put(
+        FIRST,
+        &manifest_with_hash(FIRST, "1-90", "1-150", "09:59:00", "10:10:00", &hash),
+    );
+    std::fs::write(
+        s.archive().join("commerce/-").join(FIRST).join("0"),
+        &stored,
+    )
+    .unwrap();
+    let s3 = vtsnap_testkit::s3::S3Server::start();
+    s3.create_bucket("vitess");
+    let shard_dir = s.archive().join("commerce/-");
+    for backup in std::fs::read_dir(&shard_dir).unwrap() {
+        let backup = backup.unwrap();
+        for file in std::fs::read_dir(backup.path()).unwrap() {
+            let file = file.unwrap();
+            let key = format!(
+                "prod/commerce/-/{}/{}",
+                backup.file_name().to_string_lossy(),
+                file.file_name().to_string_lossy()
+            );
+            s3.put("vitess", &key, &std::fs::read(file.path()).unwrap());
+        }
+    }
+    let fetch = |storage: &[&str], dest: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_vtsnap-pitr"))
+            .args(["fetch", "--shard", SHARD])
+            .args(storage)
+            .arg("--objects")
+            .arg(s.dir.path().join("snapshots.json"))
+            .args([
+                "--to-gtid",
+                &format!("{U}:1-120"),
+                "--seen-as",
+                "/vt/vtdataroot/pitr",
+            ])
+            .arg("--dest")
+            .arg(dest)
+            .env_clear()
+            .envs(s3.client_env())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        (
+            out.status.code().unwrap(),
+            serde_json::from_str::<Value>(stdout.trim()).unwrap_or(Value::Null),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let root = s.archive().display().to_string();
+    let from_folder = s.dir.path().join("from-folder");
+    let from_store = s.dir.path().join("from-store");
+    let (code, folder_line, err) = fetch(&["--archive-root", &root], &from_folder);
+    assert_eq!(code, 0, "{err}");
+    let (code, store_line, err) = fetch(&["--archive-url", "s3://vitess/prod"], &from_store);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(store_line, folder_line);
+    let binlog = Path::new(FIRST).join("vt-0000000103-bin.000002");
+    assert_eq!(std::fs::read(from_store.join(&binlog)).unwrap(), data);
+    // Only the binlog and the script: the stored copy is gone.
+    let mut left: Vec<String> = std::fs::read_dir(from_store.join(FIRST))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["vt-0000000103-bin.000002"]);
+
+    // The object changed in the store: named as the folder's would be, exit 1.
+    let mut bad = stored;
+    bad[10] ^= 0xff;
+    s3.put("vitess", &format!("prod/commerce/-/{FIRST}/0"), &bad);
+    let (code, _, err) = fetch(
+        &["--archive-url", "s3://vitess/prod"],
+        &s.dir.path().join("bad"),
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "backup {FIRST}: file 0 (vt-0000000103-bin.000002) "
+        )),
+        "{err}"
+    );
+
+    for (storage, words) in [
+        (
+            vec!["--archive-url", "ftp://vitess/prod"],
+            "--archive-url ftp://vitess/prod: scheme",
+        ),
+        (
+            vec!["--archive-url", "s3://vitess/a/../b"],
+            "not a path of names",
+        ),
+        (
+            vec!["--archive-url", "s3://x", "--archive-root", "/b"],
+            "cannot be used with",
+        ),
+        (vec![], "--archive-root"),
+    ] {
+        let (code, _, err) = fetch(&storage, &s.dir.path().join("never"));
+        assert_eq!(code, 2, "{storage:?}: {err}");
+        assert!(err.contains(words), "{storage:?}: {err}");
     }
 }

@@ -17,7 +17,8 @@ use vtsnap_core::pitr::run::{RecoverOutcome, RunVerdict};
 use vtsnap_core::restore_pod::JobOwner;
 use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::{GROUP, GtidFlavor, PLURAL};
-use vtsnap_pitr::decide::recovery::{REPLAY_CONTAINER, Settings, defaults};
+use vtsnap_pitr::archive::ArchivePlace;
+use vtsnap_pitr::decide::recovery::{ArchiveSource, REPLAY_CONTAINER, Settings, defaults};
 use vtsnap_pitr::recover::{RecoverOptions, recover};
 use vtsnap_testkit::fake_kube::{FakeKube, Fault, Verb, is};
 use vtsnap_testkit::fake_vtctld::FakeVtctld;
@@ -77,11 +78,13 @@ fn options(w: &World, after: After) -> RecoverOptions {
             mysqld_resources: json!({}),
             deadline_seconds: 600,
             ready_seconds: 60,
-            archive_volume: json!({"nfs": {"server": "nfs", "path": "/backups"}}),
-            archive_root: "/vt/backups".into(),
+            archive: ArchiveSource::Volume {
+                root: "/vt/backups".into(),
+                source: json!({"nfs": {"server": "nfs", "path": "/backups"}}),
+            },
             image_pull_secrets: Vec::new(),
         },
-        archive_root: w.archive.path().to_path_buf(),
+        archive: ArchivePlace::Folder(w.archive.path().to_path_buf()),
         target: Target::Through(
             GtidSet::parse(GtidFlavor::Mysql56, &format!("{U}:1-120"), Text::Server).unwrap(),
         ),

@@ -102,6 +102,61 @@ pub struct VitessOptions {
     /// How often VTOrc reads the topology: a new tablet waits up to this long to be found
     /// (and its replication started). Vitess's default is 15 s.
     pub vtorc_refresh: Duration,
+    /// Where vtctld and the vttablets keep backups.
+    pub backups: BackupStorage,
+}
+
+/// Where Vitess keeps the lab's backups.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum BackupStorage {
+    /// The `file` storage at `/vt/backups` (the shard's shared folder `backups/`).
+    #[default]
+    File,
+    /// Vitess's `s3` storage on an S3-compatible server at `endpoint`, path-style
+    /// (`go/vt/mysqlctl/s3backupstorage/s3.go`'s flags).
+    S3 {
+        endpoint: String,
+        bucket: String,
+        root: String,
+    },
+}
+
+impl BackupStorage {
+    /// `flags` with the file storage's flags replaced by this storage's.
+    pub fn apply(&self, flags: &mut Vec<String>) {
+        let Self::S3 {
+            endpoint,
+            bucket,
+            root,
+        } = self
+        else {
+            return;
+        };
+        flags.retain(|f| {
+            f != "--backup-storage-implementation=file"
+                && !f.starts_with("--file-backup-storage-root=")
+        });
+        flags.extend([
+            "--backup-storage-implementation=s3".into(),
+            format!("--s3-backup-aws-endpoint={endpoint}"),
+            "--s3-backup-aws-region=us-east-1".into(),
+            format!("--s3-backup-storage-bucket={bucket}"),
+            format!("--s3-backup-storage-root={root}"),
+            "--s3-backup-force-path-style".into(),
+        ]);
+    }
+
+    /// The environment Vitess's S3 client reads its credentials from (the test server
+    /// takes any).
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Self::File => Vec::new(),
+            Self::S3 { .. } => vec![
+                ("AWS_ACCESS_KEY_ID", "testing".into()),
+                ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+            ],
+        }
+    }
 }
 
 impl VitessOptions {
@@ -115,6 +170,7 @@ impl VitessOptions {
             clone: CloneSupport::Off,
             extra_cnf: String::new(),
             vtorc_refresh: VTORC_REFRESH,
+            backups: BackupStorage::File,
         }
     }
 }
@@ -373,6 +429,7 @@ impl VitessShard {
         let web = free_port();
         let mut cmd = vec!["vtctld".to_owned()];
         cmd.extend(vtctld_flags(&etcd.client, (web, grpc)));
+        opts.backups.apply(&mut cmd);
         cmd.extend(["--log-format".into(), "text".into()]);
         let vtctld = Container::run(
             &format!("{prefix}-vtctld"),
@@ -382,7 +439,7 @@ impl VitessShard {
                 at: "/vt/backups",
                 access: Access::ReadWrite,
             }],
-            &[],
+            &opts.backups.env(),
             &cmd,
         );
         let mut shard = Self {
@@ -424,6 +481,8 @@ impl VitessShard {
                 ),
                 None => shard.tablet_container_set(*uid, &name),
             };
+            let mut t = t;
+            t.backups = opts.backups.clone();
             shard.tablets.push(t);
         }
         for t in &shard.tablets {
@@ -597,6 +656,8 @@ impl VitessShard {
             &self.etcd.client,
             (PortOfClone::Rewrite, self.opts.clone),
         );
+        let mut t = t;
+        t.backups = self.opts.backups.clone();
         self.push_started(t).await
     }
 
@@ -623,7 +684,8 @@ impl VitessShard {
     /// vttablet container runs; the caller waits for what it measures.
     pub async fn add_empty_tablet(&mut self, uid: u32, how: NewTablet) -> &VitessTablet {
         let name = format!("{}-new{uid}", prefix());
-        let t = self.tablet_container_set_with(uid, &name, PortOfClone::Keep);
+        let mut t = self.tablet_container_set_with(uid, &name, PortOfClone::Keep);
+        t.backups = self.opts.backups.clone();
         t.wait_for_mysqld(Duration::from_secs(180)).await;
         self.tablets.push(t);
         let t = self.tablets.last_mut().unwrap();

@@ -45,6 +45,8 @@ pub struct VitessTablet {
     etcd: String,
     shared: PathBuf,
     clone: CloneSupport,
+    /// Where its vttablet keeps backups (the shard's).
+    pub(super) backups: super::BackupStorage,
     name: String,
     /// vttablet first: dropped before mysqld.
     vttablet: Option<Container>,
@@ -95,6 +97,7 @@ impl VitessTablet {
             etcd: etcd.to_owned(),
             shared: shared.to_path_buf(),
             clone,
+            backups: super::BackupStorage::File,
             name: name.to_owned(),
             vttablet: None,
             mysqld: None,
@@ -183,6 +186,7 @@ impl VitessTablet {
             (self.web_port, self.grpc_port),
         ));
         cmd.extend(how.flags());
+        self.backups.apply(&mut cmd);
         if self.clone == CloneSupport::On {
             cmd.extend(CLONE_FLAGS.map(str::to_owned));
         }
@@ -194,7 +198,7 @@ impl VitessTablet {
             &format!("{}-vttablet", self.name),
             IMAGE,
             &self.binds(),
-            &[],
+            &self.backups.env(),
             &cmd,
         ));
     }

@@ -20,7 +20,8 @@ use vtsnap_core::pitr::run::After;
 use vtsnap_core::pitr::run::RecoverOutcome;
 use vtsnap_core::shard::{ShardName, ShardRef};
 use vtsnap_core::snapshot::GtidFlavor;
-use vtsnap_pitr::decide::recovery::{Settings, defaults};
+use vtsnap_pitr::archive::ArchivePlace;
+use vtsnap_pitr::decide::recovery::{ArchiveSource, Settings, defaults};
 use vtsnap_pitr::recover::{RecoverLine, RecoverOptions, recover};
 use vtsnap_pitr::report::ArchiveOutcome;
 use vtsnap_pitr::run::{ArchiveOptions, Mode, archive};
@@ -93,7 +94,7 @@ pub async fn recover_a_dropped_table(
         &config,
         &name,
         &ArchiveOptions {
-            archive_root: vt.backups().to_path_buf(),
+            archive: ArchivePlace::Folder(vt.backups().to_path_buf()),
             mode: Mode::Take,
             backup_limit: Duration::from_secs(300),
         },
@@ -121,11 +122,13 @@ pub async fn recover_a_dropped_table(
             mysqld_resources: json!({"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}),
             deadline_seconds: 600,
             ready_seconds: 180,
-            archive_volume: json!({"hostPath": {"path": vt.backups().display().to_string(), "type": "Directory"}}),
-            archive_root: "/vt/backups".into(),
+            archive: ArchiveSource::Volume {
+                root: "/vt/backups".into(),
+                source: json!({"hostPath": {"path": vt.backups().display().to_string(), "type": "Directory"}}),
+            },
             image_pull_secrets: Vec::new(),
         },
-        archive_root: vt.backups().to_path_buf(),
+        archive: ArchivePlace::Folder(vt.backups().to_path_buf()),
         target,
         snapshot: None,
         after,

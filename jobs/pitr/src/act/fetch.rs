@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use flate2::read::MultiGzDecoder;
 use vtsnap_core::pitr::manifest::{BinlogFile, Compression, Increment};
 
-use crate::archive::{ArchiveError, FileArchive};
+use crate::archive::{Archive, ArchiveError};
 
 /// The most one binlog may decompress to (MySQL's largest `max_binlog_size` is 1 GiB; a
 /// binlog holding one huge transaction may exceed it).
@@ -66,15 +66,21 @@ fn copy_bounded(from: &mut impl Read, to: &mut impl Write, max: u64) -> io::Resu
 
 /// Fetches `file` of `inc` into `dest`, as `dest/<binlog name>`; nothing is left of it
 /// when it fails.
-pub fn fetch_file(
-    archive: &FileArchive,
+pub async fn fetch_file(
+    archive: &Archive,
     inc: &Increment,
     file: &BinlogFile,
     dest: &Path,
     max_bytes: u64,
 ) -> Result<Fetched, FetchError> {
     let partial = dest.join(format!("{}.partial", file.binlog));
-    let fetched = fetch_into(archive, inc, file, &partial, max_bytes);
+    // An object is first copied whole into `dest`: as large as its MANIFEST may say, and
+    // compressed files inflate, so the bound on the stored copy is the binlog's.
+    let stored = archive
+        .open(&inc.name, &file.stored, dest, max_bytes)
+        .await?;
+    let fetched = fetch_into(&stored.file, inc, file, &partial, max_bytes);
+    drop(stored);
     if fetched.is_err() {
         // Best effort: a partial file is never renamed, so it is never taken for a binlog.
         let _ = std::fs::remove_file(&partial);
@@ -89,7 +95,7 @@ pub fn fetch_file(
 }
 
 fn fetch_into(
-    archive: &FileArchive,
+    stored: &File,
     inc: &Increment,
     file: &BinlogFile,
     partial: &Path,
@@ -101,7 +107,6 @@ fn fetch_into(
         binlog: file.binlog.clone(),
         problem,
     };
-    let stored = archive.open(&inc.name, &file.stored)?;
     let mut checked = Checked {
         inner: io::BufReader::new(stored),
         crc: crc32fast::Hasher::new(),
@@ -154,8 +159,8 @@ fn fetch_into(
 
 /// Fetches every file of `increments`, in order, each increment's into its own directory
 /// under `dest` (two increments may hold a binlog of one name).
-pub fn fetch_all<'a>(
-    archive: &FileArchive,
+pub async fn fetch_all<'a>(
+    archive: &Archive,
     increments: impl IntoIterator<Item = &'a Increment>,
     dest: &Path,
 ) -> Result<Vec<Fetched>, FetchError> {
@@ -167,7 +172,7 @@ pub fn fetch_all<'a>(
             source,
         })?;
         for file in &inc.files {
-            out.push(fetch_file(archive, inc, file, &dir, MAX_BINLOG_BYTES)?);
+            out.push(fetch_file(archive, inc, file, &dir, MAX_BINLOG_BYTES).await?);
         }
     }
     Ok(out)

@@ -8,6 +8,15 @@ use vtsnap_core::naming::TabletAlias;
 use vtsnap_core::snapshot::GtidFlavor;
 
 use super::*;
+use crate::archive::FileArchive;
+
+/// A file archive's requests need no runtime of their own; the async API does.
+fn block<F: std::future::Future>(work: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(work)
+}
 
 const BACKUP: &str = "2026-12-07.093512.zone1-0000000102";
 const BINLOG: &str = "vt-0000000102-bin.000003";
@@ -37,7 +46,7 @@ fn pargzip(data: &[u8]) -> Vec<u8> {
 struct Scene {
     root: tempfile::TempDir,
     dest: tempfile::TempDir,
-    archive: FileArchive,
+    archive: Archive,
     inc: Increment,
 }
 
@@ -64,7 +73,7 @@ fn scene(stored: &[u8], compression: Compression) -> Scene {
         }],
     };
     Scene {
-        archive: FileArchive::new(root.path(), "commerce", "-").unwrap(),
+        archive: Archive::File(FileArchive::new(root.path(), "commerce", "-").unwrap()),
         root,
         dest: tempfile::tempdir().unwrap(),
         inc,
@@ -73,13 +82,13 @@ fn scene(stored: &[u8], compression: Compression) -> Scene {
 
 impl Scene {
     fn fetch(&self, max: u64) -> Result<Fetched, FetchError> {
-        fetch_file(
+        block(fetch_file(
             &self.archive,
             &self.inc,
             &self.inc.files[0],
             self.dest.path(),
             max,
-        )
+        ))
     }
 
     /// Nothing is left in the destination after a failure.
@@ -171,7 +180,7 @@ fn a_file_larger_than_the_bound_is_refused_and_a_missing_one_named() {
 fn each_increment_is_fetched_into_its_own_directory() {
     let data = binlog(1_000);
     let s = scene(&pargzip(&data), Compression::Gzip);
-    let got = fetch_all(&s.archive, [&s.inc], s.dest.path()).unwrap();
+    let got = block(fetch_all(&s.archive, [&s.inc], s.dest.path())).unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].path, s.dest.path().join(BACKUP).join(BINLOG));
 }

@@ -64,11 +64,21 @@ pub struct Settings {
     pub deadline_seconds: u64,
     /// How long the replay waits for mysqld to answer.
     pub ready_seconds: u64,
-    /// The shard's backup storage as a Pod volume source (`{"nfs": …}`,
-    /// `{"persistentVolumeClaim": …}`), mounted read-only at `archive_root`.
-    pub archive_volume: Value,
-    pub archive_root: String,
+    /// Where the fetch container reads the shard's backup storage.
+    pub archive: ArchiveSource,
     pub image_pull_secrets: Vec<String>,
+}
+
+/// The shard's backup storage as the recovery Pod reaches it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ArchiveSource {
+    /// Vitess's `file` storage: a Pod volume source (`{"nfs": …}`,
+    /// `{"persistentVolumeClaim": …}`), mounted read-only at `root`.
+    Volume { root: String, source: Value },
+    /// An object store's URL (`s3://bucket/root`), and the Secret whose keys become the
+    /// fetch container's environment: the store's credentials and endpoint, as its SDK
+    /// names them (`AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT`, …).
+    Store { url: String, secret: Option<String> },
 }
 
 /// `run`'s defaults, written once for the command line and for every caller.
@@ -225,8 +235,6 @@ pub fn pod(name: &str, r: &Recovery, s: &Settings) -> Value {
         r.shard.to_string(),
         "--objects".into(),
         BASE_FILE.into(),
-        "--archive-root".into(),
-        s.archive_root.clone(),
         "--snapshot".into(),
         r.base.clone(),
         "--dest".into(),
@@ -239,6 +247,33 @@ pub fn pod(name: &str, r: &Recovery, s: &Settings) -> Value {
         RESULT_FILE.into(),
     ];
     fetch.extend(target_args(&r.target));
+    let mut fetch_mounts = vec![
+        work.clone(),
+        json!({"name": BASE_VOLUME, "mountPath": BASE_DIR, "readOnly": true}),
+    ];
+    let mut fetch_env_from = Vec::new();
+    let mut volumes = vec![
+        json!({"name": throwaway::DATA_VOLUME, "persistentVolumeClaim": {"claimName": name}}),
+        json!({"name": throwaway::SOCKET_VOLUME, "emptyDir": {}}),
+        json!({"name": WORK_VOLUME, "emptyDir": {}}),
+        json!({"name": BASE_VOLUME, "downwardAPI": {"items": [{
+            "path": "base.json",
+            "fieldRef": {"fieldPath": format!("metadata.annotations['{ANN_RECOVERY_BASE}']")},
+        }]}}),
+    ];
+    match &s.archive {
+        ArchiveSource::Volume { root, source } => {
+            fetch.extend(["--archive-root".to_owned(), root.clone()]);
+            fetch_mounts.push(json!({"name": ARCHIVE_VOLUME, "mountPath": root, "readOnly": true}));
+            volumes.push(volume(ARCHIVE_VOLUME, source));
+        }
+        ArchiveSource::Store { url, secret } => {
+            fetch.extend(["--archive-url".to_owned(), url.clone()]);
+            if let Some(secret) = secret {
+                fetch_env_from.push(json!({"secretRef": {"name": secret}}));
+            }
+        }
+    }
     let mut spec = json!({
         "restartPolicy": "Never",
         "activeDeadlineSeconds": s.deadline_seconds,
@@ -252,11 +287,8 @@ pub fn pod(name: &str, r: &Recovery, s: &Settings) -> Value {
                 "image": s.pitr_image,
                 "args": fetch,
                 "env": [{"name": "VTSNAP_LOG_FORMAT", "value": "json"}],
-                "volumeMounts": [
-                    work.clone(),
-                    {"name": BASE_VOLUME, "mountPath": BASE_DIR, "readOnly": true},
-                    {"name": ARCHIVE_VOLUME, "mountPath": s.archive_root, "readOnly": true},
-                ],
+                "envFrom": fetch_env_from,
+                "volumeMounts": fetch_mounts,
                 "securityContext": throwaway::unprivileged(),
                 "resources": small,
                 "terminationMessagePolicy": "FallbackToLogsOnError",
@@ -274,16 +306,7 @@ pub fn pod(name: &str, r: &Recovery, s: &Settings) -> Value {
                 "terminationMessagePolicy": "FallbackToLogsOnError",
             },
         ],
-        "volumes": [
-            {"name": throwaway::DATA_VOLUME, "persistentVolumeClaim": {"claimName": name}},
-            {"name": throwaway::SOCKET_VOLUME, "emptyDir": {}},
-            {"name": WORK_VOLUME, "emptyDir": {}},
-            {"name": BASE_VOLUME, "downwardAPI": {"items": [{
-                "path": "base.json",
-                "fieldRef": {"fieldPath": format!("metadata.annotations['{ANN_RECOVERY_BASE}']")},
-            }]}},
-            volume(ARCHIVE_VOLUME, &s.archive_volume),
-        ],
+        "volumes": volumes,
     });
     if let Some(secrets) = throwaway::pull_secrets(&s.image_pull_secrets) {
         spec["imagePullSecrets"] = secrets;

@@ -14,8 +14,10 @@ fn settings() -> Settings {
         mysqld_resources: serde_json::from_str(defaults::MYSQLD_RESOURCES).unwrap(),
         deadline_seconds: 3600,
         ready_seconds: defaults::READY_SECONDS,
-        archive_volume: json!({"nfs": {"server": "nfs.example.com", "path": "/backups"}}),
-        archive_root: "/vt/backups".into(),
+        archive: ArchiveSource::Volume {
+            root: "/vt/backups".into(),
+            source: json!({"nfs": {"server": "nfs.example.com", "path": "/backups"}}),
+        },
         image_pull_secrets: Vec::new(),
     }
 }
@@ -282,5 +284,59 @@ fn the_job_owns_the_pvc_and_the_pod_never_the_cut() {
         pvc("rec", &alone)["metadata"]
             .get("ownerReferences")
             .is_none()
+    );
+}
+
+#[test]
+fn an_object_store_archive_is_read_by_url_with_its_secret_and_nothing_mounted() {
+    let r = recovery(
+        Target::Through(gtid("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-20")),
+        After::Serve,
+    );
+    let stored = |secret: Option<&str>| Settings {
+        archive: ArchiveSource::Store {
+            url: "s3://vitess-backups/prod".into(),
+            secret: secret.map(str::to_owned),
+        },
+        ..settings()
+    };
+    let p = pod("rec", &r, &stored(Some("vitess-s3")));
+    let fetch = container(&p, "initContainers", FETCH_CONTAINER);
+    let args = strings(&fetch["args"]);
+    assert!(
+        args.windows(2)
+            .any(|w| w == ["--archive-url", "s3://vitess-backups/prod"]),
+        "{args:?}"
+    );
+    assert!(!args.contains(&"--archive-root"), "{args:?}");
+    assert_eq!(
+        fetch["envFrom"],
+        json!([{"secretRef": {"name": "vitess-s3"}}])
+    );
+    let mounted = |p: &Value| {
+        container(p, "initContainers", FETCH_CONTAINER)["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == ARCHIVE_VOLUME)
+            || p["spec"]["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|v| v["name"] == ARCHIVE_VOLUME)
+    };
+    assert!(!mounted(&p), "{p}");
+    // Without a Secret (a workload identity, or the node's role): an empty envFrom.
+    let p = pod("rec", &r, &stored(None));
+    assert_eq!(
+        container(&p, "initContainers", FETCH_CONTAINER)["envFrom"],
+        json!([])
+    );
+    // The volume's archive is mounted, and has no envFrom.
+    let p = pod("rec", &r, &settings());
+    assert!(mounted(&p), "{p}");
+    assert_eq!(
+        container(&p, "initContainers", FETCH_CONTAINER)["envFrom"],
+        json!([])
     );
 }

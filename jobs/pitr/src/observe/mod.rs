@@ -15,7 +15,7 @@ use vtsnap_core::pitr::manifest::{self, Expected, Increment, Record};
 use vtsnap_core::shard::ShardRef;
 use vtsnap_core::snapshot::{GtidFlavor, Phase, VolumeSnapshot};
 
-use crate::archive::{ArchiveError, FileArchive};
+use crate::archive::{Archive, ArchiveError};
 
 /// A backup that is not part of the archive, or a snapshot that is no base, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -35,21 +35,21 @@ pub struct Observed {
 }
 
 /// Reads every backup of `keyspace/shard` in `archive` at `now`.
-pub fn read_archive(
-    archive: &FileArchive,
+pub async fn read_archive(
+    archive: &Archive,
     keyspace: &str,
     shard: &str,
     now: Timestamp,
 ) -> Result<Observed, ArchiveError> {
     let mut o = Observed::default();
-    for backup in archive.backups()? {
-        let text = match archive.manifest(&backup) {
+    for backup in archive.backups().await? {
+        let text = match archive.manifest(&backup).await {
             Ok(Some(t)) => t,
             Ok(None) => {
                 o.incomplete.push(backup);
                 continue;
             }
-            Err(e @ ArchiveError::Read(_)) => {
+            Err(e) if e.is_the_backups() => {
                 o.unusable.push(Passed {
                     name: backup,
                     why: e.to_string(),

@@ -1,7 +1,6 @@
-//! The binlog archive in Vitess's `file` backup storage (docs/pitr.md §2): a shard's
-//! backups are directories `<root>/<keyspace>/<shard>/<backup name>/` holding the files
-//! `0`..`N-1` and a `MANIFEST` (vitess `go/vt/mysqlctl/filebackupstorage/file.go`). What
-//! is read from it is bounded: the number of backups, each MANIFEST's size.
+//! One shard's part of Vitess's `file` backup storage: its backups are directories
+//! `<root>/<keyspace>/<shard>/<backup name>/` holding the files `0`..`N-1` and a
+//! `MANIFEST` (vitess `go/vt/mysqlctl/filebackupstorage/file.go`).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -9,31 +8,7 @@ use std::path::{Path, PathBuf};
 use vtsnap_core::input::{self, Accept};
 use vtsnap_core::pitr::manifest::MAX_MANIFEST;
 
-/// The most backups one shard's directory may hold.
-pub const MAX_BACKUPS: usize = 100_000;
-
-#[derive(Debug, thiserror::Error)]
-pub enum ArchiveError {
-    #[error("cannot list {}: {source}", path.display())]
-    List {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{} holds more than {MAX_BACKUPS} entries", path.display())]
-    TooMany { path: PathBuf },
-    #[error("{0}")]
-    Read(#[from] input::ReadError),
-    #[error(
-        "{what} {name:?} cannot name a folder of the backup storage (one name of letters, digits, '-', '_' or '.')"
-    )]
-    BadName { what: &'static str, name: String },
-    #[error("backup {backup}: cannot open its file {stored}: {source}")]
-    Open {
-        backup: String,
-        stored: String,
-        source: std::io::Error,
-    },
-}
+use super::{ArchiveError, MAX_BACKUPS, checked_shard, is_backup_name};
 
 /// One shard's part of a `file` backup storage.
 #[derive(Debug, Clone)]
@@ -41,55 +16,11 @@ pub struct FileArchive {
     shard_dir: PathBuf,
 }
 
-/// A backup directory's name as Vitess makes it: `YYYY-MM-DD.HHMMSS.<cell>-<10-digit uid>`
-/// (`go/vt/mysqlctl/backup.go`); anything else in the directory is not a backup.
-pub fn is_backup_name(s: &str) -> bool {
-    let mut parts = s.splitn(3, '.');
-    let (Some(date), Some(time), Some(alias)) = (parts.next(), parts.next(), parts.next()) else {
-        return false;
-    };
-    let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
-    let date_ok = date.len() == 10
-        && date.bytes().enumerate().all(|(i, b)| {
-            if i == 4 || i == 7 {
-                b == b'-'
-            } else {
-                b.is_ascii_digit()
-            }
-        });
-    let alias_ok = alias.rsplit_once('-').is_some_and(|(cell, uid)| {
-        !cell.is_empty()
-            && cell
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            && uid.len() == 10
-            && digits(uid)
-    });
-    date_ok && time.len() == 6 && digits(time) && alias_ok
-}
-
-/// One folder name, nothing that walks: Vitess names keyspaces and key ranges so.
-fn is_folder_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 255
-        && s != "."
-        && s != ".."
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
-}
-
 impl FileArchive {
     /// The archive of `keyspace/shard` under the storage root `root`; a name that would
     /// walk out of it is refused.
     pub fn new(root: &Path, keyspace: &str, shard: &str) -> Result<Self, ArchiveError> {
-        for (what, name) in [("keyspace", keyspace), ("shard", shard)] {
-            if !is_folder_name(name) {
-                return Err(ArchiveError::BadName {
-                    what,
-                    name: name.to_owned(),
-                });
-            }
-        }
+        checked_shard(keyspace, shard)?;
         Ok(Self {
             shard_dir: root.join(keyspace).join(shard),
         })
@@ -98,9 +29,9 @@ impl FileArchive {
     /// The backups' names, in name order (which is time order). A shard without a
     /// directory has none.
     pub fn backups(&self) -> Result<Vec<String>, ArchiveError> {
-        let list_error = |source| ArchiveError::List {
-            path: self.shard_dir.clone(),
-            source,
+        let list_error = |e: std::io::Error| ArchiveError::List {
+            place: self.place(),
+            problem: e.to_string(),
         };
         let entries = match std::fs::read_dir(&self.shard_dir) {
             Ok(e) => e,
@@ -111,7 +42,7 @@ impl FileArchive {
         for (n, entry) in entries.enumerate() {
             if n >= MAX_BACKUPS {
                 return Err(ArchiveError::TooMany {
-                    path: self.shard_dir.clone(),
+                    place: self.place(),
                 });
             }
             let entry = entry.map_err(list_error)?;
@@ -146,11 +77,16 @@ impl FileArchive {
     /// One stored file of a backup, opened for reading.
     pub fn open(&self, backup: &str, stored: &str) -> Result<File, ArchiveError> {
         let path = self.shard_dir.join(backup).join(stored);
-        File::open(&path).map_err(|source| ArchiveError::Open {
+        File::open(&path).map_err(|e| ArchiveError::Open {
             backup: backup.to_owned(),
             stored: stored.to_owned(),
-            source,
+            problem: e.to_string(),
         })
+    }
+
+    /// The shard's folder, for messages.
+    pub fn place(&self) -> String {
+        self.shard_dir.display().to_string()
     }
 }
 
@@ -222,22 +158,5 @@ mod tests {
         // One folder name at most 255 bytes long, as a filesystem allows.
         assert!(FileArchive::new(root, &"k".repeat(255), "-").is_ok());
         assert!(FileArchive::new(root, &"k".repeat(256), "-").is_err());
-    }
-
-    #[test]
-    fn backup_names_follow_vitess() {
-        assert!(is_backup_name("2026-12-07.093512.zone1-0000000102"));
-        assert!(is_backup_name("2026-12-07.093512.us-east-1a-0000000102"));
-        for bad in [
-            "2026-12-07.093512",
-            "2026-12-07.93512.zone1-0000000102",
-            "2026/12/07.093512.zone1-0000000102",
-            "2026-12-07.093512.-0000000102",
-            "2026-12-07.093512.zone1-00000001x2",
-            "2026-12-07.093512.zo/ne-0000000102",
-            "..",
-        ] {
-            assert!(!is_backup_name(bad), "{bad}");
-        }
     }
 }

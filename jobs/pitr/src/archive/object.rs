@@ -1,0 +1,299 @@
+//! One shard's part of a backup storage in an object store: S3 (and stores that speak
+//! its API), GCS or Azure, through the `object_store` crate. The URL names the bucket and
+//! Vitess's storage root (`--s3-backup-storage-bucket`, `--s3-backup-storage-root`):
+//! `s3://BUCKET[/ROOT]`, `gs://BUCKET[/ROOT]`, `az://CONTAINER[/ROOT]`. Credentials,
+//! region and endpoint come from the environment as each store's SDK names them
+//! (`AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT`, `AWS_ALLOW_HTTP`, `GOOGLE_SERVICE_ACCOUNT`,
+//! `AZURE_STORAGE_ACCOUNT_NAME`, …): no secret is ever on a command line.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path as FsPath;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{GetOptions, ObjectStore};
+use vtsnap_core::pitr::manifest::MAX_MANIFEST;
+
+use super::{ArchiveError, MAX_BACKUPS, checked_shard, is_backup_name};
+
+/// The longest URL taken: a bucket and a root, not a document.
+const MAX_URL: usize = 2048;
+
+#[derive(Debug, Clone)]
+pub struct ObjectArchive {
+    store: Arc<dyn ObjectStore>,
+    /// `scheme://bucket`, for messages.
+    bucket_url: String,
+    /// `ROOT/keyspace/shard`, the prefix of the shard's backups.
+    shard_prefix: Path,
+}
+
+/// The store kinds, by URL scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    S3,
+    Gcs,
+    Azure,
+}
+
+/// `scheme://bucket/root…` → (kind, bucket, root), checked.
+fn parse_url(url: &str) -> Result<(Kind, &str, &str), String> {
+    if url.len() > MAX_URL {
+        return Err(format!("longer than {MAX_URL} bytes"));
+    }
+    if url.chars().any(char::is_control) {
+        return Err("holds a control character".into());
+    }
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or("is not a URL (scheme://bucket[/root])")?;
+    let kind = match scheme {
+        "s3" | "s3a" => Kind::S3,
+        "gs" => Kind::Gcs,
+        "az" | "azure" => Kind::Azure,
+        other => {
+            return Err(format!(
+                "scheme {other:?} is not an object store vtsnap reads (s3, gs, az)"
+            ));
+        }
+    };
+    let (bucket, root) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty()
+        || !bucket
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
+        return Err(format!("bucket {bucket:?} is not a bucket name"));
+    }
+    let root = root.trim_matches('/');
+    if root
+        .split('/')
+        .any(|part| part == "." || part == ".." || (part.is_empty() && !root.is_empty()))
+    {
+        return Err(format!("root {root:?} is not a path of names"));
+    }
+    Ok((kind, bucket, root))
+}
+
+/// The store client for `bucket`, its settings from the environment and then `settings`.
+fn build(
+    kind: Kind,
+    bucket: &str,
+    settings: &[(&str, String)],
+) -> Result<Arc<dyn ObjectStore>, String> {
+    let unknown = |key: &str| format!("{key} is not a setting of this store");
+    Ok(match kind {
+        Kind::S3 => {
+            let mut b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
+            for (key, value) in settings {
+                b = b.with_config(key.parse().map_err(|_| unknown(key))?, value);
+            }
+            Arc::new(b.build().map_err(|e| e.to_string())?)
+        }
+        Kind::Gcs => {
+            let mut b =
+                object_store::gcp::GoogleCloudStorageBuilder::from_env().with_bucket_name(bucket);
+            for (key, value) in settings {
+                b = b.with_config(key.parse().map_err(|_| unknown(key))?, value);
+            }
+            Arc::new(b.build().map_err(|e| e.to_string())?)
+        }
+        Kind::Azure => {
+            let mut b =
+                object_store::azure::MicrosoftAzureBuilder::from_env().with_container_name(bucket);
+            for (key, value) in settings {
+                b = b.with_config(key.parse().map_err(|_| unknown(key))?, value);
+            }
+            Arc::new(b.build().map_err(|e| e.to_string())?)
+        }
+    })
+}
+
+impl ObjectArchive {
+    /// The archive of `keyspace/shard` under `url` (`scheme://bucket[/root]`); the store's
+    /// settings from the environment.
+    pub fn new(url: &str, keyspace: &str, shard: &str) -> Result<Self, ArchiveError> {
+        Self::with_settings(url, keyspace, shard, &[])
+    }
+
+    /// As [`Self::new`], with `settings` (the store's configuration keys, as its
+    /// environment variables name them in lower case: `aws_endpoint`, …) over the
+    /// environment's.
+    pub fn with_settings(
+        url: &str,
+        keyspace: &str,
+        shard: &str,
+        settings: &[(&str, String)],
+    ) -> Result<Self, ArchiveError> {
+        let bad = |problem: String| ArchiveError::Url {
+            url: vtsnap_core::k8s_names::escape_controls(url).into_owned(),
+            problem,
+        };
+        let (kind, bucket, root) = parse_url(url).map_err(bad)?;
+        checked_shard(keyspace, shard)?;
+        // The process's one TLS provider is ring (kube's too); reqwest asks for the
+        // default one. Installed already is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let bucket_url = format!("{}://{bucket}", url.split_once("://").map_or("", |p| p.0));
+        let store = build(kind, bucket, settings).map_err(bad)?;
+        let shard_prefix = Path::from_iter(root.split('/').filter(|p| !p.is_empty()))
+            .join(keyspace)
+            .join(shard);
+        Ok(Self {
+            store,
+            bucket_url,
+            shard_prefix,
+        })
+    }
+
+    /// The shard's prefix, for messages.
+    pub fn place(&self) -> String {
+        format!("{}/{}", self.bucket_url, self.shard_prefix)
+    }
+
+    fn object(&self, backup: &str, stored: &str) -> Path {
+        self.shard_prefix.clone().join(backup).join(stored)
+    }
+
+    /// The backups' names (the "folders" under the shard's prefix named as Vitess names
+    /// backups), in name order.
+    pub async fn backups(&self) -> Result<Vec<String>, ArchiveError> {
+        let listed = self
+            .store
+            .list_with_delimiter(Some(&self.shard_prefix))
+            .await
+            .map_err(|e| ArchiveError::List {
+                place: self.place(),
+                problem: e.to_string(),
+            })?;
+        if listed.common_prefixes.len() > MAX_BACKUPS {
+            return Err(ArchiveError::TooMany {
+                place: self.place(),
+            });
+        }
+        let mut names: Vec<String> = listed
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename())
+            .filter(|n| is_backup_name(n))
+            .map(str::to_owned)
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// A backup's MANIFEST, at most `MAX_MANIFEST` bytes; `None` while it has none.
+    pub async fn manifest(&self, backup: &str) -> Result<Option<Vec<u8>>, ArchiveError> {
+        let path = self.object(backup, "MANIFEST");
+        let place = || format!("{}/{path}", self.bucket_url);
+        let got = match self.store.get_opts(&path, GetOptions::default()).await {
+            Ok(g) => g,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => {
+                return Err(ArchiveError::List {
+                    place: place(),
+                    problem: e.to_string(),
+                });
+            }
+        };
+        let mut text = Vec::new();
+        let mut body = got.into_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| ArchiveError::List {
+                place: place(),
+                problem: e.to_string(),
+            })?;
+            if (text.len() + chunk.len()) as u64 > MAX_MANIFEST {
+                return Err(ArchiveError::Unreadable {
+                    place: place(),
+                    problem: format!("a MANIFEST larger than {MAX_MANIFEST} bytes"),
+                });
+            }
+            text.extend_from_slice(&chunk);
+        }
+        Ok(Some(text))
+    }
+
+    /// Copies one stored file of a backup into `to` (at most `max_bytes`) and opens the
+    /// copy for reading.
+    pub async fn copy_into(
+        &self,
+        backup: &str,
+        stored: &str,
+        to: &FsPath,
+        max_bytes: u64,
+    ) -> Result<File, ArchiveError> {
+        let open_error = |problem: String| ArchiveError::Open {
+            backup: backup.to_owned(),
+            stored: stored.to_owned(),
+            problem,
+        };
+        let got = self
+            .store
+            .get_opts(&self.object(backup, stored), GetOptions::default())
+            .await
+            .map_err(|e| open_error(e.to_string()))?;
+        let mut out = File::create(to).map_err(|e| open_error(format!("{}: {e}", to.display())))?;
+        let mut copied: u64 = 0;
+        let mut body = got.into_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| open_error(e.to_string()))?;
+            copied += chunk.len() as u64;
+            if copied > max_bytes {
+                return Err(open_error(format!("holds more than {max_bytes} bytes")));
+            }
+            out.write_all(&chunk)
+                .map_err(|e| open_error(format!("{}: {e}", to.display())))?;
+        }
+        out.sync_all()
+            .map_err(|e| open_error(format!("{}: {e}", to.display())))?;
+        File::open(to).map_err(|e| open_error(format!("{}: {e}", to.display())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_archive_url_is_a_bucket_and_a_root_of_a_known_store() {
+        assert_eq!(
+            parse_url("s3://b/vt/root").unwrap(),
+            (Kind::S3, "b", "vt/root")
+        );
+        assert_eq!(parse_url("s3://b").unwrap(), (Kind::S3, "b", ""));
+        assert_eq!(parse_url("s3://b/").unwrap(), (Kind::S3, "b", ""));
+        assert_eq!(parse_url("gs://b/r").unwrap(), (Kind::Gcs, "b", "r"));
+        assert_eq!(parse_url("az://c/r").unwrap(), (Kind::Azure, "c", "r"));
+        for (bad, says) in [
+            ("/vt/backups", "is not a URL"),
+            ("ftp://b/r", "scheme \"ftp\""),
+            ("s3:///r", "bucket \"\""),
+            ("s3://b c/r", "bucket \"b c\""),
+            ("s3://b/a/../x", "not a path of names"),
+            ("s3://b/a//x", "not a path of names"),
+            ("s3://b/a\n", "control character"),
+        ] {
+            let e = parse_url(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        assert!(parse_url(&format!("s3://b/{}", "r".repeat(MAX_URL))).is_err());
+    }
+
+    #[test]
+    fn the_shard_s_prefix_follows_vitess_s_object_names() {
+        let a = ObjectArchive::new("s3://bucket/vt/root", "commerce", "-80").unwrap();
+        assert_eq!(a.place(), "s3://bucket/vt/root/commerce/-80");
+        assert_eq!(
+            a.object("2026-12-07.093512.zone1-0000000102", "MANIFEST")
+                .to_string(),
+            "vt/root/commerce/-80/2026-12-07.093512.zone1-0000000102/MANIFEST"
+        );
+        let bare = ObjectArchive::new("s3://bucket", "commerce", "-").unwrap();
+        assert_eq!(bare.place(), "s3://bucket/commerce/-");
+        let e = ObjectArchive::new("s3://bucket", "..", "-").unwrap_err();
+        assert!(e.to_string().contains("cannot name a folder"), "{e}");
+    }
+}
