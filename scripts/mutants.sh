@@ -30,7 +30,7 @@ cargo mutants --version >/dev/null 2>&1 \
 # package | decider files | the tests that judge them (cargo test arguments)
 groups=(
   "vtsnap-gc|jobs/retention-gc/src/decide/mod.rs jobs/retention-gc/src/decide/coverage.rs jobs/retention-gc/src/decide/failed_restores.rs|"
-  "vtsnap-core|core/src/config/resolve.rs core/src/config/validate.rs core/src/config/pvc_spec.rs core/src/vtbackup.rs core/src/snapshot/read.rs core/src/snapshot/choice.rs core/src/snapshot/gtid.rs core/src/snapshot/source.rs core/src/coverage/mod.rs core/src/coverage/set.rs core/src/schedule.rs core/src/snapshot/drill.rs core/src/retry/decide.rs core/src/cron.rs core/src/pitr/manifest.rs core/src/pitr/chain.rs core/src/pitr/record.rs core/src/pitr/binlog.rs core/src/restore_pod.rs|--lib"
+  "vtsnap-core|core/src/config/resolve.rs core/src/config/validate.rs core/src/config/pvc_spec.rs core/src/vtbackup.rs core/src/snapshot/read.rs core/src/snapshot/choice.rs core/src/snapshot/gtid.rs core/src/snapshot/source.rs core/src/coverage/mod.rs core/src/coverage/set.rs core/src/schedule.rs core/src/snapshot/drill.rs core/src/retry/decide.rs core/src/cron.rs core/src/pitr/manifest.rs core/src/pitr/chain.rs core/src/pitr/record.rs core/src/pitr/binlog.rs core/src/pitr/archive_url.rs core/src/restore_pod.rs|--lib"
   "vtsnap-core|core/src/reconcile/wait.rs|--test wait"
   "vtsnap-restore|init/restore/src/observe.rs init/restore/src/decide/mod.rs init/restore/src/decide/plan.rs init/restore/src/decide/preflight.rs|--lib --test layouts --test hostile"
   "vtsnap-node|node/src/daemon/decide.rs|--lib"

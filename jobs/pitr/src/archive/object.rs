@@ -14,12 +14,10 @@ use std::sync::Arc;
 use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectStore};
+use vtsnap_core::pitr::archive_url::{ArchiveUrl, Store};
 use vtsnap_core::pitr::manifest::MAX_MANIFEST;
 
 use super::{ArchiveError, MAX_BACKUPS, checked_shard, is_backup_name};
-
-/// The longest URL taken: a bucket and a root, not a document.
-const MAX_URL: usize = 2048;
 
 #[derive(Debug, Clone)]
 pub struct ObjectArchive {
@@ -30,69 +28,22 @@ pub struct ObjectArchive {
     shard_prefix: Path,
 }
 
-/// The store kinds, by URL scheme.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    S3,
-    Gcs,
-    Azure,
-}
-
-/// `scheme://bucket/root…` → (kind, bucket, root), checked.
-fn parse_url(url: &str) -> Result<(Kind, &str, &str), String> {
-    if url.len() > MAX_URL {
-        return Err(format!("longer than {MAX_URL} bytes"));
-    }
-    if url.chars().any(char::is_control) {
-        return Err("holds a control character".into());
-    }
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or("is not a URL (scheme://bucket[/root])")?;
-    let kind = match scheme {
-        "s3" | "s3a" => Kind::S3,
-        "gs" => Kind::Gcs,
-        "az" | "azure" => Kind::Azure,
-        other => {
-            return Err(format!(
-                "scheme {other:?} is not an object store vtsnap reads (s3, gs, az)"
-            ));
-        }
-    };
-    let (bucket, root) = rest.split_once('/').unwrap_or((rest, ""));
-    if bucket.is_empty()
-        || !bucket
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-    {
-        return Err(format!("bucket {bucket:?} is not a bucket name"));
-    }
-    let root = root.trim_matches('/');
-    if root
-        .split('/')
-        .any(|part| part == "." || part == ".." || (part.is_empty() && !root.is_empty()))
-    {
-        return Err(format!("root {root:?} is not a path of names"));
-    }
-    Ok((kind, bucket, root))
-}
-
 /// The store client for `bucket`, its settings from the environment and then `settings`.
 fn build(
-    kind: Kind,
+    kind: Store,
     bucket: &str,
     settings: &[(&str, String)],
 ) -> Result<Arc<dyn ObjectStore>, String> {
     let unknown = |key: &str| format!("{key} is not a setting of this store");
     Ok(match kind {
-        Kind::S3 => {
+        Store::S3 => {
             let mut b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
             for (key, value) in settings {
                 b = b.with_config(key.parse().map_err(|_| unknown(key))?, value);
             }
             Arc::new(b.build().map_err(|e| e.to_string())?)
         }
-        Kind::Gcs => {
+        Store::Gcs => {
             let mut b =
                 object_store::gcp::GoogleCloudStorageBuilder::from_env().with_bucket_name(bucket);
             for (key, value) in settings {
@@ -100,7 +51,7 @@ fn build(
             }
             Arc::new(b.build().map_err(|e| e.to_string())?)
         }
-        Kind::Azure => {
+        Store::Azure => {
             let mut b =
                 object_store::azure::MicrosoftAzureBuilder::from_env().with_container_name(bucket);
             for (key, value) in settings {
@@ -131,7 +82,11 @@ impl ObjectArchive {
             url: vtsnap_core::k8s_names::escape_controls(url).into_owned(),
             problem,
         };
-        let (kind, bucket, root) = parse_url(url).map_err(bad)?;
+        let ArchiveUrl {
+            store: kind,
+            bucket,
+            root,
+        } = ArchiveUrl::parse(url).map_err(bad)?;
         checked_shard(keyspace, shard)?;
         // The process's one TLS provider is ring (kube's too); reqwest asks for the
         // default one. Installed already is as good.
@@ -256,31 +211,6 @@ impl ObjectArchive {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_archive_url_is_a_bucket_and_a_root_of_a_known_store() {
-        assert_eq!(
-            parse_url("s3://b/vt/root").unwrap(),
-            (Kind::S3, "b", "vt/root")
-        );
-        assert_eq!(parse_url("s3://b").unwrap(), (Kind::S3, "b", ""));
-        assert_eq!(parse_url("s3://b/").unwrap(), (Kind::S3, "b", ""));
-        assert_eq!(parse_url("gs://b/r").unwrap(), (Kind::Gcs, "b", "r"));
-        assert_eq!(parse_url("az://c/r").unwrap(), (Kind::Azure, "c", "r"));
-        for (bad, says) in [
-            ("/vt/backups", "is not a URL"),
-            ("ftp://b/r", "scheme \"ftp\""),
-            ("s3:///r", "bucket \"\""),
-            ("s3://b c/r", "bucket \"b c\""),
-            ("s3://b/a/../x", "not a path of names"),
-            ("s3://b/a//x", "not a path of names"),
-            ("s3://b/a\n", "control character"),
-        ] {
-            let e = parse_url(bad).unwrap_err();
-            assert!(e.contains(says), "{bad}: {e}");
-        }
-        assert!(parse_url(&format!("s3://b/{}", "r".repeat(MAX_URL))).is_err());
-    }
 
     #[test]
     fn the_shard_s_prefix_follows_vitess_s_object_names() {
