@@ -31,12 +31,18 @@ fn server_binary() -> PathBuf {
 }
 
 impl S3Server {
-    /// Starts the server and waits until it answers.
+    /// Starts the server on 127.0.0.1 and waits until it answers.
     pub fn start() -> Self {
+        Self::start_on("127.0.0.1")
+    }
+
+    /// Starts the server listening on `address` (`0.0.0.0`: Pods reach it at the
+    /// node's address) and waits until it answers on 127.0.0.1.
+    pub fn start_on(address: &str) -> Self {
         let port = crate::vitess::free_port();
         let binary = server_binary();
         let child = Command::new(&binary)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-H", address, "-p", &port.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -92,6 +98,27 @@ impl S3Server {
             .exchange("PUT", &format!("/{bucket}/{key}"), body)
             .unwrap_or_else(|e| panic!("put {bucket}/{key}: {e}"));
         assert_eq!(status, 200, "put {bucket}/{key}: {answer}");
+    }
+
+    /// Puts every file under `dir` at `prefix/<its path under dir>`: a `file` backup
+    /// storage copied into the bucket as Vitess's `s3` storage names the same backups.
+    pub fn mirror(&self, bucket: &str, prefix: &str, dir: &std::path::Path) {
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+                let path = entry
+                    .unwrap_or_else(|e| panic!("{}: {e}", d.display()))
+                    .path();
+                if path.is_dir() {
+                    todo.push(path);
+                } else {
+                    let rel = path.strip_prefix(dir).unwrap_or(&path);
+                    let body =
+                        std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                    self.put(bucket, &format!("{prefix}/{}", rel.display()), &body);
+                }
+            }
+        }
     }
 
     pub fn delete(&self, bucket: &str, key: &str) {

@@ -56,7 +56,10 @@ struct StorageArgs {
 impl StorageArgs {
     fn place(&self) -> ArchivePlace {
         match (&self.archive_root, &self.archive_url) {
-            (_, Some(url)) => ArchivePlace::Url(url.clone()),
+            (_, Some(url)) => ArchivePlace::Url {
+                url: url.clone(),
+                settings: Vec::new(),
+            },
             (Some(root), None) => ArchivePlace::Folder(root.clone()),
             // clap's group requires one
             (None, None) => ArchivePlace::Folder(PathBuf::new()),
@@ -393,7 +396,7 @@ fn prepare(args: &PlanArgs) -> Result<Prepared, Exit> {
     })?;
     let flag = match place {
         ArchivePlace::Folder(_) => "--archive-root",
-        ArchivePlace::Url(_) => "--archive-url",
+        ArchivePlace::Url { .. } => "--archive-url",
     };
     let observed = block_on(read_archive(
         &archive,

@@ -4,7 +4,9 @@
 //! shared backup storage; the shard is then recovered into a new PVC and a Pod that
 //! kubelet runs (vtsnap-restore, fetch from the pitr image, mysqld and the replay from the
 //! tablet's image): once by `vtsnap-pitr run` to the noted GTID set, cut into a
-//! VolumeSnapshot, and once as its users ask, `kubectl vtsnap recover` to the drop's
+//! VolumeSnapshot, the archive read from an S3 bucket (moto on the host, the backups
+//! copied there as Vitess's `s3` storage names them; the Pod's fetch container reaches it
+//! at the node's address with a Secret's keys), and once as its users ask, `kubectl vtsnap recover` to the drop's
 //! second: a Job of the chart's template runs `run` on the node as the `pitr-recover`
 //! account, and the served Pod has the table back with the noted checksum.
 
@@ -27,6 +29,7 @@ use vtsnap_pitr::report::ArchiveOutcome;
 use vtsnap_pitr::run::{ArchiveOptions, Mode, archive};
 use vtsnap_testkit::pod_backend::PodBackend;
 use vtsnap_testkit::real_kube::{RealKube, snapshot_ready};
+use vtsnap_testkit::s3::S3Server;
 use vtsnap_testkit::vitess::pods::VitessPods;
 
 use super::{LIMIT, caught_up, gtid_set, snapshots};
@@ -113,22 +116,47 @@ pub async fn recover_a_dropped_table(
         keyspace: "commerce".into(),
         shard: "-".parse().unwrap(),
     };
-    let opts = |target: Target, after: After| RecoverOptions {
-        settings: Settings {
-            restore_image: "localhost/vtsnap/vtsnap-restore:0.1.0".into(),
-            pitr_image: "localhost/vtsnap/vtsnap-pitr:0.1.0".into(),
-            recovery_uid: TabletUid::new(defaults::RECOVERY_UID),
-            mysqld_command: "mysqld".into(),
-            mysqld_resources: json!({"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}),
-            deadline_seconds: 600,
-            ready_seconds: 180,
-            archive: ArchiveSource::Volume {
-                root: "/vt/backups".into(),
-                source: json!({"hostPath": {"path": vt.backups().display().to_string(), "type": "Directory"}}),
-            },
-            image_pull_secrets: Vec::new(),
+    // The same backups in an S3 bucket, as Vitess's `s3` storage would keep them.
+    let s3 = S3Server::start_on("0.0.0.0");
+    s3.create_bucket("vitess-backups");
+    s3.mirror("vitess-backups", "node", vt.backups());
+    let node_ip = node_address(kube).await;
+    kube.create(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "vitess-s3", "namespace": ns},
+        "stringData": {
+            "AWS_ENDPOINT": format!("http://{node_ip}:{}", s3.port),
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
         },
-        archive: ArchivePlace::Folder(vt.backups().to_path_buf()),
+    }))
+    .await;
+    let settings = |archive: ArchiveSource| Settings {
+        restore_image: "localhost/vtsnap/vtsnap-restore:0.1.0".into(),
+        pitr_image: "localhost/vtsnap/vtsnap-pitr:0.1.0".into(),
+        recovery_uid: TabletUid::new(defaults::RECOVERY_UID),
+        mysqld_command: "mysqld".into(),
+        mysqld_resources: json!({"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}),
+        deadline_seconds: 600,
+        ready_seconds: 180,
+        archive,
+        image_pull_secrets: Vec::new(),
+    };
+    let from_s3 = |target: Target, after: After| RecoverOptions {
+        settings: settings(ArchiveSource::Store {
+            url: "s3://vitess-backups/node".into(),
+            secret: Some("vitess-s3".into()),
+        }),
+        archive: ArchivePlace::Url {
+            url: "s3://vitess-backups/node".into(),
+            settings: s3
+                .client_env()
+                .into_iter()
+                .map(|(k, v)| (k.to_ascii_lowercase(), v))
+                .collect(),
+        },
         target,
         snapshot: None,
         after,
@@ -140,7 +168,7 @@ pub async fn recover_a_dropped_table(
     let to_gtid = recover(
         &kube.client(),
         &shard,
-        &opts(Target::Through(noted_set.clone()), After::Cut),
+        &from_s3(Target::Through(noted_set.clone()), After::Cut),
     )
     .await;
     let line = serde_json::to_string(&to_gtid).unwrap();
@@ -230,6 +258,18 @@ pub async fn recover_a_dropped_table(
     cuts.delete(&cut, &dp).await.unwrap();
     kube.wait_gone(&snapshots(), ns, &cut, LIMIT).await;
     Recovered { to_gtid, to_time }
+}
+
+/// The node's address, where Pods reach the host's listeners.
+async fn node_address(kube: &RealKube) -> String {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(kube.client());
+    let list = nodes.list(&Default::default()).await.unwrap();
+    list.items
+        .iter()
+        .flat_map(|n| n.status.iter().flat_map(|s| s.addresses.iter().flatten()))
+        .find(|a| a.type_ == "InternalIP")
+        .map(|a| a.address.clone())
+        .expect("the node has an InternalIP")
 }
 
 fn pvcs() -> kube::core::ApiResource {

@@ -83,7 +83,15 @@ impl Archive {
     pub fn new(place: &ArchivePlace, keyspace: &str, shard: &str) -> Result<Self, ArchiveError> {
         Ok(match place {
             ArchivePlace::Folder(root) => Self::File(FileArchive::new(root, keyspace, shard)?),
-            ArchivePlace::Url(url) => Self::Object(ObjectArchive::new(url, keyspace, shard)?),
+            ArchivePlace::Url { url, settings } => {
+                let settings: Vec<(&str, String)> = settings
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.clone()))
+                    .collect();
+                Self::Object(ObjectArchive::with_settings(
+                    url, keyspace, shard, &settings,
+                )?)
+            }
         })
     }
 
@@ -152,8 +160,13 @@ impl Archive {
 pub enum ArchivePlace {
     /// Vitess's `file` storage root, mounted (`--archive-root`).
     Folder(PathBuf),
-    /// An object store's bucket and root (`--archive-url`).
-    Url(String),
+    /// An object store's bucket and root (`--archive-url`), and settings over the
+    /// environment's (the store's keys in lower case, `aws_endpoint`, …; none from the
+    /// command line, where the environment is the place for them).
+    Url {
+        url: String,
+        settings: Vec<(String, String)>,
+    },
 }
 
 /// A backup folder's name as Vitess makes it: `YYYY-MM-DD.HHMMSS.<cell>-<10-digit uid>`
