@@ -38,7 +38,7 @@ groups=(
   "vtsnap-vtbackup-storage|jobs/vtbackup-storage/src/decide/mod.rs jobs/vtbackup-storage/src/decide/effective.rs|--lib --test plan"
   "vtsnap-snapshot|jobs/snapshot/src/schedule/decide.rs jobs/snapshot/src/schedule/names.rs jobs/snapshot/src/run/decide/mod.rs jobs/snapshot/src/run/decide/recovery.rs jobs/snapshot/src/run/decide/semi_sync.rs jobs/snapshot/src/run/decide/select.rs jobs/snapshot/src/plan.rs|--lib --test schedule_plan --test plan"
   "vtsnap-drill|jobs/drill/src/decide/mod.rs jobs/drill/src/decide/objects.rs jobs/drill/src/decide/outcome.rs jobs/drill/src/decide/verdict.rs|--lib"
-  "vtsnap-pitr|jobs/pitr/src/decide/replay.rs jobs/pitr/src/decide/recovery.rs jobs/pitr/src/decide/archive.rs jobs/pitr/src/decide/window.rs jobs/pitr/src/observe/mod.rs|--lib --test plan --test recover"
+  "vtsnap-pitr|jobs/pitr/src/decide/replay.rs jobs/pitr/src/decide/recovery.rs jobs/pitr/src/decide/archive.rs jobs/pitr/src/decide/window.rs jobs/pitr/src/observe/mod.rs|--lib --test plan --test recover --test object_archive"
   "kubectl-vtsnap|cli/kubectl-vtsnap/src/decide/world.rs cli/kubectl-vtsnap/src/decide/doctor.rs cli/kubectl-vtsnap/src/decide/status.rs cli/kubectl-vtsnap/src/decide/objects.rs cli/kubectl-vtsnap/src/decide/storage.rs cli/kubectl-vtsnap/src/decide/schedules.rs cli/kubectl-vtsnap/src/decide/recover.rs|--lib --test golden"
 )
 

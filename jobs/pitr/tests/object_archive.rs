@@ -147,3 +147,86 @@ async fn backups_in_an_object_store_read_as_the_same_backups_in_a_folder() {
         "{e}"
     );
 }
+
+/// A fake S3 endpoint, for fault injection only: it lists one backup, and refuses every
+/// other request (403), as a store refuses a key the credentials may not read.
+async fn fake_store_refusing_reads() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16 * 1024];
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]).into_owned();
+                let (status, body) = if request.contains("list-type=2") {
+                    (
+                        "200 OK",
+                        format!(
+                            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><Name>b</Name>\
+                         <Prefix>commerce/-/</Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys>\
+                         <Delimiter>/</Delimiter><IsTruncated>false</IsTruncated><CommonPrefixes>\
+                         <Prefix>commerce/-/{DONE}/</Prefix></CommonPrefixes></ListBucketResult>"
+                        ),
+                    )
+                } else {
+                    ("403 Forbidden", "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied</Code>\
+                      <Message>Access Denied</Message></Error>".to_owned())
+                };
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{address}")
+}
+
+/// A MANIFEST that cannot be read as one is its backup's fault: passed over, named. A
+/// store that refuses to give it is not: the read fails, and no backup is called
+/// unusable for it (the chain would stop there and the window shrink).
+#[tokio::test]
+async fn a_backup_s_own_bad_manifest_is_passed_over_and_a_store_s_refusal_fails_the_read() {
+    use vtsnap_pitr::observe::read_archive;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join(format!("commerce/-/{DONE}/MANIFEST"))).unwrap();
+    let folder = Archive::File(FileArchive::new(root.path(), "commerce", "-").unwrap());
+    let o = read_archive(&folder, "commerce", "-", now).await.unwrap();
+    assert_eq!(o.unusable.len(), 1, "{:?}", o.unusable);
+    assert_eq!(o.unusable[0].name, DONE);
+    assert!(
+        o.unusable[0].why.contains("not a regular file"),
+        "{:?}",
+        o.unusable
+    );
+
+    let endpoint = fake_store_refusing_reads().await;
+    let refusing = Archive::Object(
+        ObjectArchive::with_settings(
+            "s3://b",
+            "commerce",
+            "-",
+            &[
+                ("aws_endpoint", endpoint),
+                ("aws_allow_http", "true".into()),
+                ("aws_region", "us-east-1".into()),
+                ("aws_access_key_id", "testing".into()),
+                ("aws_secret_access_key", "testing".into()),
+            ],
+        )
+        .unwrap(),
+    );
+    assert_eq!(refusing.backups().await.unwrap(), [DONE]);
+    let e = read_archive(&refusing, "commerce", "-", now)
+        .await
+        .unwrap_err();
+    assert!(!e.is_the_backups(), "{e}");
+    assert!(e.to_string().contains(&format!("{DONE}/MANIFEST")), "{e}");
+}
