@@ -74,6 +74,21 @@ impl Scene {
         std::fs::write(d.join("MANIFEST"), m.to_string()).unwrap();
     }
 
+    /// [`Self::new`], the first increment holding one stored binlog file `0`; the
+    /// binlog and the file as stored.
+    fn with_stored_binlog() -> (Self, Vec<u8>, Vec<u8>) {
+        let s = Self::new();
+        let (data, stored) = stored_binlog();
+        let hash = format!("{:08x}", crc32fast::hash(&stored));
+        s.put(
+            FIRST,
+            &manifest_with_hash(FIRST, "1-90", "1-150", "09:59:00", "10:10:00", &hash),
+        );
+        let backup = s.archive().join("commerce/-").join(FIRST);
+        std::fs::write(backup.join("0"), &stored).unwrap();
+        (s, data, stored)
+    }
+
     fn archive(&self) -> &Path {
         self.dir.path()
     }
@@ -217,15 +232,8 @@ fn stored_binlog() -> (Vec<u8>, Vec<u8>) {
 
 #[test]
 fn fetch_writes_the_checked_binlogs_and_the_replay_script_or_names_the_damaged_file() {
-    let s = Scene::new();
-    let (data, stored) = stored_binlog();
-    let hash = format!("{:08x}", crc32fast::hash(&stored));
-    s.put(
-        FIRST,
-        &manifest_with_hash(FIRST, "1-90", "1-150", "09:59:00", "10:10:00", &hash),
-    );
+    let (s, data, stored) = Scene::with_stored_binlog();
     let backup = s.archive().join("commerce/-").join(FIRST);
-    std::fs::write(backup.join("0"), &stored).unwrap();
     let dest = s.dir.path().join("recovery");
     let dest_arg = dest.display().to_string();
     let fetch = |extra: &[&str]| {
@@ -390,33 +398,11 @@ fn run_names_each_bad_input_and_exits_2_before_reading_the_cluster() {
 /// binlog; a bad URL or secret is named before anything is read.
 #[test]
 fn fetch_reads_the_same_archive_from_an_object_store() {
-    let s = Scene::new();
-    let (data, stored) = stored_binlog();
-    let hash = format!("{:08x}", crc32fast::hash(&stored));
-    s.put(
-        FIRST,
-        &manifest_with_hash(FIRST, "1-90", "1-150", "09:59:00", "10:10:00", &hash),
-    );
-    std::fs::write(
-        s.archive().join("commerce/-").join(FIRST).join("0"),
-        &stored,
-    )
-    .unwrap();
+    let (s, data, stored) = Scene::with_stored_binlog();
     let s3 = vtsnap_testkit::s3::S3Server::start();
     s3.create_bucket("vitess");
-    let shard_dir = s.archive().join("commerce/-");
-    for backup in std::fs::read_dir(&shard_dir).unwrap() {
-        let backup = backup.unwrap();
-        for file in std::fs::read_dir(backup.path()).unwrap() {
-            let file = file.unwrap();
-            let key = format!(
-                "prod/commerce/-/{}/{}",
-                backup.file_name().to_string_lossy(),
-                file.file_name().to_string_lossy()
-            );
-            s3.put("vitess", &key, &std::fs::read(file.path()).unwrap());
-        }
-    }
+    // The folder's backups as Vitess's s3 storage names them, under the root `prod`.
+    s3.mirror("vitess", "prod/commerce/-", &s.archive().join("commerce/-"));
     let fetch = |storage: &[&str], dest: &Path| {
         let out = Command::new(env!("CARGO_BIN_EXE_vtsnap-pitr"))
             .args(["fetch", "--shard", SHARD])

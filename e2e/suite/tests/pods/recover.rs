@@ -281,7 +281,7 @@ impl Recovered {
     pub fn story(&self) -> String {
         format!(
             "PITR: a dropped table recovered as Pods from {} and {} increment(s): to its GTID \
-             set, cut into {}; to its second by kubectl vtsnap recover's Job, served (RPO {} \
+             set from S3, cut into {}; to its second by kubectl vtsnap recover's Job, served (RPO {} \
              s, RTO {} ms)",
             self.to_time["base"].as_str().unwrap_or("?"),
             self.to_time["increments"].as_array().map_or(0, Vec::len),
