@@ -477,12 +477,10 @@ impl VitessShard {
                     at,
                     shard.shared.path(),
                     &shard.etcd.client,
-                    (PortOfClone::Keep, opts.clone),
+                    (PortOfClone::Keep, opts.clone, &opts.backups),
                 ),
                 None => shard.tablet_container_set(*uid, &name),
             };
-            let mut t = t;
-            t.backups = opts.backups.clone();
             shard.tablets.push(t);
         }
         for t in &shard.tablets {
@@ -525,7 +523,7 @@ impl VitessShard {
             &self.opts.volumes,
             self.shared.path(),
             &self.etcd.client,
-            (port, self.opts.clone),
+            (port, self.opts.clone, &self.opts.backups),
         )
     }
 
@@ -654,10 +652,8 @@ impl VitessShard {
             at,
             self.shared.path(),
             &self.etcd.client,
-            (PortOfClone::Rewrite, self.opts.clone),
+            (PortOfClone::Rewrite, self.opts.clone, &self.opts.backups),
         );
-        let mut t = t;
-        t.backups = self.opts.backups.clone();
         self.push_started(t).await
     }
 
@@ -684,8 +680,7 @@ impl VitessShard {
     /// vttablet container runs; the caller waits for what it measures.
     pub async fn add_empty_tablet(&mut self, uid: u32, how: NewTablet) -> &VitessTablet {
         let name = format!("{}-new{uid}", prefix());
-        let mut t = self.tablet_container_set_with(uid, &name, PortOfClone::Keep);
-        t.backups = self.opts.backups.clone();
+        let t = self.tablet_container_set_with(uid, &name, PortOfClone::Keep);
         t.wait_for_mysqld(Duration::from_secs(180)).await;
         self.tablets.push(t);
         let t = self.tablets.last_mut().unwrap();

@@ -46,7 +46,7 @@ pub struct VitessTablet {
     shared: PathBuf,
     clone: CloneSupport,
     /// Where its vttablet keeps backups (the shard's).
-    pub(super) backups: super::BackupStorage,
+    backups: super::BackupStorage,
     name: String,
     /// vttablet first: dropped before mysqld.
     vttablet: Option<Container>,
@@ -61,7 +61,7 @@ impl VitessTablet {
         volumes: &Path,
         shared: &Path,
         etcd: &str,
-        (port, clone): (PortOfClone, CloneSupport),
+        (port, clone, backups): (PortOfClone, CloneSupport, &super::BackupStorage),
     ) -> Self {
         let sockets = tempfile::Builder::new()
             .prefix("vtsnap-vt-socket-")
@@ -71,7 +71,7 @@ impl VitessTablet {
             volume: volumes.join(uid.to_string()),
             socket_dir: sockets.path().to_path_buf(),
         };
-        let mut t = Self::start_mysqlctld_at(uid, name, &at, shared, etcd, (port, clone));
+        let mut t = Self::start_mysqlctld_at(uid, name, &at, shared, etcd, (port, clone, backups));
         t._sockets = Some(sockets);
         t
     }
@@ -82,7 +82,7 @@ impl VitessTablet {
         at: &Placement,
         shared: &Path,
         etcd: &str,
-        (port, clone): (PortOfClone, CloneSupport),
+        (port, clone, backups): (PortOfClone, CloneSupport, &super::BackupStorage),
     ) -> Self {
         give_to_vitess(&at.volume.join("vtdataroot"));
         give_to_vitess(&at.socket_dir);
@@ -97,7 +97,7 @@ impl VitessTablet {
             etcd: etcd.to_owned(),
             shared: shared.to_path_buf(),
             clone,
-            backups: super::BackupStorage::File,
+            backups: backups.clone(),
             name: name.to_owned(),
             vttablet: None,
             mysqld: None,
