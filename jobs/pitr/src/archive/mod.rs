@@ -83,15 +83,9 @@ impl Archive {
     pub fn new(place: &ArchivePlace, keyspace: &str, shard: &str) -> Result<Self, ArchiveError> {
         Ok(match place {
             ArchivePlace::Folder(root) => Self::File(FileArchive::new(root, keyspace, shard)?),
-            ArchivePlace::Url { url, settings } => {
-                let settings: Vec<(&str, String)> = settings
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.clone()))
-                    .collect();
-                Self::Object(ObjectArchive::with_settings(
-                    url, keyspace, shard, &settings,
-                )?)
-            }
+            ArchivePlace::Url { url, settings } => Self::Object(ObjectArchive::with_settings(
+                url, keyspace, shard, settings,
+            )?),
         })
     }
 
@@ -129,19 +123,11 @@ impl Archive {
             }),
             Self::Object(a) => {
                 let path = spool.join(format!("{backup}.{stored}.stored"));
-                let file = a.copy_into(backup, stored, &path, max_bytes).await;
-                // Removed when the returned handle is dropped, or now if it failed.
-                let guard = Stored {
-                    file: match file {
-                        Ok(f) => f,
-                        Err(e) => {
-                            let _ = std::fs::remove_file(&path);
-                            return Err(e);
-                        }
-                    },
+                // Removed when the returned handle is dropped (a failed copy removes itself).
+                Ok(Stored {
+                    file: a.copy_into(backup, stored, &path, max_bytes).await?,
                     spooled: Some(path),
-                };
-                Ok(guard)
+                })
             }
         }
     }

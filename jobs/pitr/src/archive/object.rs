@@ -29,17 +29,20 @@ pub struct ObjectArchive {
 }
 
 /// The store client for `bucket`, its settings from the environment and then `settings`.
-fn build(
+fn build<K: AsRef<str>, V: AsRef<str>>(
     kind: Store,
     bucket: &str,
-    settings: &[(&str, String)],
+    settings: &[(K, V)],
 ) -> Result<Arc<dyn ObjectStore>, String> {
-    let unknown = |key: &str| format!("{key} is not a setting of this store");
+    let unknown = |key: &K| format!("{} is not a setting of this store", key.as_ref());
     Ok(match kind {
         Store::S3 => {
             let mut b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
             for (key, value) in settings {
-                b = b.with_config(key.parse().map_err(|_| unknown(key))?, value);
+                b = b.with_config(
+                    key.as_ref().parse().map_err(|_| unknown(key))?,
+                    value.as_ref(),
+                );
             }
             Arc::new(b.build().map_err(|e| e.to_string())?)
         }
@@ -47,7 +50,10 @@ fn build(
             let mut b =
                 object_store::gcp::GoogleCloudStorageBuilder::from_env().with_bucket_name(bucket);
             for (key, value) in settings {
-                b = b.with_config(key.parse().map_err(|_| unknown(key))?, value);
+                b = b.with_config(
+                    key.as_ref().parse().map_err(|_| unknown(key))?,
+                    value.as_ref(),
+                );
             }
             Arc::new(b.build().map_err(|e| e.to_string())?)
         }
@@ -55,7 +61,10 @@ fn build(
             let mut b =
                 object_store::azure::MicrosoftAzureBuilder::from_env().with_container_name(bucket);
             for (key, value) in settings {
-                b = b.with_config(key.parse().map_err(|_| unknown(key))?, value);
+                b = b.with_config(
+                    key.as_ref().parse().map_err(|_| unknown(key))?,
+                    value.as_ref(),
+                );
             }
             Arc::new(b.build().map_err(|e| e.to_string())?)
         }
@@ -66,17 +75,17 @@ impl ObjectArchive {
     /// The archive of `keyspace/shard` under `url` (`scheme://bucket[/root]`); the store's
     /// settings from the environment.
     pub fn new(url: &str, keyspace: &str, shard: &str) -> Result<Self, ArchiveError> {
-        Self::with_settings(url, keyspace, shard, &[])
+        Self::with_settings::<&str, &str>(url, keyspace, shard, &[])
     }
 
     /// As [`Self::new`], with `settings` (the store's configuration keys, as its
     /// environment variables name them in lower case: `aws_endpoint`, …) over the
     /// environment's.
-    pub fn with_settings(
+    pub fn with_settings<K: AsRef<str>, V: AsRef<str>>(
         url: &str,
         keyspace: &str,
         shard: &str,
-        settings: &[(&str, String)],
+        settings: &[(K, V)],
     ) -> Result<Self, ArchiveError> {
         let bad = |problem: String| ArchiveError::Url {
             url: vtsnap_core::k8s_names::escape_controls(url).into_owned(),
@@ -172,7 +181,7 @@ impl ObjectArchive {
     }
 
     /// Copies one stored file of a backup into `to` (at most `max_bytes`) and opens the
-    /// copy for reading.
+    /// copy for reading; nothing is left at `to` when it fails.
     pub async fn copy_into(
         &self,
         backup: &str,
@@ -190,21 +199,30 @@ impl ObjectArchive {
             .get_opts(&self.object(backup, stored), GetOptions::default())
             .await
             .map_err(|e| open_error(e.to_string()))?;
-        let mut out = File::create(to).map_err(|e| open_error(format!("{}: {e}", to.display())))?;
-        let mut copied: u64 = 0;
-        let mut body = got.into_stream();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| open_error(e.to_string()))?;
-            copied += chunk.len() as u64;
-            if copied > max_bytes {
-                return Err(open_error(format!("holds more than {max_bytes} bytes")));
+        let copied = async {
+            let mut out =
+                File::create(to).map_err(|e| open_error(format!("{}: {e}", to.display())))?;
+            let mut copied: u64 = 0;
+            let mut body = got.into_stream();
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk.map_err(|e| open_error(e.to_string()))?;
+                copied += chunk.len() as u64;
+                if copied > max_bytes {
+                    return Err(open_error(format!("holds more than {max_bytes} bytes")));
+                }
+                out.write_all(&chunk)
+                    .map_err(|e| open_error(format!("{}: {e}", to.display())))?;
             }
-            out.write_all(&chunk)
+            out.sync_all()
                 .map_err(|e| open_error(format!("{}: {e}", to.display())))?;
+            File::open(to).map_err(|e| open_error(format!("{}: {e}", to.display())))
         }
-        out.sync_all()
-            .map_err(|e| open_error(format!("{}: {e}", to.display())))?;
-        File::open(to).map_err(|e| open_error(format!("{}: {e}", to.display())))
+        .await;
+        if copied.is_err() {
+            // Best effort: the copy's name never reads as a binlog's.
+            let _ = std::fs::remove_file(to);
+        }
+        copied
     }
 }
 
