@@ -15,6 +15,24 @@ use std::time::{Duration, Instant};
 const AUTHORIZATION: &str = "Authorization: AWS4-HMAC-SHA256 \
     Credential=testing/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=00";
 
+/// The credentials every client here gives (the server checks none).
+pub const ACCESS_KEY_ID: &str = "testing";
+pub const SECRET_ACCESS_KEY: &str = "testing";
+
+/// An `object_store` S3 client's settings (its keys in lower case) for the test server
+/// at `endpoint` (`http://host:port`).
+pub fn client_settings(endpoint: &str) -> Vec<(String, String)> {
+    [
+        ("aws_endpoint", endpoint),
+        ("aws_allow_http", "true"),
+        ("aws_region", "us-east-1"),
+        ("aws_access_key_id", ACCESS_KEY_ID),
+        ("aws_secret_access_key", SECRET_ACCESS_KEY),
+    ]
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .to_vec()
+}
+
 /// Where `scripts/setup-host.sh` installs moto; `VTSNAP_MOTO_SERVER` names another.
 const INSTALLED: &str = "/opt/vtsnap-moto/bin/moto_server";
 
@@ -75,14 +93,16 @@ impl S3Server {
     }
 
     /// The environment an `object_store` S3 client reads to reach this server.
-    pub fn client_env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("AWS_ENDPOINT", self.endpoint()),
-            ("AWS_ALLOW_HTTP", "true".into()),
-            ("AWS_REGION", "us-east-1".into()),
-            ("AWS_ACCESS_KEY_ID", "testing".into()),
-            ("AWS_SECRET_ACCESS_KEY", "testing".into()),
-        ]
+    pub fn client_env(&self) -> Vec<(String, String)> {
+        client_settings(&self.endpoint())
+            .into_iter()
+            .map(|(k, v)| (k.to_ascii_uppercase(), v))
+            .collect()
+    }
+
+    /// The same as an `object_store` client's settings (its keys in lower case).
+    pub fn client_settings(&self) -> Vec<(String, String)> {
+        client_settings(&self.endpoint())
     }
 
     pub fn create_bucket(&self, bucket: &str) {

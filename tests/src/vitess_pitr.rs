@@ -116,13 +116,7 @@ pub fn archive_of(shard: &VitessShard) -> Archive {
                 &format!("s3://{bucket}/{root}"),
                 KEYSPACE,
                 SHARD,
-                &[
-                    ("aws_endpoint", endpoint.clone()),
-                    ("aws_allow_http", "true".into()),
-                    ("aws_region", "us-east-1".into()),
-                    ("aws_access_key_id", "testing".into()),
-                    ("aws_secret_access_key", "testing".into()),
-                ],
+                &vtsnap_testkit::s3::client_settings(endpoint),
             )
             .unwrap(),
         ),

@@ -25,23 +25,6 @@ fn store_both(s3: &S3Server, bucket: &str, prefix: &str, root: &Path, files: &[(
     }
 }
 
-fn settings(s3: &S3Server) -> Vec<(&'static str, String)> {
-    s3.client_env()
-        .into_iter()
-        .map(|(k, v)| {
-            let key = match k {
-                "AWS_ENDPOINT" => "aws_endpoint",
-                "AWS_ALLOW_HTTP" => "aws_allow_http",
-                "AWS_REGION" => "aws_region",
-                "AWS_ACCESS_KEY_ID" => "aws_access_key_id",
-                "AWS_SECRET_ACCESS_KEY" => "aws_secret_access_key",
-                other => panic!("{other}"),
-            };
-            (key, v)
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn backups_in_an_object_store_read_as_the_same_backups_in_a_folder() {
     let s3 = S3Server::start();
@@ -81,8 +64,13 @@ async fn backups_in_an_object_store_read_as_the_same_backups_in_a_folder() {
 
     let folder = Archive::File(FileArchive::new(root.path(), "commerce", "-").unwrap());
     let objects = Archive::Object(
-        ObjectArchive::with_settings("s3://backups/vt/root", "commerce", "-", &settings(&s3))
-            .unwrap(),
+        ObjectArchive::with_settings(
+            "s3://backups/vt/root",
+            "commerce",
+            "-",
+            &s3.client_settings(),
+        )
+        .unwrap(),
     );
     assert_eq!(objects.place(), "s3://backups/vt/root/commerce/-");
 
@@ -137,7 +125,8 @@ async fn backups_in_an_object_store_read_as_the_same_backups_in_a_folder() {
 
     // A bucket that does not exist is the store's failure, named.
     let missing = Archive::Object(
-        ObjectArchive::with_settings("s3://nobucket", "commerce", "-", &settings(&s3)).unwrap(),
+        ObjectArchive::with_settings("s3://nobucket", "commerce", "-", &s3.client_settings())
+            .unwrap(),
     );
     let e = missing.backups().await.unwrap_err();
     assert!(!e.is_the_backups(), "{e}");
@@ -213,13 +202,7 @@ async fn a_backup_s_own_bad_manifest_is_passed_over_and_a_store_s_refusal_fails_
             "s3://b",
             "commerce",
             "-",
-            &[
-                ("aws_endpoint", endpoint),
-                ("aws_allow_http", "true".into()),
-                ("aws_region", "us-east-1".into()),
-                ("aws_access_key_id", "testing".into()),
-                ("aws_secret_access_key", "testing".into()),
-            ],
+            &vtsnap_testkit::s3::client_settings(&endpoint),
         )
         .unwrap(),
     );

@@ -152,8 +152,8 @@ impl BackupStorage {
         match self {
             Self::File => Vec::new(),
             Self::S3 { .. } => vec![
-                ("AWS_ACCESS_KEY_ID", "testing".into()),
-                ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+                ("AWS_ACCESS_KEY_ID", crate::s3::ACCESS_KEY_ID.into()),
+                ("AWS_SECRET_ACCESS_KEY", crate::s3::SECRET_ACCESS_KEY.into()),
             ],
         }
     }

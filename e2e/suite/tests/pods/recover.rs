@@ -151,11 +151,7 @@ pub async fn recover_a_dropped_table(
         }),
         archive: ArchivePlace::Url {
             url: "s3://vitess-backups/node".into(),
-            settings: s3
-                .client_env()
-                .into_iter()
-                .map(|(k, v)| (k.to_ascii_lowercase(), v))
-                .collect(),
+            settings: s3.client_settings(),
         },
         target,
         snapshot: None,
