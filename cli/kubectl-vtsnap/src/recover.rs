@@ -111,7 +111,7 @@ pub async fn recover(
         .await
         .and_then(|(_, log)| log)
     {
-        Ok(log) => match run_line(&log) {
+        Ok(log) => match run_line(&log, &r.shard.at(&r.namespace)) {
             Some((verdict, line)) => {
                 out.cleanup = cleanup(&verdict, &r.namespace, &install.namespace, &out.job);
                 out.run = Some(line);

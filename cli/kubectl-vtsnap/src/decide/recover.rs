@@ -11,7 +11,7 @@ use vtsnap_core::config::Config;
 use vtsnap_core::k8s_names::{dns_label, dns_subdomain, escape_controls};
 use vtsnap_core::pitr::chain;
 use vtsnap_core::pitr::run::{After, RunVerdict};
-use vtsnap_core::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD};
+use vtsnap_core::shard::{LABEL_CLUSTER, LABEL_KEYSPACE, LABEL_SHARD, ShardRef};
 
 use crate::act::{LABEL_TRIGGER, ShardArg, TRIGGER_KUBECTL};
 
@@ -191,12 +191,14 @@ pub fn snapshot_name(name: &str) -> Result<String, RecoverError> {
 }
 
 /// The run's line in the recover container's log: the last JSON line that reads as a
-/// run's verdict (its JSON log lines share the log with it), with the line as written.
-pub fn run_line(log: &str) -> Option<(RunVerdict, Value)> {
+/// run's verdict on `shard` (its JSON log lines share the log with it; a line about any
+/// other shard is not this recovery's), with the line as written.
+pub fn run_line(log: &str, shard: &ShardRef) -> Option<(RunVerdict, Value)> {
+    let shard = shard.to_string();
     log.lines().rev().find_map(|l| {
         let line = serde_json::from_str::<Value>(l).ok()?;
         let verdict = serde_json::from_value::<RunVerdict>(line.clone()).ok()?;
-        Some((verdict, line))
+        (verdict.shard == shard).then_some((verdict, line))
     })
 }
 

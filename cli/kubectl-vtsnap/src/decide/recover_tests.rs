@@ -232,9 +232,17 @@ fn the_run_s_line_is_found_among_its_log_lines_and_gives_the_shell() {
     let log = format!(
         "{{\"level\":\"INFO\",\"msg\":\"replayed\"}}\n{line}\n{{\"level\":\"INFO\",\"outcome\":\"x\"}}\n"
     );
-    let (verdict, written) = run_line(&log).unwrap();
+    let shard = ShardRef::parse_path("vitess/example/commerce/-").unwrap();
+    let (verdict, written) = run_line(&log, &shard).unwrap();
     assert_eq!(written, line);
-    assert_eq!(run_line("not json\n{}\n"), None);
+    assert_eq!(run_line("not json\n{}\n", &shard), None);
+    // A line about another shard is not this recovery's, even when it comes last.
+    let mut other = line.clone();
+    other["shard"] = json!("vitess/example/commerce/-80");
+    other["pod"] = json!("someone-else");
+    let (mine, _) = run_line(&format!("{log}{other}\n"), &shard).unwrap();
+    assert_eq!(mine.pod.as_deref(), Some("vtsnap-recover-x"));
+    assert_eq!(run_line(&format!("{other}\n"), &shard), None);
     let read = |v: &Value| serde_json::from_value::<RunVerdict>(v.clone()).unwrap();
     let shell = shell_args(&verdict, "vitess").unwrap();
     assert_eq!(
